@@ -1,0 +1,18 @@
+// Each subcommand lives in its own cmd_<name>.cc and registers itself on the root app here.
+// Subcommands report failure by throwing CLI::RuntimeError(exit_code) after printing to stderr.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "common/error.h"
+
+namespace tessera::cli {
+
+// Exit codes: 0 ok, 1 check failed (validate/doctor found problems), 2 usage or bad input,
+// 3 not found, 4 unavailable, 5 internal/other.
+int ExitCodeFor(const Error& error);
+// Prints "tessera: <message>" to stderr and returns the exit code for the error.
+[[noreturn]] void Fail(const Error& error);
+
+
+}  // namespace tessera::cli

@@ -1,0 +1,86 @@
+#include "common/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+namespace tessera {
+namespace {
+
+// Closes a descriptor when it goes out of scope.
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+std::string DirectoryOf(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+  std::random_device entropy;
+  std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
+  FileDescriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return ErrnoError("create " + temp, errno);
+
+  auto fail = [&](std::string_view what) {
+    int saved = errno;
+    ::unlink(temp.c_str());
+    return ErrnoError(std::string(what) + " " + temp, saved);
+  };
+  size_t written = 0;
+  while (written < content.size()) {
+    ssize_t n = ::write(fd.get(), content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("write");
+    written += static_cast<size_t>(n);
+  }
+  if (::fchmod(fd.get(), mode) != 0) return fail("chmod");
+  if (::fsync(fd.get()) != 0) return fail("fsync");
+  if (::close(fd.release()) != 0) return fail("close");
+  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("rename to " + path + " from");
+
+  std::string dir = DirectoryOf(path);
+  FileDescriptor dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
+  return Ok();
+}
+
+Result<std::string> ReadWholeFile(const std::string& path) {
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoError("open " + path, errno);
+  std::string out;
+  char buffer[16384];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("read " + path, errno);
+    if (n == 0) break;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+}  // namespace tessera
