@@ -14,5 +14,6 @@ int ExitCodeFor(const Error& error);
 // Prints "tessera: <message>" to stderr and returns the exit code for the error.
 [[noreturn]] void Fail(const Error& error);
 
+void AddInventoryCommand(CLI::App& app);
 
 }  // namespace tessera::cli

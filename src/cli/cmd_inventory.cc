@@ -1,0 +1,35 @@
+// `tessera inventory`: print what the host has.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "inventory/inventory.h"
+
+namespace tessera::cli {
+
+void AddInventoryCommand(CLI::App& app) {
+  struct Options {
+    std::string root = "/";
+    std::string format = "table";
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("inventory", "List GPUs, accelerators, NVSwitches, their device "
+                                                  "nodes and the NVIDIA driver's files");
+  cmd->add_option("--root", options->root, "Host root to read (a fixture tree in tests)")
+      ->capture_default_str();
+  cmd->add_option("--format", options->format, "Output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->callback([options] {
+    inventory::ReadOptions read;
+    read.root = options->root;
+    auto inv = inventory::ReadInventory(read);
+    if (!inv) Fail(inv.error());
+    if (options->format == "json") {
+      std::cout << inventory::ToJson(*inv) << '\n';
+    } else {
+      std::cout << inventory::ToTable(*inv);
+    }
+  });
+}
+
+}  // namespace tessera::cli

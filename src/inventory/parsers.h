@@ -1,0 +1,67 @@
+// Pure parsers for the kernel's text and binary formats the inventory reads. Bytes in, values out:
+// no I/O, so each one is fuzzed directly (tests/fuzz/inventory_*.cc).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "inventory/inventory.h"
+
+namespace tessera::inventory {
+
+// "0x10de" (sysfs vendor/device/class files) → value; rejects values wider than max_bits.
+Result<uint32_t> ParseHexAttribute(std::string_view text, int max_bits);
+// "-1", "0", "1" (numa_node) → value.
+Result<int> ParseIntAttribute(std::string_view text);
+// "226:128" (sysfs `dev`) → {major, minor}.
+Result<std::pair<uint32_t, uint32_t>> ParseDevNumbers(std::string_view text);
+
+// The `resource` file: one "start end flags" line per region; index 6 is the expansion ROM.
+// Unused regions (all zero) are skipped.
+Result<std::vector<Bar>> ParseResourceFile(std::string_view text);
+
+// /proc/devices: the "Character devices:" section as name → major. A name may be listed once.
+Result<std::map<std::string, uint32_t>> ParseProcDevices(std::string_view text);
+
+// /proc/driver/nvidia/gpus/<bdf>/information.
+struct NvidiaGpuInformation {
+  std::string model;
+  std::optional<std::string> uuid;  // "GPU-…"; absent on old drivers or "N/A"
+  std::optional<int> device_minor;
+  std::string bus_location;
+};
+Result<NvidiaGpuInformation> ParseNvidiaGpuInformation(std::string_view text);
+
+// /proc/driver/nvidia/version ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06 …")
+// or /sys/module/nvidia/version ("580.65.06").
+Result<std::string> ParseNvidiaDriverVersion(std::string_view text);
+
+// /proc/driver/nvidia/capabilities/mig/{config,monitor}: "DeviceFileMinor: 1".
+Result<uint32_t> ParseNvidiaCapabilityMinor(std::string_view text);
+
+// glibc ld.so.cache: the "glibc-ld.so.cache1.1" format, optionally after the legacy "ld.so-1.7.0"
+// table. Each entry maps a library name (usually a SONAME) to the path the linker uses.
+struct LdCacheEntry {
+  std::string name;   // "libcuda.so.1"
+  std::string path;   // "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+  uint32_t flags = 0;
+  std::string arch() const;  // "x86_64", "i386", "aarch64", … from flags
+};
+Result<std::vector<LdCacheEntry>> ParseLdCache(std::string_view bytes);
+
+// pci.ids: the vendor and device names for one ID pair, found without parsing the whole file.
+struct PciNames {
+  std::string vendor;
+  std::string device;
+};
+PciNames LookupPciIds(std::string_view pci_ids, uint16_t vendor_id, uint16_t device_id);
+
+// "0000:18:00.0" → true. Lowercase hex, 4-digit domain.
+bool IsPciAddress(std::string_view text);
+
+}  // namespace tessera::inventory

@@ -1,0 +1,32 @@
+// The host readers the inventory is composed of. Each gathers bytes through HostRoot and hands
+// them to the pure parsers in parsers.h; problems become warnings, never exceptions or crashes.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "inventory/host_root.h"
+#include "inventory/inventory.h"
+
+namespace tessera::inventory {
+
+// Walks /sys/bus/pci/devices and returns the functions tessera cares about (GPUs, accelerators,
+// NVSwitches and their companions), sorted by address, with their IOMMU groups.
+struct PciWalk {
+  std::vector<PciDevice> devices;
+  std::map<int, IommuGroup> iommu_groups;
+};
+PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings);
+
+// Classifies a function from its vendor and 24-bit class code; nullopt when it is not ours.
+std::optional<DeviceKind> ClassifyPciFunction(uint16_t vendor_id, uint32_t class_code);
+
+// Fills per-device nodes (NVIDIA, DRM, VFIO) and the shared nodes of the driver stacks.
+void AttachDeviceNodes(const HostRoot& host, Inventory& inventory);
+
+// The NVIDIA driver's version and user-space files; nullopt when no NVIDIA driver is loaded.
+std::optional<NvidiaDriver> ReadNvidiaDriver(const HostRoot& host, std::vector<std::string>& warnings);
+
+}  // namespace tessera::inventory
