@@ -101,7 +101,11 @@ Result<std::string> HostRoot::ResolveLink(const std::string& path) const {
   auto target = ReadLink(path);
   if (!target) return target.error();
   if (!target->empty() && target->front() == '/') return NormalizePath(*target);
-  return NormalizePath(JoinPath(DirName(path), *target));
+  // The link's own directory may be reached through links (/sys/class/drm/card0 is one), so
+  // a relative target is resolved against the directory's real location.
+  auto parent = Canonical(DirName(path));
+  if (!parent) return parent.error();
+  return NormalizePath(JoinPath(*parent, *target));
 }
 
 Result<std::string> HostRoot::Canonical(const std::string& path) const {

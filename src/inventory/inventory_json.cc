@@ -9,6 +9,8 @@ namespace tessera::inventory {
 namespace {
 
 using nlohmann::json;
+// Output keeps the documented field order; input accepts any order.
+using ordered = nlohmann::ordered_json;
 
 constexpr int kSchemaVersion = 1;
 
@@ -18,7 +20,7 @@ std::string Hex(uint64_t value, int width) {
   return buffer;
 }
 
-json NodeJson(const DeviceNode& node) {
+ordered NodeJson(const DeviceNode& node) {
   return {{"path", node.path},
           {"major", node.major},
           {"minor", node.minor},
@@ -26,17 +28,17 @@ json NodeJson(const DeviceNode& node) {
           {"exists", node.exists}};
 }
 
-json DeviceJson(const PciDevice& d) {
-  json bars = json::array();
+ordered DeviceJson(const PciDevice& d) {
+  ordered bars = ordered::array();
   for (const Bar& bar : d.bars) {
     bars.push_back({{"index", bar.index},
                     {"start", "0x" + Hex(bar.start, 1)},
                     {"size", bar.size},
                     {"flags", "0x" + Hex(bar.flags, 1)}});
   }
-  json nodes = json::array();
+  ordered nodes = ordered::array();
   for (const DeviceNode& node : d.device_nodes) nodes.push_back(NodeJson(node));
-  json link = nullptr;
+  ordered link = nullptr;
   if (d.link) {
     link = {{"current_speed", d.link->current_speed},
             {"current_width", d.link->current_width},
@@ -53,15 +55,15 @@ json DeviceJson(const PciDevice& d) {
           {"kind", DeviceKindName(d.kind)},
           {"vendor", d.vendor_name},
           {"model", d.model},
-          {"driver", d.driver.empty() ? json(nullptr) : json(d.driver)},
-          {"iommu_group", d.iommu_group ? json(*d.iommu_group) : json(nullptr)},
+          {"driver", d.driver.empty() ? ordered(nullptr) : ordered(d.driver)},
+          {"iommu_group", d.iommu_group ? ordered(*d.iommu_group) : ordered(nullptr)},
           {"numa_node", d.numa_node},
           {"bars", bars},
           {"link", link},
           {"upstream_bridges", d.upstream_bridges},
           {"device_nodes", nodes},
-          {"gpu_uuid", d.gpu_uuid ? json(*d.gpu_uuid) : json(nullptr)},
-          {"nvidia_minor", d.nvidia_minor ? json(*d.nvidia_minor) : json(nullptr)},
+          {"gpu_uuid", d.gpu_uuid ? ordered(*d.gpu_uuid) : ordered(nullptr)},
+          {"nvidia_minor", d.nvidia_minor ? ordered(*d.nvidia_minor) : ordered(nullptr)},
           {"warnings", d.warnings}};
 }
 
@@ -137,22 +139,22 @@ DeviceNode ParseNode(Reader r, const json& j) {
 }  // namespace
 
 std::string ToJson(const Inventory& inventory, int indent) {
-  json devices = json::array();
+  ordered devices = ordered::array();
   for (const auto& device : inventory.devices) devices.push_back(DeviceJson(device));
-  json groups = json::object();
+  ordered groups = ordered::object();
   for (const auto& [number, group] : inventory.iommu_groups) {
     groups[std::to_string(number)] = group.members;
   }
-  json shared = json::array();
+  ordered shared = ordered::array();
   for (const auto& node : inventory.shared_device_nodes) {
-    json entry = NodeJson(node.node);
+    ordered entry = NodeJson(node.node);
     entry["role"] = node.role;
     shared.push_back(entry);
   }
-  json driver = nullptr;
+  ordered driver = nullptr;
   if (inventory.nvidia_driver) {
     const NvidiaDriver& d = *inventory.nvidia_driver;
-    json libraries = json::array();
+    ordered libraries = ordered::array();
     for (const auto& lib : d.libraries) {
       libraries.push_back({{"path", lib.path},
                            {"soname", lib.soname},
@@ -165,7 +167,7 @@ std::string ToJson(const Inventory& inventory, int indent) {
               {"firmware", d.firmware},
               {"ipc_sockets", d.ipc_sockets}};
   }
-  json out = {{"schema_version", kSchemaVersion},
+  ordered out = {{"schema_version", kSchemaVersion},
               {"root", inventory.root},
               {"devices", devices},
               {"iommu_groups", groups},
@@ -295,7 +297,7 @@ Result<Inventory> FromJson(const std::string& text) {
 std::string ToTable(const Inventory& inventory) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-13s %-11s %-9s %-8s %-5s %-4s %-28s %s\n", "ADDRESS", "KIND",
+  std::snprintf(line, sizeof line, "%-13s %-11s %-9s %-15s %-5s %-4s %-28s %s\n", "ADDRESS", "KIND",
                 "ID", "DRIVER", "IOMMU", "NUMA", "NODES", "MODEL");
   out += line;
   for (const auto& d : inventory.devices) {
@@ -305,7 +307,7 @@ std::string ToTable(const Inventory& inventory) {
       nodes += node.path.substr(node.path.rfind('/') + 1);
     }
     if (nodes.empty()) nodes = "-";
-    std::snprintf(line, sizeof line, "%-13s %-11s %-9s %-8s %-5s %-4d %-28s %s\n",
+    std::snprintf(line, sizeof line, "%-13s %-11s %-9s %-15s %-5s %-4d %-28s %s\n",
                   d.pci_address.c_str(), DeviceKindName(d.kind),
                   (Hex(d.vendor_id, 4) + ":" + Hex(d.device_id, 4)).c_str(),
                   d.driver.empty() ? "-" : d.driver.c_str(),

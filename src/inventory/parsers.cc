@@ -188,29 +188,44 @@ Result<NvidiaGpuInformation> ParseNvidiaGpuInformation(std::string_view text) {
   return info;
 }
 
+namespace {
+
+bool LooksLikeVersion(std::string_view token) {
+  // "580.65.06", "535.129.03": digits with at least one inner dot.
+  if (token.empty() || token.front() == '.' || token.back() == '.') return false;
+  bool dot = false;
+  for (char c : token) {
+    if (c == '.') dot = true;
+    else if (c < '0' || c > '9') return false;
+  }
+  return dot;
+}
+
+}  // namespace
+
 Result<std::string> ParseNvidiaDriverVersion(std::string_view text) {
-  std::string_view first_line = text.substr(0, text.find('\n'));
-  // Either the bare version (sysfs) or the NVRM banner, where the version follows "Module".
-  std::string_view candidate = Trim(first_line);
-  auto module = candidate.find("Kernel Module");
-  if (module != std::string_view::npos) {
-    candidate = Trim(candidate.substr(module + std::strlen("Kernel Module")));
-    candidate = candidate.substr(0, candidate.find_first_of(" \t"));
-  } else if (candidate.find("NVRM") != std::string_view::npos) {
-    return InvalidArgument("no \"Kernel Module <version>\" in " + Quote(first_line));
+  std::string_view first_line = Trim(text.substr(0, text.find('\n')));
+  // sysfs holds the bare version. The proc banner differs between the proprietary module
+  // ("… x86_64 Kernel Module  535.129.03  Thu Oct 19 …") and the open one ("… Open Kernel
+  // Module for x86_64  580.65.06  Release Build …"): take the first version-shaped word after
+  // "Kernel Module".
+  if (LooksLikeVersion(first_line)) return std::string(first_line);
+  auto module = first_line.find("Kernel Module");
+  if (module == std::string_view::npos) {
+    return InvalidArgument("not a driver version or NVRM banner: " + Quote(first_line));
   }
-  bool has_digit = false;
-  for (char c : candidate) {
-    if (c >= '0' && c <= '9') {
-      has_digit = true;
-    } else if (c != '.') {
-      return InvalidArgument("not a driver version: " + Quote(candidate));
-    }
+  std::string_view rest = first_line.substr(module);
+  while (!rest.empty()) {
+    size_t start = rest.find_first_not_of(" \t");
+    if (start == std::string_view::npos) break;
+    rest.remove_prefix(start);
+    size_t end = rest.find_first_of(" \t");
+    std::string_view token = rest.substr(0, end);
+    if (LooksLikeVersion(token)) return std::string(token);
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end);
   }
-  if (!has_digit || candidate.front() == '.' || candidate.back() == '.') {
-    return InvalidArgument("not a driver version: " + Quote(candidate));
-  }
-  return std::string(candidate);
+  return InvalidArgument("no version after \"Kernel Module\" in " + Quote(first_line));
 }
 
 Result<uint32_t> ParseNvidiaCapabilityMinor(std::string_view text) {
