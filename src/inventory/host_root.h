@@ -1,6 +1,7 @@
 // Root-relative file access: the only place in tessera that opens host files. Paths given to it
-// are host paths ("/sys/bus/pci/devices"); it prefixes the root. Symlinks are resolved
-// lexically inside the root, so an absolute link in a fixture tree never escapes to the real /.
+// are host paths ("/sys/bus/pci/devices"). Every lookup resolves symlinks *inside* the root
+// (openat2 with RESOLVE_IN_ROOT, Linux ≥5.6), so an absolute link under a fixture tree or a
+// host mounted at /host never escapes to this process's own /.
 #pragma once
 
 #include <optional>
@@ -11,9 +12,39 @@
 
 namespace tessera::inventory {
 
+// An open directory under the root (a sysfs device directory, say), so that reading its many
+// attributes costs one openat each instead of a full path walk through sysfs symlinks.
+// Names are single components; links among them are read, never followed.
+class HostDirectory {
+ public:
+  HostDirectory(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  HostDirectory(HostDirectory&& other) noexcept : path_(std::move(other.path_)), fd_(other.fd_) {
+    other.fd_ = -1;
+  }
+  HostDirectory(const HostDirectory&) = delete;
+  HostDirectory& operator=(const HostDirectory&) = delete;
+  HostDirectory& operator=(HostDirectory&&) = delete;
+  ~HostDirectory();
+
+  const std::string& path() const { return path_; }
+  // A text attribute without its trailing newline; errors name "<path>/<name>".
+  Result<std::string> ReadAttribute(const char* name) const;
+  // A whole file (e.g. `resource`, which can exceed one page on devices with SR-IOV).
+  Result<std::string> ReadFile(const char* name) const;
+  Result<std::string> ReadLink(const char* name) const;
+  bool Has(const char* name) const;
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
 class HostRoot {
  public:
   explicit HostRoot(std::string root);
+  HostRoot(const HostRoot&) = delete;
+  HostRoot& operator=(const HostRoot&) = delete;
+  ~HostRoot();
 
   const std::string& root() const { return root_; }
   // "<root><path>" for a host path.
@@ -22,11 +53,12 @@ class HostRoot {
   Result<std::string> ReadFile(const std::string& path, size_t limit = 1 << 20) const;
   // Reads a small sysfs attribute and strips the trailing newline.
   Result<std::string> ReadAttribute(const std::string& path) const;
+  Result<HostDirectory> OpenDirectory(const std::string& path) const;
   // Target of a symlink as written (may be relative).
   Result<std::string> ReadLink(const std::string& path) const;
   // Host path a symlink points to, resolved lexically against the link's directory.
   Result<std::string> ResolveLink(const std::string& path) const;
-  // Follows every symlink in `path` (at most 40, like the kernel), inside the root.
+  // The real host path of `path` with every symlink followed inside the root.
   Result<std::string> Canonical(const std::string& path) const;
   // Names in a directory, sorted, without "." and "..".
   Result<std::vector<std::string>> ListDirectory(const std::string& path) const;
@@ -34,7 +66,13 @@ class HostRoot {
   bool IsSymlink(const std::string& path) const;
 
  private:
+  // Opens `path` resolved inside the root; -1 with errno set on failure.
+  int Open(const std::string& path, int flags) const;
+  Result<std::string> CanonicalByWalking(const std::string& path) const;
+
   std::string root_;  // without trailing slash; "" for "/"
+  int root_fd_ = -1;  // O_PATH descriptor of the root directory
+  bool has_openat2_ = true;
 };
 
 // Joins host paths: JoinPath("/sys/bus", "pci") == "/sys/bus/pci".

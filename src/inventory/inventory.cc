@@ -48,6 +48,7 @@ std::string HexId(uint16_t id) {
 }
 
 void NameDevices(const HostRoot& host, Inventory& inventory) {
+  if (inventory.devices.empty()) return;  // pci.ids is 1.3 MB: read it only when needed
   std::optional<std::string> ids;
   for (const char* path : {"/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"}) {
     auto text = host.ReadFile(path, 16 << 20);

@@ -11,17 +11,16 @@ namespace {
 constexpr uint16_t kNvidia = 0x10de;
 
 // Reads a hex sysfs attribute of a device; records a warning naming the file on failure.
-std::optional<uint32_t> ReadHex(const HostRoot& host, const std::string& dir, const char* name,
-                                int bits, std::vector<std::string>& warnings) {
-  std::string path = dir + "/" + name;
-  auto text = host.ReadAttribute(path);
+std::optional<uint32_t> ReadHex(const HostDirectory& dir, const char* name, int bits,
+                                std::vector<std::string>& warnings) {
+  auto text = dir.ReadAttribute(name);
   if (!text) {
     warnings.push_back(text.error().message);
     return std::nullopt;
   }
   auto value = ParseHexAttribute(*text, bits);
   if (!value) {
-    warnings.push_back(path + ": " + value.error().message);
+    warnings.push_back(dir.path() + "/" + name + ": " + value.error().message);
     return std::nullopt;
   }
   return *value;
@@ -43,9 +42,9 @@ std::vector<std::string> UpstreamBridges(const std::string& device_path, const s
   return bridges;
 }
 
-void ReadLink(const HostRoot& host, const std::string& dir, PciDevice& device) {
+void ReadPcieLink(const HostDirectory& dir, PciDevice& device) {
   auto read = [&](const char* name) -> std::optional<std::string> {
-    auto text = host.ReadAttribute(dir + "/" + name);
+    auto text = dir.ReadAttribute(name);
     if (!text) return std::nullopt;  // absent on non-PCIe (conventional PCI) functions
     return *text;
   };
@@ -56,7 +55,7 @@ void ReadLink(const HostRoot& host, const std::string& dir, PciDevice& device) {
   link.current_speed = *speed;
   auto w = ParseIntAttribute(*width);
   if (!w) {
-    device.warnings.push_back(dir + "/current_link_width: " + w.error().message);
+    device.warnings.push_back(dir.path() + "/current_link_width: " + w.error().message);
     return;
   }
   link.current_width = *w;
@@ -91,7 +90,6 @@ PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
   // Pass 1: read the class of every function; keep ours, remember all for companion matching.
   struct Function {
     std::string address;
-    std::string dir;
     uint16_t vendor = 0;
     uint32_t class_code = 0;
     std::optional<int> iommu_group;
@@ -102,23 +100,26 @@ PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
       warnings.push_back(bus + "/" + name + ": not a PCI address, skipped");
       continue;
     }
-    std::string dir = bus + "/" + name;
+    auto dir = host.OpenDirectory(bus + "/" + name);
+    if (!dir) {
+      warnings.push_back(dir.error().message);  // dangling link or a loop
+      continue;
+    }
     std::vector<std::string> local;
-    auto class_code = ReadHex(host, dir, "class", 24, local);
-    auto vendor = ReadHex(host, dir, "vendor", 16, local);
+    auto class_code = ReadHex(*dir, "class", 24, local);
+    auto vendor = ReadHex(*dir, "vendor", 16, local);
     if (!class_code || !vendor) {
-      // Unreadable identity: report only if it might be one of ours (a GPU-ish or unknown class).
       for (auto& w : local) warnings.push_back(w);
       continue;
     }
     auto kind = ClassifyPciFunction(static_cast<uint16_t>(*vendor), *class_code);
     std::optional<int> group;
-    if (auto link = host.ReadLink(dir + "/iommu_group")) {
+    if (auto link = dir->ReadLink("iommu_group")) {
       auto number = ParseIntAttribute(BaseName(*link));
       if (number) group = *number;
     }
     if (!kind) {
-      others.push_back({name, dir, static_cast<uint16_t>(*vendor), *class_code, group});
+      others.push_back({name, static_cast<uint16_t>(*vendor), *class_code, group});
       continue;
     }
     PciDevice device;
@@ -158,54 +159,57 @@ PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
 
   // Pass 3: the rest of each device's attributes.
   for (PciDevice& device : walk.devices) {
-    std::string dir = bus + "/" + device.pci_address;
+    std::string dir_path = bus + "/" + device.pci_address;
     auto& w = device.warnings;
-    if (auto v = ReadHex(host, dir, "device", 16, w)) device.device_id = static_cast<uint16_t>(*v);
-    if (auto v = ReadHex(host, dir, "subsystem_vendor", 16, w)) {
+    auto opened = host.OpenDirectory(dir_path);
+    if (!opened) {
+      w.push_back(opened.error().message);
+      continue;
+    }
+    const HostDirectory& dir = *opened;
+    if (auto v = ReadHex(dir, "device", 16, w)) device.device_id = static_cast<uint16_t>(*v);
+    if (auto v = ReadHex(dir, "subsystem_vendor", 16, w)) {
       device.subsystem_vendor_id = static_cast<uint16_t>(*v);
     }
-    if (auto v = ReadHex(host, dir, "subsystem_device", 16, w)) {
+    if (auto v = ReadHex(dir, "subsystem_device", 16, w)) {
       device.subsystem_device_id = static_cast<uint16_t>(*v);
     }
-    if (auto v = ReadHex(host, dir, "revision", 8, w)) device.revision = static_cast<uint8_t>(*v);
+    if (auto v = ReadHex(dir, "revision", 8, w)) device.revision = static_cast<uint8_t>(*v);
 
-    if (host.IsSymlink(dir + "/driver")) {
-      auto target = host.ReadLink(dir + "/driver");
-      if (target) device.driver = BaseName(*target);
-    }
+    if (auto target = dir.ReadLink("driver")) device.driver = BaseName(*target);
 
-    if (auto numa = host.ReadAttribute(dir + "/numa_node")) {
+    if (auto numa = dir.ReadAttribute("numa_node")) {
       auto value = ParseIntAttribute(*numa);
       if (value && *value >= -1) {
         device.numa_node = *value;
       } else {
-        w.push_back(dir + "/numa_node: " +
+        w.push_back(dir_path + "/numa_node: " +
                     (value ? "negative node " + std::to_string(*value) : value.error().message));
       }
     }
 
-    if (auto resource = host.ReadFile(dir + "/resource")) {
+    if (auto resource = dir.ReadFile("resource")) {
       auto bars = ParseResourceFile(*resource);
       if (bars) {
         device.bars = std::move(*bars);
       } else {
-        w.push_back(dir + "/resource: " + bars.error().message);
+        w.push_back(dir_path + "/resource: " + bars.error().message);
       }
     } else {
       w.push_back(resource.error().message);
     }
 
-    ReadLink(host, dir, device);
+    ReadPcieLink(dir, device);
 
-    auto real = host.Canonical(dir);
+    auto real = host.Canonical(dir_path);
     if (real) {
       device.upstream_bridges = UpstreamBridges(*real, device.pci_address);
     } else {
       w.push_back(real.error().message);
     }
 
-    if (host.IsSymlink(dir + "/iommu_group") && !device.iommu_group) {
-      w.push_back(dir + "/iommu_group: link does not name a group number");
+    if (!device.iommu_group && dir.Has("iommu_group")) {
+      w.push_back(dir_path + "/iommu_group: link does not name a group number");
     }
     if (device.iommu_group && !walk.iommu_groups.count(*device.iommu_group)) {
       int number = *device.iommu_group;

@@ -1,0 +1,67 @@
+#include "support/process_timer.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+extern char** environ;
+
+namespace tessera::bench {
+namespace {
+
+bool RunOnce(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return false;
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int warmup) {
+  ProcessTimings t;
+  for (int i = 0; i < warmup; ++i) RunOnce(argv);
+  std::vector<double> samples;
+  for (int i = 0; i < runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    bool ok = RunOnce(argv);
+    auto end = std::chrono::steady_clock::now();
+    if (!ok) ++t.failures;
+    samples.push_back(std::chrono::duration<double, std::milli>(end - start).count());
+  }
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) { return samples[std::min(samples.size() - 1, size_t(q * samples.size()))]; };
+  t.runs = runs;
+  t.min_ms = samples.front();
+  t.p50_ms = at(0.50);
+  t.p90_ms = at(0.90);
+  t.p99_ms = at(0.99);
+  t.max_ms = samples.back();
+  return t;
+}
+
+std::string FormatTimings(const std::string& name, const ProcessTimings& t) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%s: runs %d, min %.2f ms, p50 %.2f ms, p90 %.2f ms, p99 %.2f ms, max %.2f ms, "
+                "failures %d",
+                name.c_str(), t.runs, t.min_ms, t.p50_ms, t.p90_ms, t.p99_ms, t.max_ms, t.failures);
+  return line;
+}
+
+}  // namespace tessera::bench

@@ -1,0 +1,22 @@
+// Times a whole command (fork + exec + exit) over many runs: what a hook or node-boot script
+// pays, start-up included.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::bench {
+
+struct ProcessTimings {
+  double min_ms = 0, p50_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
+  int runs = 0;
+  int failures = 0;
+};
+
+// Runs argv `runs` times with stdout/stderr to /dev/null after `warmup` untimed runs.
+ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int warmup = 5);
+
+// "name: min 1.23 ms, p50 …" on one line.
+std::string FormatTimings(const std::string& name, const ProcessTimings& timings);
+
+}  // namespace tessera::bench
