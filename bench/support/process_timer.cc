@@ -16,7 +16,8 @@ namespace {
 
 bool RunOnce(const std::vector<std::string>& argv) {
   std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -35,7 +36,8 @@ bool RunOnce(const std::vector<std::string>& argv) {
 
 ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int warmup) {
   ProcessTimings t;
-  for (int i = 0; i < warmup; ++i) RunOnce(argv);
+  for (int i = 0; i < warmup; ++i)
+    RunOnce(argv);
   std::vector<double> samples;
   for (int i = 0; i < runs; ++i) {
     auto start = std::chrono::steady_clock::now();
@@ -45,7 +47,9 @@ ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int w
     samples.push_back(std::chrono::duration<double, std::milli>(end - start).count());
   }
   std::sort(samples.begin(), samples.end());
-  auto at = [&](double q) { return samples[std::min(samples.size() - 1, size_t(q * samples.size()))]; };
+  auto at = [&](double q) {
+    return samples[std::min(samples.size() - 1, size_t(q * samples.size()))];
+  };
   t.runs = runs;
   t.min_ms = samples.front();
   t.p50_ms = at(0.50);

@@ -45,9 +45,9 @@ typedef struct tessera_device_info {
   uint32_t class_code;
   tessera_device_kind kind;
   const char* model;
-  const char* driver;      /* "" when no driver is bound */
-  int32_t iommu_group;     /* -1 when the device has none */
-  int32_t numa_node;       /* -1 when unknown */
+  const char* driver;  /* "" when no driver is bound */
+  int32_t iommu_group; /* -1 when the device has none */
+  int32_t numa_node;   /* -1 when unknown */
   size_t device_node_count;
   size_t warning_count;
 } tessera_device_info;
@@ -69,8 +69,8 @@ tessera_status tessera_inventory_device(const tessera_inventory* inventory, size
                                         tessera_device_info* info);
 /* The path, major and minor of a device's node `node_index`; *path is owned by the inventory. */
 tessera_status tessera_inventory_device_node(const tessera_inventory* inventory, size_t index,
-                                             size_t node_index, const char** path,
-                                             uint32_t* major, uint32_t* minor);
+                                             size_t node_index, const char** path, uint32_t* major,
+                                             uint32_t* minor);
 /* NVIDIA driver version, or NOT_FOUND when no NVIDIA driver is loaded. Owned by the inventory. */
 tessera_status tessera_inventory_nvidia_driver_version(const tessera_inventory* inventory,
                                                        const char** version);

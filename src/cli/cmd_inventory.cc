@@ -12,8 +12,9 @@ void AddInventoryCommand(CLI::App& app) {
     std::string format = "table";
   };
   auto options = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("inventory", "List GPUs, accelerators, NVSwitches, their device "
-                                                  "nodes and the NVIDIA driver's files");
+  CLI::App* cmd = app.add_subcommand("inventory",
+                                     "List GPUs, accelerators, NVSwitches, their device "
+                                     "nodes and the NVIDIA driver's files");
   cmd->add_option("--root", options->root, "Host root to read (a fixture tree in tests)")
       ->capture_default_str();
   cmd->add_option("--format", options->format, "Output format")

@@ -7,10 +7,14 @@ namespace tessera::cli {
 
 int ExitCodeFor(const Error& error) {
   switch (error.category) {
-    case ErrorCategory::kInvalidArgument: return 2;
-    case ErrorCategory::kNotFound: return 3;
-    case ErrorCategory::kUnavailable: return 4;
-    default: return 5;
+    case ErrorCategory::kInvalidArgument:
+      return 2;
+    case ErrorCategory::kNotFound:
+      return 3;
+    case ErrorCategory::kUnavailable:
+      return 4;
+    default:
+      return 5;
   }
 }
 

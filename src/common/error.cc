@@ -7,13 +7,20 @@ namespace tessera {
 
 std::string_view CategoryName(ErrorCategory category) {
   switch (category) {
-    case ErrorCategory::kInvalidArgument: return "invalid argument";
-    case ErrorCategory::kNotFound: return "not found";
-    case ErrorCategory::kAlreadyExists: return "already exists";
-    case ErrorCategory::kFailedPrecondition: return "failed precondition";
-    case ErrorCategory::kPermissionDenied: return "permission denied";
-    case ErrorCategory::kUnavailable: return "unavailable";
-    case ErrorCategory::kInternal: return "internal";
+    case ErrorCategory::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCategory::kNotFound:
+      return "not found";
+    case ErrorCategory::kAlreadyExists:
+      return "already exists";
+    case ErrorCategory::kFailedPrecondition:
+      return "failed precondition";
+    case ErrorCategory::kPermissionDenied:
+      return "permission denied";
+    case ErrorCategory::kUnavailable:
+      return "unavailable";
+    case ErrorCategory::kInternal:
+      return "internal";
   }
   return "internal";
 }
@@ -27,7 +34,9 @@ Error Error::WithContext(std::string_view context) const {
 Error InvalidArgument(std::string message) {
   return {ErrorCategory::kInvalidArgument, std::move(message)};
 }
-Error NotFound(std::string message) { return {ErrorCategory::kNotFound, std::move(message)}; }
+Error NotFound(std::string message) {
+  return {ErrorCategory::kNotFound, std::move(message)};
+}
 Error AlreadyExists(std::string message) {
   return {ErrorCategory::kAlreadyExists, std::move(message)};
 }
@@ -37,8 +46,12 @@ Error FailedPrecondition(std::string message) {
 Error PermissionDenied(std::string message) {
   return {ErrorCategory::kPermissionDenied, std::move(message)};
 }
-Error Unavailable(std::string message) { return {ErrorCategory::kUnavailable, std::move(message)}; }
-Error Internal(std::string message) { return {ErrorCategory::kInternal, std::move(message)}; }
+Error Unavailable(std::string message) {
+  return {ErrorCategory::kUnavailable, std::move(message)};
+}
+Error Internal(std::string message) {
+  return {ErrorCategory::kInternal, std::move(message)};
+}
 
 Error ErrnoError(std::string_view what, int errnum) {
   ErrorCategory category = ErrorCategory::kInternal;

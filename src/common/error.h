@@ -46,7 +46,7 @@ Error ErrnoError(std::string_view what, int errnum);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}      // NOLINT: implicit
   Result(Error error) : state_(std::in_place_index<1>, std::move(error)) {}  // NOLINT: implicit
 
   bool ok() const { return state_.index() == 0; }
@@ -98,6 +98,8 @@ class [[nodiscard]] Result<void> {
 
 using Status = Result<void>;
 
-inline Status Ok() { return Status(); }
+inline Status Ok() {
+  return Status();
+}
 
 }  // namespace tessera

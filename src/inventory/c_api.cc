@@ -22,10 +22,14 @@ char* CopyString(const std::string& text) {
 
 tessera_status StatusFor(const tessera::Error& error) {
   switch (error.category) {
-    case tessera::ErrorCategory::kInvalidArgument: return TESSERA_ERROR_INVALID_ARGUMENT;
-    case tessera::ErrorCategory::kNotFound: return TESSERA_ERROR_NOT_FOUND;
-    case tessera::ErrorCategory::kUnavailable: return TESSERA_ERROR_UNAVAILABLE;
-    default: return TESSERA_ERROR_INTERNAL;
+    case tessera::ErrorCategory::kInvalidArgument:
+      return TESSERA_ERROR_INVALID_ARGUMENT;
+    case tessera::ErrorCategory::kNotFound:
+      return TESSERA_ERROR_NOT_FOUND;
+    case tessera::ErrorCategory::kUnavailable:
+      return TESSERA_ERROR_UNAVAILABLE;
+    default:
+      return TESSERA_ERROR_INTERNAL;
   }
 }
 
@@ -40,12 +44,18 @@ const char* tessera_version(int* api_version) {
 
 const char* tessera_status_string(tessera_status status) {
   switch (status) {
-    case TESSERA_OK: return "ok";
-    case TESSERA_ERROR_INVALID_ARGUMENT: return "invalid argument";
-    case TESSERA_ERROR_NOT_FOUND: return "not found";
-    case TESSERA_ERROR_UNAVAILABLE: return "unavailable";
-    case TESSERA_ERROR_INTERNAL: return "internal error";
-    case TESSERA_ERROR_OUT_OF_MEMORY: return "out of memory";
+    case TESSERA_OK:
+      return "ok";
+    case TESSERA_ERROR_INVALID_ARGUMENT:
+      return "invalid argument";
+    case TESSERA_ERROR_NOT_FOUND:
+      return "not found";
+    case TESSERA_ERROR_UNAVAILABLE:
+      return "unavailable";
+    case TESSERA_ERROR_INTERNAL:
+      return "internal error";
+    case TESSERA_ERROR_OUT_OF_MEMORY:
+      return "out of memory";
   }
   return "unknown status";
 }
@@ -103,8 +113,8 @@ tessera_status tessera_inventory_device(const tessera_inventory* inventory, size
 }
 
 tessera_status tessera_inventory_device_node(const tessera_inventory* inventory, size_t index,
-                                             size_t node_index, const char** path,
-                                             uint32_t* major, uint32_t* minor) {
+                                             size_t node_index, const char** path, uint32_t* major,
+                                             uint32_t* minor) {
   if (!inventory || !path || !major || !minor || index >= inventory->value.devices.size()) {
     return TESSERA_ERROR_INVALID_ARGUMENT;
   }
@@ -134,6 +144,8 @@ tessera_status tessera_inventory_to_json(const tessera_inventory* inventory, cha
   }
 }
 
-void tessera_string_free(char* text) { std::free(text); }
+void tessera_string_free(char* text) {
+  std::free(text);
+}
 
 }  // extern "C"

@@ -27,7 +27,7 @@ DeviceNode MakeNode(const HostRoot& host, std::string path, uint32_t major, uint
 
 // Reads a sysfs `dev` file ("major:minor"); warning naming the file on failure.
 std::optional<std::pair<uint32_t, uint32_t>> ReadDev(const HostRoot& host, const std::string& path,
-                                                      std::vector<std::string>& warnings) {
+                                                     std::vector<std::string>& warnings) {
   auto text = host.ReadAttribute(path);
   if (!text) {
     warnings.push_back(text.error().message);
@@ -47,11 +47,14 @@ bool StartsWith(const std::string& text, std::string_view prefix) {
 
 bool IsDrmNodeName(const std::string& name) {
   std::string_view digits;
-  if (StartsWith(name, "card")) digits = std::string_view(name).substr(4);
-  else if (StartsWith(name, "renderD")) digits = std::string_view(name).substr(7);
-  else return false;
-  return !digits.empty() && std::all_of(digits.begin(), digits.end(),
-                                        [](char c) { return c >= '0' && c <= '9'; });
+  if (StartsWith(name, "card"))
+    digits = std::string_view(name).substr(4);
+  else if (StartsWith(name, "renderD"))
+    digits = std::string_view(name).substr(7);
+  else
+    return false;
+  return !digits.empty() &&
+         std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 PciDevice* FindMutable(Inventory& inventory, const std::string& address) {
@@ -89,14 +92,13 @@ void AttachNvidia(const HostRoot& host, Inventory& inventory,
     device.gpu_uuid = info->uuid;
     device.nvidia_minor = info->device_minor;
     if (!frontend) {
-      device.warnings.push_back(
-          "/proc/devices: no nvidia-frontend major; /dev/nvidia" +
-          std::to_string(*info->device_minor) + " left out");
+      device.warnings.push_back("/proc/devices: no nvidia-frontend major; /dev/nvidia" +
+                                std::to_string(*info->device_minor) + " left out");
       continue;
     }
-    device.device_nodes.push_back(
-        MakeNode(host, "/dev/nvidia" + std::to_string(*info->device_minor), *frontend,
-                 static_cast<uint32_t>(*info->device_minor)));
+    device.device_nodes.push_back(MakeNode(host,
+                                           "/dev/nvidia" + std::to_string(*info->device_minor),
+                                           *frontend, static_cast<uint32_t>(*info->device_minor)));
   }
   if (!any_nvidia && !host.Exists("/proc/driver/nvidia")) return;
   if (!have_majors) return;
@@ -105,14 +107,14 @@ void AttachNvidia(const HostRoot& host, Inventory& inventory,
   if (frontend) {
     shared.push_back({"nvidiactl", MakeNode(host, "/dev/nvidiactl", *frontend, kNvidiaCtlMinor)});
     if (host.Exists("/sys/module/nvidia_modeset") || host.Exists("/dev/nvidia-modeset")) {
-      shared.push_back(
-          {"nvidia-modeset", MakeNode(host, "/dev/nvidia-modeset", *frontend, kNvidiaModesetMinor)});
+      shared.push_back({"nvidia-modeset",
+                        MakeNode(host, "/dev/nvidia-modeset", *frontend, kNvidiaModesetMinor)});
     }
   }
   if (auto uvm = majors.find("nvidia-uvm"); uvm != majors.end()) {
     shared.push_back({"nvidia-uvm", MakeNode(host, "/dev/nvidia-uvm", uvm->second, 0)});
-    shared.push_back(
-        {"nvidia-uvm-tools", MakeNode(host, "/dev/nvidia-uvm-tools", uvm->second, kNvidiaUvmToolsMinor)});
+    shared.push_back({"nvidia-uvm-tools",
+                      MakeNode(host, "/dev/nvidia-uvm-tools", uvm->second, kNvidiaUvmToolsMinor)});
   }
   if (auto caps = majors.find("nvidia-caps"); caps != majors.end()) {
     for (const char* cap : {"config", "monitor"}) {
@@ -124,9 +126,9 @@ void AttachNvidia(const HostRoot& host, Inventory& inventory,
         inventory.warnings.push_back(path + ": " + minor.error().message);
         continue;
       }
-      shared.push_back({"nvidia-caps",
-                        MakeNode(host, "/dev/nvidia-caps/nvidia-cap" + std::to_string(*minor),
-                                 caps->second, *minor)});
+      shared.push_back(
+          {"nvidia-caps", MakeNode(host, "/dev/nvidia-caps/nvidia-cap" + std::to_string(*minor),
+                                   caps->second, *minor)});
     }
   }
 }

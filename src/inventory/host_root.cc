@@ -35,7 +35,8 @@ std::string NormalizePath(const std::string& path) {
     i = j + 1;
   }
   std::string out;
-  for (const auto& part : parts) out += "/" + part;
+  for (const auto& part : parts)
+    out += "/" + part;
   return out.empty() ? "/" : out;
 }
 
@@ -63,7 +64,8 @@ Status ReadAll(int fd, const std::string& what, std::string& out, size_t limit) 
     if (n < 0) return ErrnoError("read " + what, errno);
     if (n == 0) break;
     out.append(buffer, static_cast<size_t>(n));
-    if (out.size() > limit) return InvalidArgument("read " + what + ": larger than " + std::to_string(limit) + " bytes");
+    if (out.size() > limit)
+      return InvalidArgument("read " + what + ": larger than " + std::to_string(limit) + " bytes");
   }
   return Ok();
 }
@@ -110,7 +112,8 @@ Result<std::string> HostDirectory::ReadAttribute(const char* name) const {
     }
   }
   ::close(fd);
-  while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) value.pop_back();
+  while (!value.empty() && (value.back() == '\n' || value.back() == ' '))
+    value.pop_back();
   return value;
 }
 
@@ -133,7 +136,8 @@ Result<HostDirectory> HostRoot::OpenDirectory(const std::string& path) const {
 }
 
 HostRoot::HostRoot(std::string root) : root_(std::move(root)) {
-  while (!root_.empty() && root_.back() == '/') root_.pop_back();
+  while (!root_.empty() && root_.back() == '/')
+    root_.pop_back();
   root_fd_ = ::open(root_.empty() ? "/" : root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
@@ -152,7 +156,8 @@ int HostRoot::Open(const std::string& path, int flags) const {
     how.flags = static_cast<uint64_t>(flags | O_CLOEXEC);
     how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
     const char* relative = path.c_str();
-    while (*relative == '/') ++relative;
+    while (*relative == '/')
+      ++relative;
     if (*relative == '\0') relative = ".";
     long fd = ::syscall(SYS_openat2, root_fd_, relative, &how, sizeof how);
     if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
@@ -166,7 +171,9 @@ int HostRoot::Open(const std::string& path, int flags) const {
   return ::open(Resolve(*canonical).c_str(), flags | O_CLOEXEC | O_NOFOLLOW);
 }
 
-std::string HostRoot::Resolve(const std::string& path) const { return root_ + path; }
+std::string HostRoot::Resolve(const std::string& path) const {
+  return root_ + path;
+}
 
 Result<std::string> HostRoot::ReadFile(const std::string& path, size_t limit) const {
   int fd = Open(path, O_RDONLY);
@@ -205,7 +212,8 @@ Result<std::string> HostRoot::ReadAttribute(const std::string& path) const {
   auto text = ReadFile(path, 64 * 1024);
   if (!text) return text.error();
   std::string value = std::move(*text);
-  while (!value.empty() && (value.back() == '\n' || value.back() == ' ')) value.pop_back();
+  while (!value.empty() && (value.back() == '\n' || value.back() == ' '))
+    value.pop_back();
   return value;
 }
 
@@ -218,7 +226,8 @@ Result<std::string> HostRoot::ReadLink(const std::string& path) const {
   int saved = errno;
   ::close(dir);
   if (n < 0) return ErrnoError("readlink " + path, saved);
-  if (static_cast<size_t>(n) == sizeof buffer) return InvalidArgument("readlink " + path + ": too long");
+  if (static_cast<size_t>(n) == sizeof buffer)
+    return InvalidArgument("readlink " + path + ": too long");
   return std::string(buffer, static_cast<size_t>(n));
 }
 
@@ -266,7 +275,8 @@ Result<std::string> HostRoot::CanonicalByWalking(const std::string& path) const 
     if (part.empty()) continue;
     std::string candidate = done + "/" + part;
     struct stat st;
-    if (::lstat(Resolve(candidate).c_str(), &st) != 0) return ErrnoError("stat " + candidate, errno);
+    if (::lstat(Resolve(candidate).c_str(), &st) != 0)
+      return ErrnoError("stat " + candidate, errno);
     if (S_ISLNK(st.st_mode)) {
       if (++links > 40) return InvalidArgument("resolve " + path + ": too many symlinks");
       auto target = ResolveLink(candidate);
@@ -310,8 +320,8 @@ bool HostRoot::IsSymlink(const std::string& path) const {
   int dir = Open(DirName(path), O_PATH | O_DIRECTORY);
   if (dir < 0) return false;
   struct stat st;
-  bool is_link = ::fstatat(dir, BaseName(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                 S_ISLNK(st.st_mode);
+  bool is_link =
+      ::fstatat(dir, BaseName(path).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode);
   ::close(dir);
   return is_link;
 }

@@ -62,7 +62,7 @@ class HostRoot {
   Result<std::string> Canonical(const std::string& path) const;
   // Names in a directory, sorted, without "." and "..".
   Result<std::vector<std::string>> ListDirectory(const std::string& path) const;
-  bool Exists(const std::string& path) const;        // follows symlinks inside the root
+  bool Exists(const std::string& path) const;  // follows symlinks inside the root
   bool IsSymlink(const std::string& path) const;
 
  private:

@@ -10,10 +10,14 @@ namespace tessera::inventory {
 
 const char* DeviceKindName(DeviceKind kind) {
   switch (kind) {
-    case DeviceKind::kGpu: return "gpu";
-    case DeviceKind::kAccelerator: return "accelerator";
-    case DeviceKind::kNvSwitch: return "nvswitch";
-    case DeviceKind::kCompanion: return "companion";
+    case DeviceKind::kGpu:
+      return "gpu";
+    case DeviceKind::kAccelerator:
+      return "accelerator";
+    case DeviceKind::kNvSwitch:
+      return "nvswitch";
+    case DeviceKind::kCompanion:
+      return "companion";
   }
   return "gpu";
 }
@@ -21,7 +25,8 @@ const char* DeviceKindName(DeviceKind kind) {
 std::string HostPath(const std::string& root, const std::string& path) {
   if (root.empty() || root == "/") return path;
   std::string base = root;
-  while (!base.empty() && base.back() == '/') base.pop_back();
+  while (!base.empty() && base.back() == '/')
+    base.pop_back();
   return base + path;
 }
 

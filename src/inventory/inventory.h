@@ -30,7 +30,7 @@ struct DeviceNode {
   std::string path;  // container-visible path, e.g. "/dev/nvidia0" (the host path under root)
   uint32_t major = 0;
   uint32_t minor = 0;
-  char type = 'c';   // 'c' character, 'b' block
+  char type = 'c';      // 'c' character, 'b' block
   bool exists = false;  // the node file is present under <root>/dev
 
   friend bool operator==(const DeviceNode&, const DeviceNode&) = default;
@@ -65,7 +65,7 @@ struct PciDevice {
   std::string model;        // from pci.ids, else "10de:2330"
   std::string driver;       // bound driver's name, empty when none
   std::optional<int> iommu_group;
-  int numa_node = -1;       // -1 = unknown / single node
+  int numa_node = -1;  // -1 = unknown / single node
   std::vector<Bar> bars;
   std::optional<PcieLink> link;
   // PCI addresses of the bridges above this device, nearest first (root port last).
@@ -110,8 +110,8 @@ struct NvidiaDriver {
 };
 
 struct Inventory {
-  std::string root;                   // host root it was read from
-  std::vector<PciDevice> devices;     // sorted by pci_address
+  std::string root;                        // host root it was read from
+  std::vector<PciDevice> devices;          // sorted by pci_address
   std::map<int, IommuGroup> iommu_groups;  // groups that contain at least one listed device
   std::vector<SharedDeviceNode> shared_device_nodes;
   std::optional<NvidiaDriver> nvidia_driver;
@@ -123,7 +123,7 @@ struct Inventory {
 
 struct ReadOptions {
   std::string root = "/";
-  bool read_pci_ids = true;     // resolve names from <root>/usr/share/misc/pci.ids
+  bool read_pci_ids = true;       // resolve names from <root>/usr/share/misc/pci.ids
   bool read_driver_files = true;  // ld.so.cache, binaries, firmware
 };
 

@@ -37,7 +37,8 @@ ordered DeviceJson(const PciDevice& d) {
                     {"flags", "0x" + Hex(bar.flags, 1)}});
   }
   ordered nodes = ordered::array();
-  for (const DeviceNode& node : d.device_nodes) nodes.push_back(NodeJson(node));
+  for (const DeviceNode& node : d.device_nodes)
+    nodes.push_back(NodeJson(node));
   ordered link = nullptr;
   if (d.link) {
     link = {{"current_speed", d.link->current_speed},
@@ -77,7 +78,8 @@ class Reader {
  public:
   explicit Reader(std::string path) : path_(std::move(path)) {}
 
-  const json& Field(const json& object, const char* name, json::value_t type, bool nullable = false) {
+  const json& Field(const json& object, const char* name, json::value_t type,
+                    bool nullable = false) {
     if (!object.is_object()) throw Bad(path_ + ": expected an object");
     auto it = object.find(name);
     if (it == object.end()) throw Bad(path_ + "." + name + ": missing");
@@ -85,7 +87,8 @@ class Reader {
     bool ok = it->type() == type ||
               (type == json::value_t::number_integer && it->is_number_unsigned()) ||
               (type == json::value_t::number_unsigned && it->is_number_integer() && *it >= 0);
-    if (!ok) throw Bad(path_ + "." + name + ": expected " + TypeName(type) + ", got " + it->type_name());
+    if (!ok)
+      throw Bad(path_ + "." + name + ": expected " + TypeName(type) + ", got " + it->type_name());
     return *it;
   }
   std::string String(const json& object, const char* name) {
@@ -94,7 +97,8 @@ class Reader {
   uint32_t HexField(const json& object, const char* name, int bits) {
     std::string text = String(object, name);
     auto value = ParseHexAttribute(text, bits);
-    if (!value || text.find("0x") == 0) throw Bad(path_ + "." + name + ": expected lowercase hex without 0x");
+    if (!value || text.find("0x") == 0)
+      throw Bad(path_ + "." + name + ": expected lowercase hex without 0x");
     return *value;
   }
   std::vector<std::string> Strings(const json& object, const char* name) {
@@ -114,11 +118,16 @@ class Reader {
   static JsonFieldError Bad(std::string message) { return {std::move(message)}; }
   static std::string TypeName(json::value_t type) {
     switch (type) {
-      case json::value_t::string: return "string";
-      case json::value_t::array: return "array";
-      case json::value_t::object: return "object";
-      case json::value_t::boolean: return "boolean";
-      default: return "number";
+      case json::value_t::string:
+        return "string";
+      case json::value_t::array:
+        return "array";
+      case json::value_t::object:
+        return "object";
+      case json::value_t::boolean:
+        return "boolean";
+      default:
+        return "number";
     }
   }
   std::string path_;
@@ -140,7 +149,8 @@ DeviceNode ParseNode(Reader r, const json& j) {
 
 std::string ToJson(const Inventory& inventory, int indent) {
   ordered devices = ordered::array();
-  for (const auto& device : inventory.devices) devices.push_back(DeviceJson(device));
+  for (const auto& device : inventory.devices)
+    devices.push_back(DeviceJson(device));
   ordered groups = ordered::object();
   for (const auto& [number, group] : inventory.iommu_groups) {
     groups[std::to_string(number)] = group.members;
@@ -168,12 +178,12 @@ std::string ToJson(const Inventory& inventory, int indent) {
               {"ipc_sockets", d.ipc_sockets}};
   }
   ordered out = {{"schema_version", kSchemaVersion},
-              {"root", inventory.root},
-              {"devices", devices},
-              {"iommu_groups", groups},
-              {"shared_device_nodes", shared},
-              {"nvidia_driver", driver},
-              {"warnings", inventory.warnings}};
+                 {"root", inventory.root},
+                 {"devices", devices},
+                 {"iommu_groups", groups},
+                 {"shared_device_nodes", shared},
+                 {"nvidia_driver", driver},
+                 {"warnings", inventory.warnings}};
   return out.dump(indent);
 }
 
@@ -195,7 +205,9 @@ Result<Inventory> FromJson(const std::string& text) {
       const json& j = devices[i];
       PciDevice device;
       device.pci_address = d.String(j, "pci_address");
-      if (!IsPciAddress(device.pci_address)) throw JsonFieldError{"inventory.devices[" + std::to_string(i) + "].pci_address: not dddd:bb:dd.f"};
+      if (!IsPciAddress(device.pci_address))
+        throw JsonFieldError{"inventory.devices[" + std::to_string(i) +
+                             "].pci_address: not dddd:bb:dd.f"};
       device.vendor_id = static_cast<uint16_t>(d.HexField(j, "vendor_id", 16));
       device.device_id = static_cast<uint16_t>(d.HexField(j, "device_id", 16));
       device.subsystem_vendor_id = static_cast<uint16_t>(d.HexField(j, "subsystem_vendor_id", 16));
@@ -203,11 +215,17 @@ Result<Inventory> FromJson(const std::string& text) {
       device.class_code = d.HexField(j, "class_code", 24);
       device.revision = static_cast<uint8_t>(d.HexField(j, "revision", 8));
       std::string kind = d.String(j, "kind");
-      if (kind == "gpu") device.kind = DeviceKind::kGpu;
-      else if (kind == "accelerator") device.kind = DeviceKind::kAccelerator;
-      else if (kind == "nvswitch") device.kind = DeviceKind::kNvSwitch;
-      else if (kind == "companion") device.kind = DeviceKind::kCompanion;
-      else throw JsonFieldError{"inventory.devices[" + std::to_string(i) + "].kind: unknown kind \"" + kind + "\""};
+      if (kind == "gpu")
+        device.kind = DeviceKind::kGpu;
+      else if (kind == "accelerator")
+        device.kind = DeviceKind::kAccelerator;
+      else if (kind == "nvswitch")
+        device.kind = DeviceKind::kNvSwitch;
+      else if (kind == "companion")
+        device.kind = DeviceKind::kCompanion;
+      else
+        throw JsonFieldError{"inventory.devices[" + std::to_string(i) + "].kind: unknown kind \"" +
+                             kind + "\""};
       device.vendor_name = d.String(j, "vendor");
       device.model = d.String(j, "model");
       const json& driver = d.Field(j, "driver", json::value_t::string, true);
@@ -222,7 +240,8 @@ Result<Inventory> FromJson(const std::string& text) {
         bar.index = br.Field(bars[b], "index", json::value_t::number_unsigned).get<int>();
         auto hex64 = [&](const char* name) {
           std::string t = br.String(bars[b], name);
-          if (t.rfind("0x", 0) != 0) throw JsonFieldError{"bar " + std::string(name) + ": expected 0x-prefixed hex"};
+          if (t.rfind("0x", 0) != 0)
+            throw JsonFieldError{"bar " + std::string(name) + ": expected 0x-prefixed hex"};
           return std::stoull(t.substr(2), nullptr, 16);
         };
         bar.start = hex64("start");
@@ -235,7 +254,8 @@ Result<Inventory> FromJson(const std::string& text) {
         Reader lr = d.At(".link");
         PcieLink l;
         l.current_speed = lr.String(link, "current_speed");
-        l.current_width = lr.Field(link, "current_width", json::value_t::number_unsigned).get<int>();
+        l.current_width =
+            lr.Field(link, "current_width", json::value_t::number_unsigned).get<int>();
         l.max_speed = lr.String(link, "max_speed");
         l.max_width = lr.Field(link, "max_width", json::value_t::number_unsigned).get<int>();
         device.link = l;
@@ -243,7 +263,8 @@ Result<Inventory> FromJson(const std::string& text) {
       device.upstream_bridges = d.Strings(j, "upstream_bridges");
       const json& nodes = d.Field(j, "device_nodes", json::value_t::array);
       for (size_t n = 0; n < nodes.size(); ++n) {
-        device.device_nodes.push_back(ParseNode(d.At(".device_nodes[" + std::to_string(n) + "]"), nodes[n]));
+        device.device_nodes.push_back(
+            ParseNode(d.At(".device_nodes[" + std::to_string(n) + "]"), nodes[n]));
       }
       const json& uuid = d.Field(j, "gpu_uuid", json::value_t::string, true);
       if (!uuid.is_null()) device.gpu_uuid = uuid.get<std::string>();
@@ -255,11 +276,14 @@ Result<Inventory> FromJson(const std::string& text) {
     const json& groups = r.Field(doc, "iommu_groups", json::value_t::object);
     for (const auto& [key, members] : groups.items()) {
       auto number = ParseIntAttribute(key);
-      if (!number || *number < 0) throw JsonFieldError{"inventory.iommu_groups: key \"" + key + "\" is not a group number"};
+      if (!number || *number < 0)
+        throw JsonFieldError{"inventory.iommu_groups: key \"" + key + "\" is not a group number"};
       IommuGroup group{*number, {}};
-      if (!members.is_array()) throw JsonFieldError{"inventory.iommu_groups." + key + ": expected array"};
+      if (!members.is_array())
+        throw JsonFieldError{"inventory.iommu_groups." + key + ": expected array"};
       for (const auto& member : members) {
-        if (!member.is_string()) throw JsonFieldError{"inventory.iommu_groups." + key + ": expected strings"};
+        if (!member.is_string())
+          throw JsonFieldError{"inventory.iommu_groups." + key + ": expected strings"};
         group.members.push_back(member.get<std::string>());
       }
       inventory.iommu_groups.emplace(*number, std::move(group));
@@ -267,7 +291,8 @@ Result<Inventory> FromJson(const std::string& text) {
     const json& shared = r.Field(doc, "shared_device_nodes", json::value_t::array);
     for (size_t n = 0; n < shared.size(); ++n) {
       Reader sr = r.At(".shared_device_nodes[" + std::to_string(n) + "]");
-      inventory.shared_device_nodes.push_back({sr.String(shared[n], "role"), ParseNode(sr, shared[n])});
+      inventory.shared_device_nodes.push_back(
+          {sr.String(shared[n], "role"), ParseNode(sr, shared[n])});
     }
     const json& driver = r.Field(doc, "nvidia_driver", json::value_t::object, true);
     if (!driver.is_null()) {
@@ -278,7 +303,8 @@ Result<Inventory> FromJson(const std::string& text) {
       for (size_t l = 0; l < libraries.size(); ++l) {
         Reader lr = dr.At(".libraries[" + std::to_string(l) + "]");
         d.libraries.push_back({lr.String(libraries[l], "path"), lr.String(libraries[l], "soname"),
-                               lr.String(libraries[l], "soname_link"), lr.String(libraries[l], "arch")});
+                               lr.String(libraries[l], "soname_link"),
+                               lr.String(libraries[l], "arch")});
       }
       d.binaries = dr.Strings(driver, "binaries");
       d.firmware = dr.Strings(driver, "firmware");
@@ -318,27 +344,32 @@ std::string ToTable(const Inventory& inventory) {
   if (inventory.devices.empty()) out += "(no GPUs, accelerators or NVSwitches found)\n";
   if (inventory.nvidia_driver) {
     const auto& d = *inventory.nvidia_driver;
-    std::snprintf(line, sizeof line,
-                  "\nNVIDIA driver %s: %zu libraries, %zu binaries, %zu firmware files, %zu IPC sockets\n",
-                  d.version.c_str(), d.libraries.size(), d.binaries.size(), d.firmware.size(),
-                  d.ipc_sockets.size());
+    std::snprintf(
+        line, sizeof line,
+        "\nNVIDIA driver %s: %zu libraries, %zu binaries, %zu firmware files, %zu IPC sockets\n",
+        d.version.c_str(), d.libraries.size(), d.binaries.size(), d.firmware.size(),
+        d.ipc_sockets.size());
     out += line;
   }
   if (!inventory.shared_device_nodes.empty()) {
     out += "\nShared device nodes:\n";
     for (const auto& s : inventory.shared_device_nodes) {
-      std::snprintf(line, sizeof line, "  %-18s %-32s %u:%u%s\n", s.role.c_str(), s.node.path.c_str(),
-                    s.node.major, s.node.minor, s.node.exists ? "" : " (missing)");
+      std::snprintf(line, sizeof line, "  %-18s %-32s %u:%u%s\n", s.role.c_str(),
+                    s.node.path.c_str(), s.node.major, s.node.minor,
+                    s.node.exists ? "" : " (missing)");
       out += line;
     }
   }
   size_t device_warnings = 0;
-  for (const auto& d : inventory.devices) device_warnings += d.warnings.size();
+  for (const auto& d : inventory.devices)
+    device_warnings += d.warnings.size();
   if (!inventory.warnings.empty() || device_warnings > 0) {
     out += "\nWarnings:\n";
-    for (const auto& w : inventory.warnings) out += "  " + w + "\n";
+    for (const auto& w : inventory.warnings)
+      out += "  " + w + "\n";
     for (const auto& d : inventory.devices) {
-      for (const auto& w : d.warnings) out += "  " + d.pci_address + ": " + w + "\n";
+      for (const auto& w : d.warnings)
+        out += "  " + d.pci_address + ": " + w + "\n";
     }
   }
   return out;

@@ -1,8 +1,8 @@
+#include "inventory/parsers.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-
-#include "inventory/parsers.h"
 
 namespace tessera::inventory {
 namespace {
@@ -11,8 +11,8 @@ std::string_view Trim(std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t' || text.front() == '\n' ||
                            text.front() == '\r'))
     text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' ||
-                           text.back() == '\r'))
+  while (!text.empty() &&
+         (text.back() == ' ' || text.back() == '\t' || text.back() == '\n' || text.back() == '\r'))
     text.remove_suffix(1);
   return text;
 }
@@ -27,7 +27,8 @@ std::optional<T> ParseNumber(std::string_view text, int base) {
 
 std::string Quote(std::string_view text) {
   std::string out = "\"";
-  for (char c : text.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  for (char c : text.substr(0, 64))
+    out += (c >= 0x20 && c < 0x7f) ? c : '?';
   if (text.size() > 64) out += "…";
   return out + "\"";
 }
@@ -55,8 +56,8 @@ Result<uint32_t> ParseHexAttribute(std::string_view text, int max_bits) {
   auto number = ParseNumber<uint64_t>(value, 16);
   if (!number) return InvalidArgument("not a hex number: " + Quote(text));
   if (max_bits < 64 && *number >> max_bits) {
-    return InvalidArgument("hex value wider than " + std::to_string(max_bits) + " bits: " +
-                           Quote(text));
+    return InvalidArgument("hex value wider than " + std::to_string(max_bits) +
+                           " bits: " + Quote(text));
   }
   return static_cast<uint32_t>(*number);
 }
@@ -91,29 +92,32 @@ Result<std::vector<Bar>> ParseResourceFile(std::string_view text) {
     int count = 0;
     size_t pos = 0;
     while (pos < line.size() && count < 4) {
-      while (pos < line.size() && line[pos] == ' ') ++pos;
+      while (pos < line.size() && line[pos] == ' ')
+        ++pos;
       size_t end = line.find(' ', pos);
       if (end == std::string_view::npos) end = line.size();
       if (end == pos) break;
-      if (count == 3) return InvalidArgument("line " + std::to_string(index + 1) +
-                                             ": more than 3 fields: " + Quote(line));
+      if (count == 3)
+        return InvalidArgument("line " + std::to_string(index + 1) +
+                               ": more than 3 fields: " + Quote(line));
       std::string_view field = line.substr(pos, end - pos);
       if (field.size() > 2 && field[0] == '0' && field[1] == 'x') field.remove_prefix(2);
       auto value = ParseNumber<uint64_t>(field, 16);
-      if (!value) return InvalidArgument("line " + std::to_string(index + 1) +
-                                         ": not a hex number: " + Quote(line));
+      if (!value)
+        return InvalidArgument("line " + std::to_string(index + 1) +
+                               ": not a hex number: " + Quote(line));
       fields[count++] = *value;
       pos = end;
     }
     if (count != 3) {
-      return InvalidArgument("line " + std::to_string(index + 1) + ": expected 3 fields: " +
-                             Quote(line));
+      return InvalidArgument("line " + std::to_string(index + 1) +
+                             ": expected 3 fields: " + Quote(line));
     }
     uint64_t start = fields[0], end = fields[1], flags = fields[2];
     if (end != 0 || start != 0) {
       if (end < start) {
-        return InvalidArgument("line " + std::to_string(index + 1) + ": end before start: " +
-                               Quote(line));
+        return InvalidArgument("line " + std::to_string(index + 1) +
+                               ": end before start: " + Quote(line));
       }
       if (index <= 6) bars.push_back(Bar{index, start, end - start + 1, flags});
     }
@@ -143,14 +147,14 @@ Result<std::map<std::string, uint32_t>> ParseProcDevices(std::string_view text) 
     if (!in_character) continue;
     auto space = trimmed.find(' ');
     if (space == std::string_view::npos) {
-      return InvalidArgument("line " + std::to_string(line_number) + ": expected \"<major> <name>\": " +
-                             Quote(line));
+      return InvalidArgument("line " + std::to_string(line_number) +
+                             ": expected \"<major> <name>\": " + Quote(line));
     }
     auto major = ParseNumber<uint32_t>(trimmed.substr(0, space), 10);
     std::string_view name = Trim(trimmed.substr(space + 1));
     if (!major || name.empty() || *major >= (1u << 12)) {
-      return InvalidArgument("line " + std::to_string(line_number) + ": expected \"<major> <name>\": " +
-                             Quote(line));
+      return InvalidArgument("line " + std::to_string(line_number) +
+                             ": expected \"<major> <name>\": " + Quote(line));
     }
     // One name can own several majors (e.g. "tty"); the first is the one device nodes use.
     majors.emplace(std::string(name), *major);
@@ -176,8 +180,8 @@ Result<NvidiaGpuInformation> ParseNvidiaGpuInformation(std::string_view text) {
     } else if (key == "Device Minor") {
       auto minor = ParseNumber<int>(value, 10);
       if (!minor || *minor < 0 || *minor > 254) {
-        return InvalidArgument("line " + std::to_string(line_number) + ": Device Minor: " +
-                               Quote(value) + " is not 0..254");
+        return InvalidArgument("line " + std::to_string(line_number) +
+                               ": Device Minor: " + Quote(value) + " is not 0..254");
       }
       info.device_minor = *minor;
     } else if (key == "Bus Location") {
@@ -195,8 +199,10 @@ bool LooksLikeVersion(std::string_view token) {
   if (token.empty() || token.front() == '.' || token.back() == '.') return false;
   bool dot = false;
   for (char c : token) {
-    if (c == '.') dot = true;
-    else if (c < '0' || c > '9') return false;
+    if (c == '.')
+      dot = true;
+    else if (c < '0' || c > '9')
+      return false;
   }
   return dot;
 }
@@ -238,119 +244,6 @@ Result<uint32_t> ParseNvidiaCapabilityMinor(std::string_view text) {
     return *minor;
   }
   return InvalidArgument("no \"DeviceFileMinor:\" line");
-}
-
-// ---- ld.so.cache --------------------------------------------------------------------------
-
-namespace {
-
-constexpr std::string_view kOldMagic = "ld.so-1.7.0";
-constexpr std::string_view kNewMagic = "glibc-ld.so.cache1.1";
-constexpr size_t kOldHeaderSize = 16;   // magic[11], padding, uint32 nlibs
-constexpr size_t kOldEntrySize = 12;    // int32 flags, uint32 key, uint32 value
-constexpr size_t kNewHeaderSize = 48;   // magic+version[20], nlibs, len_strings, flags, ext, unused
-constexpr size_t kNewEntrySize = 24;    // flags, key, value, osversion, uint64 hwcap
-
-uint32_t LoadU32(std::string_view bytes, size_t offset) {
-  uint32_t value;
-  std::memcpy(&value, bytes.data() + offset, sizeof value);
-  return value;  // ld.so.cache is written in host byte order; we read caches of our own arch
-}
-
-}  // namespace
-
-std::string LdCacheEntry::arch() const {
-  // glibc ldconfig.h: FLAG_ELF_LIBC6 = 3 in the low byte, the ABI in bits 8..15.
-  switch (flags & 0xff00) {
-    case 0x0000: return (flags & 0xff) == 0x03 ? "i386" : "unknown";
-    case 0x0300: return "x86_64";
-    case 0x0800: return "x32";
-    case 0x0a00: return "aarch64";
-    case 0x0500: return "ppc64";
-    case 0x0400: return "s390x";
-    case 0x0900: return "armhf";
-    default: return "unknown";
-  }
-}
-
-Result<std::vector<LdCacheEntry>> ParseLdCache(std::string_view bytes) {
-  size_t new_start = 0;
-  if (bytes.substr(0, kOldMagic.size()) == kOldMagic) {
-    if (bytes.size() < kOldHeaderSize) return InvalidArgument("legacy header truncated");
-    uint64_t old_count = LoadU32(bytes, 12);
-    uint64_t old_end = kOldHeaderSize + old_count * kOldEntrySize;
-    // The new-format table follows, aligned to 8 bytes (alignof(struct cache_file_new)).
-    new_start = (old_end + 7) & ~uint64_t{7};
-    if (new_start > bytes.size()) return InvalidArgument("legacy table runs past end of file");
-  }
-  std::string_view cache = bytes.substr(new_start);
-  if (cache.substr(0, kNewMagic.size()) != kNewMagic) {
-    return InvalidArgument("no \"glibc-ld.so.cache1.1\" header");
-  }
-  if (cache.size() < kNewHeaderSize) return InvalidArgument("header truncated");
-  uint64_t count = LoadU32(cache, 20);
-  uint64_t table_end = kNewHeaderSize + count * kNewEntrySize;
-  if (table_end > cache.size()) {
-    return InvalidArgument("entry table (" + std::to_string(count) + " entries) runs past end of file");
-  }
-  // String offsets are relative to the start of the new-format header.
-  auto read_string = [&](uint32_t offset, std::string& out) -> bool {
-    if (offset < table_end || offset >= cache.size()) return false;
-    size_t end = cache.find('\0', offset);
-    if (end == std::string_view::npos) return false;
-    out.assign(cache.data() + offset, end - offset);
-    return true;
-  };
-  std::vector<LdCacheEntry> entries;
-  entries.reserve(count);
-  for (uint64_t i = 0; i < count; ++i) {
-    size_t at = kNewHeaderSize + i * kNewEntrySize;
-    LdCacheEntry entry;
-    entry.flags = LoadU32(cache, at);
-    if (!read_string(LoadU32(cache, at + 4), entry.name) ||
-        !read_string(LoadU32(cache, at + 8), entry.path)) {
-      return InvalidArgument("entry " + std::to_string(i) + ": string offset outside the string table");
-    }
-    entries.push_back(std::move(entry));
-  }
-  return entries;
-}
-
-// ---- pci.ids ---------------------------------------------------------------------------------
-
-PciNames LookupPciIds(std::string_view ids, uint16_t vendor_id, uint16_t device_id) {
-  // Vendor lines start at column 0 ("10de  NVIDIA Corporation"), devices with one tab,
-  // subsystems with two. Search for the vendor line directly instead of parsing 30k lines.
-  static const char kHex[] = "0123456789abcdef";
-  char vendor_key[7] = {'\n', kHex[(vendor_id >> 12) & 15], kHex[(vendor_id >> 8) & 15],
-                        kHex[(vendor_id >> 4) & 15], kHex[vendor_id & 15], ' ', ' '};
-  char device_key[7] = {'\n', '\t', kHex[(device_id >> 12) & 15], kHex[(device_id >> 8) & 15],
-                        kHex[(device_id >> 4) & 15], kHex[device_id & 15], ' '};
-  PciNames names;
-  size_t vendor_at = ids.find(std::string_view(vendor_key, sizeof vendor_key));
-  if (vendor_at == std::string_view::npos) return names;
-  size_t name_start = vendor_at + sizeof vendor_key;
-  size_t name_end = ids.find('\n', name_start);
-  if (name_end == std::string_view::npos) name_end = ids.size();
-  names.vendor = std::string(Trim(ids.substr(name_start, name_end - name_start)));
-  // The vendor's block ends at the next line that starts with a non-tab, non-comment character.
-  size_t pos = name_end;
-  while (pos < ids.size()) {
-    size_t line_start = pos + 1;
-    if (line_start >= ids.size()) break;
-    char first = ids[line_start];
-    if (first != '\t' && first != '#' && first != '\n') break;
-    if (ids.substr(pos, sizeof device_key) == std::string_view(device_key, sizeof device_key)) {
-      size_t start = pos + sizeof device_key;
-      size_t end = ids.find('\n', start);
-      if (end == std::string_view::npos) end = ids.size();
-      names.device = std::string(Trim(ids.substr(start, end - start)));
-      break;
-    }
-    pos = ids.find('\n', line_start);
-    if (pos == std::string_view::npos) break;
-  }
-  return names;
 }
 
 bool IsPciAddress(std::string_view text) {

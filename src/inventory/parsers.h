@@ -47,8 +47,8 @@ Result<uint32_t> ParseNvidiaCapabilityMinor(std::string_view text);
 // glibc ld.so.cache: the "glibc-ld.so.cache1.1" format, optionally after the legacy "ld.so-1.7.0"
 // table. Each entry maps a library name (usually a SONAME) to the path the linker uses.
 struct LdCacheEntry {
-  std::string name;   // "libcuda.so.1"
-  std::string path;   // "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+  std::string name;  // "libcuda.so.1"
+  std::string path;  // "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
   uint32_t flags = 0;
   std::string arch() const;  // "x86_64", "i386", "aarch64", … from flags
 };

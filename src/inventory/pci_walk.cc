@@ -109,7 +109,8 @@ PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
     auto class_code = ReadHex(*dir, "class", 24, local);
     auto vendor = ReadHex(*dir, "vendor", 16, local);
     if (!class_code || !vendor) {
-      for (auto& w : local) warnings.push_back(w);
+      for (auto& w : local)
+        warnings.push_back(w);
       continue;
     }
     auto kind = ClassifyPciFunction(static_cast<uint16_t>(*vendor), *class_code);

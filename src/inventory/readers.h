@@ -27,6 +27,7 @@ std::optional<DeviceKind> ClassifyPciFunction(uint16_t vendor_id, uint32_t class
 void AttachDeviceNodes(const HostRoot& host, Inventory& inventory);
 
 // The NVIDIA driver's version and user-space files; nullopt when no NVIDIA driver is loaded.
-std::optional<NvidiaDriver> ReadNvidiaDriver(const HostRoot& host, std::vector<std::string>& warnings);
+std::optional<NvidiaDriver> ReadNvidiaDriver(const HostRoot& host,
+                                             std::vector<std::string>& warnings);
 
 }  // namespace tessera::inventory

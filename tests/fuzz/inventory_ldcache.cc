@@ -9,7 +9,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
   auto entries = tessera::inventory::ParseLdCache(bytes);
   if (entries) {
-    for (const auto& entry : *entries) (void)entry.arch();
+    for (const auto& entry : *entries)
+      (void)entry.arch();
   }
   return 0;
 }

@@ -35,7 +35,8 @@ bool AnyWarningContains(const std::vector<std::string>& warnings, const std::str
   return false;
 }
 
-const std::string kGpuDir = "/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0";
+const std::string kGpuDir =
+    "/sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0";
 
 TEST(BadInput, GarbageInNumaNodeIsAWarningAndLeavesUnknown) {
   testing::TempHost host("hgx-h100-dgx");
@@ -83,7 +84,8 @@ TEST(BadInput, GpuWithoutProcEntryHasNoNodeAndSaysWhy) {
   ASSERT_NE(gpu, nullptr);
   EXPECT_TRUE(gpu->device_nodes.empty());
   EXPECT_FALSE(gpu->nvidia_minor.has_value());
-  EXPECT_TRUE(AnyWarningContains(gpu->warnings, "/proc/driver/nvidia/gpus/0000:2a:00.0/information"));
+  EXPECT_TRUE(
+      AnyWarningContains(gpu->warnings, "/proc/driver/nvidia/gpus/0000:2a:00.0/information"));
 }
 
 TEST(BadInput, CorruptLdCacheLeavesLibrariesEmptyWithAWarning) {

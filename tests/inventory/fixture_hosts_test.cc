@@ -36,7 +36,8 @@ TEST(HgxDgxHost, ListsEightH100sAndFourNvSwitches) {
   EXPECT_EQ(CountKind(inv, DeviceKind::kCompanion), 0u);
   EXPECT_EQ(inv.devices.size(), 12u);  // bridges and the host bridge are not listed
   EXPECT_TRUE(inv.warnings.empty()) << inv.warnings.front();
-  for (const auto& d : inv.devices) EXPECT_TRUE(d.warnings.empty()) << d.pci_address << ": " << d.warnings.front();
+  for (const auto& d : inv.devices)
+    EXPECT_TRUE(d.warnings.empty()) << d.pci_address << ": " << d.warnings.front();
 }
 
 TEST(HgxDgxHost, ReadsEveryFieldOfTheFirstGpu) {

@@ -49,8 +49,8 @@ TEST(InventoryJson, DriverIsNullWhenNoneAndNvidiaDriverNullWithoutNvidia) {
 }
 
 TEST(InventoryJson, RoundTripsEveryFixture) {
-  for (const char* name : {"hgx-h100-dgx", "hgx-h100-vfio", "workstation-intel-nvidia", "amd-gpu",
-                           "no-gpu"}) {
+  for (const char* name :
+       {"hgx-h100-dgx", "hgx-h100-vfio", "workstation-intel-nvidia", "amd-gpu", "no-gpu"}) {
     std::string first = ToJson(ReadFixture(name));
     auto parsed = FromJson(first);
     ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.error().message;
@@ -86,8 +86,8 @@ TEST(InventoryJson, RejectsBadFieldsByName) {
 TEST(InventoryCli, JsonOutputMatchesTheLibrary) {
   std::string root = testing::MaterializeHost("workstation-intel-nvidia");
   int status = -1;
-  std::string out = testing::RunCommand(testing::TesseraBinary() + " inventory --root " + root +
-                                        " --format json", &status);
+  std::string out = testing::RunCommand(
+      testing::TesseraBinary() + " inventory --root " + root + " --format json", &status);
   EXPECT_EQ(status, 0);
   ReadOptions options;
   options.root = root;
@@ -97,11 +97,13 @@ TEST(InventoryCli, JsonOutputMatchesTheLibrary) {
 TEST(InventoryCli, TableNamesDevicesAndBadRootExitsNonZero) {
   std::string root = testing::MaterializeHost("amd-gpu");
   int status = -1;
-  std::string out = testing::RunCommand(testing::TesseraBinary() + " inventory --root " + root, &status);
+  std::string out =
+      testing::RunCommand(testing::TesseraBinary() + " inventory --root " + root, &status);
   EXPECT_EQ(status, 0);
   EXPECT_NE(out.find("0000:03:00.0"), std::string::npos);
   EXPECT_NE(out.find("/dev/kfd"), std::string::npos);
-  testing::RunCommand(testing::TesseraBinary() + " inventory --root /nonexistent 2>/dev/null", &status);
+  testing::RunCommand(testing::TesseraBinary() + " inventory --root /nonexistent 2>/dev/null",
+                      &status);
   EXPECT_EQ(status, 2);
   testing::RunCommand(testing::TesseraBinary() + " inventory --format xml 2>/dev/null", &status);
   EXPECT_NE(status, 0);

@@ -1,7 +1,8 @@
+#include "inventory/parsers.h"
+
 #include <gtest/gtest.h>
 
 #include "common/atomic_file.h"
-#include "inventory/parsers.h"
 
 namespace tessera::inventory {
 namespace {

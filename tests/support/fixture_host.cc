@@ -17,7 +17,8 @@ std::string MaterializeScript() {
 }
 
 std::string Trimmed(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
   return text;
 }
 
@@ -29,7 +30,8 @@ std::string RunCommand(const std::string& command, int* status) {
   if (!pipe) throw std::runtime_error("popen failed: " + command);
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    output.append(buffer.data(), n);
   int raw = ::pclose(pipe);
   if (status) *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
   return output;
@@ -38,7 +40,8 @@ std::string RunCommand(const std::string& command, int* status) {
 std::string MaterializeHost(const std::string& name) {
   int status = 0;
   std::string cache = std::string(TESSERA_BINARY_DIR) + "/fixtures";
-  std::string out = RunCommand("python3 " + MaterializeScript() + " --cached " + name + " " + cache, &status);
+  std::string out =
+      RunCommand("python3 " + MaterializeScript() + " --cached " + name + " " + cache, &status);
   if (status != 0) throw std::runtime_error("materialize " + name + " failed");
   return Trimmed(out);
 }
@@ -68,6 +71,8 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-std::string TesseraBinary() { return std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera"; }
+std::string TesseraBinary() {
+  return std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera";
+}
 
 }  // namespace tessera::testing
