@@ -5,5 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-(cd build && ctest --output-on-failure --parallel 2 --timeout 600)
-bash scripts/fuzz.sh "${TESSERA_FUZZ_SECONDS:-10}"
+log=$(mktemp)
+status=0
+(cd build && ctest --output-on-failure --parallel 2 --timeout 600) 2>&1 | tee "$log" || status=1
+total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -n 1)
+fuzz_log=$(mktemp)
+bash scripts/fuzz.sh "${TESSERA_FUZZ_SECONDS:-10}" 2>&1 | tee "$fuzz_log" || status=1
+fuzz_total=$(grep -c '^== fuzz_' "$fuzz_log" || true)
+fuzz_failed=$(grep -c '^FAILED: fuzz_' "$fuzz_log" || true)
+passed=$(( ${total:-0} - ${failed:-0} + fuzz_total - fuzz_failed ))
+echo "summary: ${passed} passed, $(( ${failed:-0} + fuzz_failed )) failed"
+exit $status
