@@ -15,5 +15,6 @@ int ExitCodeFor(const Error& error);
 [[noreturn]] void Fail(const Error& error);
 
 void AddInventoryCommand(CLI::App& app);
+void AddCdiCommand(CLI::App& app);
 
 }  // namespace tessera::cli

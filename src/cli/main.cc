@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
   app.require_subcommand(1);
   tessera::cli::AddInventoryCommand(app);
+  tessera::cli::AddCdiCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
