@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -125,7 +126,15 @@ void RunGenerate(const GenerateFlags& flags) {
     Fail(InvalidArgument("--watch writes files; it cannot be combined with --output -"));
   }
 
-  Generator generator(flags, options, *format);
+  // Specs name host paths under the root; a relative root would make them relative to
+  // whatever directory the container runtime happens to run in.
+  GenerateFlags absolute = flags;
+  std::error_code error;
+  absolute.root = std::filesystem::absolute(flags.root, error).lexically_normal().string();
+  if (error) Fail(InvalidArgument("--root " + flags.root + ": " + error.message()));
+  if (absolute.root.size() > 1 && absolute.root.back() == '/') absolute.root.pop_back();
+
+  Generator generator(absolute, options, *format);
   if (!flags.watch) {
     if (auto status = generator.Run(); !status) Fail(status.error());
     return;
@@ -135,7 +144,7 @@ void RunGenerate(const GenerateFlags& flags) {
   action.sa_handler = OnStopSignal;
   ::sigaction(SIGTERM, &action, nullptr);
   ::sigaction(SIGINT, &action, nullptr);
-  auto watcher = inventory::ChangeWatcher::Start(flags.root, flags.poll_interval_ms);
+  auto watcher = inventory::ChangeWatcher::Start(absolute.root, flags.poll_interval_ms);
   if (!watcher) Fail(watcher.error());
   for (;;) {
     // In watch mode a failed round is reported and retried on the next change: the daemon
