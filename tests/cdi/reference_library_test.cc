@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "cdi/bad_specs.h"
 #include "cdi/cdi.h"
@@ -17,6 +18,14 @@ using tessera::testing::MaterializeHost;
 using tessera::testing::RunCommand;
 using tessera::testing::TempDir;
 using tessera::testing::TesseraBinary;
+
+// Materialising checks the fixture's hash (about 2 s); once per host per process is enough.
+std::string Host(const std::string& name) {
+  static std::map<std::string, std::string> roots;
+  auto it = roots.find(name);
+  if (it == roots.end()) it = roots.emplace(name, MaterializeHost(name)).first;
+  return it->second;
+}
 
 struct Verdict {
   int status = 0;
@@ -96,7 +105,7 @@ TEST(ReferenceLibrary, LoadsEverySpecTesseraGenerates) {
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.host) + " " + c.flags);
     TempDir out;
-    std::string root = MaterializeHost(c.host);
+    std::string root = Host(c.host);
     Verdict generated =
         Tessera("cdi generate --root " + root + " --output-dir " + out.path() + " " + c.flags);
     ASSERT_EQ(generated.status, 0) << generated.output;
