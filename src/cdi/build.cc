@@ -381,7 +381,10 @@ Result<BuildResult> BuildSpecs(const Inventory& inventory, const BuildOptions& o
   std::vector<Spec> gpu_specs;
   if (!driver_gpus.empty()) gpu_specs.push_back(builder.Driver(driver_gpus, "nvidia.com/gpu"));
   if (!vfio_gpus.empty()) gpu_specs.push_back(builder.Vfio(vfio_gpus, "nvidia.com/pgpu"));
-  for (const auto& [kind, gpus] : dri_gpus) {
+  for (const auto& entry : dri_gpus) {
+    // Named copies: clang 14 cannot capture structured bindings in lambdas.
+    const std::string& kind = entry.first;
+    const auto& gpus = entry.second;
     bool taken = std::any_of(gpu_specs.begin(), gpu_specs.end(),
                              [&](const Spec& s) { return s.kind == kind; });
     if (taken) {

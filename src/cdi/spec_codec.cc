@@ -21,6 +21,42 @@ constexpr size_t kMaxSpecBytes = 16 << 20;
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxNodes = 1 << 20;
 
+// Offset of the first byte that is not well-formed UTF-8, or npos. The reference parser (go-yaml)
+// rejects such input, and strings that cannot be encoded back unchanged have no place in a spec.
+size_t FindInvalidUtf8(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size()) {
+    auto c = static_cast<unsigned char>(text[i]);
+    size_t extra = 0;
+    uint32_t min = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      extra = 1;
+      min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      extra = 2;
+      min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      extra = 3;
+      min = 0x10000;
+    } else {
+      return i;
+    }
+    if (i + extra >= text.size()) return i;
+    uint32_t code = c & (0x3f >> extra);
+    for (size_t k = 1; k <= extra; ++k) {
+      auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xc0) != 0x80) return i;
+      code = (code << 6) | (next & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return i;
+    i += extra + 1;
+  }
+  return std::string_view::npos;
+}
+
 // ---- YAML to JSON, typed like YAML 1.1 (go-yaml v2, which the reference parser uses) ----
 
 struct YamlConverter {
@@ -576,6 +612,10 @@ ParsedSpec ParseSpec(std::string_view text) {
   ParsedSpec parsed;
   if (text.size() > kMaxSpecBytes) {
     parsed.problems.push_back({"-", "-", "spec larger than 16 MiB"});
+    return parsed;
+  }
+  if (size_t bad = FindInvalidUtf8(text); bad != std::string_view::npos) {
+    parsed.problems.push_back({"-", "-", "invalid UTF-8 at byte " + std::to_string(bad)});
     return parsed;
   }
   auto start = text.find_first_not_of(" \t\r\n");

@@ -115,6 +115,13 @@ TEST(SpecParser, RejectsNegativeAndFractionalNumbersForUnsignedFields) {
   EXPECT_EQ(parsed.problems[1].field, "containerEdits.deviceNodes[0].gid");
 }
 
+TEST(SpecParser, RejectsInvalidUtf8ThatCouldNotBeWrittenBackUnchanged) {
+  auto parsed = ParseSpec("cdiVersion: \"0.3.0\"\nkind: v.com/c\ndevices:\n- name: a\n"
+                          "  containerEdits:\n    env: [\"A=\xd2\xd2\"]\n");
+  ASSERT_EQ(parsed.problems.size(), 1u);
+  EXPECT_NE(parsed.problems[0].message.find("invalid UTF-8"), std::string::npos);
+}
+
 class SpecDirectory : public ::testing::Test {
  protected:
   void SetUp() override {
