@@ -25,9 +25,19 @@ win::Snapshot LoadSnapshot(const std::string& path) {
   return std::move(*snapshot);
 }
 
+// A refusal (the host cannot do what was asked: schema too old, adapter without a location path)
+// is a check that failed, exit 1, not an internal error.
+[[noreturn]] void FailWindows(const Error& error) {
+  if (error.category == ErrorCategory::kFailedPrecondition) {
+    std::fprintf(stderr, "tessera: %s\n", error.message.c_str());
+    throw CLI::RuntimeError(1);
+  }
+  Fail(error);
+}
+
 template <typename T>
 T OrFail(Result<T> result) {
-  if (!result.ok()) Fail(result.error());
+  if (!result.ok()) FailWindows(result.error());
   return std::move(*result);
 }
 
