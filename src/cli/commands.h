@@ -14,6 +14,9 @@ int ExitCodeFor(const Error& error);
 // Prints "tessera: <message>" to stderr and returns the exit code for the error.
 [[noreturn]] void Fail(const Error& error);
 
+// `tessera windows ...` (cmd_windows.cc).
+void AddWindowsCommand(CLI::App& app);
+
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
 

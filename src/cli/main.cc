@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera: safe GPU access for containers, from one host to a fleet"};
   app.set_version_flag("--version", std::string("tessera ") + TESSERA_VERSION);
   app.require_subcommand(1);
+  tessera::cli::AddWindowsCommand(app);
   tessera::cli::AddInventoryCommand(app);
   tessera::cli::AddCdiCommand(app);
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,251 @@
+// `tessera windows ...`: Windows containers from a host snapshot (inventory, HCS device
+// documents, gen-device-mounts, image compatibility).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "common/atomic_file.h"
+#include "windows/windows.h"
+
+namespace tessera::cli {
+namespace {
+
+namespace win = tessera::windows;
+
+win::Snapshot LoadSnapshot(const std::string& path) {
+  auto text = ReadWholeFile(path);
+  if (!text.ok()) Fail(text.error().WithContext("read snapshot " + path));
+  auto snapshot = win::ParseSnapshot(*text);
+  if (!snapshot.ok()) Fail(snapshot.error().WithContext(path));
+  return std::move(*snapshot);
+}
+
+// A refusal (the host cannot do what was asked: schema too old, adapter without a location path)
+// is a check that failed, exit 1, not an internal error.
+[[noreturn]] void FailWindows(const Error& error) {
+  if (error.category == ErrorCategory::kFailedPrecondition) {
+    std::fprintf(stderr, "tessera: %s\n", error.message.c_str());
+    throw CLI::RuntimeError(1);
+  }
+  Fail(error);
+}
+
+template <typename T>
+T OrFail(Result<T> result) {
+  if (!result.ok()) FailWindows(result.error());
+  return std::move(*result);
+}
+
+void PrintDiagnostics(const std::vector<std::string>& lines) {
+  for (const std::string& line : lines)
+    std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// One line for humans: arguments with spaces or quotes are double-quoted.
+std::string CommandLine(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& arg : argv) {
+    if (!out.empty()) out += ' ';
+    if (arg.empty() || arg.find_first_of(" \t\"'") != std::string::npos) {
+      std::string quoted = "\"";
+      for (char c : arg) {
+        if (c == '"' || c == '\\') quoted += '\\';
+        quoted += c;
+      }
+      out += quoted + "\"";
+    } else {
+      out += arg;
+    }
+  }
+  return out;
+}
+
+void AddInventory(CLI::App& windows) {
+  auto* cmd = windows.add_subcommand("inventory",
+                                     "Print a Windows host snapshot in the inventory JSON shape");
+  static std::string snapshot_path;
+  cmd->add_option("--snapshot", snapshot_path, "Windows host snapshot (JSON)")->required();
+  cmd->callback([] {
+    win::Snapshot s = LoadSnapshot(snapshot_path);
+    std::fputs(win::InventoryJson(s).c_str(), stdout);
+  });
+}
+
+void AddHcsDevice(CLI::App& windows) {
+  auto* cmd = windows.add_subcommand(
+      "hcs-device", "Print the HCS schema Device document for a device string, or the refusal");
+  static uint32_t build = 0;
+  static std::string snapshot_path;
+  static std::string device;
+  static std::string isolation = "process";
+  auto* build_opt = cmd->add_option("--build", build, "Host Windows build (e.g. 20348)");
+  auto* snap_opt =
+      cmd->add_option("--snapshot", snapshot_path, "Take the HCS schema from a host snapshot");
+  build_opt->excludes(snap_opt);
+  cmd->add_option("--device", device, "class/GUID, TYPE://ID")->required();
+  cmd->add_option("--isolation", isolation, "process or hyperv")
+      ->check(CLI::IsMember({"process", "hyperv"}));
+  cmd->callback([build_opt, snap_opt] {
+    if (build_opt->count() == 0 && snap_opt->count() == 0) {
+      Fail(InvalidArgument("hcs-device needs --build N or --snapshot FILE"));
+    }
+    win::SchemaVersion schema;
+    if (snap_opt->count() > 0) {
+      schema = LoadSnapshot(snapshot_path).MaxSchemaVersion();
+    } else {
+      auto from_build = win::HcsSchemaForBuild(build);
+      if (from_build.ok()) schema = *from_build;
+    }
+    win::DeviceRef ref = OrFail(win::ParseDeviceString(device));
+    win::Isolation iso = OrFail(win::ParseIsolation(isolation));
+    std::string doc = OrFail(win::HcsDeviceJson(ref, schema, iso));
+    std::printf("%s\n", doc.c_str());
+  });
+}
+
+void AddMounts(CLI::App& windows) {
+  auto* cmd = windows.add_subcommand(
+      "mounts",
+      "Generate container runtime flags for GPUs: devices and read-only runtime-DLL mounts");
+  static std::string snapshot_path;
+  static bool all = false;
+  static std::vector<int> indexes;
+  static std::vector<std::string> luids;
+  static std::vector<std::string> paths;
+  static std::string format;
+  static std::vector<std::string> vendor_files;
+  static bool no_vendor_files = false;
+  static std::string run_image;
+  static std::string container_id = "tessera-gpu";
+  cmd->add_option("--snapshot", snapshot_path, "Windows host snapshot (JSON)")->required();
+  auto* all_opt = cmd->add_flag("--all", all, "Every adapter");
+  auto* index_opt = cmd->add_option("--index", indexes, "Adapter indexes in the snapshot (I,...)")
+                        ->delimiter(',');
+  auto* luid_opt = cmd->add_option("--luid", luids, "Adapter LUIDs in hex (L,...)")->delimiter(',');
+  auto* path_opt = cmd->add_option("--path", paths, "PCI location paths (P,...)")->delimiter(',');
+  all_opt->excludes(index_opt, luid_opt, path_opt);
+  index_opt->excludes(luid_opt, path_opt);
+  luid_opt->excludes(path_opt);
+  cmd->add_option("--format", format, "ctr, nerdctl, docker or json")
+      ->required()
+      ->check(CLI::IsMember({"ctr", "nerdctl", "docker", "json"}));
+  cmd->add_option("--vendor-file", vendor_files,
+                  "Extra DriverStore file for a PCI vendor, VENDOR=FILE (replaces the defaults "
+                  "for that vendor; default 10de=nvidia-smi.exe)");
+  cmd->add_flag("--no-vendor-files", no_vendor_files, "Mount no per-vendor extra files");
+  auto* run_opt = cmd->add_option("--run", run_image,
+                                  "Print, then execute the runtime's run command for IMAGE; "
+                                  "arguments after IMAGE are the container's command");
+  cmd->add_option("--name", container_id, "Container ID for ctr run (default tessera-gpu)");
+  // Everything after the first positional argument (the command after --run IMAGE) is kept
+  // verbatim, so the container's command may carry its own flags.
+  cmd->prefix_command();
+  cmd->callback([cmd, run_opt] {
+    win::Snapshot s = LoadSnapshot(snapshot_path);
+    win::MountsOptions options;
+    options.format = OrFail(win::ParseMountFormat(format));
+    options.selection.all = all;
+    options.selection.indexes = indexes;
+    for (const std::string& l : luids)
+      options.selection.luids.push_back(OrFail(win::ParseLuid(l)));
+    options.selection.location_paths = paths;
+    if (!all && indexes.empty() && luids.empty() && paths.empty()) {
+      Fail(InvalidArgument("mounts needs one of --all, --index, --luid, --path"));
+    }
+    if (no_vendor_files) options.vendor_files.clear();
+    win::VendorFiles replaced;
+    for (const std::string& v : vendor_files) {
+      auto [vendor, file] = OrFail(win::ParseVendorFile(v));
+      replaced[vendor].push_back(file);
+    }
+    for (auto& [vendor, files] : replaced)
+      options.vendor_files[vendor] = files;
+
+    std::vector<std::string> command = cmd->remaining();
+    if (!command.empty() && run_opt->count() == 0) {
+      Fail(InvalidArgument("unexpected arguments (a container command needs --run IMAGE first)"));
+    }
+    win::MountsPlan plan = OrFail(win::PlanMounts(s, options));
+    PrintDiagnostics(plan.diagnostics);
+    if (run_opt->count() > 0) {
+      std::vector<std::string> argv =
+          OrFail(win::RunCommand(options.format, plan, run_image, command, container_id));
+      std::printf("%s\n", CommandLine(argv).c_str());
+      std::fflush(stdout);
+      std::vector<char*> cargv;
+      for (std::string& a : argv)
+        cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execvp(cargv[0], cargv.data());
+      Fail(Unavailable("run " + argv[0] + ": " + std::strerror(errno)));
+    }
+    if (options.format == win::MountFormat::kJson) {
+      std::fputs(win::MountsPlanJson(s, plan).c_str(), stdout);
+      return;
+    }
+    // One argument per line: PowerShell's $(...) and POSIX $(...) both pass each line as one
+    // argument (the paths hold no spaces).
+    for (const std::string& arg : plan.arguments)
+      std::printf("%s\n", arg.c_str());
+  });
+}
+
+void AddCheckImage(CLI::App& windows) {
+  auto* cmd = windows.add_subcommand("check-image",
+                                     "Check whether a container image build runs on a host build");
+  static uint32_t host_build = 0;
+  static std::string image;
+  static uint32_t image_build = 0;
+  static std::string isolation;
+  static bool gpu = false;
+  cmd->add_option("--host-build", host_build, "Host Windows build (e.g. 20348)")->required();
+  auto* image_opt = cmd->add_option("--image", image, "Image reference with a Windows tag");
+  auto* build_opt = cmd->add_option("--image-build", image_build, "Image Windows build");
+  image_opt->excludes(build_opt);
+  cmd->add_option("--isolation", isolation, "process or hyperv")
+      ->required()
+      ->check(CLI::IsMember({"process", "hyperv"}));
+  cmd->add_flag("--gpu", gpu, "The container gets a GPU");
+  cmd->callback([image_opt, build_opt] {
+    win::CompatibilityRequest request;
+    request.host_build = host_build;
+    request.isolation = OrFail(win::ParseIsolation(isolation));
+    request.gpu = gpu;
+    if (image_opt->count() > 0) {
+      request.image = OrFail(win::ParseImageReference(image));
+    } else if (build_opt->count() > 0) {
+      request.image.build = image_build;
+    } else {
+      Fail(InvalidArgument("check-image needs --image REF or --image-build N"));
+    }
+    win::CompatibilityVerdict verdict = win::CheckCompatibility(request);
+    for (const std::string& w : verdict.warnings)
+      std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (!verdict.ok) {
+      std::fprintf(stderr, "tessera: %s\n", verdict.summary.c_str());
+      for (const std::string& d : verdict.details)
+        std::fprintf(stderr, "  - %s\n", d.c_str());
+      throw CLI::RuntimeError(1);
+    }
+    std::printf("%s\n", verdict.summary.c_str());
+  });
+}
+
+}  // namespace
+
+void AddWindowsCommand(CLI::App& app) {
+  auto* windows =
+      app.add_subcommand("windows", "Windows containers with GPUs, from a Windows host snapshot");
+  windows->require_subcommand(1);
+  AddInventory(*windows);
+  AddHcsDevice(*windows);
+  AddMounts(*windows);
+  AddCheckImage(*windows);
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,2 @@
+tessera_add_fuzzer(windows_device_string ${CMAKE_CURRENT_LIST_DIR}/windows_device_string.cc tessera_windows)
+tessera_add_fuzzer(windows_snapshot ${CMAKE_CURRENT_LIST_DIR}/windows_snapshot.cc tessera_windows)
