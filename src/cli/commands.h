@@ -16,5 +16,6 @@ int ExitCodeFor(const Error& error);
 
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
+void AddFleetCommand(CLI::App& app);
 
 }  // namespace tessera::cli

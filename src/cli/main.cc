@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tessera::cli::AddInventoryCommand(app);
   tessera::cli::AddCdiCommand(app);
+  tessera::cli::AddFleetCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
