@@ -43,7 +43,7 @@ Result<Policy> ParsePolicy(std::string_view name) {
                          "\": unknown (binpack, spread, first-fit)");
 }
 
-Result<Fleet> Fleet::Create(std::vector<NodeSpec> nodes) {
+Result<Fleet> Fleet::Create(std::vector<NodeSpec> nodes, FleetOptions options) {
   Fleet fleet;
   for (size_t i = 0; i < nodes.size(); ++i) {
     NodeSpec& node = nodes[i];
@@ -79,11 +79,119 @@ Result<Fleet> Fleet::Create(std::vector<NodeSpec> nodes) {
     }
   }
   fleet.nodes_ = std::move(nodes);
+  fleet.cache_enabled_ = options.cache_scores;
+  for (const NodeSpec& node : fleet.nodes_) {
+    if (node.partitions && !node.partitions->precomputed()) fleet.cache_enabled_ = false;
+  }
+  if (fleet.cache_enabled_) fleet.BuildRanks();
   return fleet;
 }
 
+void Fleet::BuildRanks() {
+  std::vector<unsigned __int128> keys = {0};
+  planner_of_node_.assign(nodes_.size(), -1);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const topology::PartitionPlanner* planner = nodes_[i].partitions.get();
+    if (!planner) {
+      keys.push_back(whole_node_key_[i]);
+      continue;
+    }
+    auto it = std::find(planners_.begin(), planners_.end(), planner);
+    planner_of_node_[i] = static_cast<int>(it - planners_.begin());
+    if (it != planners_.end()) continue;
+    planners_.push_back(planner);
+    for (GpuMask free = 0; free <= planner->all_modules(); ++free) {
+      for (int size : planner->Sizes()) {
+        if (const topology::PartitionChoice* choice = planner->Best(free, size)) {
+          keys.push_back(choice->loss_key);
+        }
+      }
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  auto rank = [&](unsigned __int128 key) {
+    return static_cast<uint32_t>(std::lower_bound(keys.begin(), keys.end(), key) - keys.begin());
+  };
+  rank_of_zero_ = rank(0);
+  whole_rank_.resize(nodes_.size());
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    whole_rank_[i] = rank(whole_node_key_[i]);
+  rank_.resize(planners_.size());
+  for (size_t p = 0; p < planners_.size(); ++p) {
+    const topology::PartitionPlanner* planner = planners_[p];
+    rank_[p].resize(planner->module_count() + 1);
+    for (int size : planner->Sizes()) {
+      std::vector<uint32_t>& table = rank_[p][size];
+      table.assign(planner->all_modules() + 1, kNoFit);
+      for (GpuMask free = 0; free <= planner->all_modules(); ++free) {
+        if (const topology::PartitionChoice* choice = planner->Best(free, size)) {
+          table[free] = rank(choice->loss_key);
+        }
+      }
+    }
+  }
+  keys_.resize(3 * 65);
+}
+
+uint32_t Fleet::NodeKey(Policy policy, int gpus, int node) const {
+  const GpuMask free = free_[node];
+  const uint32_t count = static_cast<uint32_t>(MaskSize(free));
+  const int size = nodes_[node].gpu_count;
+  const int p = planner_of_node_[node];
+  uint32_t rank;
+  if (p >= 0) {
+    if (gpus > size || rank_[p][gpus].empty()) return kNoFit;
+    rank = rank_[p][gpus][free];
+    if (rank == kNoFit) return kNoFit;
+  } else {
+    if (static_cast<int>(count) < gpus) return kNoFit;
+    rank = free == all_[node] ? whole_rank_[node] : rank_of_zero_;
+  }
+  switch (policy) {
+    case Policy::kBinpack:
+      return rank << 7 | count;
+    // Larger free fraction first; fractions of at most 64 GPUs differ by at least 1/4096, more
+    // than the 2^-20 resolution, so the order is exact.
+    case Policy::kSpread:
+      return static_cast<uint32_t>(((size - count) << 20) / size);
+    case Policy::kFirstFit:
+      return 0;
+  }
+  return kNoFit;
+}
+
+void Fleet::NodeChanged(int node) {
+  for (int index : cached_) {
+    keys_[index][node] = NodeKey(static_cast<Policy>(index / 65), index % 65, node);
+  }
+}
+
+int Fleet::ChooseNodeCached(int gpus, Policy policy) {
+  const int index = static_cast<int>(policy) * 65 + gpus;
+  std::vector<uint32_t>& keys = keys_[index];
+  if (keys.empty()) {
+    keys.resize(nodes_.size());
+    for (int i = 0; i < node_count(); ++i)
+      keys[i] = NodeKey(policy, gpus, i);
+    cached_.push_back(index);
+  }
+  // Lowest key, lowest node index on ties.
+  uint32_t best_key = kNoFit;
+  int best = -1;
+  const uint32_t* data = keys.data();
+  for (int i = 0, n = node_count(); i < n; ++i) {
+    if (data[i] < best_key) {
+      best_key = data[i];
+      best = i;
+    }
+  }
+  return best;
+}
+
 Result<Fleet> Fleet::Uniform(int nodes, int gpus_per_node,
-                             std::shared_ptr<const topology::PartitionPlanner> table) {
+                             std::shared_ptr<const topology::PartitionPlanner> table,
+                             FleetOptions options) {
   if (nodes < 1 || nodes > 1000000) {
     return InvalidArgument("nodes: " + std::to_string(nodes) + " (expected 1..1000000)");
   }
@@ -93,7 +201,7 @@ Result<Fleet> Fleet::Uniform(int nodes, int gpus_per_node,
     specs[i].gpu_count = gpus_per_node;
     specs[i].partitions = table;
   }
-  return Create(std::move(specs));
+  return Create(std::move(specs), options);
 }
 
 int Fleet::free_gpus() const {
@@ -126,6 +234,7 @@ Status Fleet::SetState(int node, int gpu, GpuState state) {
   } else {
     free_[node] &= ~bit;
   }
+  if (cache_enabled_) NodeChanged(node);
   return Ok();
 }
 
@@ -180,6 +289,13 @@ bool Fleet::Within(int node, int gpus, GpuMask free, Policy policy, Placement* p
 
 bool Fleet::TryPlace(int gpus, Policy policy, Placement* placement) {
   if (gpus < 1 || gpus > 64 || !((placeable_sizes_ >> (gpus - 1)) & 1)) return false;
+  const int best = cache_enabled_ ? ChooseNodeCached(gpus, policy) : ChooseNodeDirect(gpus, policy);
+  if (best < 0 || !Within(best, gpus, free_[best], policy, placement)) return false;
+  Lease(*placement);
+  return true;
+}
+
+int Fleet::ChooseNodeDirect(int gpus, Policy policy) const {
   const int n = node_count();
   int best = -1;
   switch (policy) {
@@ -233,9 +349,7 @@ bool Fleet::TryPlace(int gpus, Policy policy, Placement* placement) {
       break;
     }
   }
-  if (best < 0 || !Within(best, gpus, free_[best], policy, placement)) return false;
-  Lease(*placement);
-  return true;
+  return best;
 }
 
 void Fleet::Lease(const Placement& placement) {
@@ -243,6 +357,7 @@ void Fleet::Lease(const Placement& placement) {
   for (GpuMask m = placement.gpus; m; m &= m - 1) {
     states_[placement.node][__builtin_ctzll(m)] = GpuState::kLeased;
   }
+  if (cache_enabled_) NodeChanged(placement.node);
 }
 
 Result<Placement> Fleet::Place(int gpus, Policy policy) {
@@ -277,6 +392,7 @@ Status Fleet::Release(const Placement& placement) {
       free_[placement.node] |= GpuMask{1} << gpu;
     }
   }
+  if (cache_enabled_) NodeChanged(placement.node);
   return Ok();
 }
 

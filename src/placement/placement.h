@@ -60,12 +60,22 @@ struct Placement {
   std::optional<uint32_t> partition_id;  // partition mode
 };
 
+struct FleetOptions {
+  // Keep one integer score per node for each (policy, size) in use, updated when the node
+  // changes, so a decision is a scan over one small array. Needs every table to be precomputed
+  // (boards of up to 12 modules); otherwise, or when off, scores are computed per decision. Both
+  // give the same placements.
+  bool cache_scores = true;
+};
+
 class Fleet {
  public:
-  static Result<Fleet> Create(std::vector<NodeSpec> nodes);
+  static Result<Fleet> Create(std::vector<NodeSpec> nodes, FleetOptions options = {});
   // `nodes` identical nodes of `gpus_per_node` GPUs, each with `table` (may be null).
   static Result<Fleet> Uniform(int nodes, int gpus_per_node,
-                               std::shared_ptr<const topology::PartitionPlanner> table);
+                               std::shared_ptr<const topology::PartitionPlanner> table,
+                               FleetOptions options = {});
+  bool caches_scores() const { return cache_enabled_; }
 
   int node_count() const { return static_cast<int>(nodes_.size()); }
   const NodeSpec& node(int index) const { return nodes_[index]; }
@@ -94,6 +104,11 @@ class Fleet {
  private:
   bool Within(int node, int gpus, GpuMask free, Policy policy, Placement* placement) const;
   void Lease(const Placement& placement);
+  int ChooseNodeDirect(int gpus, Policy policy) const;
+  int ChooseNodeCached(int gpus, Policy policy);
+  void BuildRanks();
+  uint32_t NodeKey(Policy policy, int gpus, int node) const;
+  void NodeChanged(int node);
 
   std::vector<NodeSpec> nodes_;
   std::vector<GpuMask> free_;
@@ -103,6 +118,19 @@ class Fleet {
   std::vector<unsigned __int128> whole_node_key_;
   uint64_t placeable_sizes_ = 0;  // bit k-1: some node can ever give k GPUs
   int total_gpus_ = 0;
+
+  // Score cache (FleetOptions::cache_scores). Loss keys of every table and of whole nodes are
+  // replaced by their dense rank among all keys in the fleet, so a binpack score fits in 32 bits:
+  // rank << 7 | free GPUs. Lower is better; kNoFit when the node cannot take the request.
+  static constexpr uint32_t kNoFit = UINT32_MAX;
+  bool cache_enabled_ = false;
+  std::vector<const topology::PartitionPlanner*> planners_;  // distinct tables
+  std::vector<int> planner_of_node_;                         // index into planners_, or -1
+  std::vector<std::vector<std::vector<uint32_t>>> rank_;     // [planner][size][free mask]
+  uint32_t rank_of_zero_ = 0;                                // no-table node, not whole
+  std::vector<uint32_t> whole_rank_;                         // no-table node, whole, per node
+  std::vector<std::vector<uint32_t>> keys_;                  // [policy * 65 + size][node]
+  std::vector<int> cached_;                                  // which keys_ entries are in use
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -138,6 +138,9 @@ class PartitionPlanner {
   // First partition in table order of exactly `size` inside `free` (first-fit), or -1.
   int FirstFit(GpuMask free, int size) const;
 
+  // Whether Best() is a table lookup (boards of up to 12 modules).
+  bool precomputed() const { return !precomputed_.empty(); }
+
  private:
   explicit PartitionPlanner(PartitionTable table);
   PartitionChoice Evaluate(GpuMask free, int index) const;

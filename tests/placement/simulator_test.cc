@@ -94,6 +94,55 @@ TEST(Simulator, JsonCarriesTheReportedFields) {
   EXPECT_FALSE(nlohmann::json::parse(SimulationToJson(r, false)).contains("decisions_per_second"));
 }
 
+TEST(Simulator, CachedScoresGiveTheSamePlacementsAsDirectScoring) {
+  // A mixed fleet: HGX nodes, plain 8-GPU nodes and plain 4-GPU nodes.
+  auto build = [](bool cache) {
+    std::vector<NodeSpec> nodes;
+    for (int i = 0; i < 30; ++i) {
+      NodeSpec node;
+      node.gpu_count = i % 3 == 2 ? 4 : 8;
+      if (i % 3 == 0) node.partitions = Hgx();
+      nodes.push_back(node);
+    }
+    auto fleet = Fleet::Create(nodes, FleetOptions{cache});
+    EXPECT_TRUE(fleet.ok());
+    EXPECT_EQ(fleet->caches_scores(), cache);
+    return std::move(*fleet);
+  };
+  SyntheticOptions options;
+  options.seed = 9;
+  options.total_gpus = 200;
+  options.requests = 5000;
+  options.size_weights = {{1, 40}, {2, 25}, {3, 5}, {4, 15}, {8, 15}};
+  auto trace = SyntheticTrace(options);
+  ASSERT_TRUE(trace.ok());
+  for (Policy policy : {Policy::kBinpack, Policy::kSpread, Policy::kFirstFit}) {
+    auto cached = Simulate(build(true), *trace, {policy, false});
+    auto direct = Simulate(build(false), *trace, {policy, false});
+    ASSERT_TRUE(cached.ok() && direct.ok());
+    EXPECT_EQ(SimulationToJson(*cached, false), SimulationToJson(*direct, false))
+        << PolicyName(policy);
+    EXPECT_GT(cached->admitted_by_size[3], 0);  // 3 GPUs fit only the plain nodes
+  }
+}
+
+TEST(Simulator, BoardsTooLargeToPrecomputeScoreDirectly) {
+  topology::PartitionTable table;
+  table.board = "test-16gpu";
+  table.module_count = 16;
+  for (int m = 1; m <= 16; ++m)
+    table.partitions.push_back({uint32_t(m), {m}});
+  auto planner = topology::PartitionPlanner::Create(table);
+  ASSERT_TRUE(planner.ok());
+  auto fleet = Fleet::Uniform(2, 16, *planner);
+  ASSERT_TRUE(fleet.ok());
+  EXPECT_FALSE(fleet->caches_scores());
+  auto placed = fleet->Place(1, Policy::kBinpack);
+  ASSERT_TRUE(placed.ok());
+  EXPECT_EQ(placed->node, 0);
+  EXPECT_FALSE(fleet->Place(2, Policy::kBinpack).ok());
+}
+
 class Quality : public ::testing::TestWithParam<uint64_t> {};
 
 TEST_P(Quality, BinpackAdmitsTenTimesTheEightGpuRequestsOfSpreadAndServesAtLeastFirstFit) {
