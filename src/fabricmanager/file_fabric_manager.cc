@@ -63,7 +63,9 @@ class FileFabricManager : public FabricManager {
     std::vector<uint32_t> ids;
     for (const auto& id : doc["active"]) {
       if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX) {
-        return InvalidArgument(path_ + ": active: " + id.dump() + " is not a partition id");
+        return InvalidArgument(path_ + ": active: " +
+                               id.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                               " is not a partition id");
       }
       ids.push_back(id.get<uint32_t>());
     }

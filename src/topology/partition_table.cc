@@ -52,6 +52,13 @@ std::string SetString(const std::vector<int>& modules) {
 }  // namespace
 
 Status ValidatePartitionTable(const PartitionTable& table) {
+  if (table.board.size() > 64 || !std::all_of(table.board.begin(), table.board.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-';
+      })) {
+    return InvalidArgument("board: \"" + table.board.substr(0, 64) +
+                           "\" must be at most 64 letters, digits, '.', '_' or '-'");
+  }
   if (table.module_count < 1 || table.module_count > kMaxModules) {
     return InvalidArgument("modules: " + std::to_string(table.module_count) +
                            " is out of range (1.." + std::to_string(kMaxModules) +

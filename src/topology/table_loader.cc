@@ -79,7 +79,8 @@ std::string Field(const std::string& parent, const std::string& name) {
 
 Status RejectUnknown(const json& object, const std::string& where,
                      std::initializer_list<const char*> known) {
-  for (const auto& [key, value] : object.items()) {
+  for (auto it = object.begin(); it != object.end(); ++it) {
+    const std::string& key = it.key();  // not a structured binding: clang-14 cannot capture one
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
       std::string list;
       for (const char* k : known)
@@ -92,7 +93,9 @@ Status RejectUnknown(const json& object, const std::string& where,
 
 Result<int64_t> Integer(const json& value, const std::string& where, int64_t min, int64_t max) {
   if (!value.is_number_integer()) {
-    return InvalidArgument(where + ": expected an integer, got " + value.dump());
+    // Strings from YAML may hold any bytes; dump() would throw on invalid UTF-8.
+    return InvalidArgument(where + ": expected an integer, got " +
+                           value.dump(-1, ' ', false, json::error_handler_t::replace));
   }
   if (value.is_number_unsigned()) {
     uint64_t v = value.get<uint64_t>();

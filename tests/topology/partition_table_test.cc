@@ -147,6 +147,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "modules: 2\npartitions: [{id: 0, gpus: [1]}]\npci_addresses: {1: "
                  "\"0000:18:00.0\", 2: \"0000:18:00.0\"}",
                  "PCI address 0000:18:00.0 is also module 1"},
+        BadTable{"BoardNameWithSpaces",
+                 "board: my board\nmodules: 4\npartitions: [{id: 0, gpus: [1]}]",
+                 "board: \"my board\" must be"},
         BadTable{"NotAMapping", "- 1\n- 2\n", "expected an object at the top level"},
         BadTable{"BrokenYaml", "modules: [1,\n", "YAML:"}),
     [](const ::testing::TestParamInfo<BadTable>& info) { return std::string(info.param.name); });
