@@ -19,5 +19,6 @@ void AddWindowsCommand(CLI::App& app);
 
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
+void AddFleetCommand(CLI::App& app);
 
 }  // namespace tessera::cli

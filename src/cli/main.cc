@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddWindowsCommand(app);
   tessera::cli::AddInventoryCommand(app);
   tessera::cli::AddCdiCommand(app);
+  tessera::cli::AddFleetCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

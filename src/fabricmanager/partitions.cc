@@ -1,0 +1,36 @@
+// Turning what a fabric manager reports into a topology::PartitionTable.
+#include <algorithm>
+#include <cctype>
+
+#include "fabricmanager/fabricmanager.h"
+
+namespace tessera::fabricmanager {
+
+Result<topology::PartitionTable> TableFromPartitions(
+    const std::vector<SupportedPartition>& partitions, const std::string& board) {
+  topology::PartitionTable table;
+  table.board = board;
+  for (const auto& partition : partitions) {
+    topology::FabricPartition p;
+    p.id = partition.id;
+    for (const auto& gpu : partition.gpus) {
+      p.modules.push_back(gpu.module_id);
+      table.module_count = std::max(table.module_count, gpu.module_id);
+      if (!gpu.pci_address.empty()) {
+        auto [it, fresh] = table.pci_addresses.emplace(gpu.module_id, gpu.pci_address);
+        if (!fresh && it->second != gpu.pci_address) {
+          return InvalidArgument("fabric manager reports module " + std::to_string(gpu.module_id) +
+                                 " at both " + it->second + " and " + gpu.pci_address);
+        }
+      }
+    }
+    std::sort(p.modules.begin(), p.modules.end());
+    table.partitions.push_back(std::move(p));
+  }
+  if (auto valid = topology::ValidatePartitionTable(table); !valid) {
+    return valid.error().WithContext("partitions reported by the fabric manager");
+  }
+  return table;
+}
+
+}  // namespace tessera::fabricmanager

@@ -1,0 +1,1 @@
+tessera_add_fuzzer(partition_table ${CMAKE_CURRENT_LIST_DIR}/topology_partition_table.cc tessera_topology)

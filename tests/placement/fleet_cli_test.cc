@@ -1,0 +1,96 @@
+// Runs the real `tessera fleet simulate` process.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string out;
+};
+
+Output Tessera(const std::string& args) {
+  std::string command = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera " + args + " 2>&1";
+  Output result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0)
+    result.out.append(buf, n);
+  int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+TEST(FleetSimulateCli, SameSeedGivesByteIdenticalOutputWithoutTiming) {
+  const std::string args =
+      "fleet simulate --nodes 20 --gpus-per-node 8 --policy binpack --synthetic 5 --load 0.9 "
+      "--requests 3000 --format json --no-timing";
+  Output a = Tessera(args);
+  Output b = Tessera(args);
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  EXPECT_EQ(a.out, b.out);
+  auto doc = nlohmann::json::parse(a.out);
+  EXPECT_EQ(doc["requests"], 3000);
+  EXPECT_FALSE(doc.contains("decisions_per_second"));
+  Output timed = Tessera("fleet simulate --nodes 20 --synthetic 5 --load 0.9 --requests 3000");
+  ASSERT_EQ(timed.exit_code, 0) << timed.out;
+  auto timed_doc = nlohmann::json::parse(timed.out);
+  EXPECT_GT(timed_doc["decisions_per_second"].get<double>(), 0);
+  timed_doc.erase("decisions_per_second");
+  EXPECT_EQ(timed_doc, doc);
+}
+
+TEST(FleetSimulateCli, ReplaysATraceFile) {
+  const std::string path = std::string(TESSERA_BINARY_DIR) + "/fleet_cli_trace.csv";
+  std::ofstream(path) << "arrival_s,duration_s,gpus\n0,100,8\n1,100,4\n2,100,3\n3,100,1\n";
+  Output out = Tessera("fleet simulate --nodes 1 --trace " + path + " --policy first-fit");
+  ASSERT_EQ(out.exit_code, 0) << out.out;
+  auto doc = nlohmann::json::parse(out.out);
+  EXPECT_EQ(doc["requests"], 4);
+  EXPECT_EQ(doc["admitted"], 1);
+  EXPECT_EQ(doc["never_placeable"], 1);
+  EXPECT_EQ(doc["admitted_by_size"]["8"], 1);
+}
+
+TEST(FleetSimulateCli, QueueFlagAdmitsEverything) {
+  const std::string path = std::string(TESSERA_BINARY_DIR) + "/fleet_cli_queue.csv";
+  std::ofstream(path) << "0,100,8\n1,100,4\n";
+  Output out = Tessera("fleet simulate --nodes 1 --trace " + path + " --queue --no-timing");
+  ASSERT_EQ(out.exit_code, 0) << out.out;
+  auto doc = nlohmann::json::parse(out.out);
+  EXPECT_EQ(doc["admitted"], 2);
+  EXPECT_DOUBLE_EQ(doc["mean_wait_s"].get<double>(), 49.5);
+}
+
+TEST(FleetSimulateCli, BadInputExitsWithUsageCode) {
+  Output none = Tessera("fleet simulate --nodes 2");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_NE(none.out.find("--trace FILE or --synthetic SEED"), std::string::npos);
+  Output missing = Tessera("fleet simulate --trace /nonexistent/trace.csv");
+  EXPECT_EQ(missing.exit_code, 3) << missing.out;
+  const std::string path = std::string(TESSERA_BINARY_DIR) + "/fleet_cli_bad.csv";
+  std::ofstream(path) << "0,100,8\n1,abc,4\n";
+  Output bad = Tessera("fleet simulate --trace " + path);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.out.find("line 2: duration_s \"abc\""), std::string::npos) << bad.out;
+  Output table = Tessera("fleet simulate --synthetic 1 --partitions /nonexistent.yaml");
+  EXPECT_EQ(table.exit_code, 2);
+  Output both = Tessera("fleet simulate --synthetic 1 --trace x.csv");
+  EXPECT_NE(both.exit_code, 0);
+}
+
+TEST(FleetSimulateCli, TextFormatPrintsTheFigures) {
+  Output out = Tessera("fleet simulate --nodes 4 --synthetic 2 --requests 500 --format text");
+  ASSERT_EQ(out.exit_code, 0) << out.out;
+  EXPECT_NE(out.out.find("served GPU-hours"), std::string::npos);
+  EXPECT_NE(out.out.find("decisions/second"), std::string::npos);
+}
+
+}  // namespace
