@@ -153,7 +153,10 @@ std::map<std::string, std::string> NfsVolumeOptions(const NfsExport& nfs) {
   if (nfs.port != 0) o += ",port=" + std::to_string(nfs.port);
   // Read-only exports are mounted read-only on the host too, not only inside the container.
   if (nfs.read_only) o += ",ro";
-  return {{"type", "nfs"}, {"o", o}, {"device", ":" + nfs.path}};
+  // "<server>:<path>", not Docker's ":<path>": podman mounts through mount(8), and Debian's
+  // mount.nfs helper fails on an empty host ("Failed to resolve server"); measured here.
+  const std::string host = IsIpv6(nfs.server) ? "[" + nfs.server + "]" : nfs.server;
+  return {{"type", "nfs"}, {"o", o}, {"device", host + ":" + nfs.path}};
 }
 
 std::vector<std::string> VolumeCreateArgs(std::string_view tenancy, const NfsExport& nfs) {

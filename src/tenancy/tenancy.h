@@ -158,7 +158,9 @@ Result<std::vector<ResolvedVolume>> ResolveVolumes(std::string_view tenancy,
 // "tessera-t-<tenancy>.<export>": '.' cannot occur in either name, so names never collide.
 std::string PodmanVolumeName(std::string_view tenancy, std::string_view export_name);
 
-// The local driver's NFS options: type=nfs, o=addr=<server>[,port=<port>][,ro], device=:<path>.
+// The local driver's NFS options: type=nfs, o=addr=<server>[,port=<port>][,ro],
+// device=<server>:<path> (IPv6 servers in brackets). Docker documents device=:<path>, but podman
+// runs mount(8), whose mount.nfs helper refuses a device without a host.
 std::map<std::string, std::string> NfsVolumeOptions(const NfsExport& nfs);
 
 // podman arguments (without "podman") creating the volume of one entitled export.
