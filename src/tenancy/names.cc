@@ -44,8 +44,8 @@ Status ValidateLabel(std::string_view name, std::string_view field, size_t max_l
                              " may hold only lowercase letters, digits and '-'");
     }
   }
-  if (!IsLower(name.front())) {
-    return InvalidArgument(where + ": " + Quote(name) + " must start with a lowercase letter");
+  if (name.front() == '-') {
+    return InvalidArgument(where + ": " + Quote(name) + " must start with a letter or digit");
   }
   if (name.back() == '-') {
     return InvalidArgument(where + ": " + Quote(name) + " must end with a letter or digit");

@@ -22,14 +22,14 @@ namespace tessera::tenancy {
 // ---------------------------------------------------------------------------------------------
 // Names
 
-// Tenancy names are DNS-1123 labels of at most 40 characters: lowercase letters, digits and '-',
-// starting with a letter and ending with a letter or digit. 40 (not 63) so that every name derived
-// from a tenancy (podman network "tessera-t-<name>", a Kubernetes namespace with the same prefix)
-// is still a valid label. `field` names the input in the error ("tenancy", "path.name").
-inline constexpr size_t kMaxTenancyNameLength = 40;
+// Tenancy names are DNS-1123 labels (as Kubernetes namespaces): 1..63 characters of lowercase
+// letters, digits and '-', starting and ending with a letter or digit; the same rule as the
+// fleet's tenancy records, so every tenancy can have a network. `field` names the input in the
+// error ("tenancy", "path.name").
+inline constexpr size_t kMaxTenancyNameLength = 63;
 Status ValidateTenancyName(std::string_view name, std::string_view field = "tenancy");
 
-// Export (volume) names: DNS-1123 labels of at most 63 characters, starting with a letter.
+// Export (volume) names: the same DNS-1123 label rule.
 Status ValidateExportName(std::string_view name, std::string_view field = "name");
 
 // "tessera-t-<tenancy>": the podman network of a tenancy.

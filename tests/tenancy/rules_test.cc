@@ -13,11 +13,12 @@ using Args = std::vector<std::string>;
 TEST(TenancyNames, AcceptsDnsLabels) {
   EXPECT_TRUE(ValidateTenancyName("a").ok());
   EXPECT_TRUE(ValidateTenancyName("team-42").ok());
+  EXPECT_TRUE(ValidateTenancyName("9lives").ok());
   EXPECT_TRUE(ValidateTenancyName(std::string(kMaxTenancyNameLength, 'a')).ok());
 }
 
 TEST(TenancyNames, RefusesOthersNamingTheField) {
-  for (const char* bad : {"", "A", "9lives", "-a", "a-", "a_b", "a.b", "a b", "ä"}) {
+  for (const char* bad : {"", "A", "-a", "a-", "a_b", "a.b", "a b", "ä"}) {
     auto s = ValidateTenancyName(bad, "tenancy");
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(s.error().category, ErrorCategory::kInvalidArgument);
