@@ -20,5 +20,7 @@ void AddWindowsCommand(CLI::App& app);
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
 void AddFleetCommand(CLI::App& app);
+void AddRuntimeConfigCommand(CLI::App& app);
+void AddDoctorCommand(CLI::App& app);
 
 }  // namespace tessera::cli

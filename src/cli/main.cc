@@ -33,6 +33,8 @@ int main(int argc, char** argv) {
   tessera::cli::AddInventoryCommand(app);
   tessera::cli::AddCdiCommand(app);
   tessera::cli::AddFleetCommand(app);
+  tessera::cli::AddRuntimeConfigCommand(app);
+  tessera::cli::AddDoctorCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
