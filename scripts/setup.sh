@@ -17,6 +17,8 @@ packages=(
   podman runc busybox-static golang-go
   golang-github-container-orchestrated-devices-container-device-interface-dev
   python3 python3-kubernetes python3-yaml
+  # Kubernetes objects checked against the CRDs' OpenAPI v3 schemas in tests
+  python3-jsonschema
   nfs-ganesha nfs-ganesha-vfs libnfs-utils
   chromium wrk pciutils pci.ids file procps iproute2 kmod
 )

@@ -34,6 +34,8 @@ int main(int argc, char** argv) {
   tessera::cli::AddCdiCommand(app);
   tessera::cli::AddFleetCommand(app);
   tessera::cli::AddServeCommand(app);
+  tessera::cli::AddRuntimeConfigCommand(app);
+  tessera::cli::AddDoctorCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

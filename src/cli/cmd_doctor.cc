@@ -1,0 +1,83 @@
+// `tessera doctor`: checks a host and its container runtime config for GPU containers.
+// Exit 1 when any check FAILs.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "common/atomic_file.h"
+#include "runtimes/runtimes.h"
+
+namespace tessera::cli {
+
+void AddDoctorCommand(CLI::App& app) {
+  struct Options {
+    std::string root = "/";
+    std::string containerd_config;
+    std::string format = "table";
+    std::string containerd_version;
+    std::string podman_version;
+    std::string nvproxy_drivers;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "doctor", "Check the host and containerd config for GPU containers (PASS/WARN/FAIL)");
+  cmd->add_option("--root", options->root, "Host root to read (a fixture tree in tests)")
+      ->capture_default_str();
+  cmd->add_option("--containerd-config", options->containerd_config,
+                  "containerd config.toml (default: <root>/etc/containerd/config.toml if present)");
+  cmd->add_option("--format", options->format, "Output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--containerd-version", options->containerd_version,
+                  "containerd version (default: `containerd --version` when --root is /)");
+  cmd->add_option("--podman-version", options->podman_version,
+                  "podman version (default: `podman --version` when --root is /)");
+  cmd->add_option("--nvproxy-drivers", options->nvproxy_drivers,
+                  "Supported-driver list file (default: the built-in data/nvproxy-drivers.txt)");
+  cmd->callback([options] {
+    runtimes::HostFactsOptions read;
+    read.root = options->root;
+    if (!options->containerd_version.empty()) read.containerd_version = options->containerd_version;
+    if (!options->podman_version.empty()) read.podman_version = options->podman_version;
+    auto facts = runtimes::ReadHostFacts(read);
+    if (!facts) Fail(facts.error());
+
+    runtimes::NvproxyDrivers drivers = runtimes::BuiltinNvproxyDrivers();
+    if (!options->nvproxy_drivers.empty()) {
+      auto text = ReadWholeFile(options->nvproxy_drivers);
+      if (!text) Fail(text.error());
+      drivers = runtimes::ParseNvproxyDrivers(*text);
+    }
+
+    runtimes::DoctorReport report;
+    std::string config_path = options->containerd_config;
+    bool explicit_config = !config_path.empty();
+    if (!explicit_config)
+      config_path = inventory::HostPath(options->root, "/etc/containerd/config.toml");
+    auto config_text = ReadWholeFile(config_path);
+    if (!config_text && explicit_config) Fail(config_text.error());
+    std::optional<runtimes::ContainerdConfigFacts> containerd;
+    if (config_text) {
+      runtimes::ContainerdCheckInput input;
+      input.config_path = config_path;
+      input.config_text = *config_text;
+      input.containerd_version = facts->containerd_version;
+      input.cdi_specs_present = !facts->cdi_specs.empty();
+      std::string root = options->root;
+      input.read_file = [root](const std::string& path) -> std::optional<std::string> {
+        auto text = ReadWholeFile(inventory::HostPath(root, path));
+        if (!text) return std::nullopt;
+        return *text;
+      };
+      auto result = runtimes::CheckContainerdConfig(input);
+      report.checks = std::move(result.checks);
+      containerd = std::move(result.facts);
+    }
+    auto host = runtimes::CheckHost(*facts, drivers, containerd ? &*containerd : nullptr);
+    report.checks.insert(report.checks.end(), host.begin(), host.end());
+    std::cout << (options->format == "json" ? runtimes::ToJson(report) + "\n"
+                                            : runtimes::ToTable(report));
+    if (report.HasFailure()) throw CLI::RuntimeError(1);
+  });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,164 @@
+// Container runtime configuration for GPUs (runc, gVisor with nvproxy, Kata with VFIO) and
+// `doctor`: checks of a host and its containerd config that explain why GPU containers would
+// fail or hang, each with the evidence and the fix.
+//
+// Pure logic (config text generation, TOML checks, host checks over HostFacts) is separate from
+// the one reader (ReadHostFacts), so every check is testable from a fixture root.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "inventory/inventory.h"
+
+namespace tessera::runtimes {
+
+enum class Runtime { kRunc, kGvisor, kKata };
+Result<Runtime> ParseRuntime(std::string_view name);  // "runc" | "gvisor" | "kata"
+const char* RuntimeName(Runtime runtime);
+
+// ---- runtime-config ----
+
+struct ContainerdConfigOptions {
+  Runtime runtime = Runtime::kRunc;
+  // Where the runsc.toml printed by RunscToml() is installed (containerd passes it to the shim).
+  std::string runsc_config_path = "/etc/containerd/runsc.toml";
+  // Kata's GPU configuration as installed by kata-deploy.
+  std::string kata_config_path =
+      "/opt/kata/share/defaults/kata-containers/configuration-qemu-nvidia-gpu.toml";
+  std::vector<std::string> cdi_spec_dirs = {"/etc/cdi", "/var/run/cdi"};
+};
+
+// The containerd config (version = 2, containerd 1.7) TOML to add: CDI enablement and the
+// runtime's `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.<name>]` table.
+std::string ContainerdConfig(const ContainerdConfigOptions& options);
+// runsc.toml for the gVisor runtime: `[runsc_config] nvproxy = "true"`.
+std::string RunscToml();
+// containers.conf lines for podman (`[engine.runtimes]` and the default runtime).
+std::string PodmanContainersConf(Runtime runtime, const ContainerdConfigOptions& options);
+
+// ---- doctor ----
+
+enum class Verdict { kPass, kWarn, kFail };
+const char* VerdictName(Verdict verdict);  // "PASS" | "WARN" | "FAIL"
+
+struct Check {
+  std::string id;     // stable, e.g. "containerd.runtime_type", "vfio.group_members"
+  std::string title;  // one line, what is checked
+  Verdict verdict = Verdict::kPass;
+  std::string evidence;  // what was seen (paths, values)
+  std::string fix;       // empty for PASS
+};
+
+// Versions as "major.minor[.patch]"; compared numerically field by field.
+struct Version {
+  std::vector<int> parts;
+  static std::optional<Version> Parse(std::string_view text);  // first dotted number in text
+  int Compare(const Version& other) const;                     // <0, 0, >0
+  std::string ToString() const;
+};
+
+// gVisor nvproxy's supported driver list (data/nvproxy-drivers.txt).
+struct NvproxyDrivers {
+  std::string source;  // the "source:" line
+  std::vector<std::string> versions;
+  bool Supports(const std::string& driver_version) const;
+};
+NvproxyDrivers ParseNvproxyDrivers(std::string_view text);
+// The list compiled in from data/nvproxy-drivers.txt.
+const NvproxyDrivers& BuiltinNvproxyDrivers();
+
+// What the containerd config says, extracted once so host checks can use it too.
+struct ContainerdRuntime {
+  std::string name;          // the table name under .runtimes
+  std::string runtime_type;  // e.g. "io.containerd.runsc.v1"
+  std::string binary_name;   // options.BinaryName when set
+  std::string type_url;      // options.TypeUrl (runsc)
+  std::string config_path;   // options.ConfigPath (runsc, kata)
+  std::vector<std::string> pod_annotations;
+};
+struct ContainerdConfigFacts {
+  int config_version = 1;                   // top-level `version`
+  std::optional<bool> enable_cdi;           // CRI plugin's enable_cdi
+  std::vector<std::string> cdi_spec_dirs;   // CRI plugin's cdi_spec_dirs
+  std::vector<ContainerdRuntime> runtimes;  // in file order
+  bool HasRuntimeOfKind(Runtime kind) const;
+};
+// Which kind of runtime a table describes (from runtime_type, BinaryName and TypeUrl).
+std::optional<Runtime> KindOf(const ContainerdRuntime& runtime);
+
+// Reads a file below the host root (nullopt when missing); injected so checks stay pure.
+using FileReader = std::function<std::optional<std::string>(const std::string& path)>;
+
+struct ContainerdCheckInput {
+  std::string config_path;                    // for evidence only
+  std::string config_text;                    // containerd config.toml content
+  std::optional<Version> containerd_version;  // from `containerd --version` or a flag
+  bool cdi_specs_present = false;             // host has CDI spec files
+  FileReader read_file;                       // resolves runsc ConfigPath; may be empty
+};
+struct ContainerdCheckResult {
+  std::vector<Check> checks;
+  std::optional<ContainerdConfigFacts> facts;  // absent when the TOML did not parse
+};
+// Parses the config with toml++ and checks: runtime_type against the binary it runs, runsc
+// without nvproxy, CDI not enabled on containerd >= 1.7, containerd < 1.7 with CDI expected,
+// Kata without pod_annotations.
+ContainerdCheckResult CheckContainerdConfig(const ContainerdCheckInput& input);
+
+// One CDI spec file found on the host.
+struct CdiSpecFile {
+  std::string path;  // host path, e.g. /var/run/cdi/nvidia.com-gpu.json
+  std::string content;
+};
+
+// A PCI function in a GPU's IOMMU group, as sysfs describes it.
+struct PciFunction {
+  std::string driver;  // empty when unbound
+  uint32_t class_code = 0;
+};
+
+// Everything doctor needs to know about a host, gathered by ReadHostFacts.
+struct HostFacts {
+  inventory::Inventory inventory;
+  std::optional<std::string> kernel_release;  // /proc/sys/kernel/osrelease
+  std::optional<int> hugepages_1g_total;      // /sys/kernel/mm/hugepages/hugepages-1048576kB
+  std::optional<int> hugepages_1g_free;
+  std::map<std::string, PciFunction> group_members;  // every IOMMU-group member of a GPU
+  std::vector<CdiSpecFile> cdi_specs;                // /etc/cdi, /var/run/cdi (*.json, *.yaml)
+  std::optional<Version> podman_version;
+  std::optional<Version> containerd_version;
+};
+
+struct HostFactsOptions {
+  std::string root = "/";
+  // When unset and root is "/", `podman --version` / `containerd --version` are run.
+  std::optional<std::string> podman_version;
+  std::optional<std::string> containerd_version;
+};
+Result<HostFacts> ReadHostFacts(const HostFactsOptions& options);
+
+// Host checks: IOMMU groups, vfio-pci binding and group members, 1 GiB hugepages against the
+// memory a VM of all vfio GPUs pins, kernel version, driver vs nvproxy list, CDI specs present
+// and fresh, podman vs the CDI spec version. `containerd` (when a config was read) says which
+// isolation runtimes are configured, which sharpens WARN into FAIL where a runtime needs it.
+std::vector<Check> CheckHost(const HostFacts& facts, const NvproxyDrivers& drivers,
+                             const ContainerdConfigFacts* containerd);
+
+// The newest cdiVersion a podman version accepts (from the CDI library version it vendors);
+// nullopt when it has no CDI support at all (< 4.1).
+std::optional<std::string> MaxCdiVersionForPodman(const Version& podman);
+
+struct DoctorReport {
+  std::vector<Check> checks;
+  bool HasFailure() const;
+};
+std::string ToTable(const DoctorReport& report);
+std::string ToJson(const DoctorReport& report);
+
+}  // namespace tessera::runtimes

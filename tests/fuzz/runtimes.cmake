@@ -1,0 +1,1 @@
+tessera_add_fuzzer(containerd_config ${CMAKE_CURRENT_LIST_DIR}/runtimes_containerd_config.cc tessera_runtimes)

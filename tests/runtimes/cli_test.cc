@@ -1,0 +1,103 @@
+// `tessera doctor` and `tessera runtime-config` as processes: exit codes and formats.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/fixture_host.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using tessera::testing::RunCommand;
+using tessera::testing::TempDir;
+using tessera::testing::TempHost;
+using tessera::testing::TesseraBinary;
+
+void Write(const std::string& path, const std::string& content) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << content;
+}
+
+// An HGX host with a fresh CDI spec, a 6.8 kernel and a gVisor containerd config.
+struct HealthyHost {
+  HealthyHost() : host("hgx-h100-dgx") {
+    Write(root() + "/proc/sys/kernel/osrelease", "6.8.0\n");
+    int status = 0;
+    RunCommand(TesseraBinary() + " cdi generate --root " + root() + " --mode driver --output-dir " +
+                   root() + "/var/run/cdi >/dev/null 2>&1",
+               &status);
+    EXPECT_EQ(status, 0);
+    Write(root() + "/etc/containerd/config.toml",
+          RunCommand(TesseraBinary() + " runtime-config containerd --runtime gvisor"));
+    Write(root() + "/etc/containerd/runsc.toml",
+          RunCommand(TesseraBinary() + " runtime-config runsc-toml"));
+  }
+  const std::string& root() const { return host.root(); }
+  std::string Doctor(const std::string& extra, int* status) {
+    return RunCommand(TesseraBinary() + " doctor --root " + root() +
+                          " --containerd-version 1.7.20 --podman-version 4.3.1 " + extra,
+                      status);
+  }
+  TempHost host;
+};
+
+TEST(DoctorCli, HealthyHostExitsZero) {
+  HealthyHost host;
+  int status = -1;
+  std::string out = host.Doctor("", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("0 failed"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASS  gvisor.nvproxy.runsc"), std::string::npos) << out;
+}
+
+TEST(DoctorCli, AnyFailExitsOneAndJsonNamesIt) {
+  HealthyHost host;
+  Write(host.root() + "/etc/containerd/runsc.toml", "[runsc_config]\n");
+  int status = -1;
+  std::string out = host.Doctor("--format json", &status);
+  EXPECT_EQ(status, 1) << out;
+  auto doc = nlohmann::json::parse(out);
+  EXPECT_TRUE(doc["failed"].get<bool>());
+  bool found = false;
+  for (const auto& check : doc["checks"]) {
+    if (check["id"] == "gvisor.nvproxy.runsc") {
+      found = true;
+      EXPECT_EQ(check["verdict"], "FAIL");
+      EXPECT_FALSE(check["fix"].get<std::string>().empty());
+    }
+  }
+  EXPECT_TRUE(found) << out;
+}
+
+TEST(DoctorCli, ExplicitConfigFileAndMissingOne) {
+  HealthyHost host;
+  TempDir dir;
+  Write(dir.path() + "/bad.toml",
+        "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runsc]\n"
+        "  runtime_type = \"io.containerd.runc.v2\"\n"
+        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runsc.options]\n"
+        "  BinaryName = \"runsc\"\n");
+  int status = -1;
+  std::string out = host.Doctor("--containerd-config " + dir.path() + "/bad.toml", &status);
+  EXPECT_EQ(status, 1);
+  EXPECT_NE(out.find("FAIL  containerd.runtime_type.runsc"), std::string::npos) << out;
+  host.Doctor("--containerd-config " + dir.path() + "/missing.toml 2>/dev/null", &status);
+  EXPECT_EQ(status, 3);  // not found
+}
+
+TEST(RuntimeConfigCli, PrintsForEachTarget) {
+  int status = -1;
+  std::string podman =
+      RunCommand(TesseraBinary() + " runtime-config --for podman --runtime kata", &status);
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(podman.find("kata = ["), std::string::npos);
+  std::string kata =
+      RunCommand(TesseraBinary() + " runtime-config containerd --runtime kata", &status);
+  EXPECT_NE(kata.find("io.containerd.kata-qemu-nvidia-gpu.v2"), std::string::npos);
+  RunCommand(TesseraBinary() + " runtime-config containerd --runtime lxc 2>/dev/null", &status);
+  EXPECT_NE(status, 0);
+}
+
+}  // namespace
