@@ -20,5 +20,6 @@ void AddWindowsCommand(CLI::App& app);
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
 void AddFleetCommand(CLI::App& app);
+void AddDevicePluginCommand(CLI::App& app);
 
 }  // namespace tessera::cli
