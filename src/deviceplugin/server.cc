@@ -178,8 +178,10 @@ Result<std::unique_ptr<ResourceServer>> ResourceServer::Start(
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 1);
   grpc::ResourceQuota quota("tessera-device-plugin");
-  // ListAndWatch holds a thread for its whole life, so at least one more is needed for calls.
-  quota.SetMaxThreads(std::max(threads, 2) + 1);
+  // ListAndWatch holds a thread for its whole life (a new kubelet's stream may overlap the old
+  // one's end), and a poller hands off to a fresh poller while it runs a call; when the quota
+  // is exhausted gRPC answers RESOURCE_EXHAUSTED, so keep headroom for both.
+  quota.SetMaxThreads(std::max(threads, 1) + 4);
   builder.SetResourceQuota(quota);
   server->server_ = builder.BuildAndStart();
   if (!server->server_) return Unavailable("cannot serve on " + bind_path);

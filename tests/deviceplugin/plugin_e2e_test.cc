@@ -314,7 +314,8 @@ TEST_F(PluginTest, PreferredSetsFollowPciSwitchesWithoutATable) {
   std::sort(chosen.begin(), chosen.end());
   EXPECT_EQ(chosen, (std::vector<std::string>{Uuid(2), Uuid(3)}));
   // Four: one NUMA node.
-  ASSERT_TRUE(client->Preferred(AllIds(), {Uuid(5)}, 4, &chosen).ok());
+  grpc::Status status = client->Preferred(AllIds(), {Uuid(5)}, 4, &chosen);
+  ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
   std::sort(chosen.begin(), chosen.end());
   EXPECT_EQ(chosen, (std::vector<std::string>{Uuid(4), Uuid(5), Uuid(6), Uuid(7)}));
 }
