@@ -282,6 +282,43 @@ int main() {
       Print(what.c_str(), us.size(), Summarize(us));
     }
   }
+  {
+    // The same work without gRPC or a socket: what the plugin itself spends per call.
+    inventory::ReadOptions read;
+    read.root = testing::MaterializeHost("hgx-h100-dgx");
+    auto inv = inventory::ReadInventory(read);
+    if (!inv) std::abort();
+    deviceplugin::Config config;
+    config.device_list_strategy = {
+        deviceplugin::ListStrategy::kCdiCri, deviceplugin::ListStrategy::kCdiAnnotations,
+        deviceplugin::ListStrategy::kDeviceSpecs, deviceplugin::ListStrategy::kEnvvar};
+    auto manager = deviceplugin::ResourceManager::Create(*inv, config);
+    if (!manager) std::abort();
+    const auto& resource = (*manager)->resources().at(0);
+    std::vector<double> us;
+    for (int i = 0; i < kCalls; ++i) {
+      auto start = Clock::now();
+      auto out = (*manager)->Allocate(resource, {{resource.ids[i % 8]}});
+      us.push_back(Micros(start, Clock::now()));
+      if (!out) std::abort();
+    }
+    Print("in-process Allocate, 1 GPU, all four strategies", us.size(), Summarize(us));
+    auto synthetic = deviceplugin::ResourceManager::Create(SyntheticInventory(64), {});
+    if (!synthetic) std::abort();
+    const auto& gpus = (*synthetic)->resources().at(0);
+    for (int size : {8, 32}) {
+      us.clear();
+      for (int i = 0; i < 200; ++i) {
+        deviceplugin::PreferredRequest request{gpus.ids, {gpus.ids[i % 64]}, size};
+        auto start = Clock::now();
+        auto out = (*synthetic)->Preferred(gpus, request);
+        us.push_back(Micros(start, Clock::now()));
+        if (!out) std::abort();
+      }
+      std::string what = "in-process GetPreferredAllocation 64 GPUs, size " + std::to_string(size);
+      Print(what.c_str(), us.size(), Summarize(us));
+    }
+  }
   std::printf("load average at end: %s\n", LoadAverage().c_str());
   return 0;
 }

@@ -176,7 +176,9 @@ Result<std::unique_ptr<ResourceServer>> ResourceServer::Start(
   // stack and arena memory (the plugin runs on every node).
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 1);
+  // Two pollers at most: with one, the poller that takes a call spawns a replacement and the
+  // surplus thread exits afterwards, i.e. a thread created and destroyed per call.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
   grpc::ResourceQuota quota("tessera-device-plugin");
   // ListAndWatch holds a thread for its whole life (a new kubelet's stream may overlap the old
   // one's end), and a poller hands off to a fresh poller while it runs a call; when the quota
