@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -87,6 +88,7 @@ class Agent {
   std::vector<std::unique_ptr<ResourceServer>> servers_;  // per resource
   std::vector<bool> registered_;                          // per resource
   Clock::time_point last_register_attempt_{};
+  std::chrono::milliseconds register_backoff_{50};
   int inotify_fd_ = -1;
   int socket_dir_wd_ = -1;
   int lease_dir_wd_ = -1;
@@ -260,7 +262,10 @@ void Agent::Reconcile(bool kubelet_started) {
     }
   }
   if (!kubelet_up) return;
-  bool retry_due = Clock::now() - last_register_attempt_ >= std::chrono::seconds(1);
+  // kubelet.sock appears at bind(), a moment before kubelet listens: retry quickly at first
+  // (50 ms, doubling up to 1 s) so a restart is answered well within a second.
+  if (kubelet_started) register_backoff_ = std::chrono::milliseconds(50);
+  bool retry_due = Clock::now() - last_register_attempt_ >= register_backoff_;
   for (size_t i = 0; i < resources.size(); ++i) {
     if (registered_[i] || !servers_[i]) continue;
     if (!kubelet_started && !retry_due) continue;
@@ -269,8 +274,10 @@ void Agent::Reconcile(bool kubelet_started) {
                                    /*preferred_allocation=*/true);
     if (s) {
       registered_[i] = true;
+      register_backoff_ = std::chrono::milliseconds(50);
       spdlog::info("registered {} with kubelet", resources[i].name);
     } else {
+      register_backoff_ = std::min(register_backoff_ * 2, std::chrono::milliseconds(1000));
       spdlog::warn("{}", s.error().message);
     }
   }
@@ -301,6 +308,9 @@ void Agent::ProbeHealth() {
 bool Agent::RunOnce() {
   struct pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
   int timeout = config_.health.enabled ? config_.health.poll_interval_ms : 1000;
+  if (std::find(registered_.begin(), registered_.end(), false) != registered_.end()) {
+    timeout = std::min<int>(timeout, static_cast<int>(register_backoff_.count()));
+  }
   int ready = ::poll(fds, 2, timeout);
   if (ready < 0 && errno != EINTR) return false;
   if (fds[0].revents & POLLIN) return true;  // RunAgent reads and handles the signal

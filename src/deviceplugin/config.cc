@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <set>
 
 #include "deviceplugin/deviceplugin.h"
 
@@ -19,9 +20,13 @@ std::string Field(const std::string& parent, const std::string& name) {
 Status RejectUnknown(const YAML::Node& node, const std::string& where,
                      std::initializer_list<const char*> known) {
   if (!node.IsMap()) return InvalidArgument((where.empty() ? "config" : where) + ": want a map");
+  std::set<std::string> seen;
   for (const auto& item : node) {
     if (!item.first.IsScalar()) return InvalidArgument(where + ": keys must be names");
     const std::string& key = item.first.Scalar();
+    // yaml-cpp keeps the first of two equal keys; a silently dropped section is worse than an
+    // error.
+    if (!seen.insert(key).second) return InvalidArgument(Field(where, key) + ": duplicate key");
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
       return InvalidArgument(Field(where, key) + ": unknown field");
     }

@@ -53,8 +53,10 @@ class PluginTest : public ::testing::Test {
     config_ = dirs_.path() + "/config.yaml";
     // NVML is absent on test machines; name a path that cannot load so the test never depends
     // on what the host has.
-    WriteConfig("health:\n  nvmlLibrary: " + dirs_.path() + "/no-libnvidia-ml.so.1\n" +
-                config_yaml);
+    bool own_health = config_yaml.find("health:") != std::string::npos;
+    WriteConfig(
+        (own_health ? "" : "health:\n  nvmlLibrary: " + dirs_.path() + "/no-libnvidia-ml.so.1\n") +
+        config_yaml);
     kubelet_ = std::make_unique<KubeletEmulator>(sockets_);
     kubelet_->Start();
     std::vector<std::string> args = {"--root",    host_.root(), "--socket-dir", sockets_,
@@ -484,6 +486,42 @@ TEST_F(PluginTest, WithoutNvmlHealthStillWorksAndTheStubLibraryIsRefused) {
   auto client = std::make_unique<PluginClient>(sockets_ + "/" + kEndpoint);
   client->Watch();
   EXPECT_TRUE(client->WaitForList(AllHealthy, 5s));
+}
+
+TEST_F(PluginTest, CriticalXidFromNvmlIsUnhealthyApplicationXidIsNot) {
+  // A stand-in libnvidia-ml.so.1 with NVML's ABI delivers the Xids listed in a file.
+  std::string events = dirs_.path() + "/xid-events";
+  ::setenv("TESSERA_FAKE_NVML_EVENTS", events.c_str(), 1);
+  Launch(std::string("health: {nvmlLibrary: ") + FAKE_NVML + "}\n");
+  ::unsetenv("TESSERA_FAKE_NVML_EVENTS");
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->WaitForList(AllHealthy, 5s));
+  EXPECT_EQ(plugin_->Log().find("NVML Xid events off"), std::string::npos) << plugin_->Log();
+
+  ASSERT_TRUE(WriteFileAtomically(events, std::string(kPci[3]) + " 13\n").ok());
+  std::this_thread::sleep_for(500ms);  // an application error: nothing changes
+  EXPECT_FALSE(client->WaitForList(
+      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; }, 10ms));
+
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WriteFileAtomically(events, std::string(kPci[3]) + " 13\n" + kPci[3] + " 79\n").ok());
+  ASSERT_TRUE(client->WaitForList(
+      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; }, 1s))
+      << "critical Xid not Unhealthy within 1 s; log:\n"
+      << plugin_->Log();
+  EXPECT_LT(client->LastListTime() - start, 1s);
+  v1beta1::AllocateResponse response;
+  grpc::Status status = client->Allocate({{Uuid(3)}}, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("Xid 79"), std::string::npos) << status.error_message();
+
+  // The GPU is reset (gone and back): healthy again.
+  std::string node = host_.root() + "/dev/nvidia3", aside = host_.root() + "/nvidia3.reset";
+  ASSERT_EQ(std::rename(node.c_str(), aside.c_str()), 0);
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(std::rename(aside.c_str(), node.c_str()), 0);
+  EXPECT_TRUE(client->WaitForList(AllHealthy, 1s));
 }
 
 TEST(TesseraCommand, DevicePluginExecsThePluginBinary) {

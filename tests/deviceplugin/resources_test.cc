@@ -92,6 +92,7 @@ TEST(Config, ErrorsNameTheField) {
       {"topology: {modules: {17: x}}\n", "topology.modules.17"},
       {"allocationPolicy: spread\n", "allocationPolicy"},
       {"version: v2\n", "version"},
+      {"health: {nvml: false}\nhealth: {nvml: true}\n", "health: duplicate key"},
       {"[1, 2\n", "config"},
   };
   for (const auto& c : cases) {
