@@ -95,7 +95,6 @@ class Agent {
   std::set<int> device_wds_;
   bool kubelet_event_ = false;
   bool lease_event_ = false;
-  bool device_event_ = false;
   FileStamp lease_stamp_;
   std::unique_ptr<XidWatcher> xid_;
   std::thread xid_thread_;
@@ -230,9 +229,7 @@ void Agent::ReadEvents() {
       } else if (event->wd == lease_dir_wd_) {
         if (event->mask & (IN_IGNORED | IN_DELETE_SELF)) lease_dir_wd_ = -1;
         if (name == lease_name) lease_event_ = true;
-      } else if (device_wds_.count(event->wd)) {
-        device_event_ = true;
-      }
+      }  // device dir events only wake the loop: every round probes presence
       p += sizeof(struct inotify_event) + event->len;
     }
   }
@@ -322,7 +319,6 @@ bool Agent::RunOnce() {
   CheckLeases(lease_event_);
   lease_event_ = false;
   if (config_.health.enabled) ProbeHealth();
-  device_event_ = false;
   return true;
 }
 
