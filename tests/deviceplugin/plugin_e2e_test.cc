@@ -404,6 +404,12 @@ TEST_F(PluginTest, QuarantinedLeaseIsUnhealthyAndRefused) {
   EXPECT_NE(status.error_message().find(Uuid(1)), std::string::npos);
   EXPECT_NE(status.error_message().find("quarantined"), std::string::npos);
 
+  // A file that does not parse keeps the last good leases: the GPU is not handed out again.
+  WriteLeases("{\"version\":1,\"gpus\":");
+  std::this_thread::sleep_for(400ms);
+  EXPECT_FALSE(client->Allocate({{Uuid(1)}}, &response).ok());
+  EXPECT_NE(plugin_->Log().find("lease file ignored"), std::string::npos);
+
   // Checking also blocks; back to free recovers.
   WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[1] + R"(":{"state":"checking"}}})");
   std::this_thread::sleep_for(300ms);
