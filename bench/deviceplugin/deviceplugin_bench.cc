@@ -181,6 +181,18 @@ int main() {
     TimeAllocate(*node.client, ids, 200);  // warm-up: connection, page faults
     auto us = TimeAllocate(*node.client, ids, kCalls);
     Print("Allocate, 1 GPU, cdi-cri (real process, unix socket)", us.size(), Summarize(us));
+    // The floor: an RPC that does no work (GetDevicePluginOptions) on the same connection.
+    std::vector<double> empty;
+    for (int i = 0; i < kCalls; ++i) {
+      grpc::ClientContext context;
+      v1beta1::Empty request;
+      v1beta1::DevicePluginOptions options;
+      auto start = Clock::now();
+      if (!node.client->stub().GetDevicePluginOptions(&context, request, &options).ok())
+        std::abort();
+      empty.push_back(Micros(start, Clock::now()));
+    }
+    Print("GetDevicePluginOptions (gRPC round trip, no work)", empty.size(), Summarize(empty));
     us = TimePreferred(*node.client, ids, 2, 1000);
     Print("GetPreferredAllocation 8 GPUs, size 2, no table", us.size(), Summarize(us));
     us = TimePreferred(*node.client, ids, 4, 1000);

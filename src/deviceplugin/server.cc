@@ -56,17 +56,43 @@ void FillList(const std::vector<AdvertisedDevice>& devices, pb::ListAndWatchResp
 
 }  // namespace
 
-class ResourceServer::Service final : public pb::DevicePlugin::Service {
+// Unary calls use gRPC's callback API: they run on the thread that read the request, which
+// saves the hand-off to a sync-server thread on each call (measured ~256 us for an empty sync
+// round trip on the 2-core VM). ListAndWatch stays synchronous: it blocks on health changes.
+using ServiceBase = pb::DevicePlugin::WithCallbackMethod_GetDevicePluginOptions<
+    pb::DevicePlugin::WithCallbackMethod_GetPreferredAllocation<
+        pb::DevicePlugin::WithCallbackMethod_Allocate<pb::DevicePlugin::Service>>>;
+
+class ResourceServer::Service final : public ServiceBase {
  public:
   Service(std::shared_ptr<const ResourceManager> manager, const Resource* resource,
           std::shared_ptr<std::atomic<bool>> stopping)
       : manager_(std::move(manager)), resource_(resource), stopping_(std::move(stopping)) {}
 
-  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const pb::Empty*,
-                                      pb::DevicePluginOptions* out) override {
+  grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* context,
+                                                   const pb::Empty*,
+                                                   pb::DevicePluginOptions* out) override {
     out->set_pre_start_required(false);
     out->set_get_preferred_allocation_available(true);
-    return grpc::Status::OK;
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* GetPreferredAllocation(grpc::CallbackServerContext* context,
+                                                   const pb::PreferredAllocationRequest* request,
+                                                   pb::PreferredAllocationResponse* out) override {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(Preferred(*request, out));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* context,
+                                     const pb::AllocateRequest* request,
+                                     pb::AllocateResponse* out) override {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(Allocate(*request, out));
+    return reactor;
   }
 
   grpc::Status ListAndWatch(grpc::ServerContext* context, const pb::Empty*,
@@ -88,10 +114,15 @@ class ResourceServer::Service final : public pb::DevicePlugin::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetPreferredAllocation(grpc::ServerContext*,
-                                      const pb::PreferredAllocationRequest* request,
-                                      pb::PreferredAllocationResponse* out) override {
-    for (const auto& container : request->container_requests()) {
+  grpc::Status PreStartContainer(grpc::ServerContext*, const pb::PreStartContainerRequest*,
+                                 pb::PreStartContainerResponse*) override {
+    return grpc::Status::OK;
+  }
+
+ private:
+  grpc::Status Preferred(const pb::PreferredAllocationRequest& request,
+                         pb::PreferredAllocationResponse* out) {
+    for (const auto& container : request.container_requests()) {
       PreferredRequest req;
       req.available.assign(container.available_deviceids().begin(),
                            container.available_deviceids().end());
@@ -107,11 +138,10 @@ class ResourceServer::Service final : public pb::DevicePlugin::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* request,
-                        pb::AllocateResponse* out) override {
+  grpc::Status Allocate(const pb::AllocateRequest& request, pb::AllocateResponse* out) {
     std::vector<std::vector<std::string>> requests;
-    requests.reserve(request->container_requests_size());
-    for (const auto& container : request->container_requests()) {
+    requests.reserve(request.container_requests_size());
+    for (const auto& container : request.container_requests()) {
       requests.emplace_back(container.devices_ids().begin(), container.devices_ids().end());
     }
     auto allocations = manager_->Allocate(*resource_, requests);
@@ -140,12 +170,6 @@ class ResourceServer::Service final : public pb::DevicePlugin::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status PreStartContainer(grpc::ServerContext*, const pb::PreStartContainerRequest*,
-                                 pb::PreStartContainerResponse*) override {
-    return grpc::Status::OK;
-  }
-
- private:
   std::shared_ptr<const ResourceManager> manager_;
   const Resource* resource_;
   std::shared_ptr<std::atomic<bool>> stopping_;
