@@ -444,6 +444,22 @@ TEST_F(PluginTest, KubeletRestartWipesSocketDirAndPluginReregistersWithinOneSeco
   EXPECT_EQ(list->devices_size(), 8);
 }
 
+TEST_F(PluginTest, SocketDirRemovedAndRecreatedIsWatchedAgain) {
+  Launch();
+  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, 10s));
+  kubelet_->Stop();
+  std::filesystem::remove_all(sockets_);
+  std::this_thread::sleep_for(500ms);
+  // The plugin serves again (recreating the dir), and a kubelet that comes back is answered.
+  EXPECT_TRUE(std::filesystem::exists(sockets_ + "/" + kEndpoint)) << plugin_->Log();
+  std::filesystem::create_directories(sockets_);
+  kubelet_->Start();
+  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 2, 1s)) << plugin_->Log();
+  auto client = std::make_unique<PluginClient>(sockets_ + "/" + kEndpoint);
+  client->Watch();
+  EXPECT_TRUE(client->WaitForList(AllHealthy, 2s));
+}
+
 TEST_F(PluginTest, OwnSocketDeletedIsRecreatedAndRegisteredAgain) {
   Launch();
   ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, 10s));
