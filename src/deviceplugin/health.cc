@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "common/atomic_file.h"
 #include "deviceplugin/deviceplugin.h"
 
 namespace tessera::deviceplugin {
@@ -27,32 +26,6 @@ std::map<std::string, bool> ProbePresence(const std::vector<PhysicalDevice>& dev
     out[device.pci_address] = present;
   }
   return out;
-}
-
-Result<std::optional<topology::PartitionTable>> LoadPartitionTable(const TopologyConfig& config) {
-  if (config.partition_table.empty()) {
-    if (!config.modules.empty()) {
-      return InvalidArgument("topology.modules given without topology.partitionTable");
-    }
-    return std::optional<topology::PartitionTable>();
-  }
-  topology::PartitionTable table;
-  auto preset = topology::PresetTable(config.partition_table);
-  if (preset) {
-    table = std::move(*preset);
-  } else {
-    auto text = ReadWholeFile(config.partition_table);
-    if (!text) return text.error().WithContext("topology.partitionTable");
-    auto parsed = topology::ParsePartitionTableFile(config.partition_table, *text);
-    if (!parsed) return parsed.error();
-    table = std::move(*parsed);
-  }
-  for (const auto& [module, pci] : config.modules)
-    table.pci_addresses[module] = pci;
-  if (auto s = topology::ValidatePartitionTable(table); !s) {
-    return s.error().WithContext("topology");
-  }
-  return std::optional<topology::PartitionTable>(std::move(table));
 }
 
 // ---- NVML (ABI subset from nvml.h; stable since the _v2 entry points, CUDA 5) ----
