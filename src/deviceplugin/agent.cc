@@ -17,7 +17,9 @@
 #include <set>
 #include <thread>
 
+#include "common/atomic_file.h"
 #include "deviceplugin/server.h"
+#include "windows/snapshot.h"
 
 namespace tessera::deviceplugin {
 namespace {
@@ -101,15 +103,27 @@ class Agent {
   std::atomic<bool> xid_stop_{false};
 };
 
-Status Agent::Build(const Config& config) {
-  config_ = config;
+// Linux nodes read the PCI inventory under the root; Windows nodes a DirectX host snapshot.
+Result<std::unique_ptr<ResourceManager>> CreateManager(const Config& config) {
+  if (!config.windows_snapshot.empty()) {
+    auto text = ReadWholeFile(config.windows_snapshot);
+    if (!text) return text.error().WithContext("windows snapshot");
+    auto snapshot = windows::ParseSnapshot(*text);
+    if (!snapshot) return snapshot.error().WithContext(config.windows_snapshot);
+    return ResourceManager::CreateForWindows(*snapshot, config);
+  }
   inventory::ReadOptions read;
   read.root = config.root;
   auto inventory = inventory::ReadInventory(read);
   if (!inventory) return inventory.error().WithContext("inventory of " + config.root);
   auto table = LoadPartitionTable(config.topology);
   if (!table) return table.error();
-  auto manager = ResourceManager::Create(*inventory, config, *table);
+  return ResourceManager::Create(*inventory, config, *table);
+}
+
+Status Agent::Build(const Config& config) {
+  config_ = config;
+  auto manager = CreateManager(config);
   if (!manager) return manager.error();
   manager_ = std::shared_ptr<ResourceManager>(std::move(*manager));
   for (const auto& warning : manager_->warnings())

@@ -24,6 +24,10 @@
 #include "inventory/inventory.h"
 #include "topology/topology.h"
 
+namespace tessera::windows {
+struct Snapshot;
+}
+
 namespace tessera::deviceplugin {
 
 // ---------------------------------------------------------------------------------------------
@@ -99,6 +103,10 @@ struct Config {
   TopologyConfig topology;
   HealthConfig health;
   int grpc_threads = 2;  // per resource server; bounds RSS (each thread has its own stack)
+  // Windows nodes: advertise DirectX adapters from a host snapshot (docs/windows-snapshot.md)
+  // instead of reading the PCI inventory; each adapter advertised `windows_replicas` times.
+  std::string windows_snapshot;
+  int windows_replicas = 1;
 };
 
 // The configured partition table (a preset name or a file), with `modules` merged into its
@@ -111,6 +119,8 @@ Result<Config> ParseConfig(std::string_view yaml);
 Status ApplyEnvironment(const std::map<std::string, std::string>& env, Config* config);
 // Semantic checks: resource names, replicas, strategies.
 Status ValidateConfig(const Config& config);
+// Socket file name of a resource's server in the socket dir ("tessera-nvidia-com-gpu.sock").
+std::string ResourceSocketName(std::string_view resource);
 // Checks a Kubernetes extended resource name: "<domain>/<name>", name <= 63 characters.
 std::string CheckResourceName(std::string_view name);
 
@@ -218,6 +228,12 @@ class ResourceManager {
   static Result<std::unique_ptr<ResourceManager>> Create(
       const inventory::Inventory& inventory, const Config& config,
       const std::optional<topology::PartitionTable>& table = std::nullopt);
+  // Windows nodes (WDDM display+compute -> directx.microsoft.com/display, MCDM compute-only ->
+  // directx.microsoft.com/compute): devices are adapters by PCIe location path; Allocate gives
+  // `vpci-location-path://` DeviceSpecs with empty container path and permissions (containerd
+  // requires them empty) plus read-only mounts of the driver's CopyToVm* runtime files.
+  static Result<std::unique_ptr<ResourceManager>> CreateForWindows(
+      const windows::Snapshot& snapshot, const Config& config);
 
   const std::vector<Resource>& resources() const { return resources_; }
   const std::vector<PhysicalDevice>& devices() const { return devices_; }
@@ -254,6 +270,7 @@ class ResourceManager {
                                           const PreferredRequest& request) const;
   Result<ContainerAllocation> AllocateOne(const Resource& resource,
                                           const std::vector<std::string>& ids) const;
+  Result<ContainerAllocation> AllocateWindows(const std::vector<std::string>& ids) const;
   bool HealthyLocked(int device) const;
   void BumpLocked();
 
@@ -262,6 +279,8 @@ class ResourceManager {
   std::vector<Resource> resources_;
   std::vector<cdi::Spec> cdi_specs_;
   std::vector<std::string> warnings_;
+  struct WindowsNode;                           // windows_resources.cc
+  std::shared_ptr<const WindowsNode> windows_;  // set on Windows nodes only
 
   mutable std::mutex mutex_;  // guards everything below
   mutable std::condition_variable changed_;

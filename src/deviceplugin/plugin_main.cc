@@ -22,6 +22,8 @@ using tessera::deviceplugin::Config;
 struct Flags {
   std::string config_file;
   std::string root, socket_dir, cdi_dir, lease_file, strategy, policy, partition_table;
+  std::string windows_snapshot;
+  int windows_replicas = 0;  // 0: not given
   std::string log_level = "info";
 };
 
@@ -61,6 +63,11 @@ Result<Config> LoadConfig(const Flags& flags) {
   if (auto s = tessera::deviceplugin::ApplyEnvironment(from_flags, &config); !s) {
     return s.error().WithContext("flags");
   }
+  // Windows nodes: a DirectX host snapshot instead of the PCI inventory.
+  if (env.count("TESSERA_DP_WINDOWS_SNAPSHOT"))
+    config.windows_snapshot = env["TESSERA_DP_WINDOWS_SNAPSHOT"];
+  if (!flags.windows_snapshot.empty()) config.windows_snapshot = flags.windows_snapshot;
+  if (flags.windows_replicas != 0) config.windows_replicas = flags.windows_replicas;
   return config;
 }
 
@@ -84,6 +91,11 @@ int main(int argc, char** argv) {
   app.add_option("--allocation-policy", flags.policy, "distributed or packed (replicas)");
   app.add_option("--partition-table", flags.partition_table,
                  "NVLink fabric partition table: preset name or YAML/JSON file");
+  app.add_option("--windows-snapshot", flags.windows_snapshot,
+                 "Windows node: advertise DirectX adapters from this host snapshot "
+                 "(env TESSERA_DP_WINDOWS_SNAPSHOT)");
+  app.add_option("--windows-replicas", flags.windows_replicas,
+                 "Windows node: advertise each adapter this many times (1..64)");
   app.add_option("--log-level", flags.log_level, "debug, info, warn or error");
   CLI11_PARSE(app, argc, argv);
 

@@ -69,13 +69,6 @@ bool Matches(const NamingRule& rule, const PciDevice& device) {
   return true;
 }
 
-std::string SocketName(const std::string& resource) {
-  std::string out = "tessera-";
-  for (char c : resource)
-    out += (c == '/' || c == '.') ? '-' : c;
-  return out + ".sock";
-}
-
 uint64_t Fnv1a(std::string_view text) {
   uint64_t hash = 1469598103934665603ull;
   for (unsigned char c : text) {
@@ -90,6 +83,13 @@ bool HasOption(const std::vector<std::string>& options, const char* option) {
 }
 
 }  // namespace
+
+std::string ResourceSocketName(std::string_view resource) {
+  std::string out = "tessera-";
+  for (char c : resource)
+    out += (c == '/' || c == '.') ? '-' : c;
+  return out + ".sock";
+}
 
 std::string DeviceHealth::Describe() const {
   std::vector<std::string> why;
@@ -221,7 +221,7 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
         }
       }
     }
-    resource.socket_name = SocketName(resource.name);
+    resource.socket_name = ResourceSocketName(resource.name);
 
     // Topology-aware choice for whole devices; precomputed here once.
     if (resource.replicas == 1 &&
@@ -413,6 +413,8 @@ Result<ContainerAllocation> ResourceManager::AllocateOne(
       }
     }
   }
+
+  if (windows_) return AllocateWindows(ids);
 
   ContainerAllocation out;
   const auto& strategies = config_.device_list_strategy;
