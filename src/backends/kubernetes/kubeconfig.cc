@@ -63,11 +63,13 @@ Result<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& b
     std::string context_name = context.empty() ? Str(root, "current-context") : context;
     if (context_name.empty()) return InvalidArgument("kubeconfig: no current-context");
     YAML::Node ctx = Named(root["contexts"], context_name, "context");
-    if (!ctx) return NotFound("kubeconfig: context \"" + context_name + "\" not in contexts");
+    if (!ctx.IsMap())
+      return NotFound("kubeconfig: context \"" + context_name + "\" not in contexts");
     std::string cluster_name = Str(ctx, "cluster");
     std::string user_name = Str(ctx, "user");
     YAML::Node cluster = Named(root["clusters"], cluster_name, "cluster");
-    if (!cluster) return NotFound("kubeconfig: cluster \"" + cluster_name + "\" not in clusters");
+    if (!cluster.IsMap())
+      return NotFound("kubeconfig: cluster \"" + cluster_name + "\" not in clusters");
 
     ClientConfig config;
     config.server = Str(cluster, "server");
@@ -86,7 +88,7 @@ Result<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& b
 
     if (!user_name.empty()) {
       YAML::Node user = Named(root["users"], user_name, "user");
-      if (!user) return NotFound("kubeconfig: user \"" + user_name + "\" not in users");
+      if (!user.IsMap()) return NotFound("kubeconfig: user \"" + user_name + "\" not in users");
       config.bearer_token = Str(user, "token");
       config.token_file = Resolve(base_dir, Str(user, "tokenFile"));
       if (auto data = Str(user, "client-certificate-data"); !data.empty()) {
