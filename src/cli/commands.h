@@ -20,6 +20,7 @@ void AddWindowsCommand(CLI::App& app);
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
 void AddFleetCommand(CLI::App& app);
+void AddServeCommand(CLI::App& app);  // serve and run (cmd_serve.cc)
 void AddRuntimeConfigCommand(CLI::App& app);
 void AddDoctorCommand(CLI::App& app);
 

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddInventoryCommand(app);
   tessera::cli::AddCdiCommand(app);
   tessera::cli::AddFleetCommand(app);
+  tessera::cli::AddServeCommand(app);
   tessera::cli::AddRuntimeConfigCommand(app);
   tessera::cli::AddDoctorCommand(app);
   CLI11_PARSE(app, argc, argv);

@@ -1,0 +1,56 @@
+// The REST API of `tessera serve` (JSON over HTTP/1.1, Boost.Beast on Boost.Asio), the dashboard
+// at `/`, Prometheus metrics at `/metrics` and the OpenAPI 3 document at `/v1/openapi.json`.
+// Holds no state of its own: every request is answered from serve::Service. Errors map to HTTP
+// status codes here and nowhere else: invalid argument 400, unauthenticated 401, permission
+// denied 403, not found 404 (also for another tenancy's objects), already exists and failed
+// precondition 409, unavailable 503, internal 500.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "common/error.h"
+#include "fleet/fleet.h"
+#include "serve/service.h"
+
+namespace tessera::api {
+
+// ---- Body parsers (pure; strict: unknown fields, wrong types and bad values are errors that
+// name the field) ----
+
+// POST /v1/containers: {image, tenancy, gpus?, isolation?, command?, env?}
+Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body);
+// PUT /v1/tenancies/{name}: {labels?, extensions?}; an empty body is an empty object.
+Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body);
+// POST /v1/gpus/{id}/{action}: {reason?}; an empty body is an empty object.
+Result<std::string> ParseGpuActionBody(std::string_view body);
+// "HOST:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080").
+Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen);
+
+// The OpenAPI 3 document describing every endpoint.
+const std::string& OpenApiJson();
+// The dashboard page (HTML with its script inline).
+const std::string& DashboardHtml();
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: any free port (see Server::port)
+  int io_threads = 1;
+};
+
+class Server {
+ public:
+  // Binds and listens; requests are served once Run() is called.
+  static Result<std::unique_ptr<Server>> Create(const ServerOptions& options,
+                                                serve::Service* service);
+  virtual ~Server() = default;
+  virtual uint16_t port() const = 0;
+  // Serves until Stop() or SIGINT/SIGTERM.
+  virtual void Run() = 0;
+  virtual void Stop() = 0;
+};
+
+}  // namespace tessera::api

@@ -1,0 +1,84 @@
+// The dashboard at `/`: one static page (HTML, CSS and script inline) that polls the API. The
+// token comes from the URL fragment (#token=...) or a prompt, and is kept in localStorage.
+#include "api/api.h"
+
+namespace tessera::api {
+
+const std::string& DashboardHtml() {
+  static const std::string kPage = R"html(<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>tessera serve</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 1.5em; background: #fafafa; color: #222; }
+h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
+#grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 10px; }
+.gpu { border-radius: 6px; padding: 10px; color: #fff; min-height: 70px; box-shadow: 0 1px 3px #0003; }
+.gpu .pci { font-weight: bold; font-family: monospace; }
+.gpu .state { text-transform: uppercase; font-size: .8em; letter-spacing: .05em; }
+.gpu .tenant { font-size: .85em; margin-top: 4px; padding: 1px 4px; border-radius: 3px; background: #fff3; display: inline-block; }
+.free { background: #2e7d32; } .reserved { background: #f9a825; } .active { background: #1565c0; }
+.releasing { background: #6a1b9a; } .checking { background: #00838f; }
+.quarantined { background: #c62828; } .draining { background: #616161; }
+table { border-collapse: collapse; width: 100%; background: #fff; }
+td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font-size: .9em; }
+#status { color: #888; font-size: .85em; }
+</style>
+</head>
+<body>
+<h1>tessera serve</h1>
+<div id="status">connecting…</div>
+<h2>GPUs</h2>
+<div id="grid"></div>
+<h2>Containers</h2>
+<table><thead><tr><th>ID</th><th>Tenancy</th><th>Image</th><th>State</th><th>GPUs</th><th>Exit</th><th>Reason</th></tr></thead>
+<tbody id="containers"></tbody></table>
+<script>
+(function () {
+  const match = location.hash.match(/token=([^&]+)/);
+  if (match) localStorage.setItem('tesseraToken', decodeURIComponent(match[1]));
+  let token = localStorage.getItem('tesseraToken');
+  if (!token) { token = prompt('API token (admin or tenancy)') || ''; localStorage.setItem('tesseraToken', token); }
+  const headers = { 'Authorization': 'Bearer ' + token };
+  // A stable hue per tenancy, so one tenant's GPUs read as one colour band.
+  function hue(name) { let h = 0; for (const c of name) h = (h * 31 + c.charCodeAt(0)) % 360; return h; }
+  function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
+  async function get(path) { const r = await fetch(path, { headers }); if (!r.ok) throw new Error(path + ': ' + r.status); return r.json(); }
+  async function refresh() {
+    try {
+      const [gpus, containers] = await Promise.all([get('/v1/gpus'), get('/v1/containers')]);
+      const grid = document.getElementById('grid');
+      grid.replaceChildren();
+      for (const g of gpus.gpus) {
+        const card = el('div', 'gpu ' + g.state);
+        card.dataset.pci = g.pci_address; card.dataset.state = g.state; card.dataset.tenancy = g.tenancy;
+        card.appendChild(el('div', 'pci', g.pci_address));
+        card.appendChild(el('div', 'state', g.state));
+        if (g.tenancy) { const t = el('div', 'tenant', g.tenancy); t.style.borderLeft = '6px solid hsl(' + hue(g.tenancy) + ',80%,60%)'; card.appendChild(t); }
+        if (g.reason) card.title = g.reason;
+        grid.appendChild(card);
+      }
+      const body = document.getElementById('containers');
+      body.replaceChildren();
+      for (const c of containers.containers.slice(-200).reverse()) {
+        const row = el('tr'); row.dataset.id = c.id; row.dataset.state = c.state;
+        for (const v of [c.id, c.tenancy, c.image, c.state, c.gpus.length, c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
+        body.appendChild(row);
+      }
+      document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · ' + gpus.gpus.length + ' GPUs · ' + containers.containers.length + ' containers';
+    } catch (e) {
+      document.getElementById('status').textContent = 'error: ' + e.message;
+    }
+  }
+  refresh();
+  setInterval(refresh, 1000);
+})();
+</script>
+</body>
+</html>
+)html";
+  return kPage;
+}
+
+}  // namespace tessera::api

@@ -1,0 +1,97 @@
+// The OpenAPI 3.0 description of every endpoint, served at GET /v1/openapi.json.
+#include "api/api.h"
+
+namespace tessera::api {
+
+const std::string& OpenApiJson() {
+  static const std::string kDocument = R"json({
+  "openapi": "3.0.3",
+  "info": {
+    "title": "tessera serve",
+    "version": "1",
+    "description": "GPU containers as a service on one host: tenancies, containers, GPU leases with firmware checks. Authenticate with 'Authorization: Bearer <token>': the admin token (written to <data-dir>/admin.token at first start) or a tenancy token (POST /v1/tenancies/{name}/tokens). A tenancy token sees only its own tenancy; other tenancies' objects answer 404. Errors are {\"error\":{\"code\",\"message\"}}; a 400 message starts with the field it is about."
+  },
+  "components": {
+    "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+    "schemas": {
+      "Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+      "TenancyBody": {"type": "object", "additionalProperties": false, "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "extensions": {"type": "object", "description": "Entitlements attached by other components (networks, volumes): key -> any JSON"}}},
+      "Tenancy": {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}, "created_ms": {"type": "integer"}, "labels": {"type": "object"}, "extensions": {"type": "object"}}},
+      "ContainerSpec": {"type": "object", "additionalProperties": false, "required": ["image", "tenancy"], "properties": {
+        "image": {"type": "string"},
+        "tenancy": {"type": "string", "description": "Created when it does not exist (admin token)"},
+        "gpus": {"type": "integer", "minimum": 0, "maximum": 8, "default": 0},
+        "isolation": {"type": "string", "enum": ["runc", "gvisor", "kata"], "default": "runc"},
+        "command": {"type": "array", "items": {"type": "string"}},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}}}},
+      "Container": {"type": "object", "properties": {
+        "id": {"type": "string"}, "tenancy": {"type": "string"}, "image": {"type": "string"},
+        "command": {"type": "array", "items": {"type": "string"}}, "env": {"type": "object"},
+        "isolation": {"type": "string"}, "gpus_requested": {"type": "integer"},
+        "gpus": {"type": "array", "items": {"type": "string"}, "description": "PCI addresses of the GPUs held"},
+        "state": {"type": "string", "enum": ["pending", "running", "exited", "failed"]},
+        "exit_code": {"type": "integer", "nullable": true}, "reason": {"type": "string"},
+        "stop_requested": {"type": "boolean"}, "created_ms": {"type": "integer"},
+        "started_ms": {"type": "integer"}, "finished_ms": {"type": "integer"}, "idempotency_key": {"type": "string"}}},
+      "Gpu": {"type": "object", "properties": {
+        "id": {"type": "string", "description": "PCI address"}, "pci_address": {"type": "string"},
+        "index": {"type": "integer"}, "model": {"type": "string"}, "cdi_device": {"type": "string"},
+        "state": {"$ref": "#/components/schemas/LeaseState"}, "reason": {"type": "string"},
+        "tenancy": {"type": "string"}, "container_id": {"type": "string"},
+        "drain_requested": {"type": "boolean"}, "quarantine_requested": {"type": "boolean"},
+        "firmware_baseline": {"type": "string", "description": "admin only"}, "updated_ms": {"type": "integer"}}},
+      "Lease": {"type": "object", "properties": {"gpu": {"type": "string"}, "state": {"$ref": "#/components/schemas/LeaseState"}, "reason": {"type": "string"}, "tenancy": {"type": "string"}, "container_id": {"type": "string"}}},
+      "LeaseState": {"type": "string", "enum": ["free", "reserved", "active", "releasing", "checking", "quarantined", "draining"]},
+      "Token": {"type": "object", "properties": {"id": {"type": "string"}, "tenancy": {"type": "string"}, "token": {"type": "string", "description": "shown once; only its SHA-256 is stored"}, "created_ms": {"type": "integer"}}}
+    },
+    "responses": {
+      "BadRequest": {"description": "Bad body or parameter; the message names the field", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+      "Unauthorized": {"description": "Missing or unknown token", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+      "Forbidden": {"description": "Needs the admin token", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+      "NotFound": {"description": "Not found (or another tenancy's)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+      "Conflict": {"description": "Cannot be done in the current state (e.g. isolation runtime not installed, Idempotency-Key reused with another body)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    }
+  },
+  "security": [{"bearer": []}],
+  "paths": {
+    "/v1/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3 document"}}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics: GPUs by lease state, containers by state, request latency histograms", "security": [], "responses": {"200": {"description": "text/plain; version=0.0.4"}}}},
+    "/": {"get": {"summary": "Dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}},
+    "/v1/tenancies": {"get": {"summary": "List tenancies (a tenancy token sees its own)", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {"tenancies": {"type": "array", "items": {"$ref": "#/components/schemas/Tenancy"}}}}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}}}},
+    "/v1/tenancies/{name}": {
+      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "get": {"summary": "Get a tenancy", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Tenancy"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}},
+      "put": {"summary": "Create or update a tenancy. Names are DNS labels: 1-63 of [a-z0-9-], starting and ending with a letter or digit", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/TenancyBody"}}}}, "responses": {"200": {"description": "Stored", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Tenancy"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
+    "/v1/tenancies/{name}/tokens": {
+      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "post": {"summary": "Create a token for the tenancy (admin)", "responses": {"201": {"description": "Created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Token"}}}}, "403": {"$ref": "#/components/responses/Forbidden"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
+    "/v1/containers": {
+      "get": {"summary": "List containers (own tenancy for a tenancy token)", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {"containers": {"type": "array", "items": {"$ref": "#/components/schemas/Container"}}}}}}}}},
+      "post": {"summary": "Submit a container; answered once the submission is durable",
+        "parameters": [{"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "maxLength": 255}, "description": "A retry with the same key and body returns the first submission (header Idempotent-Replayed: true); with another body, 409"}],
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ContainerSpec"}}}},
+        "responses": {"202": {"description": "Accepted", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "404": {"$ref": "#/components/responses/NotFound"}, "409": {"$ref": "#/components/responses/Conflict"}}}},
+    "/v1/containers/{id}": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "get": {"summary": "Get a container", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}},
+      "delete": {"summary": "Stop the container and release its GPUs", "responses": {"200": {"description": "Already ended", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "202": {"description": "Stopping", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}}},
+    "/v1/containers/{id}/logs": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "get": {"summary": "Container output (stdout and stderr) as the runtime recorded it", "responses": {"200": {"description": "text/plain"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
+    "/v1/gpus": {"get": {"summary": "The host's GPUs with their lease state", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {"gpus": {"type": "array", "items": {"$ref": "#/components/schemas/Gpu"}}}}}}}}}},
+    "/v1/leases": {"get": {"summary": "Lease of every GPU", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {"leases": {"type": "array", "items": {"$ref": "#/components/schemas/Lease"}}}}}}}}}},
+    "/v1/gpus/{id}/{action}": {
+      "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}, "description": "PCI address"},
+                     {"name": "action", "in": "path", "required": true, "schema": {"type": "string", "enum": ["drain", "undrain", "quarantine", "release"]}}],
+      "post": {"summary": "Admin: drain (free -> draining; a leased GPU drains when its lease ends), undrain, quarantine (a leased GPU is quarantined when its lease ends), release (quarantined/draining -> free with the current firmware as the new baseline; a leased GPU's container is stopped)",
+        "requestBody": {"content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"reason": {"type": "string"}}}}}},
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Gpu"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "403": {"$ref": "#/components/responses/Forbidden"}, "404": {"$ref": "#/components/responses/NotFound"}, "409": {"$ref": "#/components/responses/Conflict"}}}}
+  }
+}
+)json";
+  return kDocument;
+}
+
+}  // namespace tessera::api

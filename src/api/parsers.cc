@@ -1,0 +1,185 @@
+// Strict parsers of API bodies: text in, values out, every problem naming its field.
+#include <nlohmann/json.hpp>
+
+#include "api/api.h"
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxImage = 512;
+constexpr size_t kMaxArgs = 256;
+constexpr size_t kMaxArg = 8192;
+constexpr size_t kMaxEnv = 256;
+
+Result<json> ParseObject(std::string_view body, bool empty_is_object) {
+  if (empty_is_object && body.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return json::object();
+  json doc = json::parse(body.begin(), body.end(), nullptr, false);
+  if (doc.is_discarded()) return InvalidArgument("body: not valid JSON");
+  if (!doc.is_object()) return InvalidArgument("body: must be a JSON object");
+  return doc;
+}
+
+bool HasControl(std::string_view text) {
+  for (unsigned char c : text)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+std::string CheckEnvName(std::string_view name) {
+  if (name.empty()) return "must not be empty";
+  if (!(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_'))
+    return "must start with a letter or '_'";
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+      return "may contain only letters, digits and '_'";
+  return "";
+}
+
+Result<std::map<std::string, std::string>> StringMap(const json& value, const std::string& field,
+                                                     bool json_values) {
+  if (!value.is_object()) return InvalidArgument(field + ": must be an object");
+  std::map<std::string, std::string> out;
+  for (const auto& [key, item] : value.items()) {
+    if (key.empty() || key.size() > 253 || HasControl(key))
+      return InvalidArgument(field + ": key \"" + key + "\" must be 1..253 printable characters");
+    if (json_values) {
+      out[key] = item.dump();
+    } else {
+      if (!item.is_string()) return InvalidArgument(field + "." + key + ": must be a string");
+      out[key] = item.get<std::string>();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
+  auto parsed = ParseObject(body, false);
+  if (!parsed) return parsed.error();
+  const json& doc = *parsed;
+  fleet::ContainerSpec spec;
+  for (const auto& [key, value] : doc.items()) {
+    if (key == "image") {
+      if (!value.is_string()) return InvalidArgument("image: must be a string");
+      spec.image = value.get<std::string>();
+      if (spec.image.empty()) return InvalidArgument("image: must not be empty");
+      if (spec.image.size() > kMaxImage)
+        return InvalidArgument("image: longer than " + std::to_string(kMaxImage) + " characters");
+      if (HasControl(spec.image) || spec.image.find(' ') != std::string::npos ||
+          spec.image[0] == '-')
+        return InvalidArgument("image: \"" + spec.image + "\" is not an image reference");
+    } else if (key == "tenancy") {
+      if (!value.is_string()) return InvalidArgument("tenancy: must be a string");
+      spec.tenancy = value.get<std::string>();
+      if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
+        return InvalidArgument("tenancy: \"" + spec.tenancy + "\" " + problem);
+    } else if (key == "gpus") {
+      if (!value.is_number_integer())
+        return InvalidArgument("gpus: must be an integer from 0 to " +
+                               std::to_string(fleet::kMaxGpusPerContainer));
+      auto gpus = value.get<int64_t>();
+      if (gpus < 0 || gpus > fleet::kMaxGpusPerContainer)
+        return InvalidArgument("gpus: " + std::to_string(gpus) + " is not from 0 to " +
+                               std::to_string(fleet::kMaxGpusPerContainer));
+      spec.gpus = static_cast<int>(gpus);
+    } else if (key == "isolation") {
+      if (!value.is_string()) return InvalidArgument("isolation: must be a string");
+      auto isolation = fleet::ParseIsolation(value.get<std::string>());
+      if (!isolation) return InvalidArgument("isolation: want \"runc\", \"gvisor\" or \"kata\"");
+      spec.isolation = *isolation;
+    } else if (key == "command") {
+      if (!value.is_array()) return InvalidArgument("command: must be an array of strings");
+      if (value.size() > kMaxArgs)
+        return InvalidArgument("command: more than " + std::to_string(kMaxArgs) + " arguments");
+      for (size_t i = 0; i < value.size(); ++i) {
+        if (!value[i].is_string())
+          return InvalidArgument("command[" + std::to_string(i) + "]: must be a string");
+        auto arg = value[i].get<std::string>();
+        if (arg.size() > kMaxArg || arg.find('\0') != std::string::npos)
+          return InvalidArgument("command[" + std::to_string(i) + "]: too long or contains NUL");
+        spec.command.push_back(std::move(arg));
+      }
+    } else if (key == "env") {
+      auto env = StringMap(value, "env", false);
+      if (!env) return env.error();
+      if (env->size() > kMaxEnv)
+        return InvalidArgument("env: more than " + std::to_string(kMaxEnv) + " variables");
+      for (const auto& [name, text] : *env) {
+        if (auto problem = CheckEnvName(name); !problem.empty())
+          return InvalidArgument("env." + name + ": name " + problem);
+        if (text.find('\0') != std::string::npos)
+          return InvalidArgument("env." + name + ": contains NUL");
+      }
+      spec.env = std::move(*env);
+    } else {
+      return InvalidArgument(key +
+                             ": unknown field (image, tenancy, gpus, isolation, command, env)");
+    }
+  }
+  if (spec.image.empty()) return InvalidArgument("image: required");
+  if (spec.tenancy.empty()) return InvalidArgument("tenancy: required");
+  return spec;
+}
+
+Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body) {
+  fleet::Tenancy tenancy;
+  tenancy.name = std::string(name);
+  if (auto problem = fleet::CheckTenancyName(name); !problem.empty())
+    return InvalidArgument("name: \"" + std::string(name) + "\" " + problem);
+  auto parsed = ParseObject(body, true);
+  if (!parsed) return parsed.error();
+  for (const auto& [key, value] : parsed->items()) {
+    if (key == "labels") {
+      auto labels = StringMap(value, "labels", false);
+      if (!labels) return labels.error();
+      tenancy.labels = std::move(*labels);
+    } else if (key == "extensions") {
+      auto extensions = StringMap(value, "extensions", true);
+      if (!extensions) return extensions.error();
+      tenancy.extensions = std::move(*extensions);
+    } else if (key == "name") {
+      if (!value.is_string() || value.get<std::string>() != name)
+        return InvalidArgument("name: must match the name in the path");
+    } else {
+      return InvalidArgument(key + ": unknown field (labels, extensions)");
+    }
+  }
+  return tenancy;
+}
+
+Result<std::string> ParseGpuActionBody(std::string_view body) {
+  auto parsed = ParseObject(body, true);
+  if (!parsed) return parsed.error();
+  std::string reason;
+  for (const auto& [key, value] : parsed->items()) {
+    if (key != "reason") return InvalidArgument(key + ": unknown field (reason)");
+    if (!value.is_string()) return InvalidArgument("reason: must be a string");
+    reason = value.get<std::string>();
+    if (reason.size() > 1024) return InvalidArgument("reason: longer than 1024 characters");
+  }
+  return reason;
+}
+
+Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string_view::npos)
+    return InvalidArgument("--listen " + std::string(listen) + ": want HOST:PORT");
+  std::string host(listen.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (host.empty()) host = "0.0.0.0";
+  std::string port_text(listen.substr(colon + 1));
+  if (port_text.empty() || port_text.size() > 5 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos)
+    return InvalidArgument("--listen " + std::string(listen) + ": port must be 0..65535");
+  int port = std::stoi(port_text);
+  if (port > 65535)
+    return InvalidArgument("--listen " + std::string(listen) + ": port must be 0..65535");
+  return std::make_pair(host, static_cast<uint16_t>(port));
+}
+
+}  // namespace tessera::api

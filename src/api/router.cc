@@ -1,0 +1,415 @@
+// Routes, rendering of records as JSON, the error -> HTTP status mapping, and /metrics.
+#include "api/router.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "api/api.h"
+
+namespace tessera::api {
+namespace {
+
+using nlohmann::json;
+using serve::Caller;
+
+std::string Dump(const json& doc) {
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+Response MakeResponse(http::status status, std::string body,
+                      const char* content_type = "application/json") {
+  Response response{status, 11};
+  response.set(http::field::content_type, content_type);
+  response.set(http::field::cache_control, "no-store");
+  response.body() = std::move(body);
+  response.prepare_payload();
+  return response;
+}
+
+Response Json(http::status status, const json& doc) {
+  return MakeResponse(status, Dump(doc) + "\n");
+}
+
+http::status StatusFor(const Error& error) {
+  switch (error.category) {
+    case ErrorCategory::kInvalidArgument:
+      return http::status::bad_request;
+    case ErrorCategory::kNotFound:
+      return http::status::not_found;
+    case ErrorCategory::kAlreadyExists:
+    case ErrorCategory::kFailedPrecondition:
+      return http::status::conflict;
+    case ErrorCategory::kPermissionDenied:
+      return http::status::forbidden;
+    case ErrorCategory::kUnavailable:
+      return http::status::service_unavailable;
+    default:
+      return http::status::internal_server_error;
+  }
+}
+
+std::string CategoryCode(ErrorCategory category) {
+  std::string name(CategoryName(category));
+  for (auto& c : name)
+    if (c == ' ') c = '_';
+  return name;
+}
+
+Response ErrorResponse(const Error& error, http::status status) {
+  return Json(status,
+              {{"error", {{"code", CategoryCode(error.category)}, {"message", error.message}}}});
+}
+
+Response ErrorResponse(const Error& error) {
+  return ErrorResponse(error, StatusFor(error));
+}
+
+json TenancyJson(const fleet::Tenancy& tenancy) {
+  json extensions = json::object();
+  for (const auto& [key, value] : tenancy.extensions) {
+    json parsed = json::parse(value, nullptr, false);
+    extensions[key] = parsed.is_discarded() ? json(value) : parsed;
+  }
+  return {{"name", tenancy.name},
+          {"created_ms", tenancy.created_ms},
+          {"labels", tenancy.labels},
+          {"extensions", extensions}};
+}
+
+json ContainerJson(const fleet::ContainerRecord& c) {
+  json doc = {{"id", c.id},
+              {"tenancy", c.spec.tenancy},
+              {"image", c.spec.image},
+              {"command", c.spec.command},
+              {"env", c.spec.env},
+              {"isolation", fleet::IsolationName(c.spec.isolation)},
+              {"gpus_requested", c.spec.gpus},
+              {"gpus", c.gpus},
+              {"state", fleet::ContainerStateName(c.state)},
+              {"exit_code", nullptr},
+              {"reason", c.reason},
+              {"stop_requested", c.stop_requested},
+              {"created_ms", c.created_ms},
+              {"started_ms", c.started_ms},
+              {"finished_ms", c.finished_ms}};
+  if (c.exit_code) doc["exit_code"] = *c.exit_code;
+  if (!c.idempotency_key.empty()) doc["idempotency_key"] = c.idempotency_key;
+  return doc;
+}
+
+json GpuJson(const fleet::GpuRecord& g, bool admin) {
+  json doc = {{"id", g.pci_address},
+              {"pci_address", g.pci_address},
+              {"index", g.index},
+              {"model", g.model},
+              {"cdi_device", g.cdi_device},
+              {"state", fleet::LeaseStateName(g.state)},
+              {"reason", g.reason},
+              {"tenancy", g.tenancy},
+              {"container_id", g.container_id},
+              {"drain_requested", g.drain_requested},
+              {"quarantine_requested", g.quarantine_requested},
+              {"updated_ms", g.updated_ms}};
+  if (admin) doc["firmware_baseline"] = g.firmware_baseline;
+  return doc;
+}
+
+std::vector<std::string> SplitPath(std::string_view target) {
+  auto query = target.find('?');
+  if (query != std::string_view::npos) target = target.substr(0, query);
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start < target.size()) {
+    size_t end = target.find('/', start);
+    if (end == std::string_view::npos) end = target.size();
+    if (end > start) parts.emplace_back(target.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+int MethodSlot(http::verb method) {
+  switch (method) {
+    case http::verb::get:
+      return 0;
+    case http::verb::post:
+      return 1;
+    case http::verb::put:
+      return 2;
+    case http::verb::delete_:
+      return 3;
+    default:
+      return 4;
+  }
+}
+
+constexpr std::array<const char*, 5> kMethodNames = {"GET", "POST", "PUT", "DELETE", "other"};
+
+Response MethodNotAllowed(const char* allowed) {
+  auto response = ErrorResponse(InvalidArgument(std::string("method not allowed; use ") + allowed),
+                                http::status::method_not_allowed);
+  response.set(http::field::allow, allowed);
+  return response;
+}
+
+// Adapts a Done<T> of the service into an HTTP answer.
+template <typename T, typename Render>
+serve::Done<T> Reply(Respond respond, http::status ok, Render render) {
+  return [respond = std::move(respond), ok, render](Result<T> result) {
+    if (!result) return respond(ErrorResponse(result.error()));
+    respond(Json(ok, render(*result)));
+  };
+}
+
+}  // namespace
+
+void LatencyHistogram::Observe(double seconds) {
+  size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i])
+    ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_us_.fetch_add(static_cast<uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+}
+
+void LatencyHistogram::Render(std::string& out, const std::string& name,
+                              const std::string& labels) const {
+  uint64_t cumulative = 0;
+  char line[256];
+  for (size_t i = 0; i <= kBounds.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    if (i < kBounds.size()) {
+      std::snprintf(line, sizeof(line), "%s_bucket{%s,le=\"%g\"} %llu\n", name.c_str(),
+                    labels.c_str(), kBounds[i], static_cast<unsigned long long>(cumulative));
+    } else {
+      std::snprintf(line, sizeof(line), "%s_bucket{%s,le=\"+Inf\"} %llu\n", name.c_str(),
+                    labels.c_str(), static_cast<unsigned long long>(cumulative));
+    }
+    out += line;
+  }
+  std::snprintf(line, sizeof(line), "%s_sum{%s} %.6f\n%s_count{%s} %llu\n", name.c_str(),
+                labels.c_str(), sum_us_.load(std::memory_order_relaxed) / 1e6, name.c_str(),
+                labels.c_str(), static_cast<unsigned long long>(count_.load()));
+  out += line;
+}
+
+Router::Router(serve::Service* service) : service_(service) {}
+
+Router::~Router() {
+  blocking_.join();
+}
+
+void Router::Observe(http::verb method, std::chrono::steady_clock::duration elapsed) {
+  latency_[MethodSlot(method)].Observe(std::chrono::duration<double>(elapsed).count());
+}
+
+std::string Router::Metrics() const {
+  auto counts = service_->counts();
+  std::string out;
+  out += "# HELP tessera_gpus GPUs on this host by lease state.\n# TYPE tessera_gpus gauge\n";
+  for (int i = 0; i < fleet::kLeaseStateCount; ++i) {
+    out += std::string("tessera_gpus{state=\"") +
+           fleet::LeaseStateName(static_cast<fleet::LeaseState>(i)) + "\"} " +
+           std::to_string(counts.gpus[i]) + "\n";
+  }
+  out +=
+      "# HELP tessera_containers Containers in the store by state.\n"
+      "# TYPE tessera_containers gauge\n";
+  for (int i = 0; i < 4; ++i) {
+    out += std::string("tessera_containers{state=\"") +
+           fleet::ContainerStateName(static_cast<fleet::ContainerState>(i)) + "\"} " +
+           std::to_string(counts.containers[i]) + "\n";
+  }
+  out +=
+      "# HELP tessera_store_commits_total Store transactions (commit groups).\n"
+      "# TYPE tessera_store_commits_total counter\ntessera_store_commits_total " +
+      std::to_string(counts.store.groups) + "\n";
+  out +=
+      "# HELP tessera_store_records_written_total Records written by the store.\n"
+      "# TYPE tessera_store_records_written_total counter\n"
+      "tessera_store_records_written_total " +
+      std::to_string(counts.store.mutations) + "\n";
+  out +=
+      "# HELP tessera_http_request_duration_seconds API request latency by method.\n"
+      "# TYPE tessera_http_request_duration_seconds histogram\n";
+  for (size_t i = 0; i < latency_.size(); ++i) {
+    latency_[i].Render(out, "tessera_http_request_duration_seconds",
+                       std::string("method=\"") + kMethodNames[i] + "\"");
+  }
+  return out;
+}
+
+void Router::Handle(Request request, Respond respond) {
+  const auto method = request.method();
+  const std::string target(request.target().data(), request.target().size());
+  const auto parts = SplitPath(target);
+
+  // Unauthenticated: the dashboard page (it asks for a token), metrics, the API description.
+  if (parts.empty() || (parts.size() == 1 && parts[0] == "index.html")) {
+    if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+    return respond(MakeResponse(http::status::ok, DashboardHtml(), "text/html; charset=utf-8"));
+  }
+  if (parts.size() == 1 && parts[0] == "metrics") {
+    return respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
+  }
+  if (parts.size() == 1 && parts[0] == "healthz") {
+    return respond(MakeResponse(http::status::ok, "ok\n", "text/plain"));
+  }
+  if (parts.size() < 2 || parts[0] != "v1") {
+    return respond(ErrorResponse(NotFound("no such endpoint: " + target)));
+  }
+  if (parts.size() == 2 && parts[1] == "openapi.json") {
+    return respond(MakeResponse(http::status::ok, OpenApiJson()));
+  }
+
+  auto auth_field = request[http::field::authorization];
+  std::string_view auth(auth_field.data(), auth_field.size());
+  std::string token;
+  if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer "))
+    token = std::string(auth.substr(7));
+  auto caller_or = service_->Authenticate(token);
+  if (!caller_or) {
+    auto response = ErrorResponse(Error{ErrorCategory::kPermissionDenied,
+                                        caller_or.error().message + " (send Authorization: Bearer "
+                                                                    "<token>)"},
+                                  http::status::unauthorized);
+    response.set(http::field::www_authenticate, "Bearer");
+    return respond(std::move(response));
+  }
+  const Caller caller = *caller_or;
+  const std::string& collection = parts[1];
+  const std::string& body = request.body();
+
+  // /v1/tenancies[/{name}[/tokens]]
+  if (collection == "tenancies") {
+    if (parts.size() == 2) {
+      if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+      json list = json::array();
+      for (const auto& tenancy : service_->ListTenancies(caller))
+        list.push_back(TenancyJson(tenancy));
+      return respond(Json(http::status::ok, {{"tenancies", list}}));
+    }
+    const std::string& name = parts[2];
+    if (parts.size() == 3) {
+      if (method == http::verb::get) {
+        auto tenancy = service_->GetTenancy(caller, name);
+        if (!tenancy) return respond(ErrorResponse(tenancy.error()));
+        return respond(Json(http::status::ok, TenancyJson(*tenancy)));
+      }
+      if (method == http::verb::put) {
+        auto tenancy = ParseTenancy(name, body);
+        if (!tenancy) return respond(ErrorResponse(tenancy.error()));
+        return service_->PutTenancy(
+            caller, std::move(*tenancy),
+            Reply<fleet::Tenancy>(std::move(respond), http::status::ok, TenancyJson));
+      }
+      return respond(MethodNotAllowed("GET, PUT"));
+    }
+    if (parts.size() == 4 && parts[3] == "tokens") {
+      if (method != http::verb::post) return respond(MethodNotAllowed("POST"));
+      return service_->CreateToken(
+          caller, name,
+          Reply<serve::CreatedToken>(std::move(respond), http::status::created,
+                                     [](const serve::CreatedToken& created) {
+                                       return json{{"id", created.record.id},
+                                                   {"tenancy", created.record.tenancy},
+                                                   {"token", created.secret},
+                                                   {"created_ms", created.record.created_ms}};
+                                     }));
+    }
+  }
+
+  // /v1/containers[/{id}[/logs]]
+  if (collection == "containers") {
+    if (parts.size() == 2) {
+      if (method == http::verb::get) {
+        json list = json::array();
+        for (const auto& container : service_->ListContainers(caller))
+          list.push_back(ContainerJson(container));
+        return respond(Json(http::status::ok, {{"containers", list}}));
+      }
+      if (method == http::verb::post) {
+        auto spec = ParseContainerSpec(body);
+        if (!spec) return respond(ErrorResponse(spec.error()));
+        auto key_field = request["Idempotency-Key"];
+        std::string key(key_field.data(), key_field.size());
+        if (key.size() > 255)
+          return respond(ErrorResponse(InvalidArgument("Idempotency-Key: longer than 255 bytes")));
+        return service_->Submit(
+            caller, std::move(*spec), std::move(key),
+            [respond = std::move(respond)](Result<serve::SubmitResult> result) {
+              if (!result) return respond(ErrorResponse(result.error()));
+              auto response = Json(http::status::accepted, ContainerJson(result->container));
+              response.set(http::field::location, "/v1/containers/" + result->container.id);
+              if (result->replayed) response.set("Idempotent-Replayed", "true");
+              respond(std::move(response));
+            });
+      }
+      return respond(MethodNotAllowed("GET, POST"));
+    }
+    const std::string& id = parts[2];
+    if (parts.size() == 3) {
+      if (method == http::verb::get) {
+        auto container = service_->GetContainer(caller, id);
+        if (!container) return respond(ErrorResponse(container.error()));
+        return respond(Json(http::status::ok, ContainerJson(*container)));
+      }
+      if (method == http::verb::delete_) {
+        return service_->DeleteContainer(
+            caller, id, [respond = std::move(respond)](Result<fleet::ContainerRecord> result) {
+              if (!result) return respond(ErrorResponse(result.error()));
+              respond(
+                  Json(fleet::IsTerminal(result->state) ? http::status::ok : http::status::accepted,
+                       ContainerJson(*result)));
+            });
+      }
+      return respond(MethodNotAllowed("GET, DELETE"));
+    }
+    if (parts.size() == 4 && parts[3] == "logs") {
+      if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+      boost::asio::post(blocking_, [this, caller, id, respond = std::move(respond)] {
+        auto logs = service_->Logs(caller, id);
+        if (!logs) return respond(ErrorResponse(logs.error()));
+        respond(MakeResponse(http::status::ok, std::move(*logs), "text/plain; charset=utf-8"));
+      });
+      return;
+    }
+  }
+
+  // /v1/gpus[/{id}/{action}], /v1/leases
+  if (collection == "gpus" || collection == "leases") {
+    if (parts.size() == 2) {
+      if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+      json list = json::array();
+      for (const auto& gpu : service_->ListGpus(caller)) {
+        if (collection == "gpus") {
+          list.push_back(GpuJson(gpu, caller.admin));
+        } else {
+          list.push_back({{"gpu", gpu.pci_address},
+                          {"state", fleet::LeaseStateName(gpu.state)},
+                          {"reason", gpu.reason},
+                          {"tenancy", gpu.tenancy},
+                          {"container_id", gpu.container_id}});
+        }
+      }
+      return respond(Json(http::status::ok, {{collection, list}}));
+    }
+    if (collection == "gpus" && parts.size() == 4) {
+      if (method != http::verb::post) return respond(MethodNotAllowed("POST"));
+      auto action = serve::ParseGpuAction(parts[3]);
+      if (!action) return respond(ErrorResponse(action.error()));
+      auto reason = ParseGpuActionBody(body);
+      if (!reason) return respond(ErrorResponse(reason.error()));
+      return service_->GpuAdmin(
+          caller, parts[2], *action, std::move(*reason),
+          Reply<fleet::GpuRecord>(std::move(respond), http::status::ok,
+                                  [](const fleet::GpuRecord& gpu) { return GpuJson(gpu, true); }));
+    }
+  }
+  respond(ErrorResponse(NotFound("no such endpoint: " + target)));
+}
+
+}  // namespace tessera::api

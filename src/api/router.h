@@ -1,0 +1,53 @@
+// Internal to the api module: request routing and rendering, shared by the server and tests.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <functional>
+
+#include "serve/service.h"
+
+namespace tessera::api {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using Respond = std::function<void(Response)>;
+
+// Request latency histogram (Prometheus buckets, seconds), lock-free.
+class LatencyHistogram {
+ public:
+  static constexpr std::array<double, 14> kBounds = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+  void Observe(double seconds);
+  void Render(std::string& out, const std::string& name, const std::string& labels) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};
+  std::atomic<uint64_t> count_{0};
+  std::atomic<uint64_t> sum_us_{0};
+};
+
+class Router {
+ public:
+  explicit Router(serve::Service* service);
+  ~Router();
+  // Answers through `respond`, possibly later and from another thread (after a durable
+  // commit, or from the blocking pool for logs).
+  void Handle(Request request, Respond respond);
+  // Called by the server when a response has been produced.
+  void Observe(http::verb method, std::chrono::steady_clock::duration elapsed);
+
+ private:
+  std::string Metrics() const;
+
+  serve::Service* service_;
+  boost::asio::thread_pool blocking_{2};  // backend calls that wait on podman (logs)
+  // By method: GET, POST, PUT, DELETE, other.
+  std::array<LatencyHistogram, 5> latency_;
+};
+
+}  // namespace tessera::api

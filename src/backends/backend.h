@@ -1,0 +1,92 @@
+// Turning a placed container into a running one. The service decides what runs where and with
+// which GPUs; a backend only runs it: podman with CDI devices on this host (backends/local), or
+// Kubernetes objects through the API server (backends/kubernetes).
+//
+// Containers are named by the fleet's container ID. A backend labels what it creates with that
+// ID and its instance label so List() finds exactly its own containers after a restart.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "fleet/fleet.h"
+
+namespace tessera::backends {
+
+struct StartRequest {
+  std::string id;       // the fleet's container ID
+  std::string tenancy;  // the tenancy it runs for (a namespace in Kubernetes)
+  std::string image;
+  std::vector<std::string> command;  // empty: the image's default
+  std::map<std::string, std::string> env;
+  fleet::Isolation isolation = fleet::Isolation::kRunc;
+  // Fully qualified CDI device names, e.g. "nvidia.com/gpu=GPU-8f6b…": the GPUs placed for it.
+  std::vector<std::string> cdi_devices;
+  std::vector<std::string> gpu_pci_addresses;  // the same GPUs by PCI address
+  std::map<std::string, std::string> labels;   // extra labels/annotations to attach
+};
+
+// How a container ended.
+struct ExitInfo {
+  std::optional<int> exit_code;  // set when it ran and exited
+  bool failed = false;           // could not be created/started, or vanished
+  std::string reason;            // why it failed; empty otherwise
+};
+
+enum class BackendState {
+  kCreated,  // exists, not started yet
+  kRunning,
+  kExited,
+  kUnknown,
+};
+const char* BackendStateName(BackendState state);
+
+struct BackendContainer {
+  std::string id;  // the fleet's container ID
+  BackendState state = BackendState::kUnknown;
+  std::optional<int> exit_code;  // when exited
+};
+
+// Called once per container when it has ended, from a thread the backend owns. Must not call
+// back into the backend for the same container synchronously with blocking work.
+using ExitCallback = std::function<void(const std::string& id, const ExitInfo& info)>;
+
+class ContainerBackend {
+ public:
+  virtual ~ContainerBackend() = default;
+
+  virtual std::string name() const = 0;
+
+  // Whether this backend can run containers with `isolation` at all (runtime installed,
+  // runtime class present). FailedPrecondition with the reason otherwise; the API answers 409.
+  virtual Status CheckIsolation(fleet::Isolation isolation) const = 0;
+
+  // Starts the container and returns once the start is under way; `on_exit` runs when it ends
+  // (with failed=true when it could not be created). An error here means nothing was started.
+  virtual Status Start(const StartRequest& request, ExitCallback on_exit) = 0;
+
+  // Follows a container found by List() after a restart; `on_exit` as for Start.
+  virtual Status Watch(const std::string& id, ExitCallback on_exit) = 0;
+
+  // Stops it (SIGTERM, then SIGKILL after `grace`). NotFound when it does not exist.
+  virtual Status Stop(const std::string& id, std::chrono::seconds grace) = 0;
+
+  // State and exit code. NotFound when it does not exist.
+  virtual Result<BackendContainer> Inspect(const std::string& id) = 0;
+
+  // Everything it printed (stdout and stderr interleaved, as the runtime recorded them).
+  virtual Result<std::string> Logs(const std::string& id) = 0;
+
+  // Every container of this backend instance, for reconciliation after a restart.
+  virtual Result<std::vector<BackendContainer>> List() = 0;
+
+  // Deletes an ended container and what the runtime kept of it. NotFound when already gone.
+  virtual Status Remove(const std::string& id) = 0;
+};
+
+}  // namespace tessera::backends

@@ -1,0 +1,35 @@
+// The local backend: podman on this host, GPUs as CDI device names, isolation as the OCI
+// runtime (runc -> runc, gvisor -> runsc, kata -> a Kata runtime when installed).
+//
+// podman is run without a shell. It inherits the environment, so CONTAINERS_CONF (which this
+// machine's podman needs: runtime runc and ulimits the kernel accepts) applies to every call.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace tessera::backends {
+
+struct LocalOptions {
+  std::string podman = "podman";
+  // Label value that marks this service's containers (tessera.instance=<instance>), so two
+  // services on one host (tests) never adopt each other's containers.
+  std::string instance = "default";
+  // OCI runtimes per isolation: names podman resolves, or absolute paths. Empty kata_runtime:
+  // look for kata-runtime / kata-qemu in PATH.
+  std::string runc_runtime = "runc";
+  std::string gvisor_runtime = "runsc";
+  std::string kata_runtime;
+  std::vector<std::string> extra_run_args;  // e.g. --network none
+};
+
+std::unique_ptr<ContainerBackend> CreateLocalBackend(LocalOptions options);
+
+// A backend that starts nothing: every container "runs" and exits 0 at once. For benchmarks of
+// the service itself (the container start is out of the measured path) and for API tests.
+std::unique_ptr<ContainerBackend> CreateNullBackend();
+
+}  // namespace tessera::backends

@@ -1,0 +1,318 @@
+// podman CLI backend. One thread per started container runs the attached `podman run` (its exit
+// status is the container's exit code, with no polling), or `podman wait` for a container found
+// after a restart.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <list>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "backends/local/local.h"
+#include "process/process.h"
+
+namespace tessera::backends {
+
+const char* BackendStateName(BackendState state) {
+  switch (state) {
+    case BackendState::kCreated:
+      return "created";
+    case BackendState::kRunning:
+      return "running";
+    case BackendState::kExited:
+      return "exited";
+    default:
+      return "unknown";
+  }
+}
+
+namespace {
+
+constexpr const char* kIdLabel = "tessera.container";
+constexpr const char* kInstanceLabel = "tessera.instance";
+constexpr const char* kTenancyLabel = "tessera.tenancy";
+
+std::string ContainerName(const std::string& id) {
+  return "tessera-" + id;
+}
+
+bool InPath(const std::string& program) {
+  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+BackendState StateFromPodman(const std::string& state) {
+  if (state == "running" || state == "paused" || state == "stopping") return BackendState::kRunning;
+  if (state == "exited" || state == "stopped") return BackendState::kExited;
+  if (state == "created" || state == "configured" || state == "initialized")
+    return BackendState::kCreated;
+  return BackendState::kUnknown;
+}
+
+class PodmanBackend final : public ContainerBackend {
+ public:
+  explicit PodmanBackend(LocalOptions options) : options_(std::move(options)) {
+    if (options_.kata_runtime.empty()) {
+      for (const char* candidate : {"kata-runtime", "kata-qemu", "containerd-shim-kata-v2"}) {
+        if (InPath(candidate)) {
+          options_.kata_runtime = candidate;
+          break;
+        }
+      }
+    }
+  }
+
+  ~PodmanBackend() override {
+    stopping_ = true;
+    std::list<Follower> followers;
+    {
+      std::lock_guard lock(mutex_);
+      // Containers keep running under conmon; only the podman clients that follow them end.
+      for (auto& follower : followers_)
+        if (follower.pid > 0) ::kill(follower.pid, SIGKILL);
+      followers.swap(followers_);
+    }
+    for (auto& follower : followers)
+      if (follower.thread.joinable()) follower.thread.join();
+  }
+
+  std::string name() const override { return "local"; }
+
+  Status CheckIsolation(fleet::Isolation isolation) const override {
+    switch (isolation) {
+      case fleet::Isolation::kRunc:
+        if (!InPath(options_.runc_runtime))
+          return FailedPrecondition("isolation runc: runtime " + options_.runc_runtime +
+                                    " is not installed");
+        return Ok();
+      case fleet::Isolation::kGvisor:
+        if (!InPath(options_.gvisor_runtime))
+          return FailedPrecondition("isolation gvisor: gVisor runtime " + options_.gvisor_runtime +
+                                    " is not installed on this host");
+        return Ok();
+      case fleet::Isolation::kKata:
+        if (options_.kata_runtime.empty())
+          return FailedPrecondition(
+              "isolation kata: no Kata Containers runtime is installed on this host "
+              "(looked for kata-runtime, kata-qemu, containerd-shim-kata-v2 in PATH)");
+        return Ok();
+    }
+    return InvalidArgument("isolation: unknown");
+  }
+
+  Status Start(const StartRequest& request, ExitCallback on_exit) override {
+    if (auto status = CheckIsolation(request.isolation); !status) return status;
+    std::vector<std::string> argv = {options_.podman, "run", "--name", ContainerName(request.id)};
+    argv.push_back("--label=" + std::string(kIdLabel) + "=" + request.id);
+    argv.push_back("--label=" + std::string(kInstanceLabel) + "=" + options_.instance);
+    argv.push_back("--label=" + std::string(kTenancyLabel) + "=" + request.tenancy);
+    for (const auto& [key, value] : request.labels)
+      argv.push_back("--label=" + key + "=" + value);
+    argv.push_back("--runtime=" + RuntimeFor(request.isolation));
+    for (const auto& device : request.cdi_devices)
+      argv.push_back("--device=" + device);
+    for (const auto& [key, value] : request.env)
+      argv.push_back("--env=" + key + "=" + value);
+    for (const auto& arg : options_.extra_run_args)
+      argv.push_back(arg);
+    argv.push_back(request.image);
+    for (const auto& arg : request.command)
+      argv.push_back(arg);
+    spdlog::debug("local backend: {}", process::Describe(argv));
+    auto child = process::Spawn(argv);
+    if (!child) return child.error();
+    Follow(request.id, *child, std::move(on_exit), false);
+    return Ok();
+  }
+
+  Status Watch(const std::string& id, ExitCallback on_exit) override {
+    auto child = process::Spawn({options_.podman, "wait", ContainerName(id)});
+    if (!child) return child.error();
+    Follow(id, *child, std::move(on_exit), true);
+    return Ok();
+  }
+
+  Status Stop(const std::string& id, std::chrono::seconds grace) override {
+    auto outcome = Podman({"stop", "--time", std::to_string(grace.count()), ContainerName(id)},
+                          static_cast<int>(grace.count()) * 1000 + 30000);
+    if (!outcome) return outcome.error();
+    if (outcome->status != 0) return Classify("stop " + id, *outcome);
+    return Ok();
+  }
+
+  Result<BackendContainer> Inspect(const std::string& id) override {
+    auto outcome = Podman({"inspect", "--type", "container", "--format",
+                           "{{.State.Status}} {{.State.ExitCode}}", ContainerName(id)},
+                          30000);
+    if (!outcome) return outcome.error();
+    if (outcome->status != 0) return Classify("inspect " + id, *outcome);
+    std::string text = outcome->output;
+    auto space = text.find(' ');
+    BackendContainer container{id, StateFromPodman(text.substr(0, space)), std::nullopt};
+    if (container.state == BackendState::kExited && space != std::string::npos) {
+      try {
+        container.exit_code = std::stoi(text.substr(space + 1));
+      } catch (...) {
+        return Internal("podman inspect " + id + ": exit code \"" + text + "\"");
+      }
+    }
+    return container;
+  }
+
+  Result<std::string> Logs(const std::string& id) override {
+    process::Options options;
+    options.timeout_ms = 30000;
+    options.max_output = 8 << 20;
+    auto outcome = process::Run({options_.podman, "logs", ContainerName(id)}, options);
+    if (!outcome) return outcome.error();
+    if (outcome->status != 0) return Classify("logs " + id, *outcome);
+    return outcome->output;
+  }
+
+  Result<std::vector<BackendContainer>> List() override {
+    auto outcome = Podman(
+        {"ps", "--all", "--filter",
+         "label=" + std::string(kInstanceLabel) + "=" + options_.instance, "--format", "json"},
+        60000, /*capture_stderr=*/false);
+    if (!outcome) return outcome.error();
+    if (outcome->status != 0) return Classify("ps", *outcome);
+    auto doc = nlohmann::json::parse(outcome->output, nullptr, false);
+    if (doc.is_discarded() || !doc.is_array())
+      return Internal("podman ps --format json: not a JSON array");
+    std::vector<BackendContainer> out;
+    for (const auto& entry : doc) {
+      if (!entry.is_object() || !entry.contains("Labels") || !entry["Labels"].is_object()) continue;
+      const auto& labels = entry["Labels"];
+      if (!labels.contains(kIdLabel) || !labels[kIdLabel].is_string()) continue;
+      BackendContainer container;
+      container.id = labels[kIdLabel].get<std::string>();
+      container.state = StateFromPodman(entry.value("State", ""));
+      if (container.state == BackendState::kExited && entry.contains("ExitCode") &&
+          entry["ExitCode"].is_number_integer())
+        container.exit_code = entry["ExitCode"].get<int>();
+      out.push_back(std::move(container));
+    }
+    return out;
+  }
+
+  Status Remove(const std::string& id) override {
+    auto outcome = Podman({"rm", "--force", "--time", "5", ContainerName(id)}, 60000);
+    if (!outcome) return outcome.error();
+    if (outcome->status != 0) return Classify("rm " + id, *outcome);
+    return Ok();
+  }
+
+ private:
+  struct Follower {
+    std::string id;
+    pid_t pid = -1;
+    std::thread thread;
+  };
+
+  std::string RuntimeFor(fleet::Isolation isolation) const {
+    switch (isolation) {
+      case fleet::Isolation::kGvisor:
+        return options_.gvisor_runtime;
+      case fleet::Isolation::kKata:
+        return options_.kata_runtime;
+      default:
+        return options_.runc_runtime;
+    }
+  }
+
+  Result<process::Outcome> Podman(std::vector<std::string> args, int timeout_ms,
+                                  bool capture_stderr = true) {
+    args.insert(args.begin(), options_.podman);
+    process::Options options;
+    options.timeout_ms = timeout_ms;
+    options.capture_stderr = capture_stderr;
+    return process::Run(args, options);
+  }
+
+  static Error Classify(const std::string& what, const process::Outcome& outcome) {
+    std::string message = "podman " + what + ": " + outcome.output;
+    while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
+      message.pop_back();
+    if (outcome.timed_out) return Unavailable(message + " (timed out)");
+    if (outcome.output.find("no such container") != std::string::npos ||
+        outcome.output.find("no container with name or ID") != std::string::npos)
+      return NotFound(message);
+    return Internal(message);
+  }
+
+  // A thread that reads the client's output, reaps it, and decides how the container ended.
+  void Follow(const std::string& id, process::Child child, ExitCallback on_exit, bool waited) {
+    std::lock_guard lock(mutex_);
+    // Reap followers that are done, so the list stays as long as the running set.
+    for (auto it = followers_.begin(); it != followers_.end();) {
+      if (it->pid == 0 && it->thread.get_id() != std::this_thread::get_id()) {
+        it->thread.join();
+        it = followers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    auto& follower = followers_.emplace_back();
+    follower.id = id;
+    follower.pid = child.pid;
+    Follower* self = &follower;
+    follower.thread = std::thread([this, self, id, child, waited, on_exit = std::move(on_exit)] {
+      process::Outcome outcome = process::Finish(child);
+      {
+        std::lock_guard lock(mutex_);
+        self->pid = 0;
+      }
+      if (stopping_) return;
+      on_exit(id, Conclude(id, outcome, waited));
+    });
+  }
+
+  // podman run exits with the container's status, or 125 when podman itself failed (126/127:
+  // the command could not be run; 128+n: killed by signal n). Those are ambiguous, so podman is
+  // asked what happened; `podman wait` (a followed container) prints the exit code.
+  ExitInfo Conclude(const std::string& id, const process::Outcome& outcome, bool waited) {
+    if (!waited && outcome.status >= 0 && outcome.status < 125) {
+      return ExitInfo{outcome.status, false, ""};
+    }
+    auto inspected = Inspect(id);
+    if (inspected && inspected->state == BackendState::kExited && inspected->exit_code) {
+      return ExitInfo{inspected->exit_code, false, ""};
+    }
+    std::string reason = outcome.output;
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
+      reason.pop_back();
+    if (reason.size() > 2000) reason = reason.substr(reason.size() - 2000);
+    if (reason.empty()) reason = "podman exited with status " + std::to_string(outcome.status);
+    if (!inspected && inspected.error().category == ErrorCategory::kNotFound) {
+      return ExitInfo{std::nullopt, true, "container could not be created: " + reason};
+    }
+    return ExitInfo{std::nullopt, true, "container did not run: " + reason};
+  }
+
+  LocalOptions options_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;               // guards followers_
+  std::list<Follower> followers_;  // stable addresses: each thread updates its own entry
+};
+
+}  // namespace
+
+std::unique_ptr<ContainerBackend> CreateLocalBackend(LocalOptions options) {
+  return std::make_unique<PodmanBackend>(std::move(options));
+}
+
+}  // namespace tessera::backends

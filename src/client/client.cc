@@ -1,0 +1,170 @@
+#include "client/client.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace tessera::client {
+namespace {
+
+std::string Lower(std::string text) {
+  for (auto& c : text)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+}  // namespace
+
+Result<Endpoint> ParseServer(std::string_view url) {
+  if (url.rfind("http://", 0) == 0) url.remove_prefix(7);
+  while (!url.empty() && url.back() == '/')
+    url.remove_suffix(1);
+  auto colon = url.rfind(':');
+  Endpoint endpoint;
+  if (colon == std::string_view::npos) {
+    endpoint.host = std::string(url);
+    return endpoint;
+  }
+  endpoint.host = std::string(url.substr(0, colon));
+  std::string port(url.substr(colon + 1));
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
+    return InvalidArgument("server " + std::string(url) + ": bad port");
+  endpoint.port = static_cast<uint16_t>(std::stoi(port));
+  if (endpoint.host.empty()) endpoint.host = "127.0.0.1";
+  return endpoint;
+}
+
+Connection::~Connection() {
+  Close();
+}
+
+void Connection::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Status Connection::Open() {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  std::string port = std::to_string(endpoint_.port);
+  if (int rc = ::getaddrinfo(endpoint_.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return Unavailable("resolve " + endpoint_.host + ": " + gai_strerror(rc));
+  int error = 0;
+  for (addrinfo* ai = found; ai; ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      fd_ = fd;
+      break;
+    }
+    error = errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (fd_ < 0)
+    return Unavailable("connect to " + endpoint_.host + ":" + port + ": " + std::strerror(error));
+  return Ok();
+}
+
+Result<Response> Connection::Call(const std::string& method, const std::string& path,
+                                  const std::string& body,
+                                  const std::map<std::string, std::string>& headers) {
+  std::string request = method + " " + path + " HTTP/1.1\r\nHost: " + endpoint_.host + "\r\n";
+  if (!token_.empty()) request += "Authorization: Bearer " + token_ + "\r\n";
+  for (const auto& [name, value] : headers)
+    request += name + ": " + value + "\r\n";
+  if (!body.empty() || method == "POST" || method == "PUT") {
+    request +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  }
+  request += "\r\n" + body;
+  // A kept-alive connection may have been closed by the server meanwhile: retry once on a
+  // fresh one when nothing came back.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool reused = fd_ >= 0;
+    if (!reused) {
+      if (auto status = Open(); !status) return status.error();
+    }
+    auto response = Exchange(request);
+    if (response || !reused) return response;
+    Close();
+  }
+  return Unavailable("connection closed");
+}
+
+Result<Response> Connection::Exchange(const std::string& request) {
+  size_t sent = 0;
+  while (sent < request.size()) {
+    ssize_t n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int error = errno;
+      Close();
+      return ErrnoError("send", error);
+    }
+    sent += static_cast<size_t>(n);
+  }
+  std::string data;
+  char buffer[16384];
+  Response response;
+  size_t header_end = std::string::npos;
+  size_t content_length = 0;
+  bool close_after = false;
+  for (;;) {
+    if (header_end == std::string::npos) {
+      header_end = data.find("\r\n\r\n");
+      if (header_end != std::string::npos) {
+        std::string head = data.substr(0, header_end);
+        size_t line_end = head.find("\r\n");
+        std::string status_line = head.substr(0, line_end);
+        if (status_line.size() < 12 || status_line.rfind("HTTP/1.", 0) != 0) {
+          Close();
+          return Internal("bad HTTP status line: " + status_line);
+        }
+        response.status = std::stoi(status_line.substr(9, 3));
+        size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
+        while (pos < head.size()) {
+          size_t end = head.find("\r\n", pos);
+          if (end == std::string::npos) end = head.size();
+          std::string line = head.substr(pos, end - pos);
+          auto colon = line.find(':');
+          if (colon != std::string::npos) {
+            std::string value = line.substr(colon + 1);
+            while (!value.empty() && value.front() == ' ')
+              value.erase(0, 1);
+            response.headers[Lower(line.substr(0, colon))] = value;
+          }
+          pos = end + 2;
+        }
+        if (auto it = response.headers.find("content-length"); it != response.headers.end())
+          content_length = std::stoul(it->second);
+        if (auto it = response.headers.find("connection"); it != response.headers.end())
+          close_after = Lower(it->second) == "close";
+      }
+    }
+    if (header_end != std::string::npos && data.size() >= header_end + 4 + content_length) {
+      response.body = data.substr(header_end + 4, content_length);
+      if (close_after) Close();
+      return response;
+    }
+    ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Close();
+      return Unavailable("connection closed before a full response");
+    }
+    data.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace tessera::client

@@ -1,0 +1,214 @@
+// The fleet's records: tenancies, containers and their specs, GPU leases with their state
+// machine, API tokens, and the durable store that keeps them (SQLite, WAL, schema migrations,
+// group commit). Knows nothing of HTTP or of how containers run (see backends/backend.h).
+//
+// Every record is a plain value. The service keeps the live model in memory and hands each
+// changed record to Store::Commit; a change is acknowledged to a client only after the store
+// reports its group durable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/error.h"
+
+namespace tessera::fleet {
+
+// ---------------------------------------------------------------------------------------------
+// Tenancies.
+
+// A tenancy owns containers and tokens. Other components attach entitlements (networks, NFS
+// volumes) under `extensions`: key -> JSON document, stored as is, so the record grows without
+// a schema change here.
+struct Tenancy {
+  std::string name;
+  int64_t created_ms = 0;  // Unix time, milliseconds
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> extensions;  // key -> JSON text
+
+  friend bool operator==(const Tenancy&, const Tenancy&) = default;
+};
+
+// Tenancy names are DNS labels (RFC 1123, as Kubernetes namespaces): 1..63 characters of
+// [a-z0-9-], starting and ending with a letter or digit. Returns the problem, or "" when valid.
+std::string CheckTenancyName(std::string_view name);
+
+// ---------------------------------------------------------------------------------------------
+// Containers.
+
+enum class Isolation {
+  kRunc,    // shared kernel, runc
+  kGvisor,  // gVisor (runsc), nvproxy for GPUs
+  kKata,    // Kata Containers VM, GPUs through VFIO
+};
+const char* IsolationName(Isolation isolation);  // "runc", "gvisor", "kata"
+Result<Isolation> ParseIsolation(std::string_view name);
+
+enum class ContainerState {
+  kPending,  // accepted; waiting for GPUs or for the backend to start it
+  kRunning,  // the backend started it
+  kExited,   // ran and ended; exit_code is set
+  kFailed,   // could not run, or vanished (reason says which)
+};
+const char* ContainerStateName(ContainerState state);  // "pending", "running", ...
+Result<ContainerState> ParseContainerState(std::string_view name);
+inline bool IsTerminal(ContainerState state) {
+  return state == ContainerState::kExited || state == ContainerState::kFailed;
+}
+
+inline constexpr int kMaxGpusPerContainer = 8;
+
+// What a client asks for (POST /v1/containers).
+struct ContainerSpec {
+  std::string image;
+  std::string tenancy;
+  int gpus = 0;  // 0..kMaxGpusPerContainer
+  Isolation isolation = Isolation::kRunc;
+  std::vector<std::string> command;        // empty: the image's default
+  std::map<std::string, std::string> env;  // NAME -> value
+
+  friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
+};
+
+struct ContainerRecord {
+  std::string id;  // "c-" + 16 hex digits
+  ContainerSpec spec;
+  ContainerState state = ContainerState::kPending;
+  std::vector<std::string> gpus;  // PCI addresses of the GPUs it holds (or held)
+  std::optional<int> exit_code;
+  std::string reason;           // why failed / stopped; empty otherwise
+  std::string idempotency_key;  // the client's Idempotency-Key, scoped by tenancy
+  bool stop_requested = false;  // DELETE seen; the backend is stopping it
+  bool started = false;         // the backend was asked to start it
+  int64_t created_ms = 0;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+
+  friend bool operator==(const ContainerRecord&, const ContainerRecord&) = default;
+};
+
+// ---------------------------------------------------------------------------------------------
+// GPU leases.
+//
+//   free -> reserved (placed) -> active (container running) -> releasing (container ended)
+//        -> checking (firmware check) -> free | quarantined
+//   draining: taken out of service by an operator; a leased GPU finishes its lease first and
+//   then goes to draining instead of free. A GPU that is not free is never placed.
+enum class LeaseState {
+  kFree,
+  kReserved,
+  kActive,
+  kReleasing,
+  kChecking,
+  kQuarantined,
+  kDraining,
+};
+const char* LeaseStateName(LeaseState state);  // "free", "reserved", ...
+Result<LeaseState> ParseLeaseState(std::string_view name);
+inline constexpr int kLeaseStateCount = 7;
+
+// Whether the state machine allows `from` -> `to` (operator moves included). FailedPrecondition
+// naming both states otherwise.
+Status CheckLeaseTransition(LeaseState from, LeaseState to);
+
+struct GpuRecord {
+  std::string pci_address;  // "0000:18:00.0": the GPU's ID in the API and the lease file
+  int index = 0;            // PCI order on the host (NVML numbering)
+  std::string model;
+  std::string cdi_device;  // fully qualified CDI name, e.g. "nvidia.com/gpu=GPU-…"
+  LeaseState state = LeaseState::kFree;
+  std::string reason;                 // why quarantined / draining / last check result
+  std::string tenancy;                // holder while leased
+  std::string container_id;           // holder while leased
+  bool drain_requested = false;       // go to draining instead of free when the lease ends
+  bool quarantine_requested = false;  // go to quarantined when the lease ends
+  std::string firmware_baseline;      // "sha256:<hex>" of the option ROM when first seen, or
+                                      // "absent" when the device exposes none
+  int64_t updated_ms = 0;
+
+  bool leased() const {
+    return state == LeaseState::kReserved || state == LeaseState::kActive ||
+           state == LeaseState::kReleasing || state == LeaseState::kChecking;
+  }
+  friend bool operator==(const GpuRecord&, const GpuRecord&) = default;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tokens. Only the SHA-256 of a token is stored.
+
+struct TokenRecord {
+  std::string id;       // short public handle ("t-" + 8 hex), for listing and revoking
+  std::string sha256;   // hex digest of the secret
+  std::string tenancy;  // the tenancy it may act for
+  int64_t created_ms = 0;
+
+  friend bool operator==(const TokenRecord&, const TokenRecord&) = default;
+};
+
+// Hex SHA-256 of `data` (OpenSSL).
+std::string Sha256Hex(std::string_view data);
+// `bytes` random bytes from the kernel, hex encoded.
+Result<std::string> RandomHex(int bytes);
+
+// ---------------------------------------------------------------------------------------------
+// The durable store.
+
+// One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old).
+using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord>;
+
+struct StoreSnapshot {
+  std::vector<Tenancy> tenancies;
+  std::vector<ContainerRecord> containers;  // by creation order
+  std::vector<GpuRecord> gpus;              // by index
+  std::vector<TokenRecord> tokens;
+};
+
+struct StoreStats {
+  uint64_t groups = 0;     // transactions committed
+  uint64_t mutations = 0;  // records written
+  uint64_t largest_group = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Everything in the store, for start-up.
+  virtual Result<StoreSnapshot> Load() = 0;
+
+  // Queues `mutations` to be written in one transaction together with whatever else is queued
+  // (group commit). `done` runs on the store's writer thread once that transaction is durable,
+  // or with the error when it failed; an empty list is a barrier (done runs after everything
+  // queued before it is durable). Commit calls from one thread keep their order.
+  virtual void Commit(std::vector<Mutation> mutations, std::function<void(Status)> done) = 0;
+
+  // Commit and wait.
+  Status CommitAndWait(std::vector<Mutation> mutations);
+
+  virtual StoreStats stats() const = 0;
+};
+
+struct StoreOptions {
+  std::string path;              // the SQLite database file
+  int max_group = 1024;          // most mutations in one transaction
+  bool synchronous_full = true;  // PRAGMA synchronous=FULL: a commit survives power loss
+};
+
+// Opens (creating and migrating when needed) a SQLite store in WAL mode and starts its writer
+// thread. The schema version is PRAGMA user_version; migrations run in order in one
+// transaction each.
+Result<std::unique_ptr<Store>> OpenSqliteStore(const StoreOptions& options);
+// The schema version this build writes.
+int SchemaVersion();
+
+// Milliseconds since the Unix epoch.
+int64_t NowMs();
+
+}  // namespace tessera::fleet

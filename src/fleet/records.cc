@@ -1,0 +1,145 @@
+// Names, validation and the lease state machine: pure logic over the records in fleet.h.
+#include <fcntl.h>
+#include <openssl/sha.h>
+#include <sys/random.h>
+
+#include <array>
+#include <chrono>
+#include <future>
+
+#include "fleet/fleet.h"
+
+namespace tessera::fleet {
+namespace {
+
+constexpr std::array<const char*, 3> kIsolationNames = {"runc", "gvisor", "kata"};
+constexpr std::array<const char*, 4> kContainerStateNames = {"pending", "running", "exited",
+                                                             "failed"};
+constexpr std::array<const char*, kLeaseStateCount> kLeaseStateNames = {
+    "free", "reserved", "active", "releasing", "checking", "quarantined", "draining"};
+
+std::string Hex(const unsigned char* data, size_t size) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(size * 2, '0');
+  for (size_t i = 0; i < size; ++i) {
+    out[2 * i] = kDigits[data[i] >> 4];
+    out[2 * i + 1] = kDigits[data[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string CheckTenancyName(std::string_view name) {
+  if (name.empty()) return "must not be empty";
+  if (name.size() > 63) return "must be at most 63 characters";
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) {
+      return "may contain only lowercase letters, digits and '-'";
+    }
+  }
+  if (name.front() == '-' || name.back() == '-') return "must start and end with a letter or digit";
+  return "";
+}
+
+const char* IsolationName(Isolation isolation) {
+  return kIsolationNames[static_cast<int>(isolation)];
+}
+
+Result<Isolation> ParseIsolation(std::string_view name) {
+  for (size_t i = 0; i < kIsolationNames.size(); ++i) {
+    if (name == kIsolationNames[i]) return static_cast<Isolation>(i);
+  }
+  return InvalidArgument("isolation \"" + std::string(name) + "\": want runc, gvisor or kata");
+}
+
+const char* ContainerStateName(ContainerState state) {
+  return kContainerStateNames[static_cast<int>(state)];
+}
+
+Result<ContainerState> ParseContainerState(std::string_view name) {
+  for (size_t i = 0; i < kContainerStateNames.size(); ++i) {
+    if (name == kContainerStateNames[i]) return static_cast<ContainerState>(i);
+  }
+  return InvalidArgument("container state \"" + std::string(name) + "\" is unknown");
+}
+
+const char* LeaseStateName(LeaseState state) {
+  return kLeaseStateNames[static_cast<int>(state)];
+}
+
+Result<LeaseState> ParseLeaseState(std::string_view name) {
+  for (size_t i = 0; i < kLeaseStateNames.size(); ++i) {
+    if (name == kLeaseStateNames[i]) return static_cast<LeaseState>(i);
+  }
+  return InvalidArgument("lease state \"" + std::string(name) + "\" is unknown");
+}
+
+Status CheckLeaseTransition(LeaseState from, LeaseState to) {
+  using S = LeaseState;
+  bool allowed = false;
+  switch (from) {
+    case S::kFree:
+      allowed = to == S::kReserved || to == S::kDraining || to == S::kQuarantined;
+      break;
+    case S::kReserved:
+      // A reservation whose container never started still gets its GPUs checked: the start
+      // may have got as far as opening the device.
+      allowed = to == S::kActive || to == S::kReleasing;
+      break;
+    case S::kActive:
+      allowed = to == S::kReleasing;
+      break;
+    case S::kReleasing:
+      allowed = to == S::kChecking;
+      break;
+    case S::kChecking:
+      allowed = to == S::kFree || to == S::kQuarantined || to == S::kDraining;
+      break;
+    case S::kQuarantined:
+      // An operator clears it (free), has it checked again, or parks it (draining).
+      allowed = to == S::kFree || to == S::kChecking || to == S::kDraining;
+      break;
+    case S::kDraining:
+      allowed = to == S::kFree || to == S::kQuarantined || to == S::kChecking;
+      break;
+  }
+  if (allowed) return Ok();
+  return FailedPrecondition(std::string("lease cannot go from ") + LeaseStateName(from) + " to " +
+                            LeaseStateName(to));
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  return Hex(digest, sizeof(digest));
+}
+
+Result<std::string> RandomHex(int bytes) {
+  std::string raw(static_cast<size_t>(bytes), '\0');
+  size_t got = 0;
+  while (got < raw.size()) {
+    ssize_t n = ::getrandom(raw.data() + got, raw.size() - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("getrandom", errno);
+    }
+    got += static_cast<size_t>(n);
+  }
+  return Hex(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Status Store::CommitAndWait(std::vector<Mutation> mutations) {
+  std::promise<Status> promise;
+  auto future = promise.get_future();
+  Commit(std::move(mutations), [&promise](Status status) { promise.set_value(std::move(status)); });
+  return future.get();
+}
+
+}  // namespace tessera::fleet

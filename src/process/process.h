@@ -1,0 +1,42 @@
+// Running other programs without a shell: argv in, exit status and captured output out, with a
+// time limit. Used for podman (backends/local) and firmware-check commands (serve).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+
+namespace tessera::process {
+
+struct Options {
+  int timeout_ms = -1;          // -1: no limit; on expiry the process group gets SIGKILL
+  size_t max_output = 1 << 20;  // keep at most this many bytes (the last ones)
+  bool capture_stderr = true;   // stderr into the same buffer as stdout
+};
+
+struct Outcome {
+  int status = -1;         // exit status; 128 + signal when killed by one
+  bool timed_out = false;  // killed because the time limit passed
+  std::string output;      // stdout (and stderr), tail-truncated to max_output
+};
+
+// Runs argv[0] (searched in PATH) with argv, stdin from /dev/null, in its own process group.
+// Errors only when it could not be started (the message names the program).
+Result<Outcome> Run(const std::vector<std::string>& argv, const Options& options = {});
+
+// A started child whose output is read through `output_fd` (stdout and stderr together).
+struct Child {
+  pid_t pid = -1;
+  int output_fd = -1;
+};
+Result<Child> Spawn(const std::vector<std::string>& argv);
+// Reads the child's output until EOF (keeping the last `max_output` bytes), then reaps it.
+Outcome Finish(Child child, size_t max_output = 64 * 1024);
+
+// "prog 'arg with space' ..." for log lines and error messages.
+std::string Describe(const std::vector<std::string>& argv);
+
+}  // namespace tessera::process

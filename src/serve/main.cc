@@ -1,0 +1,310 @@
+// tessera-serve: GPU containers as a service on this host. `tessera serve` execs it.
+//
+// Start-up: inventory of --root, CDI specs for its GPUs, the store under --data-dir, the admin
+// token, reconciliation with the backend, the lease file, then the HTTP API.
+#include <signal.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "api/api.h"
+#include "backends/local/local.h"
+#include "cdi/cdi.h"
+#include "common/atomic_file.h"
+#include "fleet/fleet.h"
+#include "inventory/inventory.h"
+#include "serve/service.h"
+#include "topology/topology.h"
+
+namespace {
+
+using namespace tessera;
+
+struct Flags {
+  std::string listen = "127.0.0.1:8080";
+  std::string data_dir = "tessera-data";
+  std::string root = "/";
+  std::string backend = "local";
+  std::string lease_file = "/run/tessera/leases.json";
+  std::string admin_token_file;  // default <data-dir>/admin.token
+  std::string cdi_dir = cdi::kDefaultSpecDir;
+  std::string cdi_kind = "nvidia.com/gpu";
+  std::string partition_table;  // file or preset name
+  std::string firmware_command;
+  std::vector<std::string> firmware_per_gpu;  // BDF=PROGRAM
+  int firmware_timeout_ms = 60000;
+  std::string instance;
+  std::string port_file;
+  std::string log_level = "info";
+  int io_threads = 1;
+  int stop_grace_s = 10;
+  bool synchronous_full = true;
+};
+
+// spdlog flag %j: the message as a JSON string body, so every line is one JSON object.
+class JsonMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    std::string text(msg.payload.data(), msg.payload.size());
+    std::string escaped =
+        nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    dest.append(escaped.data() + 1, escaped.data() + escaped.size() - 1);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessage>();
+  }
+};
+
+void SetUpLogging(const std::string& level) {
+  auto logger = std::make_shared<spdlog::logger>("tessera",
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<JsonMessage>('j').set_pattern(
+      R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","component":"serve","msg":"%j"})");
+  logger->set_formatter(std::move(formatter));
+  logger->set_level(spdlog::level::from_str(level));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+[[noreturn]] void Die(const Error& error) {
+  spdlog::critical("{}", error.message);
+  std::fprintf(stderr, "tessera serve: %s\n", error.message.c_str());
+  std::exit(error.category == ErrorCategory::kInvalidArgument ? 2 : 5);
+}
+
+std::string Trim(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+// The admin token: an existing file is used as is; otherwise one is generated, written 0600 and
+// printed once on stdout.
+Result<std::string> AdminToken(const std::string& path) {
+  auto existing = ReadWholeFile(path);
+  if (existing) {
+    std::string token = Trim(*existing);
+    if (token.empty()) return InvalidArgument("admin token file " + path + " is empty");
+    return token;
+  }
+  if (existing.error().category != ErrorCategory::kNotFound) return existing.error();
+  auto secret = fleet::RandomHex(24);
+  if (!secret) return secret.error();
+  std::string token = "tsa_" + *secret;
+  if (auto status = WriteFileAtomically(path, token + "\n", 0600); !status) return status.error();
+  std::printf("tessera serve: admin token (written to %s, shown only this once): %s\n",
+              path.c_str(), token.c_str());
+  std::fflush(stdout);
+  return token;
+}
+
+std::string Absolute(const std::string& path) {
+  std::error_code error;
+  auto absolute = std::filesystem::absolute(path, error).lexically_normal().string();
+  if (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
+  return error ? path : absolute;
+}
+
+// The kind of the NVSwitch spec that goes with a GPU kind: the default pair, or "<kind>-nvswitch"
+// so a service with its own GPU kind never overwrites another's NVSwitch spec.
+std::string NvSwitchKind(const std::string& gpu_kind) {
+  if (gpu_kind == "nvidia.com/gpu") return "nvidia.com/nvswitch";
+  return gpu_kind + "-nvswitch";
+}
+
+int Main(const Flags& flags) {
+  SetUpLogging(flags.log_level);
+  ::signal(SIGPIPE, SIG_IGN);
+  // SIGINT/SIGTERM are handled by the server's signal set; block them in every other thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+
+  auto listen = api::ParseListen(flags.listen);
+  if (!listen) Die(listen.error());
+  const std::string data_dir = Absolute(flags.data_dir);
+  std::error_code error;
+  std::filesystem::create_directories(data_dir, error);
+  if (error) Die(Unavailable("--data-dir " + data_dir + ": " + error.message()));
+  ::chmod(data_dir.c_str(), 0700);
+
+  auto admin = AdminToken(flags.admin_token_file.empty() ? data_dir + "/admin.token"
+                                                         : flags.admin_token_file);
+  if (!admin) Die(admin.error().WithContext("admin token"));
+
+  // The host: GPUs, their topology, CDI specs.
+  const std::string root = Absolute(flags.root);
+  inventory::ReadOptions read;
+  read.root = root;
+  auto inv = inventory::ReadInventory(read);
+  if (!inv) Die(inv.error().WithContext("inventory of " + root));
+  for (const auto& warning : inv->warnings)
+    spdlog::warn("inventory: {}", warning);
+
+  cdi::BuildOptions build;
+  build.mode = cdi::Mode::kAuto;
+  build.gpu_kind = flags.cdi_kind;
+  build.nvswitch_kind = NvSwitchKind(flags.cdi_kind);
+  std::set<std::string> cdi_names;
+  if (!inv->Gpus().empty()) {
+    auto built = cdi::BuildSpecs(*inv, build);
+    if (!built) Die(built.error().WithContext("CDI"));
+    for (const auto& warning : built->warnings)
+      spdlog::warn("cdi: {}", warning);
+    for (const auto& spec : built->specs) {
+      std::string path = flags.cdi_dir + "/" + cdi::SpecFileName(spec, cdi::Format::kJson);
+      auto written = cdi::WriteSpecFile(path, cdi::Serialize(spec, cdi::Format::kJson));
+      if (!written) Die(written.error().WithContext("CDI spec"));
+      spdlog::info("cdi: {} ({}, {} devices)", path, spec.kind, spec.devices.size());
+      if (spec.kind == flags.cdi_kind)
+        for (const auto& device : spec.devices)
+          cdi_names.insert(device.name);
+    }
+  }
+
+  serve::Service::Host host;
+  int index = 0;
+  for (const auto* gpu : inv->Gpus()) {
+    fleet::GpuRecord record;
+    record.pci_address = gpu->pci_address;
+    record.index = index++;
+    record.model = gpu->model;
+    // The stable CDI name (UUID, else PCI address) survives re-enumeration, unlike the index.
+    std::string name = gpu->gpu_uuid.value_or(gpu->pci_address);
+    if (!cdi_names.count(name)) {
+      spdlog::warn("GPU {}: no CDI device {} in kind {}; containers cannot get it",
+                   gpu->pci_address, name, flags.cdi_kind);
+    }
+    record.cdi_device = flags.cdi_kind + "=" + name;
+    host.gpus.push_back(std::move(record));
+  }
+  if (!host.gpus.empty()) {
+    auto topology = topology::TopologyFromInventory(*inv);
+    if (!topology) Die(topology.error().WithContext("topology"));
+    host.topology = std::move(*topology);
+  }
+
+  serve::ServiceOptions options;
+  options.root = root;
+  options.data_dir = data_dir;
+  options.lease_file = flags.lease_file;
+  options.cdi_kind = flags.cdi_kind;
+  options.stop_grace = std::chrono::seconds(flags.stop_grace_s);
+  options.firmware.command = flags.firmware_command;
+  options.firmware.timeout = std::chrono::milliseconds(flags.firmware_timeout_ms);
+  for (const auto& entry : flags.firmware_per_gpu) {
+    auto equals = entry.find('=');
+    if (equals == std::string::npos || equals == 0)
+      Die(InvalidArgument("--firmware-check " + entry + ": want PCI_ADDRESS=PROGRAM"));
+    options.firmware.per_gpu[entry.substr(0, equals)] = entry.substr(equals + 1);
+  }
+  if (!flags.partition_table.empty()) {
+    Result<topology::PartitionTable> table = InvalidArgument("");
+    auto text = ReadWholeFile(flags.partition_table);
+    if (text) {
+      table = topology::ParsePartitionTableFile(flags.partition_table, *text);
+    } else {
+      table = topology::PresetTable(flags.partition_table);
+    }
+    if (!table) Die(table.error().WithContext("--partition-table"));
+    options.partition_table = std::move(*table);
+  }
+
+  fleet::StoreOptions store_options;
+  store_options.path = data_dir + "/tessera.db";
+  store_options.synchronous_full = flags.synchronous_full;
+  auto store = fleet::OpenSqliteStore(store_options);
+  if (!store) Die(store.error());
+
+  std::unique_ptr<backends::ContainerBackend> backend;
+  if (flags.backend == "local") {
+    backends::LocalOptions local;
+    local.instance =
+        flags.instance.empty() ? fleet::Sha256Hex(data_dir).substr(0, 12) : flags.instance;
+    backend = backends::CreateLocalBackend(local);
+  } else if (flags.backend == "null") {
+    backend = backends::CreateNullBackend();
+  } else {
+    Die(InvalidArgument("--backend " + flags.backend + ": want local or null"));
+  }
+
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto service = serve::Service::Create(std::move(options), std::move(host), std::move(*store),
+                                        std::move(backend));
+  if (!service) Die(service.error());
+  (*service)->SetAdminTokenHash(fleet::Sha256Hex(*admin));
+  (*service)->Start();
+
+  api::ServerOptions server_options;
+  server_options.host = listen->first;
+  server_options.port = listen->second;
+  server_options.io_threads = flags.io_threads;
+  auto server = api::Server::Create(server_options, service->get());
+  if (!server) Die(server.error());
+  if (!flags.port_file.empty()) {
+    if (auto status =
+            WriteFileAtomically(flags.port_file, std::to_string((*server)->port()) + "\n");
+        !status)
+      Die(status.error());
+  }
+  spdlog::info("serving http://{}:{} (data {}, root {}, backend {}, {} GPUs)", listen->first,
+               (*server)->port(), data_dir, root, flags.backend, inv->Gpus().size());
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  (*server)->Run();
+  // The service (and its store's pending callbacks) goes before the server they answer through.
+  service->reset();
+  server->reset();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  CLI::App app{"tessera serve: GPU containers as a service on this host"};
+  app.add_option("--listen", flags.listen, "HOST:PORT to serve the API on (port 0: any)")
+      ->capture_default_str();
+  app.add_option("--data-dir", flags.data_dir, "Store, admin token")->capture_default_str();
+  app.add_option("--root", flags.root, "Host root to read (a fixture tree in tests)")
+      ->capture_default_str();
+  app.add_option("--backend", flags.backend, "local (podman) or null (runs nothing; benchmarks)")
+      ->check(CLI::IsMember({"local", "null"}))
+      ->capture_default_str();
+  app.add_option("--lease-file", flags.lease_file, "Node-local lease file for the device plugin")
+      ->capture_default_str();
+  app.add_option("--admin-token-file", flags.admin_token_file,
+                 "Admin token file (default <data-dir>/admin.token; created 0600 when missing)");
+  app.add_option("--cdi-dir", flags.cdi_dir, "Where to write the CDI specs")->capture_default_str();
+  app.add_option("--cdi-kind", flags.cdi_kind, "CDI kind of the GPU spec")->capture_default_str();
+  app.add_option("--partition-table", flags.partition_table,
+                 "NVLink fabric partition table (file, or preset name such as hgx-h100-8gpu)");
+  app.add_option("--firmware-check-command", flags.firmware_command,
+                 "Run 'PROGRAM [ARGS] <PCI address>' after each lease (exit 0 = pass) instead of "
+                 "comparing the option ROM hash");
+  app.add_option("--firmware-check", flags.firmware_per_gpu,
+                 "PCI_ADDRESS=PROGRAM: the check for one GPU (repeatable)");
+  app.add_option("--firmware-check-timeout-ms", flags.firmware_timeout_ms, "Check time limit")
+      ->capture_default_str();
+  app.add_option("--instance", flags.instance,
+                 "Label value of this service's containers (default: from --data-dir)");
+  app.add_option("--port-file", flags.port_file, "Write the bound port here");
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  app.add_option("--io-threads", flags.io_threads, "HTTP I/O threads")->capture_default_str();
+  app.add_option("--stop-grace-s", flags.stop_grace_s, "SIGTERM to SIGKILL on DELETE")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return Main(flags);
+}

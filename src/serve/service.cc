@@ -1,0 +1,854 @@
+#include "serve/service.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/atomic_file.h"
+#include "process/process.h"
+
+namespace tessera::serve {
+
+using fleet::ContainerRecord;
+using fleet::ContainerState;
+using fleet::GpuRecord;
+using fleet::LeaseState;
+using fleet::Mutation;
+
+Result<GpuAction> ParseGpuAction(std::string_view name) {
+  if (name == "drain") return GpuAction::kDrain;
+  if (name == "undrain") return GpuAction::kUndrain;
+  if (name == "quarantine") return GpuAction::kQuarantine;
+  if (name == "release") return GpuAction::kRelease;
+  return NotFound("GPU action \"" + std::string(name) +
+                  "\" is unknown (drain, undrain, quarantine, release)");
+}
+
+Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
+                 std::unique_ptr<backends::ContainerBackend> backend)
+    : options_(std::move(options)), store_(std::move(store)), backend_(std::move(backend)) {}
+
+Service::~Service() {
+  Stop();
+}
+
+Result<std::unique_ptr<Service>> Service::Create(
+    ServiceOptions options, Host host, std::unique_ptr<fleet::Store> store,
+    std::unique_ptr<backends::ContainerBackend> backend) {
+  std::optional<topology::GpuChooser> chooser;
+  if (host.topology && !host.topology->gpus.empty()) {
+    auto created = topology::GpuChooser::Create(*host.topology, options.partition_table);
+    if (!created) return created.error().WithContext("placement");
+    chooser = std::move(*created);
+  } else if (options.partition_table) {
+    return InvalidArgument("--partition-table: the host has no GPUs to partition");
+  }
+  std::unique_ptr<Service> service(
+      new Service(std::move(options), std::move(store), std::move(backend)));
+  service->chooser_ = std::move(chooser);
+  if (auto status = service->Load(std::move(host)); !status) return status.error();
+  service->Reconcile();
+  return service;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start-up: load, merge the host's GPUs, reconcile with the backend.
+
+Status Service::Load(Host host) {
+  auto snapshot = store_->Load();
+  if (!snapshot) return snapshot.error();
+  std::lock_guard lock(mu_);
+  for (auto& tenancy : snapshot->tenancies)
+    tenancies_[tenancy.name] = std::move(tenancy);
+  for (auto& token : snapshot->tokens)
+    tokens_[token.sha256] = std::move(token);
+  for (auto& container : snapshot->containers) {
+    container_counts_[static_cast<int>(container.state)]++;
+    if (!container.idempotency_key.empty())
+      idempotency_[container.spec.tenancy + '\n' + container.idempotency_key] = container.id;
+    if (container.state == ContainerState::kPending && !container.started)
+      pending_.push_back(container.id);
+    container_order_.push_back(container.id);
+    std::string id = container.id;
+    containers_.emplace(std::move(id), std::move(container));
+  }
+  std::map<std::string, GpuRecord> stored;
+  for (auto& gpu : snapshot->gpus) {
+    std::string key = gpu.pci_address;
+    stored.emplace(std::move(key), std::move(gpu));
+  }
+  std::vector<Mutation> mutations;
+  for (auto& gpu : host.gpus) {
+    auto it = stored.find(gpu.pci_address);
+    if (it != stored.end()) {
+      GpuRecord merged = it->second;
+      merged.index = gpu.index;
+      merged.model = gpu.model;
+      merged.cdi_device = gpu.cdi_device;
+      gpus_.push_back(std::move(merged));
+    } else {
+      // First sight of this GPU: its option ROM now is the baseline later checks compare with.
+      auto digest = HashOptionRom(options_.root, gpu.pci_address);
+      gpu.state = LeaseState::kFree;
+      if (digest) {
+        gpu.firmware_baseline = *digest;
+      } else {
+        gpu.state = LeaseState::kQuarantined;
+        gpu.reason = "no firmware baseline: " + digest.error().message;
+      }
+      gpu.updated_ms = fleet::NowMs();
+      gpus_.push_back(gpu);
+    }
+    mutations.push_back(gpus_.back());
+  }
+  for (const auto& [pci, gpu] : stored) {
+    if (!FindGpu(pci)) spdlog::warn("GPU {} is in the store but not on the host", pci);
+  }
+  if (auto status = store_->CommitAndWait(std::move(mutations)); !status) return status;
+  return Ok();
+}
+
+void Service::Reconcile() {
+  auto listed = backend_->List();
+  std::map<std::string, backends::BackendContainer> present;
+  if (listed) {
+    for (auto& container : *listed) {
+      std::string id = container.id;
+      present.emplace(std::move(id), std::move(container));
+    }
+  } else {
+    spdlog::warn("reconcile: backend {} cannot list containers: {}", backend_->name(),
+                 listed.error().message);
+  }
+  std::vector<std::pair<std::string, bool>> to_watch;
+  std::vector<std::string> orphans;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<Mutation> mutations;
+    for (const auto& id : container_order_) {
+      auto& container = containers_.at(id);
+      if (fleet::IsTerminal(container.state) || !container.started) continue;
+      auto it = present.find(id);
+      if (!listed) {
+        to_watch.emplace_back(id, true);
+        continue;
+      }
+      if (it == present.end()) {
+        FinishContainer(container,
+                        backends::ExitInfo{std::nullopt, true,
+                                           "vanished from backend " + backend_->name() +
+                                               " while the service was down"},
+                        mutations);
+      } else if (it->second.state == backends::BackendState::kExited) {
+        FinishContainer(container, backends::ExitInfo{it->second.exit_code, false, ""}, mutations);
+      } else {
+        if (container.state == ContainerState::kPending) {
+          SetContainerState(container, ContainerState::kRunning);
+          for (const auto& pci : container.gpus)
+            if (auto* gpu = FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
+              SetGpuState(*gpu, LeaseState::kActive, "", mutations);
+          mutations.push_back(container);
+        }
+        to_watch.emplace_back(id, true);
+      }
+    }
+    for (const auto& [id, container] : present) {
+      if (!containers_.count(id)) orphans.push_back(id);
+    }
+    // GPUs whose lease outlived its container, or whose check was cut short.
+    for (auto& gpu : gpus_) {
+      if (!gpu.leased()) continue;
+      auto it = containers_.find(gpu.container_id);
+      bool holder_done = it == containers_.end() || fleet::IsTerminal(it->second.state);
+      if ((gpu.state == LeaseState::kReserved || gpu.state == LeaseState::kActive) && holder_done) {
+        SetGpuState(gpu, LeaseState::kReleasing, "", mutations);
+      }
+      if (gpu.state == LeaseState::kReleasing || gpu.state == LeaseState::kChecking)
+        to_check_.push_back(gpu.pci_address);
+    }
+    reschedule_ = true;
+    CommitLocked(std::move(mutations), nullptr);
+  }
+  (void)store_->CommitAndWait({});
+  for (const auto& [id, _] : to_watch) {
+    auto status = backend_->Watch(
+        id, [this](const std::string& cid, const backends::ExitInfo& info) { OnExit(cid, info); });
+    if (!status) OnExit(id, backends::ExitInfo{std::nullopt, true, status.error().message});
+  }
+  for (const auto& id : orphans) {
+    // Started by a submission that was never acknowledged (the service died before its commit).
+    spdlog::warn("reconcile: removing container {} that the store does not know", id);
+    (void)backend_->Remove(id);
+  }
+}
+
+void Service::Start() {
+  std::lock_guard lock(mu_);
+  if (scheduler_.joinable()) return;
+  stopping_ = false;
+  scheduler_ = std::thread([this] { SchedulerLoop(); });
+  checker_ = std::thread([this] { CheckerLoop(); });
+}
+
+void Service::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  scheduler_wake_.notify_all();
+  checker_wake_.notify_all();
+  if (scheduler_.joinable()) scheduler_.join();
+  if (checker_.joinable()) checker_.join();
+}
+
+// ---------------------------------------------------------------------------------------------
+// State changes (mu_ held).
+
+GpuRecord* Service::FindGpu(const std::string& pci_address) {
+  for (auto& gpu : gpus_)
+    if (gpu.pci_address == pci_address) return &gpu;
+  return nullptr;
+}
+
+void Service::SetGpuState(GpuRecord& gpu, LeaseState state, std::string reason,
+                          std::vector<Mutation>& out) {
+  if (auto status = fleet::CheckLeaseTransition(gpu.state, state); !status) {
+    spdlog::error("GPU {}: {}", gpu.pci_address, status.error().message);
+  }
+  spdlog::info("GPU {}: {} -> {}{}{}", gpu.pci_address, fleet::LeaseStateName(gpu.state),
+               fleet::LeaseStateName(state), reason.empty() ? "" : ": ", reason);
+  gpu.state = state;
+  gpu.reason = std::move(reason);
+  if (state == LeaseState::kFree || state == LeaseState::kDraining ||
+      state == LeaseState::kQuarantined) {
+    gpu.tenancy.clear();
+    gpu.container_id.clear();
+  }
+  gpu.updated_ms = fleet::NowMs();
+  lease_dirty_ = true;
+  out.push_back(gpu);
+}
+
+void Service::SetContainerState(ContainerRecord& container, ContainerState state) {
+  container_counts_[static_cast<int>(container.state)]--;
+  container.state = state;
+  container_counts_[static_cast<int>(state)]++;
+}
+
+void Service::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
+  for (const auto& pci : container.gpus) {
+    auto* gpu = FindGpu(pci);
+    if (!gpu || gpu->container_id != container.id) continue;
+    if (gpu->state == LeaseState::kReserved || gpu->state == LeaseState::kActive) {
+      SetGpuState(*gpu, LeaseState::kReleasing, "", out);
+      to_check_.push_back(pci);
+    }
+  }
+  checker_wake_.notify_one();
+}
+
+void Service::FinishContainer(ContainerRecord& container, const backends::ExitInfo& info,
+                              std::vector<Mutation>& out) {
+  if (fleet::IsTerminal(container.state)) return;
+  if (info.failed) {
+    SetContainerState(container, ContainerState::kFailed);
+    container.reason = info.reason;
+  } else {
+    SetContainerState(container, ContainerState::kExited);
+    container.exit_code = info.exit_code;
+    if (container.stop_requested) container.reason = "stopped by request";
+  }
+  container.finished_ms = fleet::NowMs();
+  spdlog::info("container {}: {}{}{}", container.id, fleet::ContainerStateName(container.state),
+               container.exit_code ? " with code " + std::to_string(*container.exit_code) : "",
+               container.reason.empty() ? "" : ": " + container.reason);
+  ReleaseGpus(container, out);
+  out.push_back(container);
+}
+
+bool Service::TryPlace(ContainerRecord& container, std::vector<Mutation>& out) {
+  int want = container.spec.gpus;
+  if (want == 0) return true;
+  if (!chooser_) return false;
+  topology::GpuMask available = 0;
+  for (size_t i = 0; i < gpus_.size(); ++i)
+    if (gpus_[i].state == LeaseState::kFree) available |= topology::GpuMask{1} << i;
+  if (topology::MaskSize(available) < want) return false;
+  auto mask = chooser_->ChooseMask(available, want);
+  if (!mask) return false;
+  container.gpus.clear();
+  for (int index : topology::MaskToIndices(*mask)) {
+    auto& gpu = gpus_[index];
+    gpu.tenancy = container.spec.tenancy;
+    gpu.container_id = container.id;
+    SetGpuState(gpu, LeaseState::kReserved, "", out);
+    container.gpus.push_back(gpu.pci_address);
+  }
+  return true;
+}
+
+void Service::CommitLocked(std::vector<Mutation> mutations, std::function<void(Status)> done) {
+  if (lease_dirty_) WriteLeaseFileLocked();
+  store_->Commit(std::move(mutations), std::move(done));
+}
+
+void Service::WriteLeaseFileLocked() {
+  lease_dirty_ = false;
+  if (options_.lease_file.empty()) return;
+  // Format shared with the device plugin, which reports checking/quarantined/draining GPUs as
+  // Unhealthy: {"version":1,"gpus":{"<PCI address>":{"state","reason","tenancy"}}}.
+  nlohmann::json doc = {{"version", 1}, {"gpus", nlohmann::json::object()}};
+  for (const auto& gpu : gpus_) {
+    doc["gpus"][gpu.pci_address] = {{"state", fleet::LeaseStateName(gpu.state)},
+                                    {"reason", gpu.reason},
+                                    {"tenancy", gpu.tenancy}};
+  }
+  std::string text = doc.dump(2) + "\n";
+  if (text == lease_file_written_) return;
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(options_.lease_file).parent_path(),
+                                      error);
+  if (auto status = WriteFileAtomically(options_.lease_file, text, 0644); !status) {
+    spdlog::error("lease file: {}", status.error().message);
+    lease_dirty_ = true;
+    return;
+  }
+  lease_file_written_ = std::move(text);
+}
+
+void Service::EnsureTenancyLocked(const std::string& name, std::vector<Mutation>& out) {
+  if (tenancies_.count(name)) return;
+  fleet::Tenancy tenancy;
+  tenancy.name = name;
+  tenancy.created_ms = fleet::NowMs();
+  tenancies_[name] = tenancy;
+  out.push_back(std::move(tenancy));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads.
+
+void Service::OnExit(const std::string& id, const backends::ExitInfo& info) {
+  {
+    std::lock_guard lock(mu_);
+    exits_.push_back(ExitEvent{id, info});
+  }
+  scheduler_wake_.notify_one();
+}
+
+void Service::SchedulerLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    scheduler_wake_.wait(lock, [this] {
+      return stopping_ || !exits_.empty() || !to_stop_.empty() ||
+             (reschedule_ && !pending_.empty());
+    });
+    if (stopping_) break;
+    std::vector<Mutation> mutations;
+    while (!exits_.empty()) {
+      ExitEvent event = std::move(exits_.front());
+      exits_.pop_front();
+      auto it = containers_.find(event.id);
+      if (it != containers_.end()) FinishContainer(it->second, event.info, mutations);
+    }
+    if (!mutations.empty()) {
+      reschedule_ = true;
+      CommitLocked(std::move(mutations), nullptr);
+      mutations.clear();
+    }
+    while (!to_stop_.empty()) {
+      std::string id = std::move(to_stop_.front());
+      to_stop_.pop_front();
+      busy_++;
+      lock.unlock();
+      auto status = backend_->Stop(id, options_.stop_grace);
+      if (!status) spdlog::warn("stop {}: {}", id, status.error().message);
+      lock.lock();
+      busy_--;
+    }
+    if (!reschedule_) continue;
+    reschedule_ = false;
+    // FIFO, but a GPU request that does not fit holds back later GPU requests (no starvation of
+    // large ones); containers without GPUs never wait for GPUs.
+    std::vector<std::string> to_start;
+    bool gpu_blocked = false;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      auto found = containers_.find(*it);
+      if (found == containers_.end() || found->second.state != ContainerState::kPending ||
+          found->second.started) {
+        it = pending_.erase(it);
+        continue;
+      }
+      auto& container = found->second;
+      if (container.spec.gpus > 0 && gpu_blocked) {
+        ++it;
+        continue;
+      }
+      if (!TryPlace(container, mutations)) {
+        gpu_blocked = true;
+        ++it;
+        continue;
+      }
+      container.started = true;
+      mutations.push_back(container);
+      to_start.push_back(container.id);
+      it = pending_.erase(it);
+    }
+    if (!mutations.empty()) CommitLocked(std::move(mutations), nullptr);
+    mutations.clear();
+    for (const auto& id : to_start) {
+      auto it = containers_.find(id);
+      if (it == containers_.end()) continue;
+      const auto& container = it->second;
+      backends::StartRequest request;
+      request.id = container.id;
+      request.tenancy = container.spec.tenancy;
+      request.image = container.spec.image;
+      request.command = container.spec.command;
+      request.env = container.spec.env;
+      request.isolation = container.spec.isolation;
+      for (const auto& pci : container.gpus) {
+        request.gpu_pci_addresses.push_back(pci);
+        if (auto* gpu = FindGpu(pci)) request.cdi_devices.push_back(gpu->cdi_device);
+      }
+      busy_++;
+      lock.unlock();
+      auto status = backend_->Start(
+          request,
+          [this](const std::string& cid, const backends::ExitInfo& info) { OnExit(cid, info); });
+      lock.lock();
+      busy_--;
+      it = containers_.find(id);
+      if (it == containers_.end()) continue;
+      auto& started = it->second;
+      if (!status) {
+        FinishContainer(started, backends::ExitInfo{std::nullopt, true, status.error().message},
+                        mutations);
+        continue;
+      }
+      if (started.state == ContainerState::kPending) {
+        SetContainerState(started, ContainerState::kRunning);
+        started.started_ms = fleet::NowMs();
+        for (const auto& pci : started.gpus)
+          if (auto* gpu = FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
+            SetGpuState(*gpu, LeaseState::kActive, "", mutations);
+        mutations.push_back(started);
+      }
+      if (started.stop_requested) to_stop_.push_back(started.id);
+    }
+    if (!mutations.empty()) CommitLocked(std::move(mutations), nullptr);
+    idle_.notify_all();
+  }
+}
+
+void Service::CheckerLoop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    checker_wake_.wait(lock, [this] { return stopping_ || !to_check_.empty(); });
+    if (stopping_) break;
+    std::string pci = std::move(to_check_.front());
+    to_check_.pop_front();
+    auto* gpu = FindGpu(pci);
+    if (!gpu || (gpu->state != LeaseState::kReleasing && gpu->state != LeaseState::kChecking))
+      continue;
+    std::vector<Mutation> mutations;
+    if (gpu->state == LeaseState::kReleasing)
+      SetGpuState(*gpu, LeaseState::kChecking, "firmware check running", mutations);
+    CommitLocked(std::move(mutations), nullptr);
+    mutations.clear();
+    GpuRecord snapshot = *gpu;
+    busy_++;
+    lock.unlock();
+    auto [passed, reason] = RunFirmwareCheck(snapshot);
+    lock.lock();
+    busy_--;
+    gpu = FindGpu(pci);
+    if (!gpu || gpu->state != LeaseState::kChecking) continue;
+    if (!passed) {
+      SetGpuState(*gpu, LeaseState::kQuarantined, reason, mutations);
+    } else if (gpu->quarantine_requested) {
+      SetGpuState(*gpu, LeaseState::kQuarantined, "quarantined by an operator", mutations);
+    } else if (gpu->drain_requested) {
+      SetGpuState(*gpu, LeaseState::kDraining, "drained by an operator", mutations);
+    } else {
+      SetGpuState(*gpu, LeaseState::kFree, "", mutations);
+    }
+    gpu->quarantine_requested = false;
+    gpu->drain_requested = false;
+    mutations.back() = *gpu;
+    reschedule_ = true;
+    CommitLocked(std::move(mutations), nullptr);
+    scheduler_wake_.notify_one();
+    idle_.notify_all();
+  }
+}
+
+Result<std::string> HashOptionRom(const std::string& root, const std::string& pci_address) {
+  std::string base = root == "/" ? std::string() : root;
+  while (!base.empty() && base.back() == '/')
+    base.pop_back();
+  std::string path = base + "/sys/bus/pci/devices/" + pci_address + "/rom";
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::string("absent");
+  // sysfs hides the ROM until "1" is written to the file (and "0" hides it again); a fixture
+  // tree holds a plain file, which must not be overwritten.
+  bool sysfs = path.rfind("/sys/", 0) == 0;
+  auto enable = [&path](const char* value) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    [[maybe_unused]] ssize_t n = ::write(fd, value, 1);
+    ::close(fd);
+  };
+  if (sysfs) enable("1");
+  auto content = ReadWholeFile(path);
+  if (sysfs) enable("0");
+  if (!content) return content.error();
+  return "sha256:" + fleet::Sha256Hex(*content);
+}
+
+std::pair<bool, std::string> Service::RunFirmwareCheck(const GpuRecord& gpu) const {
+  std::string program = options_.firmware.command;
+  if (auto it = options_.firmware.per_gpu.find(gpu.pci_address);
+      it != options_.firmware.per_gpu.end())
+    program = it->second;
+  if (!program.empty()) {
+    std::vector<std::string> argv;
+    size_t start = 0;
+    while (start < program.size()) {
+      size_t end = program.find(' ', start);
+      if (end == std::string::npos) end = program.size();
+      if (end > start) argv.push_back(program.substr(start, end - start));
+      start = end + 1;
+    }
+    argv.push_back(gpu.pci_address);
+    process::Options run;
+    run.timeout_ms = static_cast<int>(options_.firmware.timeout.count());
+    run.max_output = 4096;
+    auto outcome = process::Run(argv, run);
+    if (!outcome) return {false, "firmware check: " + outcome.error().message};
+    std::string output = outcome->output;
+    while (!output.empty() && (output.back() == '\n' || output.back() == ' '))
+      output.pop_back();
+    if (outcome->timed_out)
+      return {false, "firmware check " + process::Describe(argv) + " timed out after " +
+                         std::to_string(options_.firmware.timeout.count()) + " ms"};
+    if (outcome->status != 0)
+      return {false, "firmware check " + process::Describe(argv) + " exited with status " +
+                         std::to_string(outcome->status) + (output.empty() ? "" : ": " + output)};
+    return {true, ""};
+  }
+  auto digest = HashOptionRom(options_.root, gpu.pci_address);
+  if (!digest)
+    return {false, "firmware check: cannot read the option ROM: " + digest.error().message};
+  if (*digest != gpu.firmware_baseline)
+    return {false, "firmware check: option ROM changed (baseline " + gpu.firmware_baseline +
+                       ", now " + *digest + ")"};
+  return {true, ""};
+}
+
+// ---------------------------------------------------------------------------------------------
+// API operations.
+
+void Service::SetAdminTokenHash(std::string sha256) {
+  std::lock_guard lock(mu_);
+  admin_hash_ = std::move(sha256);
+}
+
+Result<Caller> Service::Authenticate(std::string_view token) const {
+  if (token.empty()) return PermissionDenied("missing bearer token");
+  std::string hash = fleet::Sha256Hex(token);
+  std::lock_guard lock(mu_);
+  if (!admin_hash_.empty() && hash == admin_hash_) return Caller{true, ""};
+  auto it = tokens_.find(hash);
+  if (it == tokens_.end()) return PermissionDenied("unknown token");
+  return Caller{false, it->second.tenancy};
+}
+
+void Service::PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done) {
+  if (auto problem = fleet::CheckTenancyName(tenancy.name); !problem.empty())
+    return done(InvalidArgument("tenancy name \"" + tenancy.name + "\": " + problem));
+  std::unique_lock lock(mu_);
+  auto it = tenancies_.find(tenancy.name);
+  if (!caller.admin && (it == tenancies_.end() || caller.tenancy != tenancy.name))
+    return done(NotFound("tenancy " + tenancy.name + " not found"));
+  if (it != tenancies_.end()) {
+    tenancy.created_ms = it->second.created_ms;
+    // Entitlements other components attached stay unless the body replaces them.
+    for (const auto& [key, value] : it->second.extensions)
+      tenancy.extensions.emplace(key, value);
+  } else {
+    tenancy.created_ms = fleet::NowMs();
+  }
+  tenancies_[tenancy.name] = tenancy;
+  CommitLocked({tenancy}, [done = std::move(done), tenancy](Status status) {
+    if (!status) return done(status.error());
+    done(tenancy);
+  });
+}
+
+Result<fleet::Tenancy> Service::GetTenancy(const Caller& caller, const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = tenancies_.find(name);
+  if (it == tenancies_.end() || !caller.Sees(name))
+    return NotFound("tenancy " + name + " not found");
+  return it->second;
+}
+
+std::vector<fleet::Tenancy> Service::ListTenancies(const Caller& caller) const {
+  std::lock_guard lock(mu_);
+  std::vector<fleet::Tenancy> out;
+  for (const auto& [name, tenancy] : tenancies_)
+    if (caller.Sees(name)) out.push_back(tenancy);
+  return out;
+}
+
+void Service::CreateToken(const Caller& caller, const std::string& tenancy,
+                          Done<CreatedToken> done) {
+  if (!caller.admin) return done(PermissionDenied("only the admin token creates tokens"));
+  auto secret = fleet::RandomHex(24);
+  auto id = fleet::RandomHex(4);
+  if (!secret || !id) return done(Internal("token: no randomness"));
+  CreatedToken created;
+  created.secret = "tsr_" + *secret;
+  created.record.id = "t-" + *id;
+  created.record.sha256 = fleet::Sha256Hex(created.secret);
+  created.record.tenancy = tenancy;
+  created.record.created_ms = fleet::NowMs();
+  std::lock_guard lock(mu_);
+  if (!tenancies_.count(tenancy)) return done(NotFound("tenancy " + tenancy + " not found"));
+  tokens_[created.record.sha256] = created.record;
+  CommitLocked({created.record}, [done = std::move(done), created](Status status) {
+    if (!status) return done(status.error());
+    done(created);
+  });
+}
+
+void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::string idempotency_key,
+                     Done<SubmitResult> done) {
+  if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
+    return done(InvalidArgument("tenancy: \"" + spec.tenancy + "\" " + problem));
+  if (!caller.Sees(spec.tenancy)) return done(NotFound("tenancy " + spec.tenancy + " not found"));
+  if (spec.gpus < 0 || spec.gpus > fleet::kMaxGpusPerContainer)
+    return done(InvalidArgument("gpus: must be 0.." + std::to_string(fleet::kMaxGpusPerContainer)));
+  if (spec.gpus > 0) {
+    if (static_cast<size_t>(spec.gpus) > gpus_.size())
+      return done(FailedPrecondition("gpus: this host has " + std::to_string(gpus_.size()) +
+                                     " GPUs, " + std::to_string(spec.gpus) + " requested"));
+    if (chooser_ && chooser_->planner() && !chooser_->planner()->HasSize(spec.gpus))
+      return done(FailedPrecondition("gpus: no fabric partition has " + std::to_string(spec.gpus) +
+                                     " GPUs"));
+  }
+  if (auto status = backend_->CheckIsolation(spec.isolation); !status) return done(status.error());
+  auto random = fleet::RandomHex(8);
+  if (!random) return done(random.error());
+
+  std::lock_guard lock(mu_);
+  if (!idempotency_key.empty()) {
+    auto it = idempotency_.find(spec.tenancy + '\n' + idempotency_key);
+    if (it != idempotency_.end()) {
+      const auto& existing = containers_.at(it->second);
+      if (existing.spec != spec)
+        return done(AlreadyExists("Idempotency-Key \"" + idempotency_key +
+                                  "\" was used for a different request (container " + existing.id +
+                                  ")"));
+      // The first submission may still be in flight: answer after it is durable too.
+      store_->Commit({}, [done = std::move(done), existing](Status status) {
+        if (!status) return done(status.error());
+        done(SubmitResult{existing, true});
+      });
+      return;
+    }
+  }
+  ContainerRecord container;
+  container.id = "c-" + *random;
+  container.spec = std::move(spec);
+  container.idempotency_key = std::move(idempotency_key);
+  container.created_ms = fleet::NowMs();
+  std::vector<Mutation> mutations;
+  EnsureTenancyLocked(container.spec.tenancy, mutations);
+  mutations.push_back(container);
+  container_counts_[static_cast<int>(ContainerState::kPending)]++;
+  if (!container.idempotency_key.empty())
+    idempotency_[container.spec.tenancy + '\n' + container.idempotency_key] = container.id;
+  container_order_.push_back(container.id);
+  pending_.push_back(container.id);
+  reschedule_ = true;
+  containers_.emplace(container.id, container);
+  CommitLocked(std::move(mutations),
+               [done = std::move(done), container = std::move(container)](Status status) {
+                 if (!status) return done(status.error());
+                 done(SubmitResult{container, false});
+               });
+  scheduler_wake_.notify_one();
+}
+
+Result<ContainerRecord> Service::GetContainer(const Caller& caller, const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end() || !caller.Sees(it->second.spec.tenancy))
+    return NotFound("container " + id + " not found");
+  return it->second;
+}
+
+std::vector<ContainerRecord> Service::ListContainers(const Caller& caller) const {
+  std::lock_guard lock(mu_);
+  std::vector<ContainerRecord> out;
+  for (const auto& id : container_order_) {
+    const auto& container = containers_.at(id);
+    if (caller.Sees(container.spec.tenancy)) out.push_back(container);
+  }
+  return out;
+}
+
+void Service::DeleteContainer(const Caller& caller, const std::string& id,
+                              Done<ContainerRecord> done) {
+  std::lock_guard lock(mu_);
+  auto it = containers_.find(id);
+  if (it == containers_.end() || !caller.Sees(it->second.spec.tenancy))
+    return done(NotFound("container " + id + " not found"));
+  auto& container = it->second;
+  std::vector<Mutation> mutations;
+  if (!fleet::IsTerminal(container.state) && !container.stop_requested) {
+    container.stop_requested = true;
+    if (!container.started) {
+      FinishContainer(container,
+                      backends::ExitInfo{std::nullopt, true, "deleted before it started"},
+                      mutations);
+    } else {
+      mutations.push_back(container);
+      if (container.state == ContainerState::kRunning) to_stop_.push_back(container.id);
+      scheduler_wake_.notify_one();
+    }
+  }
+  CommitLocked(std::move(mutations), [done = std::move(done), container](Status status) {
+    if (!status) return done(status.error());
+    done(container);
+  });
+}
+
+Result<std::string> Service::Logs(const Caller& caller, const std::string& id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = containers_.find(id);
+    if (it == containers_.end() || !caller.Sees(it->second.spec.tenancy))
+      return NotFound("container " + id + " not found");
+    if (!it->second.started) return std::string();
+  }
+  auto logs = backend_->Logs(id);
+  if (!logs && logs.error().category == ErrorCategory::kNotFound) return std::string();
+  return logs;
+}
+
+std::vector<GpuRecord> Service::ListGpus(const Caller& caller) const {
+  std::lock_guard lock(mu_);
+  std::vector<GpuRecord> out = gpus_;
+  if (!caller.admin) {
+    for (auto& gpu : out) {
+      if (gpu.tenancy != caller.tenancy) {
+        gpu.tenancy.clear();
+        gpu.container_id.clear();
+      }
+      gpu.firmware_baseline.clear();
+    }
+  }
+  return out;
+}
+
+void Service::GpuAdmin(const Caller& caller, const std::string& pci_address, GpuAction action,
+                       std::string reason, Done<GpuRecord> done) {
+  if (!caller.admin) return done(PermissionDenied("GPU administration needs the admin token"));
+  std::lock_guard lock(mu_);
+  auto* gpu = FindGpu(pci_address);
+  if (!gpu) return done(NotFound("GPU " + pci_address + " not found"));
+  std::vector<Mutation> mutations;
+  const LeaseState state = gpu->state;
+  const bool held = state == LeaseState::kReserved || state == LeaseState::kActive;
+  switch (action) {
+    case GpuAction::kDrain:
+      if (state == LeaseState::kFree) {
+        SetGpuState(*gpu, LeaseState::kDraining, reason.empty() ? "drained by an operator" : reason,
+                    mutations);
+      } else if (gpu->leased()) {
+        gpu->drain_requested = true;
+        mutations.push_back(*gpu);
+      }
+      break;
+    case GpuAction::kUndrain:
+      if (state == LeaseState::kDraining) {
+        SetGpuState(*gpu, LeaseState::kFree, "", mutations);
+        reschedule_ = true;
+      } else if (gpu->leased()) {
+        gpu->drain_requested = false;
+        mutations.push_back(*gpu);
+      } else if (state == LeaseState::kQuarantined) {
+        return done(FailedPrecondition("GPU " + pci_address +
+                                       " is quarantined, not draining; release it instead"));
+      }
+      break;
+    case GpuAction::kQuarantine:
+      if (state == LeaseState::kFree || state == LeaseState::kDraining) {
+        SetGpuState(*gpu, LeaseState::kQuarantined,
+                    reason.empty() ? "quarantined by an operator" : reason, mutations);
+      } else if (gpu->leased()) {
+        gpu->quarantine_requested = true;
+        mutations.push_back(*gpu);
+      }
+      break;
+    case GpuAction::kRelease:
+      if (state == LeaseState::kQuarantined || state == LeaseState::kDraining) {
+        // The operator vouches for the firmware as it is now: it becomes the new baseline.
+        auto digest = HashOptionRom(options_.root, pci_address);
+        if (!digest) return done(digest.error());
+        gpu->firmware_baseline = *digest;
+        gpu->drain_requested = gpu->quarantine_requested = false;
+        SetGpuState(*gpu, LeaseState::kFree, "", mutations);
+        reschedule_ = true;
+      } else if (held) {
+        // End the lease the normal way: stop the holder; its exit runs the check.
+        auto it = containers_.find(gpu->container_id);
+        if (it != containers_.end() && !fleet::IsTerminal(it->second.state)) {
+          it->second.stop_requested = true;
+          mutations.push_back(it->second);
+          if (it->second.state == ContainerState::kRunning) to_stop_.push_back(it->first);
+        }
+      } else if (state == LeaseState::kReleasing || state == LeaseState::kChecking) {
+        return done(FailedPrecondition("GPU " + pci_address + " is " +
+                                       fleet::LeaseStateName(state) +
+                                       "; its firmware check decides what comes next"));
+      }
+      break;
+  }
+  scheduler_wake_.notify_one();
+  GpuRecord result = *gpu;
+  CommitLocked(std::move(mutations), [done = std::move(done), result](Status status) {
+    if (!status) return done(status.error());
+    done(result);
+  });
+}
+
+Counts Service::counts() const {
+  Counts counts;
+  counts.store = store_->stats();
+  std::lock_guard lock(mu_);
+  for (const auto& gpu : gpus_)
+    counts.gpus[static_cast<int>(gpu.state)]++;
+  counts.containers = container_counts_;
+  return counts;
+}
+
+bool Service::WaitIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return idle_.wait_for(lock, timeout, [this] {
+    bool running = false;
+    for (const auto& gpu : gpus_)
+      running = running || gpu.leased();
+    return pending_.empty() && exits_.empty() && to_check_.empty() && busy_ == 0 && !running;
+  });
+}
+
+}  // namespace tessera::serve

@@ -1,0 +1,200 @@
+// The GPU container service of one host: the live model (tenancies, containers, GPU leases,
+// tokens) over the durable store, placement through the topology module, the lease state
+// machine with firmware checks, the backend that runs containers, and the node-local lease
+// file. Knows no HTTP: the api module maps its results and errors to responses.
+//
+// Threads: callers (the HTTP server) call in from any thread; one scheduler thread places and
+// starts pending containers and handles exits; one checker thread runs firmware checks; the
+// store's writer thread runs the `done` callbacks of mutating calls once their change is durable.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.h"
+#include "common/error.h"
+#include "fleet/fleet.h"
+#include "topology/topology.h"
+
+namespace tessera::serve {
+
+struct FirmwareCheckOptions {
+  // Program run as `PROGRAM <PCI address>` for every GPU (exit 0 = pass); empty: compare the
+  // SHA-256 of the device's option ROM (sysfs `rom` under the host root) with its baseline.
+  std::string command;
+  std::map<std::string, std::string> per_gpu;  // PCI address -> program, overrides `command`
+  std::chrono::milliseconds timeout{60000};
+};
+
+struct ServiceOptions {
+  std::string root = "/";  // host root (a fixture tree in tests)
+  std::string data_dir = "tessera-data";
+  std::string lease_file = "/run/tessera/leases.json";
+  std::string cdi_kind = "nvidia.com/gpu";  // GPUs are given as <cdi_kind>=<UUID or PCI address>
+  std::optional<topology::PartitionTable> partition_table;  // partition mode when set
+  FirmwareCheckOptions firmware;
+  std::chrono::seconds stop_grace{10};
+};
+
+// Who is calling: the admin, or one tenancy's token.
+struct Caller {
+  bool admin = false;
+  std::string tenancy;  // when !admin
+
+  bool Sees(const std::string& tenancy_name) const { return admin || tenancy == tenancy_name; }
+};
+
+struct SubmitResult {
+  fleet::ContainerRecord container;
+  bool replayed = false;  // an earlier submission with the same Idempotency-Key
+};
+
+struct CreatedToken {
+  fleet::TokenRecord record;
+  std::string secret;  // shown once
+};
+
+enum class GpuAction { kDrain, kUndrain, kQuarantine, kRelease };
+Result<GpuAction> ParseGpuAction(std::string_view name);
+
+struct Counts {
+  std::array<int64_t, fleet::kLeaseStateCount> gpus{};
+  std::array<int64_t, 4> containers{};
+  fleet::StoreStats store;
+};
+
+template <typename T>
+using Done = std::function<void(Result<T>)>;
+
+class Service {
+ public:
+  // Reads nothing itself: the caller hands in the host's GPUs (from the inventory), the
+  // topology for placement, the opened store and the backend. Loads the store, merges the
+  // host's GPUs (recording firmware baselines of new ones), reconciles with the backend and
+  // writes the lease file. Threads start in Start().
+  struct Host {
+    std::vector<fleet::GpuRecord> gpus;  // PCI order; state/baseline filled in by the service
+    std::optional<topology::GpuTopology> topology;
+  };
+  static Result<std::unique_ptr<Service>> Create(
+      ServiceOptions options, Host host, std::unique_ptr<fleet::Store> store,
+      std::unique_ptr<backends::ContainerBackend> backend);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Starts the scheduler and checker threads.
+  void Start();
+  // Stops the threads; running containers are left running (adopted on the next start).
+  void Stop();
+
+  // ---- Auth ----
+  // Installs the admin token's hash (from the admin token file).
+  void SetAdminTokenHash(std::string sha256);
+  // PermissionDenied (401 at the edge) for an unknown token.
+  Result<Caller> Authenticate(std::string_view token) const;
+
+  // ---- Tenancies ----
+  void PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done);
+  Result<fleet::Tenancy> GetTenancy(const Caller& caller, const std::string& name) const;
+  std::vector<fleet::Tenancy> ListTenancies(const Caller& caller) const;
+  void CreateToken(const Caller& caller, const std::string& tenancy, Done<CreatedToken> done);
+
+  // ---- Containers ----
+  void Submit(const Caller& caller, fleet::ContainerSpec spec, std::string idempotency_key,
+              Done<SubmitResult> done);
+  Result<fleet::ContainerRecord> GetContainer(const Caller& caller, const std::string& id) const;
+  std::vector<fleet::ContainerRecord> ListContainers(const Caller& caller) const;
+  void DeleteContainer(const Caller& caller, const std::string& id,
+                       Done<fleet::ContainerRecord> done);
+  // Blocks on the backend: call it off the I/O thread.
+  Result<std::string> Logs(const Caller& caller, const std::string& id);
+
+  // ---- GPUs ----
+  std::vector<fleet::GpuRecord> ListGpus(const Caller& caller) const;
+  void GpuAdmin(const Caller& caller, const std::string& pci_address, GpuAction action,
+                std::string reason, Done<fleet::GpuRecord> done);
+
+  Counts counts() const;
+  const backends::ContainerBackend& backend() const { return *backend_; }
+
+  // For tests and benchmarks: waits until nothing is pending, starting or being checked.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+
+ private:
+  Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
+          std::unique_ptr<backends::ContainerBackend> backend);
+
+  struct ExitEvent {
+    std::string id;
+    backends::ExitInfo info;
+  };
+
+  Status Load(Host host);
+  void Reconcile();
+  void SchedulerLoop();
+  void CheckerLoop();
+  // Everything below runs with mu_ held and returns the mutations to commit (in order).
+  void SetGpuState(fleet::GpuRecord& gpu, fleet::LeaseState state, std::string reason,
+                   std::vector<fleet::Mutation>& out);
+  void ReleaseGpus(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
+  void FinishContainer(fleet::ContainerRecord& container, const backends::ExitInfo& info,
+                       std::vector<fleet::Mutation>& out);
+  void SetContainerState(fleet::ContainerRecord& container, fleet::ContainerState state);
+  bool TryPlace(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
+  void CommitLocked(std::vector<fleet::Mutation> mutations, std::function<void(Status)> done);
+  void WriteLeaseFileLocked();
+  fleet::GpuRecord* FindGpu(const std::string& pci_address);
+  Result<std::string> FirmwareDigest(const std::string& pci_address) const;
+  // Pass/fail and the reason; runs without mu_.
+  std::pair<bool, std::string> RunFirmwareCheck(const fleet::GpuRecord& gpu) const;
+  void EnsureTenancyLocked(const std::string& name, std::vector<fleet::Mutation>& out);
+  void OnExit(const std::string& id, const backends::ExitInfo& info);
+
+  ServiceOptions options_;
+  std::unique_ptr<fleet::Store> store_;
+  std::unique_ptr<backends::ContainerBackend> backend_;
+  std::optional<topology::GpuChooser> chooser_;
+
+  mutable std::mutex mu_;  // guards everything below until the threads
+  std::string admin_hash_;
+  std::map<std::string, fleet::Tenancy> tenancies_;
+  std::unordered_map<std::string, fleet::ContainerRecord> containers_;
+  std::vector<std::string> container_order_;                    // creation order
+  std::unordered_map<std::string, std::string> idempotency_;    // tenancy '\n' key -> id
+  std::vector<fleet::GpuRecord> gpus_;                          // PCI order = topology index
+  std::unordered_map<std::string, fleet::TokenRecord> tokens_;  // sha256 -> token
+  std::deque<std::string> pending_;                             // container IDs to place
+  std::deque<ExitEvent> exits_;
+  std::deque<std::string> to_check_;  // GPUs in releasing, by PCI address
+  std::deque<std::string> to_stop_;   // running containers a client deleted
+  std::array<int64_t, 4> container_counts_{};
+  int busy_ = 0;             // starts and checks under way outside the lock
+  bool reschedule_ = false;  // something changed that may let a pending container be placed
+  bool lease_dirty_ = true;  // a GPU changed since the lease file was written
+  bool stopping_ = false;
+  std::string lease_file_written_;
+  std::condition_variable scheduler_wake_;
+  std::condition_variable checker_wake_;
+  std::condition_variable idle_;
+
+  std::thread scheduler_;
+  std::thread checker_;
+};
+
+// Reads the option ROM of a PCI device under `root` and returns "sha256:<hex>", or "absent" when
+// the device exposes none. On sysfs the ROM must be enabled (write "1") before it can be read.
+Result<std::string> HashOptionRom(const std::string& root, const std::string& pci_address);
+
+}  // namespace tessera::serve

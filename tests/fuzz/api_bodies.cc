@@ -1,0 +1,25 @@
+// API body parsers of `tessera serve`: every request body reaches them before any check.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "api/api.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  auto spec = tessera::api::ParseContainerSpec(text);
+  if (spec) {
+    // What parses is what the service may act on: it must be within the documented bounds.
+    if (spec->gpus < 0 || spec->gpus > tessera::fleet::kMaxGpusPerContainer) __builtin_trap();
+    if (spec->image.empty() || !tessera::fleet::CheckTenancyName(spec->tenancy).empty())
+      __builtin_trap();
+  } else if (spec.error().message.empty()) {
+    __builtin_trap();  // a 400 must name the field
+  }
+  auto tenancy = tessera::api::ParseTenancy("team-a", text);
+  if (!tenancy && tenancy.error().message.empty()) __builtin_trap();
+  auto reason = tessera::api::ParseGpuActionBody(text);
+  if (!reason && reason.error().message.empty()) __builtin_trap();
+  (void)tessera::api::ParseListen(text);
+  return 0;
+}

@@ -1,0 +1,2 @@
+tessera_add_fuzzer(tenancy_entitlements ${CMAKE_CURRENT_LIST_DIR}/tenancy_entitlements.cc tessera_tenancy)
+tessera_add_fuzzer(tenancy_volumes ${CMAKE_CURRENT_LIST_DIR}/tenancy_volumes.cc tessera_tenancy)

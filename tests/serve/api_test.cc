@@ -1,0 +1,324 @@
+// The REST API of a real tessera-serve process over real sockets, with the null backend (nothing
+// runs) on the HGX fixture: auth and tenancy isolation, bad bodies, idempotency, GPU
+// administration and the lease file, OpenAPI, metrics, restart durability.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <set>
+
+#include "serve/serve_process.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+
+class ServeApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = MaterializeHost("hgx-h100-dgx");
+    serve_ = std::make_unique<ServeProcess>(
+        dir_.path(),
+        std::vector<std::string>{"--root", root_, "--backend", "null", "--cdi-dir",
+                                 dir_.path() + "/cdi", "--cdi-kind", "tessera-test.example/gpu"});
+    std::string log;
+    ASSERT_TRUE(serve_->Start(&log)) << log;
+    admin_ = serve_->Connect(serve_->admin_token());
+  }
+
+  json WaitForState(client::Connection& connection, const std::string& id,
+                    const std::string& state) {
+    json container;
+    for (int i = 0; i < 200; ++i) {
+      container = CallJson(connection, "GET", "/v1/containers/" + id);
+      if (container.is_object() && container.value("state", "") == state) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return container;
+  }
+
+  std::string Token(const std::string& tenancy) {
+    int status = 0;
+    CallJson(*admin_, "PUT", "/v1/tenancies/" + tenancy, "{}", &status);
+    EXPECT_EQ(status, 200);
+    auto token = CallJson(*admin_, "POST", "/v1/tenancies/" + tenancy + "/tokens", "", &status);
+    EXPECT_EQ(status, 201) << token;
+    return token.value("token", "");
+  }
+
+  std::string root_;
+  TempDir dir_;
+  std::unique_ptr<ServeProcess> serve_;
+  std::unique_ptr<client::Connection> admin_;
+};
+
+TEST_F(ServeApi, AdminTokenIsWrittenPrivateAndPrintedOnce) {
+  struct stat st {};
+  ASSERT_EQ(::stat((serve_->data_dir() + "/admin.token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string token = serve_->admin_token();
+  EXPECT_EQ(token.rfind("tsa_", 0), 0u);
+  EXPECT_NE(serve_->out().find(token), std::string::npos);
+  serve_->Kill(SIGTERM);
+  ASSERT_TRUE(serve_->Start());
+  // The existing file is used as is and not printed again.
+  EXPECT_EQ(serve_->admin_token(), token);
+  std::string out = serve_->out();
+  EXPECT_EQ(out.find(token), out.rfind(token));
+}
+
+TEST_F(ServeApi, RequestsWithoutAValidTokenAre401) {
+  auto anonymous = serve_->Connect("");
+  int status = 0;
+  CallJson(*anonymous, "GET", "/v1/containers", "", &status);
+  EXPECT_EQ(status, 401);
+  auto wrong = serve_->Connect("tsa_not-the-token");
+  CallJson(*wrong, "GET", "/v1/gpus", "", &status);
+  EXPECT_EQ(status, 401);
+  // The API description and metrics are public.
+  CallJson(*anonymous, "GET", "/v1/openapi.json", "", &status);
+  EXPECT_EQ(status, 200);
+}
+
+TEST_F(ServeApi, OpenApiDocumentDescribesEveryEndpoint) {
+  int status = 0;
+  auto doc = CallJson(*admin_, "GET", "/v1/openapi.json", "", &status);
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(doc.value("openapi", ""), "3.0.3");
+  for (const char* path :
+       {"/v1/tenancies", "/v1/tenancies/{name}", "/v1/tenancies/{name}/tokens", "/v1/containers",
+        "/v1/containers/{id}", "/v1/containers/{id}/logs", "/v1/gpus", "/v1/leases",
+        "/v1/gpus/{id}/{action}", "/metrics", "/v1/openapi.json"}) {
+    EXPECT_TRUE(doc["paths"].contains(path)) << path;
+  }
+  EXPECT_TRUE(doc["paths"]["/v1/containers/{id}"].contains("delete"));
+  EXPECT_TRUE(doc["paths"]["/v1/tenancies/{name}"].contains("put"));
+}
+
+TEST_F(ServeApi, EveryBadBodyIs400NamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", "body"},
+      {"[1,2]", "body"},
+      {R"({"tenancy":"a"})", "image"},
+      {R"({"image":"busybox"})", "tenancy"},
+      {R"({"image":"","tenancy":"a"})", "image"},
+      {R"({"image":7,"tenancy":"a"})", "image"},
+      {R"({"image":"busybox","tenancy":"Bad_Name"})", "tenancy"},
+      {R"({"image":"busybox","tenancy":"a","gpus":9})", "gpus"},
+      {R"({"image":"busybox","tenancy":"a","gpus":-1})", "gpus"},
+      {R"({"image":"busybox","tenancy":"a","gpus":1.5})", "gpus"},
+      {R"({"image":"busybox","tenancy":"a","gpus":"2"})", "gpus"},
+      {R"({"image":"busybox","tenancy":"a","isolation":"docker"})", "isolation"},
+      {R"({"image":"busybox","tenancy":"a","command":"echo hi"})", "command"},
+      {R"({"image":"busybox","tenancy":"a","command":["echo",1]})", "command[1]"},
+      {R"({"image":"busybox","tenancy":"a","env":["A=1"]})", "env"},
+      {R"({"image":"busybox","tenancy":"a","env":{"A":1}})", "env.A"},
+      {R"({"image":"busybox","tenancy":"a","env":{"1A":"x"}})", "env.1A"},
+      {R"({"image":"busybox","tenancy":"a","gpu":1})", "gpu"},
+  };
+  for (const auto& [body, field] : cases) {
+    int status = 0;
+    auto answer = CallJson(*admin_, "POST", "/v1/containers", body, &status);
+    EXPECT_EQ(status, 400) << body;
+    std::string message = answer["error"].value("message", "");
+    EXPECT_EQ(message.rfind(field + ":", 0), 0u) << body << " -> " << message;
+  }
+  int status = 0;
+  auto answer = CallJson(*admin_, "PUT", "/v1/tenancies/Team_A", "{}", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(answer["error"].value("message", "").rfind("name:", 0), 0u) << answer;
+  answer = CallJson(*admin_, "PUT", "/v1/tenancies/team-a", R"({"labels":{"x":1}})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(answer["error"].value("message", "").rfind("labels.x:", 0), 0u) << answer;
+  answer = CallJson(*admin_, "POST", "/v1/gpus/0000:18:00.0/drain", R"({"why":"x"})", &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(answer["error"].value("message", "").rfind("why:", 0), 0u) << answer;
+}
+
+TEST_F(ServeApi, TenancyTokensSeeOnlyTheirOwnTenancy) {
+  std::string alpha = Token("alpha");
+  std::string beta = Token("beta");
+  ASSERT_FALSE(alpha.empty());
+  ASSERT_FALSE(beta.empty());
+  auto a = serve_->Connect(alpha);
+  auto b = serve_->Connect(beta);
+  int status = 0;
+  auto submitted = CallJson(*a, "POST", "/v1/containers",
+                            R"({"image":"busybox","tenancy":"alpha","command":["true"]})", &status);
+  ASSERT_EQ(status, 202) << submitted;
+  std::string id = submitted["id"];
+
+  CallJson(*a, "GET", "/v1/containers/" + id, "", &status);
+  EXPECT_EQ(status, 200);
+  CallJson(*b, "GET", "/v1/containers/" + id, "", &status);
+  EXPECT_EQ(status, 404);
+  CallJson(*b, "GET", "/v1/containers/" + id + "/logs", "", &status);
+  EXPECT_EQ(status, 404);
+  CallJson(*b, "DELETE", "/v1/containers/" + id, "", &status);
+  EXPECT_EQ(status, 404);
+  auto listed = CallJson(*b, "GET", "/v1/containers", "", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(listed["containers"].empty()) << listed;
+  CallJson(*b, "POST", "/v1/containers", R"({"image":"busybox","tenancy":"alpha"})", &status);
+  EXPECT_EQ(status, 404);
+  CallJson(*b, "GET", "/v1/tenancies/alpha", "", &status);
+  EXPECT_EQ(status, 404);
+  auto tenancies = CallJson(*b, "GET", "/v1/tenancies", "", &status);
+  ASSERT_EQ(tenancies["tenancies"].size(), 1u);
+  EXPECT_EQ(tenancies["tenancies"][0]["name"], "beta");
+  // Administration needs the admin token.
+  CallJson(*b, "POST", "/v1/gpus/0000:18:00.0/drain", "", &status);
+  EXPECT_EQ(status, 403);
+  CallJson(*b, "POST", "/v1/tenancies/beta/tokens", "", &status);
+  EXPECT_EQ(status, 403);
+  // The admin sees both; tokens are stored hashed, never in clear.
+  listed = CallJson(*admin_, "GET", "/v1/containers", "", &status);
+  EXPECT_EQ(listed["containers"].size(), 1u);
+  std::string db = ReadText(serve_->data_dir() + "/tessera.db") +
+                   ReadText(serve_->data_dir() + "/tessera.db-wal");
+  EXPECT_EQ(db.find(alpha), std::string::npos);
+  EXPECT_EQ(db.find(alpha.substr(4)), std::string::npos);
+}
+
+TEST_F(ServeApi, IdempotencyKeyMakesARetryReturnTheFirstSubmission) {
+  const std::string body = R"({"image":"busybox","tenancy":"team-a","command":["true"]})";
+  int status = 0;
+  auto first =
+      CallJson(*admin_, "POST", "/v1/containers", body, &status, {{"Idempotency-Key", "k1"}});
+  ASSERT_EQ(status, 202);
+  auto again =
+      CallJson(*admin_, "POST", "/v1/containers", body, &status, {{"Idempotency-Key", "k1"}});
+  EXPECT_EQ(status, 202);
+  EXPECT_EQ(again["id"], first["id"]);
+  CallJson(*admin_, "POST", "/v1/containers",
+           R"({"image":"busybox","tenancy":"team-a","command":["false"]})", &status,
+           {{"Idempotency-Key", "k1"}});
+  EXPECT_EQ(status, 409);
+  auto other =
+      CallJson(*admin_, "POST", "/v1/containers", body, &status, {{"Idempotency-Key", "k2"}});
+  EXPECT_NE(other["id"], first["id"]);
+  auto listed = CallJson(*admin_, "GET", "/v1/containers");
+  EXPECT_EQ(listed["containers"].size(), 2u);
+  // The unknown tenancy was created by the submission.
+  CallJson(*admin_, "GET", "/v1/tenancies/team-a", "", &status);
+  EXPECT_EQ(status, 200);
+}
+
+TEST_F(ServeApi, GpuContainersRunThroughTheLeaseMachineAndSurviveARestart) {
+  int status = 0;
+  auto submitted = CallJson(*admin_, "POST", "/v1/containers",
+                            R"({"image":"busybox","tenancy":"team-a","gpus":2})", &status);
+  ASSERT_EQ(status, 202);
+  std::string id = submitted["id"];
+  auto done = WaitForState(*admin_, id, "exited");
+  EXPECT_EQ(done.value("exit_code", -1), 0);
+  EXPECT_EQ(done["gpus"].size(), 2u);
+  // The two GPUs were checked and are free again.
+  json gpus;
+  for (int i = 0; i < 100; ++i) {
+    gpus = CallJson(*admin_, "GET", "/v1/gpus");
+    int free = 0;
+    for (const auto& gpu : gpus["gpus"])
+      free += gpu["state"] == "free";
+    if (free == 8) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  for (const auto& gpu : gpus["gpus"])
+    EXPECT_EQ(gpu["state"], "free") << gpu;
+  std::string log = serve_->log();
+  const std::string pci = done["gpus"][0];
+  for (const char* step : {"free -> reserved", "reserved -> active", "active -> releasing",
+                           "releasing -> checking", "checking -> free"}) {
+    EXPECT_NE(log.find("GPU " + pci + ": " + step), std::string::npos) << step;
+  }
+  serve_->Kill(SIGTERM);
+  ASSERT_TRUE(serve_->Start());
+  auto again = CallJson(*admin_, "GET", "/v1/containers/" + id, "", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(again["state"], "exited");
+  EXPECT_EQ(again["gpus"], done["gpus"]);
+}
+
+TEST_F(ServeApi, AdminDrainQuarantineAndReleaseShowInTheLeaseFile) {
+  const std::string pci = "0000:18:00.0";
+  int status = 0;
+  auto gpu = CallJson(*admin_, "POST", "/v1/gpus/" + pci + "/drain", "", &status);
+  ASSERT_EQ(status, 200) << gpu;
+  EXPECT_EQ(gpu["state"], "draining");
+  auto leases = json::parse(ReadText(serve_->lease_file()));
+  EXPECT_EQ(leases["version"], 1);
+  EXPECT_EQ(leases["gpus"][pci]["state"], "draining");
+  EXPECT_EQ(leases["gpus"].size(), 8u);
+
+  gpu = CallJson(*admin_, "POST", "/v1/gpus/" + pci + "/quarantine", R"({"reason":"fan noise"})",
+                 &status);
+  EXPECT_EQ(gpu["state"], "quarantined");
+  leases = json::parse(ReadText(serve_->lease_file()));
+  EXPECT_EQ(leases["gpus"][pci]["state"], "quarantined");
+  EXPECT_EQ(leases["gpus"][pci]["reason"], "fan noise");
+  CallJson(*admin_, "POST", "/v1/gpus/" + pci + "/undrain", "", &status);
+  EXPECT_EQ(status, 409);
+
+  // An 8-GPU request cannot be placed while one GPU is out of service.
+  auto big = CallJson(*admin_, "POST", "/v1/containers",
+                      R"({"image":"busybox","tenancy":"t","gpus":8})", &status);
+  ASSERT_EQ(status, 202);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(CallJson(*admin_, "GET", "/v1/containers/" + std::string(big["id"]))["state"],
+            "pending");
+  gpu = CallJson(*admin_, "POST", "/v1/gpus/" + pci + "/release", "", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(WaitForState(*admin_, big["id"], "exited")["gpus"].size(), 8u);
+  CallJson(*admin_, "POST", "/v1/gpus/0000:99:00.0/drain", "", &status);
+  EXPECT_EQ(status, 404);
+  CallJson(*admin_, "POST", "/v1/gpus/" + pci + "/explode", "", &status);
+  EXPECT_EQ(status, 404);
+}
+
+TEST_F(ServeApi, MetricsCountGpusContainersAndLatency) {
+  int status = 0;
+  CallJson(*admin_, "POST", "/v1/containers", R"({"image":"busybox","tenancy":"t"})", &status);
+  ASSERT_EQ(status, 202);
+  auto anonymous = serve_->Connect("");
+  auto response = anonymous->Call("GET", "/metrics");
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->status, 200);
+  const std::string& text = response->body;
+  EXPECT_NE(text.find("tessera_gpus{state=\"free\"} 8"), std::string::npos) << text;
+  EXPECT_NE(text.find("tessera_containers{state=\"pending\"}"), std::string::npos);
+  EXPECT_NE(
+      text.find("tessera_http_request_duration_seconds_bucket{method=\"POST\",le=\"+Inf\"} 1"),
+      std::string::npos)
+      << text;
+}
+
+TEST_F(ServeApi, DashboardIsServedAtTheRoot) {
+  auto anonymous = serve_->Connect("");
+  auto response = anonymous->Call("GET", "/");
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->status, 200);
+  EXPECT_NE(response->headers["content-type"].find("text/html"), std::string::npos);
+  EXPECT_NE(response->body.find("/v1/gpus"), std::string::npos);
+}
+
+TEST(ServeLocalBackend, KataWithoutAKataRuntimeIs409WithTheReason) {
+  TempDir dir;
+  ServeProcess serve(dir.path(), {"--root", MaterializeHost("no-gpu"), "--cdi-dir",
+                                  dir.path() + "/cdi", "--backend", "local"});
+  std::string log;
+  ASSERT_TRUE(serve.Start(&log)) << log;
+  auto admin = serve.Connect(serve.admin_token());
+  int status = 0;
+  auto answer = CallJson(*admin, "POST", "/v1/containers",
+                         R"({"image":"busybox","tenancy":"t","isolation":"kata"})", &status);
+  EXPECT_EQ(status, 409);
+  EXPECT_NE(answer["error"].value("message", "").find("kata"), std::string::npos) << answer;
+  // GPUs this host does not have are refused up front too.
+  answer = CallJson(*admin, "POST", "/v1/containers",
+                    R"({"image":"busybox","tenancy":"t","gpus":1})", &status);
+  EXPECT_EQ(status, 409);
+  EXPECT_EQ(answer["error"].value("message", "").rfind("gpus:", 0), 0u) << answer;
+}
+
+}  // namespace
+}  // namespace tessera::testing

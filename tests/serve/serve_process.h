@@ -1,0 +1,131 @@
+// A real tessera-serve process for tests: started with flags, reached over HTTP on a port it
+// chose itself, stopped with SIGTERM or killed with SIGKILL.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "support/fixture_host.h"
+
+extern char** environ;
+
+namespace tessera::testing {
+
+inline std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+inline std::string Trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+class ServeProcess {
+ public:
+  // Data, port file and log live in `dir`; flags are added to the defaults.
+  ServeProcess(std::string dir, std::vector<std::string> flags)
+      : dir_(std::move(dir)), flags_(std::move(flags)) {}
+  ServeProcess(const ServeProcess&) = delete;
+  ServeProcess& operator=(const ServeProcess&) = delete;
+  ~ServeProcess() { Kill(SIGKILL); }
+
+  // Starts it and waits until it listens. Returns false (with the log) when it does not.
+  bool Start(std::string* log = nullptr) {
+    std::string port_file = dir_ + "/port";
+    ::unlink(port_file.c_str());
+    std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-serve";
+    std::vector<std::string> argv = {binary,       "--listen",     "127.0.0.1:0",
+                                     "--data-dir", dir_ + "/data", "--port-file",
+                                     port_file,    "--lease-file", dir_ + "/leases.json"};
+    argv.insert(argv.end(), flags_.begin(), flags_.end());
+    std::vector<char*> args;
+    for (auto& arg : argv)
+      args.push_back(arg.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    std::string log_path = dir_ + "/serve.log";
+    std::string out_path = dir_ + "/serve.out";
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
+    posix_spawn_file_actions_addopen(&actions, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
+    int rc = ::posix_spawn(&pid_, binary.c_str(), &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return false;
+    for (int i = 0; i < 600; ++i) {
+      std::string port = Trimmed(ReadText(port_file));
+      if (!port.empty()) {
+        port_ = static_cast<uint16_t>(std::stoi(port));
+        return true;
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        if (log) *log = ReadText(log_path) + ReadText(out_path);
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (log) *log = "timed out waiting for the port file\n" + ReadText(log_path);
+    return false;
+  }
+
+  // Sends `signal` and reaps it; returns the exit status (128+signal when killed).
+  int Kill(int signal) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  uint16_t port() const { return port_; }
+  std::string data_dir() const { return dir_ + "/data"; }
+  std::string log() const { return ReadText(dir_ + "/serve.log"); }
+  std::string out() const { return ReadText(dir_ + "/serve.out"); }
+  std::string lease_file() const { return dir_ + "/leases.json"; }
+  std::string admin_token() const { return Trimmed(ReadText(dir_ + "/data/admin.token")); }
+
+  std::unique_ptr<client::Connection> Connect(const std::string& token) const {
+    return std::make_unique<client::Connection>(client::Endpoint{"127.0.0.1", port_}, token);
+  }
+
+ private:
+  std::string dir_;
+  std::vector<std::string> flags_;
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+};
+
+// Calls and parses the JSON answer; `status` gets the HTTP status (0 when the call failed).
+inline nlohmann::json CallJson(client::Connection& connection, const std::string& method,
+                               const std::string& path, const std::string& body = "",
+                               int* status = nullptr,
+                               const std::map<std::string, std::string>& headers = {}) {
+  auto response = connection.Call(method, path, body, headers);
+  if (status) *status = response ? response->status : 0;
+  if (!response) return nlohmann::json();
+  auto doc = nlohmann::json::parse(response->body, nullptr, false);
+  return doc.is_discarded() ? nlohmann::json(response->body) : doc;
+}
+
+}  // namespace tessera::testing

@@ -1,0 +1,152 @@
+// The SQLite store (migrations, upserts, reload, group commit) and the lease state machine, in
+// process on real files.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <thread>
+
+#include "fleet/fleet.h"
+#include "support/fixture_host.h"
+
+namespace tessera::fleet {
+namespace {
+
+using testing::TempDir;
+
+std::unique_ptr<Store> Open(const std::string& path) {
+  auto store = OpenSqliteStore(StoreOptions{path});
+  EXPECT_TRUE(store.ok()) << (store.ok() ? "" : store.error().message);
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+TEST(SqliteStore, RecordsSurviveReopeningAndUpsertsReplace) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  ContainerRecord container;
+  container.id = "c-1";
+  container.spec = {"busybox",   "team-a", 2, Isolation::kGvisor, {"sh", "-c", "echo hi"},
+                    {{"A", "1"}}};
+  container.gpus = {"0000:18:00.0", "0000:2a:00.0"};
+  container.idempotency_key = "k";
+  container.created_ms = 5;
+  GpuRecord gpu;
+  gpu.pci_address = "0000:18:00.0";
+  gpu.state = LeaseState::kActive;
+  gpu.tenancy = "team-a";
+  gpu.container_id = "c-1";
+  gpu.firmware_baseline = "sha256:ab";
+  Tenancy tenancy{"team-a", 3, {{"team", "ml"}}, {{"networks", "[\"n1\"]"}}};
+  TokenRecord token{"t-1", Sha256Hex("secret"), "team-a", 4};
+  {
+    auto store = Open(path);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->CommitAndWait({tenancy, container, gpu, token}).ok());
+    container.state = ContainerState::kExited;
+    container.exit_code = 3;
+    ASSERT_TRUE(store->CommitAndWait({container}).ok());
+  }
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  auto snapshot = store->Load();
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->containers.size(), 1u);
+  EXPECT_EQ(snapshot->containers[0], container);
+  ASSERT_EQ(snapshot->gpus.size(), 1u);
+  EXPECT_EQ(snapshot->gpus[0], gpu);
+  ASSERT_EQ(snapshot->tenancies.size(), 1u);
+  EXPECT_EQ(snapshot->tenancies[0], tenancy);
+  ASSERT_EQ(snapshot->tokens.size(), 1u);
+  EXPECT_EQ(snapshot->tokens[0], token);
+}
+
+TEST(SqliteStore, MigratesToTheCurrentSchemaAndRefusesANewerOne) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  { ASSERT_TRUE(Open(path)); }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(stmt, 0), SchemaVersion());
+  sqlite3_finalize(stmt);
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &stmt, nullptr);
+  ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "wal");
+  sqlite3_finalize(stmt);
+  sqlite3_exec(db, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  auto store = OpenSqliteStore(StoreOptions{path});
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.error().message.find("schema version 99"), std::string::npos);
+}
+
+TEST(SqliteStore, ConcurrentCommitsAreGroupedAndAllDurable) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  constexpr int kThreads = 8, kEach = 200;
+  std::atomic<int> acknowledged{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        ContainerRecord c;
+        c.id = "c-" + std::to_string(t) + "-" + std::to_string(i);
+        c.spec.tenancy = "t";
+        c.spec.image = "x";
+        if (store->CommitAndWait({c}).ok()) acknowledged++;
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  EXPECT_EQ(acknowledged.load(), kThreads * kEach);
+  auto stats = store->stats();
+  EXPECT_EQ(stats.mutations, static_cast<uint64_t>(kThreads * kEach));
+  // Eight writers waiting on each other's commits share transactions.
+  EXPECT_LT(stats.groups, stats.mutations);
+  store.reset();
+  auto reopened = Open(path);
+  EXPECT_EQ(reopened->Load()->containers.size(), static_cast<size_t>(kThreads * kEach));
+}
+
+TEST(LeaseStateMachine, FollowsTheDocumentedPathsOnly) {
+  using S = LeaseState;
+  for (auto [from, to] : std::vector<std::pair<S, S>>{{S::kFree, S::kReserved},
+                                                      {S::kReserved, S::kActive},
+                                                      {S::kActive, S::kReleasing},
+                                                      {S::kReleasing, S::kChecking},
+                                                      {S::kChecking, S::kFree},
+                                                      {S::kChecking, S::kQuarantined},
+                                                      {S::kChecking, S::kDraining},
+                                                      {S::kFree, S::kDraining},
+                                                      {S::kDraining, S::kFree},
+                                                      {S::kQuarantined, S::kFree}}) {
+    EXPECT_TRUE(CheckLeaseTransition(from, to).ok())
+        << LeaseStateName(from) << " -> " << LeaseStateName(to);
+  }
+  for (auto [from, to] : std::vector<std::pair<S, S>>{{S::kActive, S::kFree},
+                                                      {S::kReleasing, S::kFree},
+                                                      {S::kQuarantined, S::kReserved},
+                                                      {S::kDraining, S::kReserved},
+                                                      {S::kFree, S::kActive}}) {
+    auto status = CheckLeaseTransition(from, to);
+    EXPECT_FALSE(status.ok()) << LeaseStateName(from) << " -> " << LeaseStateName(to);
+  }
+}
+
+TEST(TenancyNames, AreDnsLabels) {
+  EXPECT_EQ(CheckTenancyName("team-a"), "");
+  EXPECT_EQ(CheckTenancyName("a"), "");
+  EXPECT_NE(CheckTenancyName(""), "");
+  EXPECT_NE(CheckTenancyName("Team"), "");
+  EXPECT_NE(CheckTenancyName("-a"), "");
+  EXPECT_NE(CheckTenancyName("a_b"), "");
+  EXPECT_NE(CheckTenancyName(std::string(64, 'a')), "");
+}
+
+}  // namespace
+}  // namespace tessera::fleet
