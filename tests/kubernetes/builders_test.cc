@@ -210,3 +210,34 @@ TEST(Builders, FirmwareCheckJobIsPrivilegedOnTheLeaseNode) {
 
 }  // namespace
 }  // namespace tessera::k8s
+
+namespace tessera::k8s {
+namespace {
+
+// deploy/crds/*.yaml are these builders' output as YAML (the chart copies them). Set
+// TESSERA_UPDATE_DEPLOY=1 to rewrite them after changing the CRDs.
+TEST(Builders, DeployCrdsMatchTheBuilders) {
+  for (const Json& crd : {TenancyCrd(), GpuLeaseCrd()}) {
+    std::string path = std::string(TESSERA_SOURCE_DIR) + "/deploy/crds/" +
+                       crd["metadata"]["name"].get<std::string>() + ".yaml";
+    TempDir dir;
+    std::ofstream(dir.path() + "/crd.json") << crd.dump();
+    if (std::getenv("TESSERA_UPDATE_DEPLOY")) {
+      RunCommand(
+          "/usr/bin/python3 -c 'import json,sys,yaml; print(\"# Generated from "
+          "src/backends/kubernetes/crds.cc (TESSERA_UPDATE_DEPLOY=1 k8s_builders_test).\"); "
+          "yaml.safe_dump(json.load(open(sys.argv[1])), sys.stdout, sort_keys=False)' " +
+          dir.path() + "/crd.json > " + path);
+    }
+    int status = -1;
+    std::string out = RunCommand(
+        "/usr/bin/python3 -c 'import json,sys,yaml; a=json.load(open(sys.argv[1])); "
+        "b=yaml.safe_load(open(sys.argv[2])); print(\"same\" if a==b else \"differ\")' " +
+            dir.path() + "/crd.json " + path,
+        &status);
+    EXPECT_EQ(out, "same\n") << path << " is stale: run with TESSERA_UPDATE_DEPLOY=1";
+  }
+}
+
+}  // namespace
+}  // namespace tessera::k8s

@@ -207,6 +207,9 @@ Resource Resource::Tenancies() {
 Resource Resource::GpuLeases() {
   return {std::string("/apis/") + kGroup + "/" + kVersion, "gpuleases", false};
 }
+Resource Resource::RuntimeClasses() {
+  return {"/apis/node.k8s.io/v1", "runtimeclasses", false};
+}
 Resource Resource::CustomResourceDefinitions() {
   return {"/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", false};
 }
@@ -361,13 +364,25 @@ Result<Json> Client::Patch(const Resource& resource, const std::string& ns, cons
   return Call("PATCH", path, &patch, content_type, false);
 }
 
-Status Client::Delete(const Resource& resource, const std::string& ns, const std::string& name) {
+Status Client::Delete(const Resource& resource, const std::string& ns, const std::string& name,
+                      std::optional<int> grace_seconds) {
   // Background propagation so a Job's pods go with it.
   Json options = {
       {"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", "Background"}};
+  if (grace_seconds) options["gracePeriodSeconds"] = *grace_seconds;
   auto result = Call("DELETE", resource.Path(ns, name), &options, "application/json", false);
   if (!result) return result.error();
   return Ok();
+}
+
+Result<std::string> Client::GetText(const std::string& path) {
+  auto response = Send("GET", path, "", "");
+  if (!response) return response.error();
+  if (response->status < 200 || response->status >= 300) {
+    last_error_ = ParseApiError(response->status, response->body);
+    return ToError(last_error_, "GET " + path, false);
+  }
+  return response->body;
 }
 
 Result<Json> Client::List(const Resource& resource, const std::string& ns,

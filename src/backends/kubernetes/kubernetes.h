@@ -34,7 +34,7 @@ struct ClientConfig {
   std::string ca_pem;
   std::string ca_file;
   bool insecure_skip_tls_verify = false;
-  std::string tls_server_name;  // overrides SNI/verification name when set
+  std::string tls_server_name;  // parsed from kubeconfig; not applied by the client yet
   // Authentication: a bearer token (or a file re-read per request: service-account tokens
   // rotate), and/or a client certificate and key (PEM data or files).
   std::string bearer_token;
@@ -78,6 +78,7 @@ struct Resource {
   static Resource Tenancies();
   static Resource GpuLeases();
   static Resource CustomResourceDefinitions();
+  static Resource RuntimeClasses();
 };
 
 enum class PatchType { kMerge, kStrategicMerge, kJson };
@@ -113,7 +114,10 @@ class Client {
   Result<Json> Patch(const Resource& resource, const std::string& ns, const std::string& name,
                      const Json& patch, PatchType type = PatchType::kMerge,
                      const std::string& subresource = "");
-  Status Delete(const Resource& resource, const std::string& ns, const std::string& name);
+  Status Delete(const Resource& resource, const std::string& ns, const std::string& name,
+                std::optional<int> grace_seconds = std::nullopt);
+  // GET of a non-JSON body (pod logs): the text as the server sent it.
+  Result<std::string> GetText(const std::string& path);
   Result<Json> List(const Resource& resource, const std::string& ns,
                     const std::string& label_selector = "", const std::string& field_selector = "");
 

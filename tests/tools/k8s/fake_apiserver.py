@@ -159,6 +159,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.send_json(201, obj)
             if live is None:
                 return self.send_json(404, status_body(404, "NotFound", f'{plural} "{name}" not found', name, plural))
+            if method == "GET" and sub == "log":
+                data = ("logs of " + name + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if method == "GET":
                 return self.send_json(200, live)
             if method == "DELETE":
@@ -202,7 +210,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         selector = query.get("labelSelector", [""])[0]
         want = dict(p.split("=", 1) for p in selector.split(",") if "=" in p)
         with LOCK:
-            items = [copy.deepcopy(o) for (c, _), o in sorted(STORE.items()) if c == collection]
+            # A list without a namespace spans every namespace (GET /api/v1/pods).
+            prefix, plural_name = collection.rsplit("/", 1)
+            across = re.compile(re.escape(prefix) + r"/namespaces/[^/]+/" + re.escape(plural_name) + "$")
+            items = [copy.deepcopy(o) for (c, _), o in sorted(STORE.items())
+                     if c == collection or ("/namespaces/" not in collection and across.match(c))]
             items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
             kind, api_version = list_kind(items, plural)
             body = {"kind": kind, "apiVersion": api_version,
