@@ -61,7 +61,7 @@ check(kata is not None and kata["overhead"]["podFixed"]["memory"] == "2560Mi",
       "RuntimeClass kata-qemu-nvidia-gpu with podFixed memory overhead")
 ds = find(defaults, "DaemonSet", "tessera-node-agent")
 names = [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]]
-check(names == ["cdi-writer", "device-plugin"], f"node agent containers {names}")
+check(names == ["cdi-writer", "device-plugin", "lease-sync"], f"node agent containers {names}")
 cm = find(defaults, "ConfigMap", "tessera-device-plugin")
 check("sharing" not in yaml.safe_load(cm["data"]["config.yaml"]), "no time-slicing by default")
 role = find(defaults, "ClusterRole", "tessera-control-plane")
