@@ -37,6 +37,7 @@ struct Flags {
   std::string kubeconfig;  // --backend kubernetes: empty = in-cluster service account
   std::string k8s_node;
   bool k8s_cilium = false;
+  std::string k8s_nfs_mode = "inline";
   std::string lease_file = "/run/tessera/leases.json";
   std::string admin_token_file;  // default <data-dir>/admin.token
   std::string cdi_dir = cdi::kDefaultSpecDir;
@@ -249,6 +250,9 @@ int Main(const Flags& flags) {
         flags.instance.empty() ? fleet::Sha256Hex(data_dir).substr(0, 12) : flags.instance;
     k8s_options.node = flags.k8s_node;
     k8s_options.cilium = flags.k8s_cilium;
+    auto nfs_mode = k8s::ParseNfsMode(flags.k8s_nfs_mode);
+    if (!nfs_mode) Die(nfs_mode.error());
+    k8s_options.nfs_mode = *nfs_mode;
     backend = backends::CreateKubernetesBackend(std::move(k8s_options));
   } else {
     Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
@@ -305,6 +309,10 @@ int main(int argc, char** argv) {
                  "Node whose GPUs this service leases (Pods get node affinity to it)");
   app.add_flag("--k8s-cilium", flags.k8s_cilium,
                "Also create a CiliumNetworkPolicy per tenancy (clusters running Cilium)");
+  app.add_option("--k8s-nfs-mode", flags.k8s_nfs_mode,
+                 "NFS entitlements as inline nfs volumes or a PV/PVC pair each")
+      ->check(CLI::IsMember({"inline", "pv"}))
+      ->capture_default_str();
   app.add_option("--lease-file", flags.lease_file, "Node-local lease file for the device plugin")
       ->capture_default_str();
   app.add_option("--admin-token-file", flags.admin_token_file,

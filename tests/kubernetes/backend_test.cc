@@ -156,3 +156,40 @@ TEST(KubernetesBackend, StopDeletesThePodAndItsVanishingIsAnExit) {
 
 }  // namespace
 }  // namespace tessera::backends
+
+namespace tessera::backends {
+namespace {
+
+TEST(KubernetesBackend, RunsTheTenancyControllerAndRepairsDriftOnResync) {
+  FakeApiServer server;
+  k8s::ClientConfig config;
+  config.server = server.url();
+  k8s::Client admin(config);
+  KubernetesBackendOptions options;
+  options.client = config;
+  options.tenancy_resync = std::chrono::milliseconds(500);
+  auto backend = CreateKubernetesBackend(options);
+  ASSERT_TRUE(admin
+                  .Create(Resource::Tenancies(), "",
+                          k8s::BuildTenancy("team-c", {{"data", "10.0.0.9", "/data", false}}))
+                  .ok());
+  auto phase = [&] {
+    auto t = admin.Get(Resource::Tenancies(), "", "team-c");
+    return t ? (*t).value("status", Json::object()).value("phase", "") : "";
+  };
+  for (int i = 0; i < 100 && phase() != "Ready"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(phase(), "Ready");
+  EXPECT_TRUE(admin.Get(Resource::Namespaces(), "", "tenant-team-c").ok());
+  // Deleted behind the controller's back: the next resync recreates it.
+  ASSERT_TRUE(admin.Delete(Resource::NetworkPolicies(), "tenant-team-c", "tenant-isolation").ok());
+  bool back = false;
+  for (int i = 0; i < 60 && !back; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    back = admin.Get(Resource::NetworkPolicies(), "tenant-team-c", "tenant-isolation").ok();
+  }
+  EXPECT_TRUE(back);
+}
+
+}  // namespace
+}  // namespace tessera::backends

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -50,7 +51,9 @@ BackendContainer FromPod(const Json& pod) {
 class KubernetesBackend final : public ContainerBackend {
  public:
   explicit KubernetesBackend(KubernetesBackendOptions options)
-      : options_(std::move(options)), client_(options_.client), poller_([this] { Poll(); }) {}
+      : options_(std::move(options)), client_(options_.client), poller_([this] { Poll(); }) {
+    if (options_.tenancy_controller) controller_ = std::thread([this] { RunTenancyController(); });
+  }
 
   ~KubernetesBackend() override {
     {
@@ -58,7 +61,9 @@ class KubernetesBackend final : public ContainerBackend {
       stopping_ = true;
     }
     wake_.notify_all();
+    stop_controller_ = true;
     poller_.join();
+    if (controller_.joinable()) controller_.join();
   }
 
   std::string name() const override { return "kubernetes"; }
@@ -243,6 +248,43 @@ class KubernetesBackend final : public ContainerBackend {
     wake_.notify_all();
   }
 
+  // Own client: the watch runs in this thread while the poller uses client_.
+  void RunTenancyController() {
+    k8s::Client client(options_.client);
+    k8s::TenancyControllerOptions reconcile{options_.cilium, options_.nfs_mode};
+    auto reconcile_one = [&](const Json& tenancy) {
+      auto status = k8s::ReconcileTenancy(client, tenancy, reconcile);
+      if (!status)
+        spdlog::warn("tenancy {}: {}", tenancy["metadata"].value("name", ""),
+                     status.error().message);
+    };
+    while (!stop_controller_) {
+      // One round: list (reconciling everything), then watch until the resync interval ends;
+      // the next round relists, which repairs drift nobody was told about.
+      std::atomic<bool> round_over{false};
+      std::thread timer([&] {
+        auto until = std::chrono::steady_clock::now() + options_.tenancy_resync;
+        while (std::chrono::steady_clock::now() < until && !stop_controller_)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        round_over = true;
+      });
+      auto status = client.ListWatch(
+          Resource::Tenancies(), "", "",
+          [&](const k8s::WatchEvent& event) {
+            if (event.type == "SYNC") {
+              for (const auto& item : event.object.value("items", Json::array()))
+                reconcile_one(item);
+            } else if (event.type == "ADDED" || event.type == "MODIFIED") {
+              reconcile_one(event.object);
+            }
+            return true;
+          },
+          &round_over);
+      timer.join();
+      if (!status) spdlog::warn("tenancy controller: {}", status.error().message);
+    }
+  }
+
   void Poll() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stopping_) {
@@ -304,7 +346,9 @@ class KubernetesBackend final : public ContainerBackend {
   std::condition_variable wake_;
   std::map<std::string, Followed> followed_;
   bool stopping_ = false;
+  std::atomic<bool> stop_controller_{false};
   std::thread poller_;
+  std::thread controller_;
 };
 
 }  // namespace

@@ -19,6 +19,12 @@ struct KubernetesBackendOptions {
   bool cilium = false;               // also create a CiliumNetworkPolicy per tenancy
   k8s::FirmwareCheckOptions firmware_check;
   std::chrono::milliseconds poll_interval{1000};
+  // Run the tenancy controller: list+watch Tenancy objects and reconcile each (namespace,
+  // network policies, NFS PV/PVCs in pv mode, status Ready); everything is relisted and
+  // reconciled again every `tenancy_resync` to repair drift.
+  bool tenancy_controller = true;
+  k8s::NfsMode nfs_mode = k8s::NfsMode::kInline;
+  std::chrono::milliseconds tenancy_resync{30000};
 };
 
 std::unique_ptr<ContainerBackend> CreateKubernetesBackend(KubernetesBackendOptions options);
