@@ -266,6 +266,15 @@ TEST(ClientTls, VerifiesTheServerWithTheKubeconfigCaAndPresentsAClientCertificat
   ca_file.client_cert_file = pki.path() + "/client.crt";
   ca_file.client_key_file = pki.path() + "/client.key";
   EXPECT_TRUE(Client(ca_file).Get(Resource::Namespaces(), "", "tenant-tls").ok());
+  // tls-server-name: the certificate names 127.0.0.1 and localhost, not other.example.
+  ClientConfig named = *config;
+  named.retry.max_attempts = 1;
+  named.tls_server_name = "localhost";
+  auto by_name = Client(named).Get(Resource::Namespaces(), "", "tenant-tls");
+  EXPECT_TRUE(by_name.ok()) << by_name.error().message;
+  named.tls_server_name = "other.example";
+  EXPECT_EQ(Client(named).Get(Resource::Namespaces(), "", "tenant-tls").error().category,
+            ErrorCategory::kUnavailable);
 }
 
 TEST(Kubeconfig, SelectsTheContextAndResolvesRelativeFiles) {

@@ -87,7 +87,7 @@ void MakeTestPki(const std::string& dir) {
       "-keyout ca.key -out ca.crt 2>/dev/null"
       "; openssl req -newkey rsa:2048 -nodes -subj /CN=apiserver -keyout server.key -out "
       "server.csr 2>/dev/null"
-      "; printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext"
+      "; echo subjectAltName=IP:127.0.0.1,DNS:localhost > san.ext"
       "; openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
       "-extfile san.ext -out server.crt 2>/dev/null"
       "; openssl req -newkey rsa:2048 -nodes -subj /CN=tessera/O=system:masters -keyout "

@@ -164,6 +164,29 @@ int WatchProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return state->stop && state->stop->load() ? 1 : 0;
 }
 
+// The URL to request and, with tls-server-name, a CURLOPT_CONNECT_TO entry: the request (SNI and
+// certificate check) names `tls_server_name` while the connection goes to the server's address.
+std::string EffectiveUrl(const ClientConfig& config, const std::string& path,
+                         std::string* connect_to) {
+  connect_to->clear();
+  if (config.tls_server_name.empty()) return config.server + path;
+  auto scheme_end = config.server.find("://");
+  std::string scheme =
+      scheme_end == std::string::npos ? "https://" : config.server.substr(0, scheme_end + 3);
+  std::string authority =
+      scheme_end == std::string::npos ? config.server : config.server.substr(scheme_end + 3);
+  auto slash = authority.find('/');
+  if (slash != std::string::npos) authority.resize(slash);
+  std::string host = authority, port = scheme == "http://" ? "80" : "443";
+  auto colon = authority.rfind(':');
+  if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  *connect_to = config.tls_server_name + ":" + port + ":" + host + ":" + port;
+  return scheme + config.tls_server_name + ":" + port + path;
+}
+
 }  // namespace
 
 struct Client::Response {
@@ -276,7 +299,13 @@ Result<Client::Response> Client::Send(const std::string& method, const std::stri
     std::unique_ptr<curl_slist, SlistDeleter> headers;
     for (const auto& line : header_lines)
       headers.reset(curl_slist_append(headers.release(), line.c_str()));
-    std::string url = config_.server + path;
+    std::string connect_to;
+    std::string url = EffectiveUrl(config_, path, &connect_to);
+    std::unique_ptr<curl_slist, SlistDeleter> connect_list;
+    if (!connect_to.empty()) {
+      connect_list.reset(curl_slist_append(nullptr, connect_to.c_str()));
+      curl_easy_setopt(curl.get(), CURLOPT_CONNECT_TO, connect_list.get());
+    }
     response = Response{};
     curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
@@ -414,7 +443,13 @@ Status Client::WatchOnce(const Resource& resource, const std::string& ns,
   state.last_version = resource_version;
   state.on_event = &on_event;
   state.stop = stop;
-  std::string url = config_.server + path;
+  std::string connect_to;
+  std::string url = EffectiveUrl(config_, path, &connect_to);
+  std::unique_ptr<curl_slist, SlistDeleter> connect_list;
+  if (!connect_to.empty()) {
+    connect_list.reset(curl_slist_append(nullptr, connect_to.c_str()));
+    curl_easy_setopt(curl.get(), CURLOPT_CONNECT_TO, connect_list.get());
+  }
   curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
   curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, WatchWrite);

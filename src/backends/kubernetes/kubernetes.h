@@ -34,7 +34,7 @@ struct ClientConfig {
   std::string ca_pem;
   std::string ca_file;
   bool insecure_skip_tls_verify = false;
-  std::string tls_server_name;  // parsed from kubeconfig; not applied by the client yet
+  std::string tls_server_name;  // name to verify (and send as SNI) instead of the server's host
   // Authentication: a bearer token (or a file re-read per request: service-account tokens
   // rotate), and/or a client certificate and key (PEM data or files).
   std::string bearer_token;
