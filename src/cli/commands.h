@@ -23,5 +23,6 @@ void AddFleetCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);  // serve and run (cmd_serve.cc)
 void AddRuntimeConfigCommand(CLI::App& app);
 void AddDoctorCommand(CLI::App& app);
+void AddDevicePluginCommand(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddServeCommand(app);
   tessera::cli::AddRuntimeConfigCommand(app);
   tessera::cli::AddDoctorCommand(app);
+  tessera::cli::AddDevicePluginCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

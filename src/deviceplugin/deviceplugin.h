@@ -1,0 +1,304 @@
+// The Kubernetes device plugin's resource manager: which resources a node advertises (from the
+// inventory and naming rules), their device IDs and replicas, health (presence, NVML Xids,
+// leases), Allocate outputs and preferred allocations. No gRPC here: server.h speaks the kubelet
+// protocol over this, and tests drive it without a socket.
+//
+// Thread safety: ResourceManager is shared by the gRPC handler threads and the agent's event
+// loop; its mutable health state is guarded by one mutex (see the class).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cdi/cdi.h"
+#include "common/error.h"
+#include "inventory/inventory.h"
+#include "topology/topology.h"
+
+namespace tessera::deviceplugin {
+
+// ---------------------------------------------------------------------------------------------
+// Configuration (docs/device-plugin.md). Parsed once at the edge: file, then env, then flags.
+
+// What Allocate puts into a container response; several may be selected.
+enum class ListStrategy {
+  kCdiCri,          // cdi_devices (field 5) with fully qualified CDI names
+  kCdiAnnotations,  // cdi.k8s.io/<plugin>_<id> annotation
+  kDeviceSpecs,     // DeviceSpecs + mounts + env (containerd 1.6 has no CDI)
+  kEnvvar,          // NVIDIA_VISIBLE_DEVICES
+};
+const char* ListStrategyName(ListStrategy strategy);
+Result<ListStrategy> ParseListStrategy(std::string_view name);
+
+// How replicas of shared devices are preferred.
+enum class AllocationPolicy { kDistributed, kPacked };
+const char* AllocationPolicyName(AllocationPolicy policy);
+Result<AllocationPolicy> ParseAllocationPolicy(std::string_view name);
+
+// A naming rule: devices matching every given criterion are advertised under `name`. Rules are
+// tried in order before the built-in defaults; `{model}` in the name becomes the model with
+// every run of characters outside [A-Za-z0-9] replaced by '_' (GH100 [H100 SXM5 80GB] ->
+// GH100_H100_SXM5_80GB).
+struct NamingRule {
+  std::string name;
+  std::optional<uint16_t> vendor_id;
+  std::optional<uint16_t> device_id;
+  std::string model;   // glob (fnmatch) on the pci.ids model name; empty = any
+  std::string driver;  // exact bound driver; empty = any
+  std::string kind;    // "gpu", "accelerator", "nvswitch"; empty = gpu or accelerator
+};
+
+struct SharedResource {
+  std::string name;    // resource whose devices are shared
+  int replicas = 2;    // >= 2
+  std::string rename;  // advertised name; empty = name (or name + ".shared" by default)
+};
+
+struct SharingConfig {
+  std::vector<SharedResource> resources;
+  bool rename_by_default = false;
+  bool fail_requests_greater_than_one = false;
+};
+
+struct HealthConfig {
+  bool enabled = true;
+  int poll_interval_ms = 200;  // sysfs raises no inotify events for kernel-made changes
+  bool nvml = true;
+  std::string nvml_library = "libnvidia-ml.so.1";  // dlopen()ed at run time only
+  // Xids caused by applications, not the GPU: graphics engine exception (13), MMU fault (31),
+  // GPU stopped processing (43), preemptive cleanup (45), video processor exception (68),
+  // context switch timeout (109).
+  std::set<uint64_t> ignored_xids = {13, 31, 43, 45, 68, 109};
+};
+
+struct TopologyConfig {
+  std::string partition_table;         // preset name (hgx-h100-8gpu) or a YAML/JSON file path
+  std::map<int, std::string> modules;  // module ID -> PCI address, added to the table's map
+};
+
+struct Config {
+  std::string root = "/";
+  std::string socket_dir = "/var/lib/kubelet/device-plugins";
+  std::string cdi_dir = "/var/run/cdi";
+  bool write_cdi_specs = true;  // write the specs the cdi-* strategies name into cdi_dir
+  std::string lease_file = "/run/tessera/leases.json";
+  std::vector<ListStrategy> device_list_strategy = {ListStrategy::kCdiCri};
+  std::string annotation_plugin = "tessera";  // cdi.k8s.io/<plugin>_<id>
+  AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
+  std::vector<NamingRule> resources;
+  SharingConfig sharing;
+  TopologyConfig topology;
+  HealthConfig health;
+  int grpc_threads = 2;  // per resource server; bounds RSS (each thread has its own stack)
+};
+
+// The configured partition table (a preset name or a file), with `modules` merged into its
+// module -> PCI address map; nullopt when none is configured. Reads the file.
+Result<std::optional<topology::PartitionTable>> LoadPartitionTable(const TopologyConfig& config);
+
+// Strict YAML parse (unknown fields rejected; errors name the field).
+Result<Config> ParseConfig(std::string_view yaml);
+// Environment overrides (TESSERA_DP_*, see docs); `env` is the process environment as a map.
+Status ApplyEnvironment(const std::map<std::string, std::string>& env, Config* config);
+// Semantic checks: resource names, replicas, strategies.
+Status ValidateConfig(const Config& config);
+// Checks a Kubernetes extended resource name: "<domain>/<name>", name <= 63 characters.
+std::string CheckResourceName(std::string_view name);
+
+// ---------------------------------------------------------------------------------------------
+// Node-local lease file, written atomically by `tessera serve` / the control plane:
+// {"version":1,"gpus":{"0000:18:00.0":{"state":"quarantined","reason":"...","tenancy":"..."}}}
+
+enum class LeaseState { kFree, kReserved, kActive, kReleasing, kChecking, kQuarantined, kDraining };
+const char* LeaseStateName(LeaseState state);
+
+struct Lease {
+  LeaseState state = LeaseState::kFree;
+  std::string reason;
+  std::string tenancy;
+  // checking, quarantined and draining GPUs must not be handed out by kubelet.
+  bool blocks_allocation() const {
+    return state == LeaseState::kChecking || state == LeaseState::kQuarantined ||
+           state == LeaseState::kDraining;
+  }
+  friend bool operator==(const Lease&, const Lease&) = default;
+};
+
+using LeaseMap = std::map<std::string, Lease>;  // by canonical PCI address
+
+Result<LeaseMap> ParseLeaseFile(std::string_view json);
+// A missing file means no leases.
+Result<LeaseMap> ReadLeaseFile(const std::string& path);
+
+// ---------------------------------------------------------------------------------------------
+// Resources.
+
+struct PhysicalDevice {
+  std::string id;  // GPU UUID when the driver reports one, else the PCI address
+  std::string pci_address;
+  std::optional<std::string> uuid;
+  int numa_node = -1;
+  std::string model;
+  uint16_t vendor_id = 0;
+  std::string driver;
+  // CDI: the fully qualified name ("nvidia.com/gpu=GPU-...") of the device in the specs the CDI
+  // builder writes, and its edits plus the spec's shared edits (for device-specs mode).
+  std::string cdi_name;
+  std::string cdi_kind;
+  cdi::ContainerEdits edits;
+  // What must exist for the device to be healthy: its sysfs entry and device nodes (host paths).
+  std::vector<std::string> watch_paths;
+};
+
+struct Resource {
+  std::string name;          // e.g. nvidia.com/gpu
+  std::vector<int> devices;  // indices into ResourceManager::devices()
+  int replicas = 1;          // > 1: time-sliced, IDs "<id>::<n>"
+  bool fail_requests_greater_than_one = false;
+  std::vector<std::string> ids;                           // advertised IDs in order
+  std::map<std::string, int> device_of_id;                // advertised ID -> physical device index
+  std::map<std::string, cdi::ContainerEdits> spec_edits;  // by CDI kind: the spec-level edits
+  std::optional<topology::GpuChooser> chooser;            // GPU resources without replicas
+  std::string chooser_note;  // why partition mode is off, when a table was configured
+  std::string socket_name;   // endpoint in the socket dir
+};
+
+struct AdvertisedDevice {
+  std::string id;
+  bool healthy = true;
+  int numa_node = -1;
+};
+
+struct DeviceSpecOut {
+  std::string container_path;
+  std::string host_path;
+  std::string permissions;
+};
+struct MountOut {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = false;
+};
+struct ContainerAllocation {
+  std::map<std::string, std::string> envs;
+  std::vector<MountOut> mounts;
+  std::vector<DeviceSpecOut> devices;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;
+};
+
+struct PreferredRequest {
+  std::vector<std::string> available;
+  std::vector<std::string> must_include;
+  int size = 0;
+};
+
+// Why a device is unhealthy, for logs and Allocate errors.
+struct DeviceHealth {
+  bool present = true;
+  std::optional<uint64_t> xid;  // a critical Xid was reported
+  std::optional<Lease> lease;   // a blocking lease
+  bool healthy() const { return present && !xid && !lease; }
+  std::string Describe() const;
+};
+
+class ResourceManager {
+ public:
+  // Pure: builds resources from the inventory (CDI names through cdi::BuildSpecs) and config.
+  // `table`: the NVLink fabric partition table, when configured (LoadPartitionTable).
+  static Result<std::unique_ptr<ResourceManager>> Create(
+      const inventory::Inventory& inventory, const Config& config,
+      const std::optional<topology::PartitionTable>& table = std::nullopt);
+
+  const std::vector<Resource>& resources() const { return resources_; }
+  const std::vector<PhysicalDevice>& devices() const { return devices_; }
+  const Resource* FindResource(std::string_view name) const;
+  const Config& config() const { return config_; }
+  // The CDI specs that name the devices (written into cdi_dir by the agent).
+  const std::vector<cdi::Spec>& cdi_specs() const { return cdi_specs_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  // Health inputs; each returns whether any advertised health changed (and then wakes waiters).
+  bool SetPresence(const std::map<std::string, bool>& present_by_pci);
+  bool SetXid(const std::string& pci_address, uint64_t xid);
+  bool SetLeases(const LeaseMap& leases);
+  DeviceHealth Health(int device) const;
+
+  // ListAndWatch: the current list and its generation; WaitForChange blocks until the
+  // generation differs from `seen`, `deadline` passes or Shutdown() is called.
+  std::vector<AdvertisedDevice> List(const Resource& resource, uint64_t* generation) const;
+  uint64_t WaitForChange(uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
+  void Shutdown();
+  bool shut_down() const;
+
+  // Allocate: one ContainerAllocation per container request. Unknown, unhealthy or leased IDs
+  // and, with failRequestsGreaterThanOne, more than one replica are InvalidArgument naming the ID.
+  Result<std::vector<ContainerAllocation>> Allocate(
+      const Resource& resource, const std::vector<std::vector<std::string>>& requests) const;
+  // GetPreferredAllocation: one ID list per request.
+  Result<std::vector<std::string>> Preferred(const Resource& resource,
+                                             const PreferredRequest& request) const;
+
+ private:
+  ResourceManager() = default;
+  std::vector<std::string> PreferReplicas(const Resource& resource,
+                                          const PreferredRequest& request) const;
+  Result<ContainerAllocation> AllocateOne(const Resource& resource,
+                                          const std::vector<std::string>& ids) const;
+  bool HealthyLocked(int device) const;
+  void BumpLocked();
+
+  Config config_;
+  std::vector<PhysicalDevice> devices_;
+  std::vector<Resource> resources_;
+  std::vector<cdi::Spec> cdi_specs_;
+  std::vector<std::string> warnings_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  mutable std::condition_variable changed_;
+  std::vector<bool> present_;                 // per device
+  std::vector<std::optional<uint64_t>> xid_;  // per device
+  std::vector<std::optional<Lease>> lease_;   // per device, blocking leases only
+  uint64_t generation_ = 1;
+  bool shut_down_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Health probes (I/O).
+
+// Which watched paths exist: pci_address -> all of the device's watch paths exist.
+std::map<std::string, bool> ProbePresence(const std::vector<PhysicalDevice>& devices);
+
+// Critical Xid events from NVML, loaded with dlopen at run time (never linked). Start() returns
+// Unavailable when the library or a symbol is missing, or nvmlInit fails; callers go on without.
+class XidWatcher {
+ public:
+  struct Event {
+    std::string pci_address;  // canonical
+    uint64_t xid = 0;
+  };
+  static Result<std::unique_ptr<XidWatcher>> Start(const std::string& library,
+                                                   const std::vector<PhysicalDevice>& devices);
+  ~XidWatcher();
+  XidWatcher(const XidWatcher&) = delete;
+  XidWatcher& operator=(const XidWatcher&) = delete;
+  // Waits up to timeout_ms for one event; nullopt on timeout.
+  std::optional<Event> Wait(int timeout_ms);
+
+  struct Impl;
+
+ private:
+  explicit XidWatcher(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::deviceplugin

@@ -1,0 +1,590 @@
+// Resources from an inventory: naming, CDI names, replicas, choosers (precomputed once per
+// inventory, not per call), and health state.
+#include <fnmatch.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "deviceplugin/deviceplugin.h"
+
+namespace tessera::deviceplugin {
+namespace {
+
+using inventory::DeviceKind;
+using inventory::PciDevice;
+
+bool IsGpuLike(const PciDevice& device) {
+  return device.kind == DeviceKind::kGpu || device.kind == DeviceKind::kAccelerator;
+}
+
+// Devices are only handed out when a driver the plugin knows how to expose owns them.
+bool UsableDriver(const std::string& driver) {
+  return driver == "nvidia" || driver == "vfio-pci" || driver == "amdgpu" || driver == "i915" ||
+         driver == "xe";
+}
+
+std::string DefaultResource(const PciDevice& device) {
+  if (device.kind == DeviceKind::kNvSwitch) {
+    // NVSwitches are handed out only to VM service partitions (vfio); under the nvidia driver
+    // the host's fabric manager owns them.
+    return device.driver == "vfio-pci" ? "nvidia.com/nvswitch" : "";
+  }
+  if (!IsGpuLike(device)) return "";
+  if (device.driver == "nvidia") return "nvidia.com/gpu";
+  if (device.driver == "vfio-pci") return device.is_nvidia() ? "nvidia.com/pgpu" : "";
+  if (device.driver == "amdgpu") return "amd.com/gpu";
+  if (device.driver == "i915") return "gpu.intel.com/i915";
+  if (device.driver == "xe") return "gpu.intel.com/xe";
+  return "";
+}
+
+std::string SanitizedModel(const std::string& model) {
+  std::string out;
+  bool gap = false;
+  for (char c : model) {
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum) {
+      gap = !out.empty();
+      continue;
+    }
+    if (gap) out += '_';
+    gap = false;
+    out += c;
+  }
+  return out.empty() ? "unknown" : out;
+}
+
+bool Matches(const NamingRule& rule, const PciDevice& device) {
+  if (rule.kind.empty()) {
+    if (!IsGpuLike(device)) return false;
+  } else if (rule.kind != inventory::DeviceKindName(device.kind)) {
+    return false;
+  }
+  if (rule.vendor_id && *rule.vendor_id != device.vendor_id) return false;
+  if (rule.device_id && *rule.device_id != device.device_id) return false;
+  if (!rule.driver.empty() && rule.driver != device.driver) return false;
+  if (!rule.model.empty() && ::fnmatch(rule.model.c_str(), device.model.c_str(), 0) != 0) {
+    return false;
+  }
+  return true;
+}
+
+std::string SocketName(const std::string& resource) {
+  std::string out = "tessera-";
+  for (char c : resource)
+    out += (c == '/' || c == '.') ? '-' : c;
+  return out + ".sock";
+}
+
+uint64_t Fnv1a(std::string_view text) {
+  uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+bool HasOption(const std::vector<std::string>& options, const char* option) {
+  return std::find(options.begin(), options.end(), option) != options.end();
+}
+
+}  // namespace
+
+std::string DeviceHealth::Describe() const {
+  std::vector<std::string> why;
+  if (!present) why.push_back("its sysfs entry or device node is gone");
+  if (xid) why.push_back("NVML reported critical Xid " + std::to_string(*xid));
+  if (lease) {
+    std::string text = std::string("lease state ") + LeaseStateName(lease->state);
+    if (!lease->reason.empty()) text += " (" + lease->reason + ")";
+    why.push_back(text);
+  }
+  if (why.empty()) return "healthy";
+  std::string out;
+  for (const auto& w : why)
+    out += (out.empty() ? "" : "; ") + w;
+  return out;
+}
+
+Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
+    const inventory::Inventory& inventory, const Config& config,
+    const std::optional<topology::PartitionTable>& table) {
+  if (auto s = ValidateConfig(config); !s) return s.error();
+  std::unique_ptr<ResourceManager> manager(new ResourceManager());
+  manager->config_ = config;
+
+  // CDI names come from the same builder `tessera cdi generate` uses, so the names kubelet
+  // passes to the runtime exist in the specs on disk.
+  cdi::BuildOptions cdi_options;
+  cdi_options.mode = cdi::Mode::kAuto;
+  auto built = cdi::BuildSpecs(inventory, cdi_options);
+  if (built) {
+    manager->cdi_specs_ = built->specs;
+  } else {
+    manager->warnings_.push_back("CDI specs: " + built.error().message);
+  }
+
+  std::map<std::string, std::vector<int>> by_resource;
+  for (const PciDevice& device : inventory.devices) {
+    if (!UsableDriver(device.driver)) continue;
+    std::string name;
+    for (const auto& rule : config.resources) {
+      if (Matches(rule, device)) {
+        name = rule.name;
+        if (size_t at = name.find("{model}"); at != std::string::npos) {
+          name.replace(at, 7, SanitizedModel(device.model));
+        }
+        break;
+      }
+    }
+    if (name.empty()) name = DefaultResource(device);
+    if (name.empty()) continue;
+    if (auto problem = CheckResourceName(name); !problem.empty()) {
+      return InvalidArgument(device.pci_address + ": resource name " + problem);
+    }
+
+    PhysicalDevice physical;
+    physical.pci_address = device.pci_address;
+    physical.uuid = device.gpu_uuid;
+    physical.id =
+        device.gpu_uuid && !device.gpu_uuid->empty() ? *device.gpu_uuid : device.pci_address;
+    physical.numa_node = device.numa_node;
+    physical.model = device.model;
+    physical.vendor_id = device.vendor_id;
+    physical.driver = device.driver;
+    physical.watch_paths.push_back(
+        inventory::HostPath(inventory.root, "/sys/bus/pci/devices/" + device.pci_address));
+    for (const auto& node : device.device_nodes) {
+      if (node.exists)
+        physical.watch_paths.push_back(inventory::HostPath(inventory.root, node.path));
+    }
+    // The CDI builder names a device by its stable ID, or by its IOMMU group when VFIO must hand
+    // out a group with several members.
+    std::vector<std::string> cdi_names = {physical.id};
+    if (device.iommu_group)
+      cdi_names.push_back("iommu-group-" + std::to_string(*device.iommu_group));
+    for (const auto& spec : manager->cdi_specs_) {
+      for (const auto& cdi_device : spec.devices) {
+        if (std::find(cdi_names.begin(), cdi_names.end(), cdi_device.name) == cdi_names.end()) {
+          continue;
+        }
+        if (!physical.cdi_name.empty()) continue;
+        physical.cdi_name = spec.kind + "=" + cdi_device.name;
+        physical.cdi_kind = spec.kind;
+        physical.edits = cdi_device.container_edits;
+      }
+    }
+    if (physical.cdi_name.empty()) {
+      manager->warnings_.push_back(device.pci_address + ": no CDI device in the generated specs");
+    }
+    by_resource[name].push_back(static_cast<int>(manager->devices_.size()));
+    manager->devices_.push_back(std::move(physical));
+  }
+
+  std::set<std::string> advertised;
+  for (auto& [name, devices] : by_resource) {
+    Resource resource;
+    resource.name = name;
+    resource.devices = devices;
+    for (const auto& shared : config.sharing.resources) {
+      if (shared.name != name) continue;
+      resource.replicas = shared.replicas;
+      resource.fail_requests_greater_than_one = config.sharing.fail_requests_greater_than_one;
+      if (!shared.rename.empty()) {
+        resource.name = shared.rename;
+      } else if (config.sharing.rename_by_default) {
+        resource.name = name + ".shared";
+        if (auto problem = CheckResourceName(resource.name); !problem.empty()) {
+          return InvalidArgument("sharing: renamed resource " + problem);
+        }
+      }
+    }
+    if (!advertised.insert(resource.name).second) {
+      return InvalidArgument("resource " + resource.name + " would be advertised twice");
+    }
+    for (int index : devices) {
+      const PhysicalDevice& device = manager->devices_[index];
+      if (!device.cdi_kind.empty() && !resource.spec_edits.count(device.cdi_kind)) {
+        for (const auto& spec : manager->cdi_specs_) {
+          if (spec.kind == device.cdi_kind) resource.spec_edits[spec.kind] = spec.container_edits;
+        }
+      }
+      if (resource.replicas == 1) {
+        resource.ids.push_back(device.id);
+        resource.device_of_id[device.id] = index;
+      } else {
+        for (int n = 0; n < resource.replicas; ++n) {
+          std::string id = device.id + "::" + std::to_string(n);
+          resource.ids.push_back(id);
+          resource.device_of_id[id] = index;
+        }
+      }
+    }
+    resource.socket_name = SocketName(resource.name);
+
+    // Topology-aware choice for whole devices; precomputed here once.
+    if (resource.replicas == 1 &&
+        resource.devices.size() <= static_cast<size_t>(topology::kMaxGpus)) {
+      topology::GpuTopology gpus;
+      std::set<std::string> pcis;
+      for (int index : devices) {
+        const PhysicalDevice& device = manager->devices_[index];
+        const PciDevice* source = inventory.FindDevice(device.pci_address);
+        topology::GpuInfo info;
+        info.id = device.id;
+        info.pci_address = device.pci_address;
+        info.numa_node = device.numa_node;
+        if (source) info.upstream_bridges = source->upstream_bridges;
+        gpus.gpus.push_back(std::move(info));
+        pcis.insert(device.pci_address);
+      }
+      std::optional<topology::PartitionTable> resource_table;
+      if (table) {
+        std::set<std::string> table_pcis;
+        for (const auto& [module, pci] : table->pci_addresses)
+          table_pcis.insert(pci);
+        if (table_pcis == pcis) {
+          resource_table = *table;
+        } else {
+          resource.chooser_note = "partition table " + table->board +
+                                  " does not map exactly the GPUs of " + resource.name +
+                                  "; scoring links instead";
+        }
+      }
+      auto chooser = topology::GpuChooser::Create(std::move(gpus), resource_table);
+      if (chooser) {
+        resource.chooser.emplace(std::move(*chooser));
+      } else {
+        resource.chooser_note = chooser.error().message;
+      }
+      if (!resource.chooser_note.empty()) {
+        manager->warnings_.push_back(resource.name + ": " + resource.chooser_note);
+      }
+    }
+    manager->resources_.push_back(std::move(resource));
+  }
+  std::sort(manager->resources_.begin(), manager->resources_.end(),
+            [](const Resource& a, const Resource& b) { return a.name < b.name; });
+
+  manager->present_.assign(manager->devices_.size(), true);
+  manager->xid_.assign(manager->devices_.size(), std::nullopt);
+  manager->lease_.assign(manager->devices_.size(), std::nullopt);
+  return manager;
+}
+
+const Resource* ResourceManager::FindResource(std::string_view name) const {
+  for (const auto& resource : resources_) {
+    if (resource.name == name) return &resource;
+  }
+  return nullptr;
+}
+
+void ResourceManager::BumpLocked() {
+  ++generation_;
+  changed_.notify_all();
+}
+
+bool ResourceManager::HealthyLocked(int device) const {
+  return present_[device] && !xid_[device] && !lease_[device];
+}
+
+DeviceHealth ResourceManager::Health(int device) const {
+  std::lock_guard lock(mutex_);
+  DeviceHealth health;
+  health.present = present_[device];
+  health.xid = xid_[device];
+  health.lease = lease_[device];
+  return health;
+}
+
+bool ResourceManager::SetPresence(const std::map<std::string, bool>& present_by_pci) {
+  std::lock_guard lock(mutex_);
+  bool changed = false;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    auto it = present_by_pci.find(devices_[i].pci_address);
+    if (it == present_by_pci.end() || present_[i] == it->second) continue;
+    present_[i] = it->second;
+    // A device that went away and came back was reset or replaced: an earlier Xid is history.
+    if (it->second) xid_[i].reset();
+    changed = true;
+  }
+  if (changed) BumpLocked();
+  return changed;
+}
+
+bool ResourceManager::SetXid(const std::string& pci_address, uint64_t xid) {
+  if (config_.health.ignored_xids.count(xid)) return false;
+  std::lock_guard lock(mutex_);
+  bool changed = false;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].pci_address != pci_address || xid_[i]) continue;
+    xid_[i] = xid;
+    changed = true;
+  }
+  if (changed) BumpLocked();
+  return changed;
+}
+
+bool ResourceManager::SetLeases(const LeaseMap& leases) {
+  std::lock_guard lock(mutex_);
+  bool changed = false;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    std::optional<Lease> blocking;
+    auto it = leases.find(devices_[i].pci_address);
+    if (it != leases.end() && it->second.blocks_allocation()) blocking = it->second;
+    if (blocking != lease_[i]) {
+      lease_[i] = std::move(blocking);
+      changed = true;
+    }
+  }
+  if (changed) BumpLocked();
+  return changed;
+}
+
+std::vector<AdvertisedDevice> ResourceManager::List(const Resource& resource,
+                                                    uint64_t* generation) const {
+  std::lock_guard lock(mutex_);
+  if (generation) *generation = generation_;
+  std::vector<AdvertisedDevice> out;
+  out.reserve(resource.ids.size());
+  for (const auto& id : resource.ids) {
+    int index = resource.device_of_id.at(id);
+    out.push_back({id, HealthyLocked(index), devices_[index].numa_node});
+  }
+  return out;
+}
+
+uint64_t ResourceManager::WaitForChange(uint64_t seen,
+                                        std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] { return generation_ != seen || shut_down_; });
+  return generation_;
+}
+
+void ResourceManager::Shutdown() {
+  std::lock_guard lock(mutex_);
+  shut_down_ = true;
+  changed_.notify_all();
+}
+
+bool ResourceManager::shut_down() const {
+  std::lock_guard lock(mutex_);
+  return shut_down_;
+}
+
+// ---- Allocate ----
+
+Result<std::vector<ContainerAllocation>> ResourceManager::Allocate(
+    const Resource& resource, const std::vector<std::vector<std::string>>& requests) const {
+  std::vector<ContainerAllocation> out;
+  out.reserve(requests.size());
+  for (const auto& ids : requests) {
+    auto allocation = AllocateOne(resource, ids);
+    if (!allocation) return allocation.error();
+    out.push_back(std::move(*allocation));
+  }
+  return out;
+}
+
+Result<ContainerAllocation> ResourceManager::AllocateOne(
+    const Resource& resource, const std::vector<std::string>& ids) const {
+  if (resource.replicas > 1 && resource.fail_requests_greater_than_one && ids.size() > 1) {
+    return InvalidArgument("request for " + std::to_string(ids.size()) + " replicas of " +
+                           resource.name +
+                           ": sharing.timeSlicing.failRequestsGreaterThanOne allows 1");
+  }
+  // Physical devices in request order; replicas of one device count once.
+  std::vector<int> physical;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& id : ids) {
+      auto it = resource.device_of_id.find(id);
+      if (it == resource.device_of_id.end()) {
+        return InvalidArgument("device \"" + id + "\" is not a device of " + resource.name);
+      }
+      int index = it->second;
+      if (!HealthyLocked(index)) {
+        DeviceHealth health{present_[index], xid_[index], lease_[index]};
+        return InvalidArgument("device \"" + id + "\" is unhealthy: " + health.Describe());
+      }
+      if (std::find(physical.begin(), physical.end(), index) == physical.end()) {
+        physical.push_back(index);
+      }
+    }
+  }
+
+  ContainerAllocation out;
+  const auto& strategies = config_.device_list_strategy;
+  auto wants = [&](ListStrategy s) {
+    return std::find(strategies.begin(), strategies.end(), s) != strategies.end();
+  };
+  if (wants(ListStrategy::kCdiCri) || wants(ListStrategy::kCdiAnnotations)) {
+    std::vector<std::string> names;
+    for (int index : physical) {
+      const auto& device = devices_[index];
+      if (device.cdi_name.empty()) {
+        return FailedPrecondition("device \"" + device.id + "\" has no CDI device (see warnings)");
+      }
+      // Several members of one VFIO group share one CDI device.
+      if (std::find(names.begin(), names.end(), device.cdi_name) == names.end()) {
+        names.push_back(device.cdi_name);
+      }
+    }
+    if (wants(ListStrategy::kCdiCri)) out.cdi_devices = names;
+    if (wants(ListStrategy::kCdiAnnotations)) {
+      std::string joined;
+      for (const auto& name : names)
+        joined += (joined.empty() ? "" : ",") + name;
+      char hash[17];
+      std::snprintf(hash, sizeof hash, "%016llx",
+                    static_cast<unsigned long long>(Fnv1a(resource.name + "|" + joined)));
+      out.annotations["cdi.k8s.io/" + config_.annotation_plugin + "_" + hash] = joined;
+    }
+  }
+  if (wants(ListStrategy::kDeviceSpecs)) {
+    auto add_node = [&](const cdi::DeviceNode& node) {
+      std::string host = node.host_path.empty() ? node.path : node.host_path;
+      for (const auto& existing : out.devices) {
+        if (existing.container_path == node.path) return;
+      }
+      out.devices.push_back({node.path, host, node.permissions.empty() ? "rw" : node.permissions});
+    };
+    auto add_edits = [&](const cdi::ContainerEdits& edits) {
+      for (const auto& node : edits.device_nodes)
+        add_node(node);
+      for (const auto& mount : edits.mounts) {
+        bool seen = std::any_of(out.mounts.begin(), out.mounts.end(), [&](const MountOut& m) {
+          return m.container_path == mount.container_path;
+        });
+        if (!seen) {
+          out.mounts.push_back(
+              {mount.container_path, mount.host_path, HasOption(mount.options, "ro")});
+        }
+      }
+      for (const auto& env : edits.env) {
+        size_t eq = env.find('=');
+        if (eq != std::string::npos) out.envs[env.substr(0, eq)] = env.substr(eq + 1);
+      }
+    };
+    std::vector<std::string> kinds;
+    for (int index : physical) {
+      add_edits(devices_[index].edits);
+      const auto& kind = devices_[index].cdi_kind;
+      if (!kind.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+        kinds.push_back(kind);
+      }
+    }
+    for (const auto& kind : kinds) {
+      auto it = resource.spec_edits.find(kind);
+      if (it != resource.spec_edits.end()) add_edits(it->second);
+    }
+  }
+  if (wants(ListStrategy::kEnvvar)) {
+    std::string visible;
+    for (int index : physical) {
+      if (devices_[index].vendor_id != 0x10de) continue;
+      visible += (visible.empty() ? "" : ",") + devices_[index].id;
+    }
+    if (!visible.empty()) out.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  }
+  return out;
+}
+
+// ---- GetPreferredAllocation ----
+
+Result<std::vector<std::string>> ResourceManager::Preferred(const Resource& resource,
+                                                            const PreferredRequest& request) const {
+  for (const auto* list : {&request.available, &request.must_include}) {
+    for (const auto& id : *list) {
+      if (!resource.device_of_id.count(id)) {
+        return InvalidArgument("device \"" + id + "\" is not a device of " + resource.name);
+      }
+    }
+  }
+  if (request.size < 0 || static_cast<size_t>(request.size) > request.available.size()) {
+    return InvalidArgument("allocation size " + std::to_string(request.size) + " but " +
+                           std::to_string(request.available.size()) + " devices available");
+  }
+  if (static_cast<size_t>(request.size) < request.must_include.size()) {
+    return InvalidArgument("allocation size " + std::to_string(request.size) +
+                           " is less than the " + std::to_string(request.must_include.size()) +
+                           " devices that must be included");
+  }
+  if (resource.replicas > 1) return PreferReplicas(resource, request);
+  if (resource.chooser) {
+    auto chosen = resource.chooser->Choose(request.available, request.must_include, request.size);
+    if (chosen) return *chosen;
+    // No whole fabric partition fits (or the size is one no partition has): fall back to the
+    // best-linked set, so kubelet still gets a topology-aware answer.
+    if (resource.chooser->partition_mode()) {
+      const auto& scorer = resource.chooser->scorer();
+      std::map<std::string, int> index;
+      for (int i = 0; i < scorer.gpu_count(); ++i)
+        index[scorer.topology().gpus[i].id] = i;
+      topology::GpuMask available = 0, must = 0;
+      for (const auto& id : request.available)
+        available |= topology::GpuMask{1} << index.at(id);
+      for (const auto& id : request.must_include)
+        must |= topology::GpuMask{1} << index.at(id);
+      auto mask = scorer.Choose(available, request.size, must);
+      if (mask) {
+        std::vector<std::string> out;
+        for (int i : topology::MaskToIndices(*mask))
+          out.push_back(scorer.topology().gpus[i].id);
+        return out;
+      }
+    }
+  }
+  // No topology: must_include first, then in advertised order.
+  std::vector<std::string> out = request.must_include;
+  for (const auto& id : request.available) {
+    if (static_cast<int>(out.size()) >= request.size) break;
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<std::string> ResourceManager::PreferReplicas(const Resource& resource,
+                                                         const PreferredRequest& request) const {
+  // Free replicas per physical device, in ID order; replicas missing from `available` are in use
+  // (or unhealthy), which is what distributed/packed weigh.
+  std::map<int, std::vector<std::string>> free;
+  for (const auto& id : request.available)
+    free[resource.device_of_id.at(id)].push_back(id);
+  std::map<int, int> used;
+  for (const auto& [device, ids] : free)
+    used[device] = resource.replicas - static_cast<int>(ids.size());
+
+  std::vector<std::string> out;
+  auto take = [&](std::string id) {  // by value: it may alias an element erased below
+    int device = resource.device_of_id.at(id);
+    auto& ids = free[device];
+    auto it = std::find(ids.begin(), ids.end(), id);
+    if (it == ids.end()) return;
+    ids.erase(it);
+    ++used[device];
+    out.push_back(id);
+  };
+  for (const auto& id : request.must_include)
+    take(id);
+  while (static_cast<int>(out.size()) < request.size) {
+    int best = -1;
+    for (const auto& [device, ids] : free) {
+      if (ids.empty()) continue;
+      if (best < 0) {
+        best = device;
+        continue;
+      }
+      bool better = config_.allocation_policy == AllocationPolicy::kDistributed
+                        ? used[device] < used[best]
+                        : used[device] > used[best];
+      if (better) best = device;
+    }
+    if (best < 0) break;
+    take(free[best].front());
+  }
+  return out;
+}
+
+}  // namespace tessera::deviceplugin

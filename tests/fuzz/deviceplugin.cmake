@@ -1,0 +1,2 @@
+tessera_add_fuzzer(deviceplugin_config ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_config.cc tessera_deviceplugin)
+tessera_add_fuzzer(deviceplugin_lease_file ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_lease_file.cc tessera_deviceplugin)
