@@ -50,6 +50,8 @@ check(run.returncode == 0, "deploy/manifests and the chart's crds/ are current (
 manifests = sorted(glob.glob(os.path.join(ROOT, "deploy", "manifests", "*.yaml")))
 crd_files = sorted(glob.glob(os.path.join(CRDS, "*.yaml")))
 check(validate(crd_files + manifests), "CRDs and plain manifests validate")
+standalone = sorted(glob.glob(os.path.join(ROOT, "deploy", "device-plugin", "*.yaml")))
+check(not standalone or validate(standalone), "deploy/device-plugin manifests validate")
 defaults = objects(os.path.join(ROOT, "deploy", "manifests"))
 kinds = sorted({o["kind"] for o in defaults})
 check(kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment",
