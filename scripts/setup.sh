@@ -19,6 +19,8 @@ packages=(
   python3 python3-kubernetes python3-yaml
   # Kubernetes objects checked against the CRDs' OpenAPI v3 schemas in tests
   python3-jsonschema
+  # Kubernetes client tests: a test PKI (openssl CLI) and the scripted API server's control calls
+  openssl curl
   nfs-ganesha nfs-ganesha-vfs libnfs-utils
   chromium wrk pciutils pci.ids file procps iproute2 kmod
 )

@@ -10,6 +10,30 @@
 namespace tessera::runtimes {
 namespace {
 
+// toml++ 3.3.0 (Debian 12) reaches __builtin_unreachable() in its generated Unicode tables for
+// some code points outside strings (found by fuzz_containerd_config: "o" U+2EFF). Every check
+// reads ASCII keys and values, so non-ASCII sequences become '?' before parsing: inside strings
+// and comments that keeps the document valid, outside them it was invalid TOML anyway. A leading
+// byte-order mark is dropped.
+std::string AsciiForToml(std::string_view text) {
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      out.push_back(char(c));
+      ++i;
+      continue;
+    }
+    out.push_back('?');
+    ++i;
+    while (i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80)
+      ++i;
+  }
+  return out;
+}
+
 std::string Basename(const std::string& path) {
   auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -129,7 +153,7 @@ void CheckRuntimeTypes(const ContainerdConfigFacts& facts, std::vector<Check>& o
 bool NvproxyEnabled(const std::string& runsc_toml, std::string& evidence) {
   toml::table table;
   try {
-    table = toml::parse(runsc_toml);
+    table = toml::parse(AsciiForToml(runsc_toml));
   } catch (const toml::parse_error& error) {
     std::ostringstream s;
     s << "does not parse: " << error.description() << " at line " << error.source().begin.line;
@@ -277,7 +301,7 @@ ContainerdCheckResult CheckContainerdConfig(const ContainerdCheckInput& input) {
   ContainerdCheckResult result;
   toml::table root;
   try {
-    root = toml::parse(std::string_view(input.config_text), std::string_view(input.config_path));
+    root = toml::parse(AsciiForToml(input.config_text), std::string_view(input.config_path));
   } catch (const toml::parse_error& error) {
     std::ostringstream evidence;
     evidence << input.config_path << ":" << error.source().begin.line << ":"

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "api/api.h"
+#include "backends/kubernetes/kubernetes_backend.h"
 #include "backends/local/local.h"
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
@@ -33,6 +34,10 @@ struct Flags {
   std::string data_dir = "tessera-data";
   std::string root = "/";
   std::string backend = "local";
+  std::string kubeconfig;  // --backend kubernetes: empty = in-cluster service account
+  std::string k8s_node;
+  bool k8s_cilium = false;
+  std::string k8s_nfs_mode = "inline";
   std::string lease_file = "/run/tessera/leases.json";
   std::string admin_token_file;  // default <data-dir>/admin.token
   std::string cdi_dir = cdi::kDefaultSpecDir;
@@ -235,8 +240,22 @@ int Main(const Flags& flags) {
     backend = backends::CreateLocalBackend(local);
   } else if (flags.backend == "null") {
     backend = backends::CreateNullBackend();
+  } else if (flags.backend == "kubernetes") {
+    backends::KubernetesBackendOptions k8s_options;
+    auto config = flags.kubeconfig.empty() ? k8s::InClusterConfig()
+                                           : k8s::LoadKubeconfig(flags.kubeconfig);
+    if (!config) Die(config.error());
+    k8s_options.client = std::move(*config);
+    k8s_options.instance =
+        flags.instance.empty() ? fleet::Sha256Hex(data_dir).substr(0, 12) : flags.instance;
+    k8s_options.node = flags.k8s_node;
+    k8s_options.cilium = flags.k8s_cilium;
+    auto nfs_mode = k8s::ParseNfsMode(flags.k8s_nfs_mode);
+    if (!nfs_mode) Die(nfs_mode.error());
+    k8s_options.nfs_mode = *nfs_mode;
+    backend = backends::CreateKubernetesBackend(std::move(k8s_options));
   } else {
-    Die(InvalidArgument("--backend " + flags.backend + ": want local or null"));
+    Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
   }
 
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
@@ -279,8 +298,20 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", flags.data_dir, "Store, admin token")->capture_default_str();
   app.add_option("--root", flags.root, "Host root to read (a fixture tree in tests)")
       ->capture_default_str();
-  app.add_option("--backend", flags.backend, "local (podman) or null (runs nothing; benchmarks)")
-      ->check(CLI::IsMember({"local", "null"}))
+  app.add_option("--backend", flags.backend,
+                 "local (podman), kubernetes (Pods through the API server) or null (runs "
+                 "nothing; benchmarks)")
+      ->check(CLI::IsMember({"local", "kubernetes", "null"}))
+      ->capture_default_str();
+  app.add_option("--kubeconfig", flags.kubeconfig,
+                 "kubeconfig for --backend kubernetes (default: in-cluster service account)");
+  app.add_option("--k8s-node", flags.k8s_node,
+                 "Node whose GPUs this service leases (Pods get node affinity to it)");
+  app.add_flag("--k8s-cilium", flags.k8s_cilium,
+               "Also create a CiliumNetworkPolicy per tenancy (clusters running Cilium)");
+  app.add_option("--k8s-nfs-mode", flags.k8s_nfs_mode,
+                 "NFS entitlements as inline nfs volumes or a PV/PVC pair each")
+      ->check(CLI::IsMember({"inline", "pv"}))
       ->capture_default_str();
   app.add_option("--lease-file", flags.lease_file, "Node-local lease file for the device plugin")
       ->capture_default_str();

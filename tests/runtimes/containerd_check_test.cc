@@ -184,6 +184,18 @@ TEST(ContainerdCheck, BrokenTomlFailsWithTheLine) {
   EXPECT_FALSE(result.facts);
 }
 
+TEST(ContainerdCheck, NonAsciiTextIsSafe) {
+  // A comment in French and a BOM still parse; a stray non-ASCII character outside strings is a
+  // parse FAIL (toml++ 3.3.0 would reach __builtin_unreachable on "o" U+2EFF).
+  std::string commented = "\xEF\xBB\xBF# configur\xC3\xA9 pour les GPU\n" + std::string(kNoCdi);
+  auto ok = RunChecks(commented, "2.0.0");
+  ASSERT_TRUE(ok.facts);
+  EXPECT_EQ(ok.facts->runtimes.size(), 1u);
+  auto bad = RunChecks("o\xE2\xBB\xBF");
+  ASSERT_EQ(bad.checks.size(), 1u);
+  EXPECT_EQ(bad.checks[0].verdict, Verdict::kFail);
+}
+
 TEST(Version, ParsesToolOutputs) {
   EXPECT_EQ(Version::Parse("podman version 4.3.1")->ToString(), "4.3.1");
   EXPECT_EQ(

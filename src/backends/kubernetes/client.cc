@@ -1,0 +1,520 @@
+// The API client over libcurl: JSON requests with bearer-token or client-certificate auth,
+// retries with backoff (429 honours Retry-After), list+watch with resourceVersion resume and a
+// relist on 410 Gone, as the Kubernetes API concepts document describes.
+#include <curl/curl.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "backends/kubernetes/kubernetes.h"
+#include "common/atomic_file.h"
+
+namespace tessera::k8s {
+namespace {
+
+struct CurlGlobal {
+  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+};
+
+struct CurlDeleter {
+  void operator()(CURL* curl) const { curl_easy_cleanup(curl); }
+};
+struct SlistDeleter {
+  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+};
+using CurlHandle = std::unique_ptr<CURL, CurlDeleter>;
+
+size_t AppendBody(char* data, size_t size, size_t n, void* user) {
+  static_cast<std::string*>(user)->append(data, size * n);
+  return size * n;
+}
+
+size_t AppendHeader(char* data, size_t size, size_t n, void* user) {
+  auto* headers = static_cast<std::map<std::string, std::string>*>(user);
+  std::string line(data, size * n);
+  auto colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string key = line.substr(0, colon);
+    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    std::string value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' '))
+      value.erase(0, 1);
+    while (!value.empty() && (value.back() == '\r' || value.back() == '\n'))
+      value.pop_back();
+    (*headers)[key] = value;
+  }
+  return size * n;
+}
+
+ApiError ParseApiError(long status, const std::string& body) {
+  ApiError error;
+  error.http_status = status;
+  auto doc = Json::parse(body, nullptr, false);
+  if (doc.is_object() && doc.value("kind", "") == "Status") {
+    error.reason = doc.value("reason", "");
+    error.message = doc.value("message", "");
+  } else {
+    error.message = body.substr(0, 200);
+  }
+  return error;
+}
+
+Error ToError(const ApiError& api, const std::string& what, bool creating) {
+  std::string message = what + ": HTTP " + std::to_string(api.http_status) +
+                        (api.reason.empty() ? "" : " " + api.reason) +
+                        (api.message.empty() ? "" : ": " + api.message);
+  switch (api.http_status) {
+    case 400:
+    case 422:
+      return InvalidArgument(message);
+    case 401:
+    case 403:
+      return PermissionDenied(message);
+    case 404:
+      return NotFound(message);
+    case 409:
+      return creating && api.reason != "Conflict" ? AlreadyExists(message)
+                                                  : FailedPrecondition(message);
+    case 410:
+      return FailedPrecondition(message);
+    default:
+      if (api.http_status == 429 || api.http_status >= 500) return Unavailable(message);
+      return Internal(message);
+  }
+}
+
+bool Retryable(long status) {
+  return status == 429 || status >= 500;
+}
+
+bool SleepUnlessStopped(std::chrono::milliseconds delay, const std::atomic<bool>* stop) {
+  auto end = std::chrono::steady_clock::now() + delay;
+  while (std::chrono::steady_clock::now() < end) {
+    if (stop && stop->load()) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(20), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           end - std::chrono::steady_clock::now()) +
+                                           std::chrono::milliseconds(1)));
+  }
+  return true;
+}
+
+std::string UrlEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(char(c));
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+struct WatchState {
+  std::string buffer;
+  std::string last_version;
+  const std::function<bool(const WatchEvent&)>* on_event = nullptr;
+  const std::atomic<bool>* stop = nullptr;
+  bool handler_stopped = false;
+  bool gone = false;
+  std::string gone_message;
+  long status = 0;
+  std::string error_body;
+};
+
+size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
+  auto* state = static_cast<WatchState*>(user);
+  state->buffer.append(data, size * n);
+  size_t start = 0, newline;
+  while ((newline = state->buffer.find('\n', start)) != std::string::npos) {
+    std::string line = state->buffer.substr(start, newline - start);
+    start = newline + 1;
+    if (line.empty() || line == "\r") continue;
+    auto doc = Json::parse(line, nullptr, false);
+    if (!doc.is_object()) continue;
+    WatchEvent event{doc.value("type", ""), doc.value("object", Json::object())};
+    if (event.type == "ERROR") {
+      // The watch cache no longer holds that resourceVersion: relist.
+      if (event.object.value("code", 0) == 410) {
+        state->gone = true;
+        state->gone_message = event.object.value("message", "");
+        return 0;
+      }
+      continue;
+    }
+    if (event.object.contains("metadata") && event.object["metadata"].is_object()) {
+      std::string rv = event.object["metadata"].value("resourceVersion", "");
+      if (!rv.empty()) state->last_version = rv;
+    }
+    if (!(*state->on_event)(event)) {
+      state->handler_stopped = true;
+      return 0;
+    }
+  }
+  state->buffer.erase(0, start);
+  return size * n;
+}
+
+int WatchProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* state = static_cast<WatchState*>(user);
+  return state->stop && state->stop->load() ? 1 : 0;
+}
+
+// The URL to request and, with tls-server-name, a CURLOPT_CONNECT_TO entry: the request (SNI and
+// certificate check) names `tls_server_name` while the connection goes to the server's address.
+std::string EffectiveUrl(const ClientConfig& config, const std::string& path,
+                         std::string* connect_to) {
+  connect_to->clear();
+  if (config.tls_server_name.empty()) return config.server + path;
+  auto scheme_end = config.server.find("://");
+  std::string scheme =
+      scheme_end == std::string::npos ? "https://" : config.server.substr(0, scheme_end + 3);
+  std::string authority =
+      scheme_end == std::string::npos ? config.server : config.server.substr(scheme_end + 3);
+  auto slash = authority.find('/');
+  if (slash != std::string::npos) authority.resize(slash);
+  std::string host = authority, port = scheme == "http://" ? "80" : "443";
+  auto colon = authority.rfind(':');
+  if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  *connect_to = config.tls_server_name + ":" + port + ":" + host + ":" + port;
+  return scheme + config.tls_server_name + ":" + port + path;
+}
+
+}  // namespace
+
+struct Client::Response {
+  long status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;
+};
+
+std::string Resource::Path(const std::string& ns, const std::string& name) const {
+  std::string path = api_path;
+  if (namespaced && !ns.empty()) path += "/namespaces/" + ns;
+  path += "/" + plural;
+  if (!name.empty()) path += "/" + name;
+  return path;
+}
+
+Resource Resource::Namespaces() {
+  return {"/api/v1", "namespaces", false};
+}
+Resource Resource::Pods() {
+  return {"/api/v1", "pods", true};
+}
+Resource Resource::NetworkPolicies() {
+  return {"/apis/networking.k8s.io/v1", "networkpolicies", true};
+}
+Resource Resource::CiliumNetworkPolicies() {
+  return {"/apis/cilium.io/v2", "ciliumnetworkpolicies", true};
+}
+Resource Resource::PersistentVolumes() {
+  return {"/api/v1", "persistentvolumes", false};
+}
+Resource Resource::PersistentVolumeClaims() {
+  return {"/api/v1", "persistentvolumeclaims", true};
+}
+Resource Resource::Jobs() {
+  return {"/apis/batch/v1", "jobs", true};
+}
+Resource Resource::Tenancies() {
+  return {std::string("/apis/") + kGroup + "/" + kVersion, "tenancies", false};
+}
+Resource Resource::GpuLeases() {
+  return {std::string("/apis/") + kGroup + "/" + kVersion, "gpuleases", false};
+}
+Resource Resource::RuntimeClasses() {
+  return {"/apis/node.k8s.io/v1", "runtimeclasses", false};
+}
+Resource Resource::CustomResourceDefinitions() {
+  return {"/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", false};
+}
+
+Client::Client(ClientConfig config) : config_(std::move(config)) {
+  static CurlGlobal global;
+}
+Client::~Client() = default;
+
+Status Client::Configure(void* handle, std::vector<std::string>& headers) {
+  CURL* curl = static_cast<CURL*>(handle);
+  if (!config_.ca_pem.empty()) {
+    curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &blob);
+  } else if (!config_.ca_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
+  }
+  if (config_.insecure_skip_tls_verify) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
+  if (!config_.client_cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
+                   config_.client_cert_pem.size(), CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
+  } else if (!config_.client_cert_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
+  }
+  if (!config_.client_key_pem.empty()) {
+    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+                  CURL_BLOB_COPY};
+    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
+  } else if (!config_.client_key_file.empty()) {
+    curl_easy_setopt(curl, CURLOPT_SSLKEY, config_.client_key_file.c_str());
+  }
+  std::string token = config_.bearer_token;
+  if (!config_.token_file.empty()) {
+    // Re-read each time: projected service-account tokens rotate.
+    auto text = ReadWholeFile(config_.token_file);
+    if (!text) return text.error().WithContext("token file");
+    token = *text;
+    while (!token.empty() && (token.back() == '\n' || token.back() == ' '))
+      token.pop_back();
+  }
+  if (!token.empty()) headers.push_back("Authorization: Bearer " + token);
+  headers.push_back("Accept: application/json");
+  curl_easy_setopt(curl, CURLOPT_USERAGENT, config_.user_agent.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  return Ok();
+}
+
+Result<Client::Response> Client::Send(const std::string& method, const std::string& path,
+                                      const std::string& body, const std::string& content_type) {
+  auto delay = config_.retry.initial_backoff;
+  Response response;
+  for (int attempt = 1;; ++attempt) {
+    CurlHandle curl(curl_easy_init());
+    if (!curl) return Internal("curl_easy_init failed");
+    std::vector<std::string> header_lines;
+    if (auto status = Configure(curl.get(), header_lines); !status) return status.error();
+    if (!content_type.empty()) header_lines.push_back("Content-Type: " + content_type);
+    std::unique_ptr<curl_slist, SlistDeleter> headers;
+    for (const auto& line : header_lines)
+      headers.reset(curl_slist_append(headers.release(), line.c_str()));
+    std::string connect_to;
+    std::string url = EffectiveUrl(config_, path, &connect_to);
+    std::unique_ptr<curl_slist, SlistDeleter> connect_list;
+    if (!connect_to.empty()) {
+      connect_list.reset(curl_slist_append(nullptr, connect_to.c_str()));
+      curl_easy_setopt(curl.get(), CURLOPT_CONNECT_TO, connect_list.get());
+    }
+    response = Response{};
+    curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
+    curl_easy_setopt(curl.get(), CURLOPT_CUSTOMREQUEST, method.c_str());
+    if (method != "GET" && method != "DELETE") {
+      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE, long(body.size()));
+    } else if (!body.empty()) {
+      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE, long(body.size()));
+    }
+    curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, AppendBody);
+    curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &response.body);
+    curl_easy_setopt(curl.get(), CURLOPT_HEADERFUNCTION, AppendHeader);
+    curl_easy_setopt(curl.get(), CURLOPT_HEADERDATA, &response.headers);
+    curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, long(config_.timeout.count()));
+    CURLcode code = curl_easy_perform(curl.get());
+    bool retry = false;
+    std::string failure;
+    if (code != CURLE_OK) {
+      failure = std::string(curl_easy_strerror(code));
+      // TLS verification failures will not heal by retrying.
+      if (code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+          code == CURLE_SSL_CERTPROBLEM || code == CURLE_URL_MALFORMAT)
+        return Unavailable(method + " " + url + ": " + failure);
+      retry = true;
+    } else {
+      curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &response.status);
+      retry = Retryable(response.status);
+    }
+    if (!retry) return response;
+    if (attempt >= config_.retry.max_attempts) {
+      if (code != CURLE_OK) return Unavailable(method + " " + url + ": " + failure);
+      return response;  // the caller maps the last 429/5xx
+    }
+    auto wait = delay;
+    if (auto it = response.headers.find("retry-after"); it != response.headers.end()) {
+      long seconds = std::strtol(it->second.c_str(), nullptr, 10);
+      if (seconds >= 0) wait = std::chrono::milliseconds(seconds * 1000);
+    }
+    wait = std::min(wait, config_.retry.max_backoff);
+    spdlog::debug("k8s: {} {} -> {} (attempt {}), retrying in {} ms", method, path,
+                  code != CURLE_OK ? failure : std::to_string(response.status), attempt,
+                  wait.count());
+    std::this_thread::sleep_for(wait);
+    delay = std::min(delay * 2, config_.retry.max_backoff);
+  }
+}
+
+Result<Json> Client::Call(const std::string& method, const std::string& path, const Json* body,
+                          const std::string& content_type, bool creating) {
+  std::string text = body ? body->dump() : "";
+  auto response = Send(method, path, text, body ? content_type : "");
+  if (!response) return response.error();
+  if (response->status < 200 || response->status >= 300) {
+    last_error_ = ParseApiError(response->status, response->body);
+    return ToError(last_error_, method + " " + path, creating);
+  }
+  if (response->body.empty()) return Json::object();
+  auto doc = Json::parse(response->body, nullptr, false);
+  if (doc.is_discarded()) return Internal(method + " " + path + ": response is not JSON");
+  return doc;
+}
+
+Result<Json> Client::Create(const Resource& resource, const std::string& ns, const Json& object) {
+  return Call("POST", resource.Path(ns), &object, "application/json", true);
+}
+
+Result<Json> Client::Get(const Resource& resource, const std::string& ns, const std::string& name) {
+  return Call("GET", resource.Path(ns, name), nullptr, "", false);
+}
+
+Result<Json> Client::Replace(const Resource& resource, const std::string& ns,
+                             const std::string& name, const Json& object) {
+  return Call("PUT", resource.Path(ns, name), &object, "application/json", false);
+}
+
+Result<Json> Client::Patch(const Resource& resource, const std::string& ns, const std::string& name,
+                           const Json& patch, PatchType type, const std::string& subresource) {
+  const char* content_type = type == PatchType::kMerge ? "application/merge-patch+json"
+                             : type == PatchType::kStrategicMerge
+                                 ? "application/strategic-merge-patch+json"
+                                 : "application/json-patch+json";
+  std::string path = resource.Path(ns, name) + (subresource.empty() ? "" : "/" + subresource);
+  return Call("PATCH", path, &patch, content_type, false);
+}
+
+Status Client::Delete(const Resource& resource, const std::string& ns, const std::string& name,
+                      std::optional<int> grace_seconds) {
+  // Background propagation so a Job's pods go with it.
+  Json options = {
+      {"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", "Background"}};
+  if (grace_seconds) options["gracePeriodSeconds"] = *grace_seconds;
+  auto result = Call("DELETE", resource.Path(ns, name), &options, "application/json", false);
+  if (!result) return result.error();
+  return Ok();
+}
+
+Result<std::string> Client::GetText(const std::string& path) {
+  auto response = Send("GET", path, "", "");
+  if (!response) return response.error();
+  if (response->status < 200 || response->status >= 300) {
+    last_error_ = ParseApiError(response->status, response->body);
+    return ToError(last_error_, "GET " + path, false);
+  }
+  return response->body;
+}
+
+Result<Json> Client::List(const Resource& resource, const std::string& ns,
+                          const std::string& label_selector, const std::string& field_selector) {
+  std::string path = resource.Path(ns);
+  std::string query;
+  if (!label_selector.empty()) query += "labelSelector=" + UrlEncode(label_selector);
+  if (!field_selector.empty())
+    query += std::string(query.empty() ? "" : "&") + "fieldSelector=" + UrlEncode(field_selector);
+  if (!query.empty()) path += "?" + query;
+  return Call("GET", path, nullptr, "", false);
+}
+
+Status Client::WatchOnce(const Resource& resource, const std::string& ns,
+                         const std::string& resource_version, const std::string& field_selector,
+                         const std::function<bool(const WatchEvent&)>& on_event,
+                         const std::atomic<bool>* stop, std::string* last_version) {
+  std::string path = resource.Path(ns) + "?watch=1&allowWatchBookmarks=true&resourceVersion=" +
+                     UrlEncode(resource_version);
+  if (!field_selector.empty()) path += "&fieldSelector=" + UrlEncode(field_selector);
+  CurlHandle curl(curl_easy_init());
+  if (!curl) return Internal("curl_easy_init failed");
+  std::vector<std::string> header_lines;
+  if (auto status = Configure(curl.get(), header_lines); !status) return status;
+  std::unique_ptr<curl_slist, SlistDeleter> headers;
+  for (const auto& line : header_lines)
+    headers.reset(curl_slist_append(headers.release(), line.c_str()));
+  WatchState state;
+  state.last_version = resource_version;
+  state.on_event = &on_event;
+  state.stop = stop;
+  std::string connect_to;
+  std::string url = EffectiveUrl(config_, path, &connect_to);
+  std::unique_ptr<curl_slist, SlistDeleter> connect_list;
+  if (!connect_to.empty()) {
+    connect_list.reset(curl_slist_append(nullptr, connect_to.c_str()));
+    curl_easy_setopt(curl.get(), CURLOPT_CONNECT_TO, connect_list.get());
+  }
+  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, WatchWrite);
+  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &state);
+  curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFOFUNCTION, WatchProgress);
+  curl_easy_setopt(curl.get(), CURLOPT_XFERINFODATA, &state);
+  CURLcode code = curl_easy_perform(curl.get());
+  long status = 0;
+  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+  if (last_version) *last_version = state.last_version;
+  if (state.gone || status == 410) {
+    last_error_ = ApiError{410, "Expired", state.gone_message};
+    return FailedPrecondition("watch " + path + ": 410 Gone: " + state.gone_message);
+  }
+  if (state.handler_stopped || (stop && stop->load())) return Ok();
+  if (status != 0 && (status < 200 || status >= 300)) {
+    last_error_ = ParseApiError(status, state.buffer);
+    return ToError(last_error_, "watch " + path, false);
+  }
+  if (code != CURLE_OK) return Unavailable("watch " + path + ": " + curl_easy_strerror(code));
+  return Ok();  // the server ended the stream: resume from *last_version
+}
+
+Status Client::ListWatch(const Resource& resource, const std::string& ns,
+                         const std::string& field_selector,
+                         const std::function<bool(const WatchEvent&)>& on_event,
+                         const std::atomic<bool>* stop) {
+  auto backoff = config_.retry.initial_backoff;
+  while (!(stop && stop->load())) {
+    auto list = List(resource, ns, "", field_selector);
+    if (!list) {
+      if (list.error().category == ErrorCategory::kPermissionDenied) return list.error();
+      if (!SleepUnlessStopped(backoff, stop)) break;
+      backoff = std::min(backoff * 2, config_.retry.max_backoff);
+      continue;
+    }
+    std::string version = (*list)["metadata"].value("resourceVersion", "");
+    if (!on_event(WatchEvent{"SYNC", *list})) return Ok();
+    backoff = config_.retry.initial_backoff;
+    bool stopped = false;
+    while (!(stop && stop->load())) {
+      bool handler_stop = false;
+      auto wrapped = [&](const WatchEvent& event) {
+        bool more = on_event(event);
+        if (!more) handler_stop = true;
+        return more;
+      };
+      auto status = WatchOnce(resource, ns, version, field_selector, wrapped, stop, &version);
+      if (handler_stop) return Ok();
+      if (!status) {
+        if (last_error_.http_status == 410) break;  // relist
+        if (status.error().category == ErrorCategory::kPermissionDenied) return status;
+        if (!SleepUnlessStopped(backoff, stop)) {
+          stopped = true;
+          break;
+        }
+        backoff = std::min(backoff * 2, config_.retry.max_backoff);
+        continue;
+      }
+      backoff = config_.retry.initial_backoff;
+    }
+    if (stopped) break;
+  }
+  return Ok();
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,254 @@
+// Tenancy and GPU lease controllers. Both are level-triggered and idempotent: each call looks at
+// what is live and moves it one step towards what should be, so a restart or a missed watch
+// event only delays convergence.
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+
+#include "backends/kubernetes/kubernetes.h"
+
+namespace tessera::k8s {
+namespace {
+
+// Every field of `desired` is present and equal in `live` (the API server adds defaults and
+// metadata, which must not count as drift).
+bool Contains(const Json& live, const Json& desired) {
+  if (desired.is_object()) {
+    if (!live.is_object()) return false;
+    for (auto it = desired.begin(); it != desired.end(); ++it) {
+      auto found = live.find(it.key());
+      if (found == live.end() || !Contains(*found, it.value())) return false;
+    }
+    return true;
+  }
+  if (desired.is_array()) {
+    if (!live.is_array() || live.size() != desired.size()) return false;
+    for (size_t i = 0; i < desired.size(); ++i) {
+      if (!Contains(live[i], desired[i])) return false;
+    }
+    return true;
+  }
+  return live == desired;
+}
+
+bool Drifted(const Json& live, const Json& desired) {
+  for (auto it = desired.begin(); it != desired.end(); ++it) {
+    if (it.key() == "apiVersion" || it.key() == "kind" || it.key() == "status") continue;
+    if (it.key() == "metadata") {
+      for (const char* field : {"labels", "annotations"}) {
+        if (it.value().contains(field) &&
+            !Contains(live["metadata"].value(field, Json::object()), it.value()[field]))
+          return true;
+      }
+      continue;
+    }
+    if (!live.contains(it.key()) || !Contains(live[it.key()], it.value())) return true;
+  }
+  return false;
+}
+
+std::string Now() {
+  std::time_t t = std::time(nullptr);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buffer;
+}
+
+std::vector<NfsEntitlement> EntitlementsOf(const Json& tenancy) {
+  std::vector<NfsEntitlement> out;
+  const Json& nfs = tenancy.value("spec", Json::object())
+                        .value("storage", Json::object())
+                        .value("nfs", Json::array());
+  for (const auto& item : nfs) {
+    if (!item.is_object()) continue;
+    out.push_back({item.value("name", ""), item.value("server", ""), item.value("path", ""),
+                   item.value("readOnly", false)});
+  }
+  return out;
+}
+
+Status PatchLeaseStatus(Client& client, const std::string& lease, const std::string& state,
+                        const std::string& reason, const std::string& job = "") {
+  Json status = {{"state", state}, {"reason", reason}, {"lastTransitionTime", Now()}};
+  if (!job.empty()) status["checkJob"] = job;
+  auto result = client.Patch(Resource::GpuLeases(), "", lease, {{"status", status}},
+                             PatchType::kMerge, "status");
+  if (!result) return result.error();
+  return Ok();
+}
+
+LeaseSpec LeaseSpecOf(const Json& lease) {
+  LeaseSpec spec;
+  spec.name = lease["metadata"].value("name", "");
+  const Json& s = lease.value("spec", Json::object());
+  spec.tenancy = s.value("tenancy", "");
+  spec.node = s.value("node", "");
+  for (const auto& id : s.value("gpuIds", Json::array())) {
+    if (id.is_string()) spec.gpu_ids.push_back(id.get<std::string>());
+  }
+  spec.resource = s.value("resource", "nvidia.com/gpu");
+  const Json& pod = s.value("podRef", Json::object());
+  spec.pod_namespace = pod.value("namespace", "");
+  spec.pod_name = pod.value("name", "");
+  return spec;
+}
+
+}  // namespace
+
+Result<Json> EnsureObject(Client& client, const Resource& resource, const std::string& ns,
+                          const Json& desired) {
+  const std::string name = desired["metadata"].value("name", "");
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto live = client.Get(resource, ns, name);
+    if (!live) {
+      if (live.error().category != ErrorCategory::kNotFound) return live.error();
+      auto created = client.Create(resource, ns, desired);
+      if (created) return created;
+      if (created.error().category == ErrorCategory::kAlreadyExists) continue;  // raced
+      return created.error();
+    }
+    if (!Drifted(*live, desired)) return live;
+    Json replacement = desired;
+    replacement["metadata"]["resourceVersion"] = (*live)["metadata"].value("resourceVersion", "");
+    spdlog::debug("k8s: {} {}/{} drifted, replacing", resource.plural, ns, name);
+    auto replaced = client.Replace(resource, ns, name, replacement);
+    if (replaced) return replaced;
+    // 409 Conflict: someone wrote in between; read again and retry.
+    if (replaced.error().category != ErrorCategory::kFailedPrecondition) return replaced.error();
+  }
+  return FailedPrecondition(resource.plural + " " + name + ": still conflicting after 4 attempts");
+}
+
+Status ReconcileTenancy(Client& client, const Json& tenancy,
+                        const TenancyControllerOptions& options) {
+  const std::string object_name = tenancy["metadata"].value("name", "");
+  std::string name = tenancy.value("spec", Json::object()).value("name", object_name);
+  auto ns = TenantNamespace(name);
+  auto fail = [&](const Error& error) -> Status {
+    Json status = {{"status", {{"phase", "Pending"}, {"message", error.message}}}};
+    (void)client.Patch(Resource::Tenancies(), "", object_name, status, PatchType::kMerge, "status");
+    return error;
+  };
+  if (!ns) return fail(ns.error());
+  auto entitlements = EntitlementsOf(tenancy);
+  if (auto r = EnsureObject(client, Resource::Namespaces(), "", BuildNamespace(name)); !r)
+    return fail(r.error());
+  if (options.cilium) {
+    if (auto r = EnsureObject(client, Resource::CiliumNetworkPolicies(), *ns,
+                              BuildCiliumNetworkPolicy(name, entitlements));
+        !r)
+      return fail(r.error());
+  }
+  if (auto r = EnsureObject(client, Resource::NetworkPolicies(), *ns,
+                            BuildNetworkPolicy(name, entitlements));
+      !r)
+    return fail(r.error());
+  if (options.nfs_mode == NfsMode::kPersistentVolume) {
+    for (const auto& e : entitlements) {
+      if (auto r = EnsureObject(client, Resource::PersistentVolumes(), "",
+                                BuildNfsPersistentVolume(name, e));
+          !r)
+        return fail(r.error());
+      if (auto r = EnsureObject(client, Resource::PersistentVolumeClaims(), *ns,
+                                BuildNfsPersistentVolumeClaim(name, e));
+          !r)
+        return fail(r.error());
+    }
+  }
+  const Json& status = tenancy.value("status", Json::object());
+  int64_t generation = tenancy["metadata"].value("generation", int64_t(0));
+  if (status.value("phase", "") == "Ready" && status.value("namespace", "") == *ns &&
+      status.value("observedGeneration", int64_t(-1)) == generation)
+    return Ok();
+  Json patch = {{"status",
+                 {{"phase", "Ready"},
+                  {"namespace", *ns},
+                  {"message", ""},
+                  {"observedGeneration", generation}}}};
+  auto patched =
+      client.Patch(Resource::Tenancies(), "", object_name, patch, PatchType::kMerge, "status");
+  if (!patched) return patched.error();
+  return Ok();
+}
+
+Result<Json> StartPod(Client& client, const PodRequest& request,
+                      const std::vector<NfsEntitlement>& entitlements, const LeaseSpec& lease) {
+  // Build first: a refused volume must not leave a lease behind.
+  auto pod = BuildPod(request, entitlements);
+  if (!pod) return pod.error();
+  auto created = client.Create(Resource::GpuLeases(), "", BuildGpuLease(lease));
+  if (!created && created.error().category != ErrorCategory::kAlreadyExists) return created.error();
+  if (auto s = PatchLeaseStatus(client, lease.name, "reserved", "pod " + request.name + " created");
+      !s)
+    return s.error();
+  auto ns = (*pod)["metadata"].value("namespace", "");
+  auto live = client.Create(Resource::Pods(), ns, *pod);
+  if (!live) {
+    if (live.error().category != ErrorCategory::kAlreadyExists) {
+      (void)PatchLeaseStatus(client, lease.name, "free",
+                             "pod create failed: " + live.error().message);
+      return live.error();
+    }
+    live = client.Get(Resource::Pods(), ns, request.name);
+    if (!live) return live.error();
+  }
+  if (auto s = PatchLeaseStatus(client, lease.name, "active", "pod " + ns + "/" + request.name); !s)
+    return s.error();
+  return live;
+}
+
+Result<std::string> ReconcileLease(Client& client, const Json& lease,
+                                   const FirmwareCheckOptions& options) {
+  LeaseSpec spec = LeaseSpecOf(lease);
+  std::string state = lease.value("status", Json::object()).value("state", "reserved");
+  if (state == "active") {
+    auto pod = client.Get(Resource::Pods(), spec.pod_namespace, spec.pod_name);
+    std::string why;
+    if (!pod) {
+      if (pod.error().category != ErrorCategory::kNotFound) return pod.error();
+      why = "pod " + spec.pod_name + " gone";
+    } else {
+      std::string phase = (*pod).value("status", Json::object()).value("phase", "");
+      if (phase != "Succeeded" && phase != "Failed") return state;
+      why = "pod " + spec.pod_name + " " + phase;
+    }
+    auto job = EnsureObject(client, Resource::Jobs(), options.namespace_,
+                            BuildFirmwareCheckJob(spec, options));
+    if (!job) return job.error();
+    if (auto s = PatchLeaseStatus(client, spec.name, "checking", why + "; firmware check running",
+                                  FirmwareCheckJobName(spec.name));
+        !s)
+      return s.error();
+    return std::string("checking");
+  }
+  if (state == "checking") {
+    const std::string job_name = FirmwareCheckJobName(spec.name);
+    auto job = client.Get(Resource::Jobs(), options.namespace_, job_name);
+    if (!job) {
+      if (job.error().category != ErrorCategory::kNotFound) return job.error();
+      auto created =
+          client.Create(Resource::Jobs(), options.namespace_, BuildFirmwareCheckJob(spec, options));
+      if (!created && created.error().category != ErrorCategory::kAlreadyExists)
+        return created.error();
+      return state;
+    }
+    const Json& status = (*job).value("status", Json::object());
+    std::string next;
+    std::string reason;
+    if (status.value("succeeded", 0) > 0) {
+      next = "free";
+      reason = "firmware check passed";
+    } else if (status.value("failed", 0) > 0) {
+      next = "quarantined";
+      reason = "firmware check failed (job " + job_name + ")";
+    } else {
+      return state;
+    }
+    if (auto s = PatchLeaseStatus(client, spec.name, next, reason, job_name); !s) return s.error();
+    if (next == "free") (void)client.Delete(Resource::Jobs(), options.namespace_, job_name);
+    return next;
+  }
+  return state;
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,276 @@
+// The Kubernetes backend: a small typed API client over libcurl, builders for every object
+// tessera creates (pure: values in, JSON objects out), the CRDs of group tessera.dev, and the
+// tenancy and GPU lease controllers that drive them through the API server.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+
+namespace tessera::k8s {
+
+using Json = nlohmann::json;
+
+// ---------------------------------------------------------------- client configuration
+
+struct RetryPolicy {
+  int max_attempts = 5;  // 429 and 5xx (and connection failures) are retried
+  std::chrono::milliseconds initial_backoff{200};
+  std::chrono::milliseconds max_backoff{10000};  // also caps a server's Retry-After
+};
+
+struct ClientConfig {
+  std::string server;  // "https://10.0.0.1:6443"
+  // TLS: the CA as PEM data (kubeconfig certificate-authority-data) or a file.
+  std::string ca_pem;
+  std::string ca_file;
+  bool insecure_skip_tls_verify = false;
+  std::string tls_server_name;  // name to verify (and send as SNI) instead of the server's host
+  // Authentication: a bearer token (or a file re-read per request: service-account tokens
+  // rotate), and/or a client certificate and key (PEM data or files).
+  std::string bearer_token;
+  std::string token_file;
+  std::string client_cert_pem, client_key_pem;
+  std::string client_cert_file, client_key_file;
+  std::string user_agent = "tessera";
+  std::chrono::milliseconds timeout{30000};  // per request (not for watches)
+  RetryPolicy retry;
+};
+
+// Parses kubeconfig YAML: current-context (or `context` when given) → cluster server, CA
+// (data or file, relative to `base_dir`), insecure-skip-tls-verify, tls-server-name; user token,
+// tokenFile, client-certificate(-data), client-key(-data). Names the missing entry on error.
+Result<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
+                                     const std::string& context = "");
+// Reads the file then ParseKubeconfig with its directory as base.
+Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& context = "");
+// In-cluster: KUBERNETES_SERVICE_HOST/PORT and the service account's token and ca.crt.
+Result<ClientConfig> InClusterConfig(
+    const std::string& service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+
+// ---------------------------------------------------------------- resources and client
+
+// An API resource: where it lives and whether it is namespaced.
+struct Resource {
+  std::string api_path;  // "/api/v1" or "/apis/<group>/<version>"
+  std::string plural;    // "pods"
+  bool namespaced = true;
+
+  // "/api/v1/namespaces/ns/pods[/name]" (namespace ignored for cluster-scoped resources).
+  std::string Path(const std::string& ns, const std::string& name = "") const;
+
+  static Resource Namespaces();
+  static Resource Pods();
+  static Resource NetworkPolicies();
+  static Resource CiliumNetworkPolicies();
+  static Resource PersistentVolumes();
+  static Resource PersistentVolumeClaims();
+  static Resource Jobs();
+  static Resource Tenancies();
+  static Resource GpuLeases();
+  static Resource CustomResourceDefinitions();
+  static Resource RuntimeClasses();
+};
+
+enum class PatchType { kMerge, kStrategicMerge, kJson };
+
+// What a failed request said: HTTP status and the Status object's reason/message.
+struct ApiError {
+  long http_status = 0;
+  std::string reason;  // Status.reason: "NotFound", "AlreadyExists", "Conflict", "Expired"...
+  std::string message;
+};
+
+// A watch event: type ADDED/MODIFIED/DELETED/BOOKMARK; SYNC is sent by ListWatch once per
+// (re)list with `object` = the whole list, so handlers can rebuild state after 410 Gone.
+struct WatchEvent {
+  std::string type;
+  Json object;
+};
+
+class Client {
+ public:
+  explicit Client(ClientConfig config);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Errors carry categories: 404 NotFound, 409 AlreadyExists (create) or FailedPrecondition
+  // (conflict), 400/422 InvalidArgument, 401/403 PermissionDenied, 429/5xx after retries and
+  // connection failures Unavailable. last_error() holds the HTTP details of the last failure.
+  Result<Json> Create(const Resource& resource, const std::string& ns, const Json& object);
+  Result<Json> Get(const Resource& resource, const std::string& ns, const std::string& name);
+  Result<Json> Replace(const Resource& resource, const std::string& ns, const std::string& name,
+                       const Json& object);
+  Result<Json> Patch(const Resource& resource, const std::string& ns, const std::string& name,
+                     const Json& patch, PatchType type = PatchType::kMerge,
+                     const std::string& subresource = "");
+  Status Delete(const Resource& resource, const std::string& ns, const std::string& name,
+                std::optional<int> grace_seconds = std::nullopt);
+  // GET of a non-JSON body (pod logs): the text as the server sent it.
+  Result<std::string> GetText(const std::string& path);
+  Result<Json> List(const Resource& resource, const std::string& ns,
+                    const std::string& label_selector = "", const std::string& field_selector = "");
+
+  // One watch request from `resource_version`: calls `on_event` per event until the server
+  // ends the stream (returns Ok with *last_version updated), the handler returns false or
+  // `stop` is set (Ok), or the server says 410 Gone (FailedPrecondition, api_error 410).
+  Status WatchOnce(const Resource& resource, const std::string& ns,
+                   const std::string& resource_version, const std::string& field_selector,
+                   const std::function<bool(const WatchEvent&)>& on_event,
+                   const std::atomic<bool>* stop, std::string* last_version);
+
+  // List then watch forever (until `stop` or the handler returns false): reconnects when the
+  // stream ends, relists on 410 Gone, backs off on errors. Emits SYNC after every list.
+  Status ListWatch(const Resource& resource, const std::string& ns,
+                   const std::string& field_selector,
+                   const std::function<bool(const WatchEvent&)>& on_event,
+                   const std::atomic<bool>* stop);
+
+  const ApiError& last_error() const { return last_error_; }
+  const ClientConfig& config() const { return config_; }
+
+ private:
+  struct Response;
+  Result<Json> Call(const std::string& method, const std::string& path, const Json* body,
+                    const std::string& content_type, bool creating);
+  Result<Response> Send(const std::string& method, const std::string& path, const std::string& body,
+                        const std::string& content_type);
+  Status Configure(void* curl, std::vector<std::string>& headers);
+
+  ClientConfig config_;
+  ApiError last_error_;
+};
+
+// ---------------------------------------------------------------- builders (pure)
+
+inline constexpr const char* kGroup = "tessera.dev";
+inline constexpr const char* kVersion = "v1alpha1";
+inline constexpr const char* kManagedBy = "app.kubernetes.io/managed-by";
+inline constexpr const char* kTenancyLabel = "tessera.dev/tenancy";
+
+enum class Isolation { kRunc, kGvisor, kKata };
+Result<Isolation> ParseIsolation(std::string_view name);
+// runc → none (cluster default), gvisor → "gvisor", kata → "kata-qemu-nvidia-gpu".
+std::optional<std::string> RuntimeClassFor(Isolation isolation);
+
+// An NFS export a tenancy may mount (issue 9's entitlement; to be unified with the embedded
+// mode's type).
+struct NfsEntitlement {
+  std::string name;  // volume name submissions refer to
+  std::string server;
+  std::string path;
+  bool read_only = false;
+};
+
+struct VolumeRequest {
+  std::string name;  // an entitlement's name
+  std::string mount_path;
+  bool read_only = false;
+};
+
+enum class NfsMode { kInline, kPersistentVolume };  // --k8s-nfs-mode=inline|pv
+Result<NfsMode> ParseNfsMode(std::string_view name);
+
+// "tenant-<name>"; the name must be a DNS-1123 label that leaves room for the prefix.
+Result<std::string> TenantNamespace(const std::string& tenancy);
+
+Json BuildNamespace(const std::string& tenancy);
+// Same-namespace ingress and egress only, plus egress to cluster DNS (kube-system
+// kube-dns/coredns on 53/UDP+TCP) and to each entitled NFS server on 2049/TCP.
+Json BuildCiliumNetworkPolicy(const std::string& tenancy,
+                              const std::vector<NfsEntitlement>& entitlements);
+Json BuildNetworkPolicy(const std::string& tenancy,
+                        const std::vector<NfsEntitlement>& entitlements);
+
+struct PodRequest {
+  std::string tenancy;
+  std::string name;  // pod name (DNS-1123 subdomain)
+  std::string image;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  Isolation isolation = Isolation::kRunc;
+  std::string gpu_resource = "nvidia.com/gpu";  // or nvidia.com/pgpu (vfio)
+  int gpus = 1;
+  std::string node;        // from fleet placement
+  std::string lease_name;  // the GpuLease that reserves the GPUs
+  std::vector<VolumeRequest> volumes;
+  NfsMode nfs_mode = NfsMode::kInline;
+};
+
+// The Pod; volumes are checked against the entitlements (PermissionDenied naming the volume;
+// a read-only entitlement forces read-only mounts).
+Result<Json> BuildPod(const PodRequest& request, const std::vector<NfsEntitlement>& entitlements);
+// PV/PVC pair for one entitlement (kPersistentVolume mode): PV "tessera-<tenancy>-<name>"
+// bound by claimRef to PVC "<name>" in the tenant namespace.
+Json BuildNfsPersistentVolume(const std::string& tenancy, const NfsEntitlement& entitlement);
+Json BuildNfsPersistentVolumeClaim(const std::string& tenancy, const NfsEntitlement& entitlement);
+
+// Lease states as in the node lease file contract.
+inline constexpr const char* kLeaseStates[] = {"free",     "reserved",    "active",  "releasing",
+                                               "checking", "quarantined", "draining"};
+
+struct LeaseSpec {
+  std::string name;
+  std::string tenancy;
+  std::string node;
+  std::vector<std::string> gpu_ids;  // PCI addresses
+  std::string pod_namespace, pod_name;
+  std::string resource = "nvidia.com/gpu";
+};
+Json BuildGpuLease(const LeaseSpec& lease);
+Json BuildTenancy(const std::string& name, const std::vector<NfsEntitlement>& entitlements);
+
+struct FirmwareCheckOptions {
+  std::string namespace_ = "tessera-system";
+  std::string image = "ghcr.io/tessera/tessera:latest";
+  // The embedded mode's post-lease check, run on the node against the lease's GPUs.
+  std::vector<std::string> command = {"tessera", "gpu-check"};
+};
+// A privileged Job pinned to the lease's node that checks the lease's GPUs (exit 0 = healthy).
+Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& options);
+std::string FirmwareCheckJobName(const std::string& lease_name);
+
+Json TenancyCrd();
+Json GpuLeaseCrd();
+
+// The node lease file (/run/tessera/leases.json) for `node` from a GpuLease list.
+std::string LeaseFileFor(const Json& gpu_lease_list, const std::string& node);
+
+// ---------------------------------------------------------------- controllers
+
+// Creates or repairs one object: GET; 404 → POST; otherwise compares the fields tessera owns
+// (labels, spec, data) and PUTs the desired object over the live one when they drifted,
+// retrying a 409 conflict with a fresh GET. Returns what is live afterwards.
+Result<Json> EnsureObject(Client& client, const Resource& resource, const std::string& ns,
+                          const Json& desired);
+
+// Namespace, CiliumNetworkPolicy (when `cilium`), NetworkPolicy, NFS PV/PVCs (pv mode), then
+// status.phase = Ready. Idempotent.
+struct TenancyControllerOptions {
+  bool cilium = true;
+  NfsMode nfs_mode = NfsMode::kInline;
+};
+Status ReconcileTenancy(Client& client, const Json& tenancy,
+                        const TenancyControllerOptions& options);
+
+// Submission → GpuLease (reserved, owned by the control plane) → Pod → lease active.
+Result<Json> StartPod(Client& client, const PodRequest& request,
+                      const std::vector<NfsEntitlement>& entitlements, const LeaseSpec& lease);
+
+// One step of the lease state machine, from the lease and what the cluster says:
+// active + pod finished/missing → checking + firmware-check Job; checking + Job succeeded →
+// free; checking + Job failed → quarantined. Returns the lease's state afterwards.
+Result<std::string> ReconcileLease(Client& client, const Json& lease,
+                                   const FirmwareCheckOptions& options);
+
+}  // namespace tessera::k8s

@@ -1,0 +1,39 @@
+// Runs tests/tools/k8s/fake_apiserver.py (a scripted Kubernetes API server on a real socket) for
+// the lifetime of the object, and talks to its /_tessera/ control API.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tessera::testing {
+
+class FakeApiServer {
+ public:
+  // extra_args: --token T, --tls-cert/--tls-key/--client-ca PATH.
+  explicit FakeApiServer(const std::vector<std::string>& extra_args = {});
+  ~FakeApiServer();
+  FakeApiServer(const FakeApiServer&) = delete;
+  FakeApiServer& operator=(const FakeApiServer&) = delete;
+
+  std::string url() const;  // http(s)://127.0.0.1:<port>
+  // Appends fault rules: {"method","path" (regex),"status","headers","body","times"}.
+  void Script(const nlohmann::json& rules);
+  void Compact();        // history before now is gone (410) and open watches end
+  void ResumeWatches();  // new watches stream again
+  void SetWatchSeconds(double seconds);
+  nlohmann::json Log();  // every API request seen: method, path, query, authorization, body
+  void ClearLog();
+
+ private:
+  nlohmann::json Control(const std::string& path, const nlohmann::json& body);
+  int pid_ = -1;
+  int port_ = 0;
+  bool tls_ = false;
+};
+
+// A CA, a server certificate for 127.0.0.1/localhost and a client certificate, made with the
+// openssl CLI into `dir`: ca.crt, ca.key, server.crt, server.key, client.crt, client.key.
+void MakeTestPki(const std::string& dir);
+
+}  // namespace tessera::testing

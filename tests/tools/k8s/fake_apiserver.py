@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""A scripted Kubernetes API server for tests: an in-memory object store behind the REST paths
+of the API (create/get/list/replace/merge-patch/delete, /status subresources, watch streams
+with resourceVersion), response bodies shaped like the API reference's (Status objects, *List
+kinds), optional TLS with client-certificate verification and bearer-token checks, and a
+control API under /_tessera/ to inject faults (one-shot status codes, Retry-After), compact the
+event history (watch from an older resourceVersion gets 410 Gone) and read the request log.
+
+Prints "PORT <n>" on stdout once listening."""
+import argparse
+import copy
+import http.server
+import json
+import re
+import socketserver
+import ssl
+import sys
+import threading
+import time
+import uuid
+from urllib.parse import urlsplit, parse_qs
+
+LOCK = threading.Condition()
+STORE = {}  # (collection, name) -> object
+EVENTS = []  # (rv, collection, type, object)
+STATE = {"rv": 100, "compacted": 0, "rules": [], "log": [], "watch_seconds": 2.0}
+ARGS = None
+
+
+def status_body(code, reason, message, name="", kind=""):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": reason, "details": {"name": name, "kind": kind},
+            "code": code}
+
+
+def parse_path(path):
+    """-> (prefix, namespace, plural, name, subresource) or None."""
+    parts = [p for p in path.split("/") if p]
+    if len(parts) >= 2 and parts[0] == "api":
+        prefix, rest = "/".join(parts[:2]), parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        prefix, rest = "/".join(parts[:3]), parts[3:]
+    else:
+        return None
+    ns = ""
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        ns, rest = rest[1], rest[2:]
+    if not rest:
+        return None
+    plural = rest[0]
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    return prefix, ns, plural, name, sub
+
+
+def collection_of(prefix, ns, plural):
+    return "/" + prefix + ("/namespaces/" + ns if ns else "") + "/" + plural
+
+
+def merge_patch(target, patch):
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if not isinstance(target, dict):
+        target = {}
+    out = dict(target)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def record(collection, kind, obj):
+    STATE["rv"] += 1
+    obj.setdefault("metadata", {})["resourceVersion"] = str(STATE["rv"])
+    EVENTS.append((STATE["rv"], collection, kind, copy.deepcopy(obj)))
+    LOCK.notify_all()
+
+
+def list_kind(items, plural):
+    if items:
+        return items[0].get("kind", "") + "List", items[0].get("apiVersion", "v1")
+    return plural.capitalize() + "List", "v1"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def send_json(self, code, body, headers=None):
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def body(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        return json.loads(raw) if raw else None
+
+    def handle_any(self, method):
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        payload = self.body()
+        if url.path.startswith("/_tessera/"):
+            return self.control(url.path, payload)
+        with LOCK:
+            STATE["log"].append({"method": method, "path": url.path, "query": url.query,
+                                 "authorization": self.headers.get("Authorization", ""),
+                                 "contentType": self.headers.get("Content-Type", ""),
+                                 "userAgent": self.headers.get("User-Agent", ""),
+                                 "clientCert": bool(self.connection.getpeercert()) if ARGS.tls_cert else False,
+                                 "body": payload})
+            for rule in STATE["rules"]:
+                if rule.get("times", 1) > 0 and rule.get("method", method) == method and \
+                        re.search(rule["path"], self.path):
+                    rule["times"] = rule.get("times", 1) - 1
+                    body = rule.get("body") or status_body(rule["status"], rule.get("reason", ""),
+                                                           rule.get("message", "scripted"))
+                    return self.send_json(rule["status"], body, rule.get("headers"))
+        if ARGS.client_ca and not self.connection.getpeercert():
+            return self.send_json(401, status_body(401, "Unauthorized", "Unauthorized"))
+        if ARGS.token and self.headers.get("Authorization") != "Bearer " + ARGS.token:
+            return self.send_json(401, status_body(401, "Unauthorized", "Unauthorized"))
+        parsed = parse_path(url.path)
+        if not parsed:
+            return self.send_json(404, status_body(404, "NotFound", "the server could not find the requested resource"))
+        prefix, ns, plural, name, sub = parsed
+        collection = collection_of(prefix, ns, plural)
+        if method == "GET" and not name:
+            if query.get("watch", ["0"])[0] in ("1", "true"):
+                return self.watch(collection, query)
+            return self.list(collection, plural, query)
+        with LOCK:
+            key = (collection, name)
+            live = STORE.get(key)
+            if method == "POST":
+                name = (payload.get("metadata") or {}).get("name", "")
+                key = (collection, name)
+                if key in STORE:
+                    return self.send_json(409, status_body(409, "AlreadyExists",
+                                          f'{plural} "{name}" already exists', name, plural))
+                obj = copy.deepcopy(payload)
+                meta = obj.setdefault("metadata", {})
+                meta.update({"uid": str(uuid.uuid4()), "generation": 1,
+                             "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                if ns:
+                    meta["namespace"] = ns
+                obj.pop("status", None) if sub == "" and plural in ("tenancies", "gpuleases") else None
+                STORE[key] = obj
+                record(collection, "ADDED", obj)
+                return self.send_json(201, obj)
+            if live is None:
+                return self.send_json(404, status_body(404, "NotFound", f'{plural} "{name}" not found', name, plural))
+            if method == "GET" and sub == "log":
+                data = ("logs of " + name + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
+            if method == "GET":
+                return self.send_json(200, live)
+            if method == "DELETE":
+                del STORE[key]
+                record(collection, "DELETED", live)
+                return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                                            "status": "Success", "details": {"name": name, "kind": plural}})
+            if method == "PUT":
+                want = (payload.get("metadata") or {}).get("resourceVersion")
+                if want and want != live["metadata"]["resourceVersion"]:
+                    return self.send_json(409, status_body(409, "Conflict",
+                        f'Operation cannot be fulfilled on {plural} "{name}": the object has been modified; please apply your changes to the latest version and try again', name, plural))
+                obj = copy.deepcopy(payload)
+                keep = {k: live["metadata"][k] for k in ("uid", "creationTimestamp", "generation", "namespace") if k in live["metadata"]}
+                obj.setdefault("metadata", {}).update(keep)
+                if sub == "status":
+                    obj = dict(live, status=payload.get("status"))
+                elif obj.get("spec") != live.get("spec"):
+                    obj["metadata"]["generation"] = live["metadata"].get("generation", 1) + 1
+                if "status" in live and sub != "status":
+                    obj["status"] = live["status"]
+                STORE[key] = obj
+                record(collection, "MODIFIED", obj)
+                return self.send_json(200, obj)
+            if method == "PATCH":
+                if sub == "status":
+                    obj = copy.deepcopy(live)
+                    obj["status"] = merge_patch(live.get("status"), (payload or {}).get("status", {}))
+                else:
+                    patch = dict(payload or {})
+                    patch.pop("status", None)
+                    obj = merge_patch(live, patch)
+                    if obj.get("spec") != live.get("spec"):
+                        obj["metadata"]["generation"] = live["metadata"].get("generation", 1) + 1
+                STORE[key] = obj
+                record(collection, "MODIFIED", obj)
+                return self.send_json(200, obj)
+        return self.send_json(405, status_body(405, "MethodNotAllowed", method))
+
+    def list(self, collection, plural, query):
+        selector = query.get("labelSelector", [""])[0]
+        want = dict(p.split("=", 1) for p in selector.split(",") if "=" in p)
+        with LOCK:
+            # A list without a namespace spans every namespace (GET /api/v1/pods).
+            prefix, plural_name = collection.rsplit("/", 1)
+            across = re.compile(re.escape(prefix) + r"/namespaces/[^/]+/" + re.escape(plural_name) + "$")
+            items = [copy.deepcopy(o) for (c, _), o in sorted(STORE.items())
+                     if c == collection or ("/namespaces/" not in collection and across.match(c))]
+            items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
+            kind, api_version = list_kind(items, plural)
+            body = {"kind": kind, "apiVersion": api_version,
+                    "metadata": {"resourceVersion": str(STATE["rv"])}, "items": items}
+        return self.send_json(200, body)
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def watch(self, collection, query):
+        since = int(query.get("resourceVersion", ["0"])[0] or 0)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        deadline = time.time() + STATE["watch_seconds"]
+        try:
+            with LOCK:
+                if since and since < STATE["compacted"]:
+                    err = {"type": "ERROR", "object": status_body(410, "Expired",
+                           f"too old resource version: {since} ({STATE['compacted']})")}
+                    self.chunk(json.dumps(err).encode() + b"\n")
+                    self.chunk(b"")
+                    return
+                sent = since
+                while True:
+                    for rv, c, kind, obj in EVENTS:
+                        if rv > sent and c == collection:
+                            self.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                            sent = rv
+                    sent = max(sent, STATE["rv"]) if sent else STATE["rv"]
+                    left = deadline - time.time()
+                    if left <= 0 or STATE.get("end_watches"):
+                        break
+                    LOCK.wait(min(left, 0.1))
+            self.chunk(b"")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def control(self, path, payload):
+        with LOCK:
+            if path == "/_tessera/script":
+                STATE["rules"].extend(payload["rules"])
+            elif path == "/_tessera/compact":
+                STATE["compacted"] = STATE["rv"] + 1
+                STATE["end_watches"] = True
+                LOCK.notify_all()
+            elif path == "/_tessera/resume":
+                STATE["end_watches"] = False
+            elif path == "/_tessera/watch-seconds":
+                STATE["watch_seconds"] = float(payload["seconds"])
+            elif path == "/_tessera/log":
+                return self.send_json(200, {"log": STATE["log"]})
+            elif path == "/_tessera/clear-log":
+                STATE["log"].clear()
+            else:
+                return self.send_json(404, {})
+        return self.send_json(200, {})
+
+    def do_GET(self):
+        self.handle_any("GET")
+
+    def do_POST(self):
+        self.handle_any("POST")
+
+    def do_PUT(self):
+        self.handle_any("PUT")
+
+    def do_PATCH(self):
+        self.handle_any("PATCH")
+
+    def do_DELETE(self):
+        self.handle_any("DELETE")
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--token", default="")
+    parser.add_argument("--tls-cert", default="")
+    parser.add_argument("--tls-key", default="")
+    parser.add_argument("--client-ca", default="")
+    ARGS = parser.parse_args()
+    server = Server(("127.0.0.1", 0), Handler)
+    if ARGS.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(ARGS.tls_cert, ARGS.tls_key)
+        if ARGS.client_ca:
+            context.load_verify_locations(ARGS.client_ca)
+            # Optional at the TLS layer so the control API stays reachable; API requests
+            # without a verified client certificate get 401 like an API server without
+            # anonymous auth.
+            context.verify_mode = ssl.CERT_OPTIONAL
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    print("PORT", server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
