@@ -25,7 +25,21 @@ const std::string& OpenApiJson() {
         "gpus": {"type": "integer", "minimum": 0, "maximum": 8, "default": 0},
         "isolation": {"type": "string", "enum": ["runc", "gvisor", "kata"], "default": "runc"},
         "command": {"type": "array", "items": {"type": "string"}},
-        "env": {"type": "object", "additionalProperties": {"type": "string"}}}},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "network": {"type": "string", "enum": ["tenancy", "none"], "default": "tenancy", "description": "tenancy: the tenancy's own network (no egress; other tenancies unreachable); none: loopback only"},
+        "volumes": {"type": "array", "maxItems": 32, "items": {"$ref": "#/components/schemas/VolumeRequest"}, "description": "NFS exports the tenancy is entitled to; any other name is 403 naming the volume"}}},
+      "VolumeRequest": {"type": "object", "additionalProperties": false, "required": ["name", "mountPath"], "properties": {
+        "name": {"type": "string", "description": "An export name from the tenancy's storage entitlements"},
+        "mountPath": {"type": "string", "description": "Absolute; no '.', '..', empty components, ':' or ','; not /, /dev, /proc, /sys or below"},
+        "readOnly": {"type": "boolean", "description": "Default: the export's mode; false on a read-only export is 403"}}},
+      "StorageEntitlements": {"type": "object", "additionalProperties": false, "properties": {
+        "nfs": {"type": "array", "maxItems": 64, "items": {"$ref": "#/components/schemas/NfsExport"}}}},
+      "NfsExport": {"type": "object", "additionalProperties": false, "required": ["name", "server", "path"], "properties": {
+        "name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"},
+        "server": {"type": "string", "description": "Host name, IPv4 or IPv6 address (no brackets)"},
+        "path": {"type": "string", "description": "Absolute export path on the server"},
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535, "description": "Default 2049"},
+        "readOnly": {"type": "boolean", "default": false}}},
       "Container": {"type": "object", "properties": {
         "id": {"type": "string"}, "tenancy": {"type": "string"}, "image": {"type": "string"},
         "command": {"type": "array", "items": {"type": "string"}}, "env": {"type": "object"},
@@ -34,7 +48,9 @@ const std::string& OpenApiJson() {
         "state": {"type": "string", "enum": ["pending", "running", "exited", "failed"]},
         "exit_code": {"type": "integer", "nullable": true}, "reason": {"type": "string"},
         "stop_requested": {"type": "boolean"}, "created_ms": {"type": "integer"},
-        "started_ms": {"type": "integer"}, "finished_ms": {"type": "integer"}, "idempotency_key": {"type": "string"}}},
+        "started_ms": {"type": "integer"}, "finished_ms": {"type": "integer"}, "idempotency_key": {"type": "string"},
+        "network": {"type": "string", "enum": ["tenancy", "none"]},
+        "volumes": {"type": "array", "items": {"$ref": "#/components/schemas/VolumeRequest"}}}},
       "Gpu": {"type": "object", "properties": {
         "id": {"type": "string", "description": "PCI address"}, "pci_address": {"type": "string"},
         "index": {"type": "integer"}, "model": {"type": "string"}, "cdi_device": {"type": "string"},
@@ -63,7 +79,12 @@ const std::string& OpenApiJson() {
     "/v1/tenancies/{name}": {
       "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
       "get": {"summary": "Get a tenancy", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Tenancy"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}},
-      "put": {"summary": "Create or update a tenancy. Names are DNS labels: 1-63 of [a-z0-9-], starting and ending with a letter or digit", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/TenancyBody"}}}}, "responses": {"200": {"description": "Stored", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Tenancy"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
+      "delete": {"summary": "Admin: delete a tenancy that has no container left running or pending (409 otherwise). Its ended containers are removed from the runtime (their logs go with them), then its network and NFS volumes, then the tenancy and its tokens; container records stay", "responses": {"200": {"description": "Deleted"}, "403": {"$ref": "#/components/responses/Forbidden"}, "404": {"$ref": "#/components/responses/NotFound"}, "409": {"$ref": "#/components/responses/Conflict"}}},
+      "put": {"summary": "Create or update a tenancy. Names are DNS labels: 1-63 of [a-z0-9-], starting and ending with a letter or digit. With the local backend this also creates the tenancy's podman network (tessera-t-<name>). extensions.storage is admin-only (see /storage)", "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/TenancyBody"}}}}, "responses": {"200": {"description": "Stored", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Tenancy"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
+    "/v1/tenancies/{name}/storage": {
+      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "get": {"summary": "The tenancy's storage entitlements (admin, or the tenancy's own token)", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StorageEntitlements"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}},
+      "put": {"summary": "Admin: replace the NFS exports the tenancy may mount (creates the tenancy when missing). The host's podman volumes follow: one per export (local driver, type=nfs), removed when an export is withdrawn", "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StorageEntitlements"}}}}, "responses": {"200": {"description": "Stored", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StorageEntitlements"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "403": {"$ref": "#/components/responses/Forbidden"}, "503": {"description": "Stored, but the backend could not create the network or volumes; repeat the PUT", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}},
     "/v1/tenancies/{name}/tokens": {
       "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
       "post": {"summary": "Create a token for the tenancy (admin)", "responses": {"201": {"description": "Created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Token"}}}}, "403": {"$ref": "#/components/responses/Forbidden"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
@@ -72,7 +93,7 @@ const std::string& OpenApiJson() {
       "post": {"summary": "Submit a container; answered once the submission is durable",
         "parameters": [{"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "maxLength": 255}, "description": "A retry with the same key and body returns the first submission (header Idempotent-Replayed: true); with another body, 409"}],
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ContainerSpec"}}}},
-        "responses": {"202": {"description": "Accepted", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "404": {"$ref": "#/components/responses/NotFound"}, "409": {"$ref": "#/components/responses/Conflict"}}}},
+        "responses": {"202": {"description": "Accepted", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "403": {"description": "A volume the tenancy is not entitled to, or read-write on a read-only export; the message names the volume", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "404": {"$ref": "#/components/responses/NotFound"}, "409": {"$ref": "#/components/responses/Conflict"}}}},
     "/v1/containers/{id}": {
       "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
       "get": {"summary": "Get a container", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}},

@@ -115,9 +115,18 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
           return InvalidArgument("env." + name + ": contains NUL");
       }
       spec.env = std::move(*env);
+    } else if (key == "network") {
+      auto network = tenancy::NetworkModeFromJson(value, "network");
+      if (!network) return network.error();
+      spec.network = *network;
+    } else if (key == "volumes") {
+      auto volumes = tenancy::VolumeRequestsFromJson(value, "volumes");
+      if (!volumes) return volumes.error();
+      spec.volumes = std::move(*volumes);
     } else {
       return InvalidArgument(key +
-                             ": unknown field (image, tenancy, gpus, isolation, command, env)");
+                             ": unknown field (image, tenancy, gpus, isolation, command, env, "
+                             "network, volumes)");
     }
   }
   if (spec.image.empty()) return InvalidArgument("image: required");

@@ -97,6 +97,14 @@ json ContainerJson(const fleet::ContainerRecord& c) {
               {"finished_ms", c.finished_ms}};
   if (c.exit_code) doc["exit_code"] = *c.exit_code;
   if (!c.idempotency_key.empty()) doc["idempotency_key"] = c.idempotency_key;
+  doc["network"] = tenancy::NetworkModeName(c.spec.network);
+  json volumes = json::array();
+  for (const auto& volume : c.spec.volumes) {
+    json item = {{"name", volume.name}, {"mountPath", volume.mount_path}};
+    if (volume.read_only) item["readOnly"] = *volume.read_only;
+    volumes.push_back(std::move(item));
+  }
+  doc["volumes"] = std::move(volumes);
   return doc;
 }
 
@@ -202,6 +210,18 @@ Router::~Router() {
   blocking_.join();
 }
 
+void Router::PrepareThenRespond(const std::string& tenancy, Respond respond, Response response) {
+  boost::asio::post(blocking_, [this, tenancy, respond = std::move(respond),
+                                response = std::move(response)]() mutable {
+    auto prepared = service_->PrepareTenancy(tenancy);
+    if (!prepared) {
+      return respond(ErrorResponse(
+          prepared.error().WithContext("tenancy " + tenancy + " stored, but its network/volumes")));
+    }
+    respond(std::move(response));
+  });
+}
+
 void Router::Observe(http::verb method, std::chrono::steady_clock::duration elapsed) {
   latency_[MethodSlot(method)].Observe(std::chrono::duration<double>(elapsed).count());
 }
@@ -302,9 +322,47 @@ void Router::Handle(Request request, Respond respond) {
       if (method == http::verb::put) {
         auto tenancy = ParseTenancy(name, body);
         if (!tenancy) return respond(ErrorResponse(tenancy.error()));
+        // Durable first, then the tenancy's network and volumes (podman: off the I/O thread);
+        // a failure there is reported, and a repeated PUT retries it.
         return service_->PutTenancy(
             caller, std::move(*tenancy),
-            Reply<fleet::Tenancy>(std::move(respond), http::status::ok, TenancyJson));
+            [this, respond = std::move(respond)](Result<fleet::Tenancy> result) mutable {
+              if (!result) return respond(ErrorResponse(result.error()));
+              PrepareThenRespond(result->name, std::move(respond),
+                                 Json(http::status::ok, TenancyJson(*result)));
+            });
+      }
+      if (method == http::verb::delete_) {
+        // Blocks on the backend (removing containers, network, volumes): off the I/O thread.
+        boost::asio::post(blocking_, [this, caller, name, respond = std::move(respond)] {
+          auto deleted = service_->DeleteTenancy(caller, name);
+          if (!deleted) return respond(ErrorResponse(deleted.error()));
+          respond(Json(http::status::ok, {{"name", name}, {"deleted", true}}));
+        });
+        return;
+      }
+      return respond(MethodNotAllowed("GET, PUT, DELETE"));
+    }
+    // /v1/tenancies/{name}/storage: NFS exports the tenancy may mount (admin sets them).
+    if (parts.size() == 4 && parts[3] == "storage") {
+      if (method == http::verb::get) {
+        auto storage = service_->GetStorage(caller, name);
+        if (!storage) return respond(ErrorResponse(storage.error()));
+        return respond(
+            MakeResponse(http::status::ok, tenancy::StorageEntitlementsToJson(*storage) + "\n"));
+      }
+      if (method == http::verb::put) {
+        auto storage = tenancy::ParseStorageEntitlements(body);
+        if (!storage) return respond(ErrorResponse(storage.error()));
+        return service_->PutStorage(
+            caller, name, std::move(*storage),
+            [this, name,
+             respond = std::move(respond)](Result<tenancy::StorageEntitlements> result) mutable {
+              if (!result) return respond(ErrorResponse(result.error()));
+              PrepareThenRespond(name, std::move(respond),
+                                 MakeResponse(http::status::ok,
+                                              tenancy::StorageEntitlementsToJson(*result) + "\n"));
+            });
       }
       return respond(MethodNotAllowed("GET, PUT"));
     }

@@ -43,6 +43,8 @@ class Router {
 
  private:
   std::string Metrics() const;
+  // Runs Service::PrepareTenancy on the blocking pool, then answers `response` (or its error).
+  void PrepareThenRespond(const std::string& tenancy, Respond respond, Response response);
 
   serve::Service* service_;
   boost::asio::thread_pool blocking_{2};  // backend calls that wait on podman (logs)

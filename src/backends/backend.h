@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "fleet/fleet.h"
+#include "tenancy/tenancy.h"
 
 namespace tessera::backends {
 
@@ -29,6 +30,10 @@ struct StartRequest {
   std::vector<std::string> cdi_devices;
   std::vector<std::string> gpu_pci_addresses;  // the same GPUs by PCI address
   std::map<std::string, std::string> labels;   // extra labels/annotations to attach
+  // Its tenancy's network, or none; the NFS volumes it mounts, already checked against the
+  // tenancy's storage entitlements.
+  tenancy::NetworkMode network = tenancy::NetworkMode::kTenancy;
+  std::vector<tenancy::ResolvedVolume> volumes;
 };
 
 // How a container ended.
@@ -87,6 +92,21 @@ class ContainerBackend {
 
   // Deletes an ended container and what the runtime kept of it. NotFound when already gone.
   virtual Status Remove(const std::string& id) = 0;
+
+  // Makes what a tenancy owns in the backend match its record: its network, and one volume per
+  // entitled NFS export. Idempotent; blocks on the runtime. Backends without such objects: Ok.
+  virtual Status PrepareTenancy(const std::string& tenancy,
+                                const tenancy::StorageEntitlements& storage) {
+    (void)tenancy;
+    (void)storage;
+    return Ok();
+  }
+  // Removes them after the tenancy was deleted (FailedPrecondition while anything still uses
+  // them).
+  virtual Status ReleaseTenancy(const std::string& tenancy) {
+    (void)tenancy;
+    return Ok();
+  }
 };
 
 }  // namespace tessera::backends

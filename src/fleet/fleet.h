@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "tenancy/tenancy.h"
 
 namespace tessera::fleet {
 
@@ -73,6 +74,9 @@ struct ContainerSpec {
   Isolation isolation = Isolation::kRunc;
   std::vector<std::string> command;        // empty: the image's default
   std::map<std::string, std::string> env;  // NAME -> value
+  // Its tenancy's network (default) or none; NFS exports its tenancy is entitled to.
+  tenancy::NetworkMode network = tenancy::NetworkMode::kTenancy;
+  std::vector<tenancy::VolumeRequest> volumes;
 
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
@@ -160,8 +164,15 @@ Result<std::string> RandomHex(int bytes);
 // ---------------------------------------------------------------------------------------------
 // The durable store.
 
-// One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old).
-using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord>;
+// Deletes a tenancy and its tokens. Its container records stay, as history.
+struct TenancyDeletion {
+  std::string name;
+  friend bool operator==(const TenancyDeletion&, const TenancyDeletion&) = default;
+};
+
+// One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
+// or deletes it (TenancyDeletion).
+using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion>;
 
 struct StoreSnapshot {
   std::vector<Tenancy> tenancies;

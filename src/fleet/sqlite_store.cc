@@ -68,6 +68,7 @@ std::string ContainerDoc(const ContainerRecord& c) {
       {"isolation", IsolationName(c.spec.isolation)},
       {"command", c.spec.command},
       {"env", MapToJson(c.spec.env)},
+      {"network", tenancy::NetworkModeName(c.spec.network)},
       {"gpus", c.gpus},
       {"reason", c.reason},
       {"stop_requested", c.stop_requested},
@@ -76,6 +77,15 @@ std::string ContainerDoc(const ContainerRecord& c) {
       {"finished_ms", c.finished_ms},
   };
   if (c.exit_code) doc["exit_code"] = *c.exit_code;
+  if (!c.spec.volumes.empty()) {
+    json volumes = json::array();
+    for (const auto& volume : c.spec.volumes) {
+      json item = {{"name", volume.name}, {"mountPath", volume.mount_path}};
+      if (volume.read_only) item["readOnly"] = *volume.read_only;
+      volumes.push_back(std::move(item));
+    }
+    doc["volumes"] = std::move(volumes);
+  }
   return doc.dump();
 }
 
@@ -99,6 +109,14 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy, st
   c.spec.isolation = *isolation;
   c.spec.command = doc.value("command", std::vector<std::string>{});
   c.spec.env = MapFromJson(doc, "env");
+  if (auto network = tenancy::ParseNetworkMode(doc.value("network", "tenancy")); network) {
+    c.spec.network = *network;
+  }
+  if (doc.contains("volumes")) {
+    auto volumes = tenancy::VolumeRequestsFromJson(doc["volumes"]);
+    if (!volumes) return volumes.error().WithContext("container " + c.id);
+    c.spec.volumes = std::move(*volumes);
+  }
   c.gpus = doc.value("gpus", std::vector<std::string>{});
   c.reason = doc.value("reason", "");
   c.stop_requested = doc.value("stop_requested", false);
@@ -224,6 +242,8 @@ class SqliteStore final : public Store {
             "ON CONFLICT(id) DO UPDATE SET sha256 = excluded.sha256, tenancy = excluded.tenancy");
         !s)
       return s;
+    if (auto s = delete_tenancy_.Prepare(db_, "DELETE FROM tenancies WHERE name = ?1"); !s) return s;
+    if (auto s = delete_tokens_.Prepare(db_, "DELETE FROM tokens WHERE tenancy = ?1"); !s) return s;
     writer_ = std::thread([this] { WriterLoop(); });
     return Ok();
   }
@@ -374,6 +394,12 @@ class SqliteStore final : public Store {
       upsert_gpu_.Text(3, GpuDoc(*g));
       return Step(upsert_gpu_);
     }
+    if (const auto* d = std::get_if<TenancyDeletion>(&mutation)) {
+      delete_tenancy_.Text(1, d->name);
+      if (auto s = Step(delete_tenancy_); !s) return s;
+      delete_tokens_.Text(1, d->name);
+      return Step(delete_tokens_);
+    }
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
     upsert_token_.Text(2, t.sha256);
@@ -436,6 +462,7 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_;  // the connection: writer thread and Load()
   Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_token_;
+  Statement delete_tenancy_, delete_tokens_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
   std::condition_variable wake_;

@@ -52,6 +52,7 @@ struct Flags {
   int io_threads = 1;
   int stop_grace_s = 10;
   bool synchronous_full = true;
+  bool no_tenant_firewall = false;
 };
 
 // spdlog flag %j: the message as a JSON string body, so every line is one JSON object.
@@ -237,6 +238,7 @@ int Main(const Flags& flags) {
     backends::LocalOptions local;
     local.instance =
         flags.instance.empty() ? fleet::Sha256Hex(data_dir).substr(0, 12) : flags.instance;
+    local.tenant_firewall = !flags.no_tenant_firewall;
     backend = backends::CreateLocalBackend(local);
   } else if (flags.backend == "null") {
     backend = backends::CreateNullBackend();
@@ -315,6 +317,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--lease-file", flags.lease_file, "Node-local lease file for the device plugin")
       ->capture_default_str();
+  app.add_flag("--no-tenant-firewall", flags.no_tenant_firewall,
+               "Do not add the iptables rules that fence each tenancy network (hosts without "
+               "iptables; the --internal networks still isolate)");
   app.add_option("--admin-token-file", flags.admin_token_file,
                  "Admin token file (default <data-dir>/admin.token; created 0600 when missing)");
   app.add_option("--cdi-dir", flags.cdi_dir, "Where to write the CDI specs")->capture_default_str();

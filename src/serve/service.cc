@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -19,6 +20,23 @@ using fleet::ContainerState;
 using fleet::GpuRecord;
 using fleet::LeaseState;
 using fleet::Mutation;
+
+namespace {
+
+// A tenancy's storage entitlements from its record (validated when they were set).
+tenancy::StorageEntitlements StorageOf(const fleet::Tenancy& record) {
+  auto it = record.extensions.find(std::string(tenancy::kStorageExtension));
+  if (it == record.extensions.end()) return {};
+  auto parsed = tenancy::ParseStorageEntitlements(it->second);
+  if (!parsed) {
+    spdlog::warn("tenancy {}: stored storage entitlements unreadable: {}", record.name,
+                 parsed.error().message);
+    return {};
+  }
+  return std::move(*parsed);
+}
+
+}  // namespace
 
 Result<GpuAction> ParseGpuAction(std::string_view name) {
   if (name == "drain") return GpuAction::kDrain;
@@ -412,6 +430,20 @@ void Service::SchedulerLoop() {
       request.command = container.spec.command;
       request.env = container.spec.env;
       request.isolation = container.spec.isolation;
+      request.network = container.spec.network;
+      // Checked again at start: the entitlement may have been withdrawn since the submission.
+      auto tenancy_it = tenancies_.find(container.spec.tenancy);
+      auto volumes =
+          tenancy::ResolveVolumes(container.spec.tenancy,
+                                  tenancy_it == tenancies_.end() ? tenancy::StorageEntitlements{}
+                                                                 : StorageOf(tenancy_it->second),
+                                  container.spec.volumes);
+      if (!volumes) {
+        FinishContainer(it->second, backends::ExitInfo{std::nullopt, true, volumes.error().message},
+                        mutations);
+        continue;
+      }
+      request.volumes = std::move(*volumes);
       for (const auto& pci : container.gpus) {
         request.gpu_pci_addresses.push_back(pci);
         if (auto* gpu = FindGpu(pci)) request.cdi_devices.push_back(gpu->cdi_device);
@@ -576,6 +608,15 @@ void Service::PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<flee
   auto it = tenancies_.find(tenancy.name);
   if (!caller.admin && (it == tenancies_.end() || caller.tenancy != tenancy.name))
     return done(NotFound("tenancy " + tenancy.name + " not found"));
+  const std::string storage_key(tenancy::kStorageExtension);
+  if (auto storage = tenancy.extensions.find(storage_key); storage != tenancy.extensions.end()) {
+    // Entitlements grant access to other people's storage: only the admin sets them.
+    if (!caller.admin)
+      return done(PermissionDenied("extensions.storage: only the admin sets storage entitlements"));
+    auto parsed = tenancy::ParseStorageEntitlements(storage->second);
+    if (!parsed) return done(parsed.error().WithContext("extensions.storage"));
+    storage->second = tenancy::StorageEntitlementsToJson(*parsed);
+  }
   if (it != tenancies_.end()) {
     tenancy.created_ms = it->second.created_ms;
     // Entitlements other components attached stay unless the body replaces them.
@@ -628,6 +669,92 @@ void Service::CreateToken(const Caller& caller, const std::string& tenancy,
   });
 }
 
+void Service::PutStorage(const Caller& caller, const std::string& name,
+                         tenancy::StorageEntitlements storage,
+                         Done<tenancy::StorageEntitlements> done) {
+  if (auto problem = fleet::CheckTenancyName(name); !problem.empty())
+    return done(InvalidArgument("tenancy name \"" + name + "\": " + problem));
+  if (!caller.admin) return done(PermissionDenied("only the admin sets storage entitlements"));
+  std::unique_lock lock(mu_);
+  fleet::Tenancy tenancy;
+  if (auto it = tenancies_.find(name); it != tenancies_.end()) {
+    tenancy = it->second;
+  } else {
+    tenancy.name = name;
+    tenancy.created_ms = fleet::NowMs();
+  }
+  tenancy.extensions[std::string(tenancy::kStorageExtension)] =
+      tenancy::StorageEntitlementsToJson(storage);
+  tenancies_[name] = tenancy;
+  CommitLocked({tenancy}, [done = std::move(done), storage = std::move(storage)](Status status) {
+    if (!status) return done(status.error());
+    done(storage);
+  });
+}
+
+Result<tenancy::StorageEntitlements> Service::GetStorage(const Caller& caller,
+                                                         const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = tenancies_.find(name);
+  if (it == tenancies_.end() || !caller.Sees(name))
+    return NotFound("tenancy " + name + " not found");
+  return StorageOf(it->second);
+}
+
+Status Service::PrepareTenancy(const std::string& name) {
+  tenancy::StorageEntitlements storage;
+  {
+    std::lock_guard lock(mu_);
+    auto it = tenancies_.find(name);
+    if (it == tenancies_.end()) return NotFound("tenancy " + name + " not found");
+    storage = StorageOf(it->second);
+  }
+  return backend_->PrepareTenancy(name, storage);
+}
+
+Status Service::DeleteTenancy(const Caller& caller, const std::string& name) {
+  if (!caller.admin) return PermissionDenied("only the admin deletes tenancies");
+  // Every container of the tenancy must have ended; returns the ended ones.
+  auto ended_containers = [this, &name]() -> Result<std::vector<std::string>> {
+    std::vector<std::string> ended;
+    for (const auto& [id, container] : containers_) {
+      if (container.spec.tenancy != name) continue;
+      if (!fleet::IsTerminal(container.state))
+        return FailedPrecondition("tenancy " + name + ": container " + id + " is " +
+                                  fleet::ContainerStateName(container.state) +
+                                  "; delete it first");
+      ended.push_back(id);
+    }
+    return ended;
+  };
+  std::vector<std::string> ended;
+  {
+    std::lock_guard lock(mu_);
+    if (!tenancies_.count(name)) return NotFound("tenancy " + name + " not found");
+    auto listed = ended_containers();
+    if (!listed) return listed.error();
+    ended = std::move(*listed);
+  }
+  // podman keeps ended containers (for their logs), and they would keep the network in use.
+  for (const auto& id : ended) {
+    auto removed = backend_->Remove(id);
+    if (!removed && removed.error().category != ErrorCategory::kNotFound) return removed;
+  }
+  if (auto released = backend_->ReleaseTenancy(name); !released) return released;
+  std::promise<Status> committed;
+  {
+    std::lock_guard lock(mu_);
+    // A submission may have come in while the backend worked: it keeps the tenancy.
+    if (auto listed = ended_containers(); !listed) return listed.error();
+    tenancies_.erase(name);
+    for (auto it = tokens_.begin(); it != tokens_.end();)
+      it = it->second.tenancy == name ? tokens_.erase(it) : std::next(it);
+    CommitLocked({fleet::TenancyDeletion{name}},
+                 [&committed](Status status) { committed.set_value(std::move(status)); });
+  }
+  return committed.get_future().get();
+}
+
 void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::string idempotency_key,
                      Done<SubmitResult> done) {
   if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
@@ -648,6 +775,17 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
   if (!random) return done(random.error());
 
   std::lock_guard lock(mu_);
+  if (!spec.volumes.empty()) {
+    // 403 naming the volume for anything the tenancy is not entitled to (the backend resolves
+    // again at start, in case the entitlement is withdrawn in between).
+    auto tenancy_it = tenancies_.find(spec.tenancy);
+    auto resolved =
+        tenancy::ResolveVolumes(spec.tenancy,
+                                tenancy_it == tenancies_.end() ? tenancy::StorageEntitlements{}
+                                                               : StorageOf(tenancy_it->second),
+                                spec.volumes);
+    if (!resolved) return done(resolved.error());
+  }
   if (!idempotency_key.empty()) {
     auto it = idempotency_.find(spec.tenancy + '\n' + idempotency_key);
     if (it != idempotency_.end()) {

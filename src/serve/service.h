@@ -110,6 +110,19 @@ class Service {
   Result<fleet::Tenancy> GetTenancy(const Caller& caller, const std::string& name) const;
   std::vector<fleet::Tenancy> ListTenancies(const Caller& caller) const;
   void CreateToken(const Caller& caller, const std::string& tenancy, Done<CreatedToken> done);
+  // Storage entitlements (admin only to set; the tenancy's own token may read). Setting them
+  // creates the tenancy when missing, like PutTenancy.
+  void PutStorage(const Caller& caller, const std::string& tenancy,
+                  tenancy::StorageEntitlements storage, Done<tenancy::StorageEntitlements> done);
+  Result<tenancy::StorageEntitlements> GetStorage(const Caller& caller,
+                                                  const std::string& tenancy) const;
+  // Makes the backend's objects of a tenancy (network, NFS volumes) match its record. Blocks on
+  // the backend: call it off the I/O thread.
+  Status PrepareTenancy(const std::string& tenancy);
+  // Deletes a tenancy (admin): refused (FailedPrecondition) while a container of it has not
+  // ended; removes its ended containers from the backend, then its network and volumes, then
+  // the record and its tokens (container records stay, as history). Blocks on the backend.
+  Status DeleteTenancy(const Caller& caller, const std::string& tenancy);
 
   // ---- Containers ----
   void Submit(const Caller& caller, fleet::ContainerSpec spec, std::string idempotency_key,

@@ -105,6 +105,10 @@ struct NfsExport {
   bool operator==(const NfsExport&) const = default;
 };
 
+// Key of a tenancy's storage entitlements among the fleet record's extensions (JSON text as
+// written by StorageEntitlementsToJson).
+inline constexpr std::string_view kStorageExtension = "storage";
+
 struct StorageEntitlements {
   std::vector<NfsExport> nfs;  // names unique
   bool operator==(const StorageEntitlements&) const = default;

@@ -23,7 +23,13 @@ struct LocalOptions {
   std::string runc_runtime = "runc";
   std::string gvisor_runtime = "runsc";
   std::string kata_runtime;
-  std::vector<std::string> extra_run_args;  // e.g. --network none
+  std::vector<std::string> extra_run_args;  // e.g. --env-file, never --network (see below)
+  // One --internal podman network per tenancy (tessera-t-<name>), kept apart by host firewall
+  // rules (docs/tenancy.md); a container joins its tenancy's network or none. Off: containers
+  // that ask for their tenancy's network get podman's default network (not isolated).
+  bool tenant_networks = true;
+  bool tenant_firewall = true;  // the iptables rules; off on hosts without iptables
+  std::string iptables = "iptables";
 };
 
 std::unique_ptr<ContainerBackend> CreateLocalBackend(LocalOptions options);

@@ -10,6 +10,7 @@
 #include <list>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "backends/local/local.h"
@@ -65,7 +66,8 @@ BackendState StateFromPodman(const std::string& state) {
 
 class PodmanBackend final : public ContainerBackend {
  public:
-  explicit PodmanBackend(LocalOptions options) : options_(std::move(options)) {
+  explicit PodmanBackend(LocalOptions options)
+      : options_(std::move(options)), tenancy_(TenancyOptions(options_)) {
     if (options_.kata_runtime.empty()) {
       for (const char* candidate : {"kata-runtime", "kata-qemu", "containerd-shim-kata-v2"}) {
         if (InPath(candidate)) {
@@ -127,6 +129,13 @@ class PodmanBackend final : public ContainerBackend {
       argv.push_back("--device=" + device);
     for (const auto& [key, value] : request.env)
       argv.push_back("--env=" + key + "=" + value);
+    if (auto status = PrepareForStart(request); !status) return status;
+    if (options_.tenant_networks || request.network == tenancy::NetworkMode::kNone) {
+      for (auto& arg : tenancy::ContainerNetworkArgs(request.tenancy, request.network))
+        argv.push_back(std::move(arg));
+    }
+    for (auto& arg : tenancy::ContainerVolumeArgs(request.volumes))
+      argv.push_back(std::move(arg));
     for (const auto& arg : options_.extra_run_args)
       argv.push_back(arg);
     argv.push_back(request.image);
@@ -209,6 +218,26 @@ class PodmanBackend final : public ContainerBackend {
     return out;
   }
 
+  Status PrepareTenancy(const std::string& tenancy,
+                        const tenancy::StorageEntitlements& storage) override {
+    std::lock_guard lock(tenancy_mutex_);
+    if (options_.tenant_networks) {
+      auto network = tenancy_.EnsureNetwork(tenancy);
+      if (!network) return network.error();
+      networks_ready_.insert(tenancy);
+    }
+    return tenancy_.SyncVolumes(tenancy, storage);
+  }
+
+  Status ReleaseTenancy(const std::string& tenancy) override {
+    std::lock_guard lock(tenancy_mutex_);
+    if (auto status = tenancy_.SyncVolumes(tenancy, {}); !status) return status;
+    networks_ready_.erase(tenancy);
+    if (!options_.tenant_networks) return Ok();
+    // The service checked that the tenancy has no container left; podman checks it again.
+    return tenancy_.RemoveNetwork(tenancy, true, 0);
+  }
+
   Status Remove(const std::string& id) override {
     auto outcome = Podman({"rm", "--force", "--time", "5", ContainerName(id)}, 60000);
     if (!outcome) return outcome.error();
@@ -217,6 +246,31 @@ class PodmanBackend final : public ContainerBackend {
   }
 
  private:
+  static tenancy::PodmanTenancyOptions TenancyOptions(const LocalOptions& options) {
+    tenancy::PodmanTenancyOptions out;
+    out.podman = options.podman;
+    out.iptables = options.iptables;
+    out.firewall = options.tenant_firewall;
+    return out;
+  }
+
+  // The tenancy's network (once per process: EnsureNetwork is idempotent but costs several
+  // podman and iptables calls) and the volumes this container mounts.
+  Status PrepareForStart(const StartRequest& request) {
+    std::lock_guard lock(tenancy_mutex_);
+    if (options_.tenant_networks && request.network == tenancy::NetworkMode::kTenancy &&
+        !networks_ready_.count(request.tenancy)) {
+      auto network = tenancy_.EnsureNetwork(request.tenancy);
+      if (!network) return network.error();
+      networks_ready_.insert(request.tenancy);
+    }
+    for (const auto& volume : request.volumes) {
+      auto created = tenancy_.EnsureVolume(request.tenancy, volume.source);
+      if (!created) return created.error();
+    }
+    return Ok();
+  }
+
   struct Follower {
     std::string id;
     pid_t pid = -1;
@@ -304,6 +358,9 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   LocalOptions options_;
+  tenancy::PodmanTenancy tenancy_;
+  std::mutex tenancy_mutex_;              // serializes network/volume changes
+  std::set<std::string> networks_ready_;  // tenancies whose network exists (tenancy_mutex_)
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;               // guards followers_
   std::list<Follower> followers_;  // stable addresses: each thread updates its own entry
