@@ -109,6 +109,39 @@ TEST(KubernetesBackend, RunsAPodAndReportsItsExitThenChecksTheLease) {
   EXPECT_EQ(f.backend->Inspect("C1").error().category, ErrorCategory::kNotFound);
 }
 
+TEST(KubernetesBackend, EntitledNfsVolumesBecomePodVolumesAndNfsEgressExceptions) {
+  Fixture f;
+  StartRequest request;
+  request.id = "C2";
+  request.tenancy = "team-a";
+  request.image = "busybox";
+  tenancy::ResolvedVolume data;
+  data.source = {"datasets", "10.0.0.5", "/exports/datasets", 0, true};
+  data.mount_path = "/data";
+  data.read_only = true;
+  request.volumes = {data};
+  // The tenancy is entitled to two exports; the policy allows both servers even though this
+  // submission mounts one, so starting it never narrows another Pod's egress.
+  tenancy::StorageEntitlements storage;
+  storage.nfs = {data.source, {"scratch", "10.0.0.6", "/exports/scratch", 0, false}};
+  ASSERT_TRUE(f.backend->PrepareTenancy("team-a", storage).ok());
+  ASSERT_TRUE(f.backend->Start(request, [](const std::string&, const ExitInfo&) {}).ok());
+  auto pod = f.admin.Get(Resource::Pods(), "tenant-team-a", "tessera-c2");
+  ASSERT_TRUE(pod.ok());
+  const Json& volume = (*pod)["spec"]["volumes"][0];
+  EXPECT_EQ(volume["name"], "datasets");
+  EXPECT_EQ(volume["nfs"]["server"], "10.0.0.5");
+  EXPECT_EQ(volume["nfs"]["path"], "/exports/datasets");
+  EXPECT_EQ(volume["nfs"]["readOnly"], true);
+  const Json& mount = (*pod)["spec"]["containers"][0]["volumeMounts"][0];
+  EXPECT_EQ(mount["mountPath"], "/data");
+  EXPECT_EQ(mount["readOnly"], true);
+  auto policy = f.admin.Get(Resource::NetworkPolicies(), "tenant-team-a", "tenant-isolation");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_NE(policy->dump().find("10.0.0.5/32"), std::string::npos) << policy->dump();
+  EXPECT_NE(policy->dump().find("10.0.0.6/32"), std::string::npos) << policy->dump();
+}
+
 TEST(KubernetesBackend, IsolationNeedsItsRuntimeClass) {
   Fixture f;
   EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kRunc).ok());

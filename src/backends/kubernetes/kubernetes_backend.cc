@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -95,7 +96,19 @@ class KubernetesBackend final : public ContainerBackend {
     pod.gpus = int(std::max(request.gpu_pci_addresses.size(), request.cdi_devices.size()));
     pod.node = options_.node;
     pod.lease_name = "lease-" + pod.name;
-    auto built = k8s::BuildPod(pod, {});
+    // The volumes were checked against the tenancy's entitlements by the control plane; the
+    // exports they name become nfs volumes (or PV/PVC pairs) and NFS egress exceptions.
+    // The namespace policy covers every export the tenancy is entitled to (PrepareTenancy),
+    // not only this submission's, so starting one Pod never narrows another's egress.
+    std::vector<k8s::NfsEntitlement> entitlements = EntitlementsOf(request.tenancy);
+    for (const auto& volume : request.volumes) {
+      bool known = std::any_of(entitlements.begin(), entitlements.end(),
+                               [&](const auto& e) { return e.name == volume.source.name; });
+      if (!known) entitlements.push_back(ToEntitlement(volume.source));
+      pod.volumes.push_back({volume.source.name, volume.mount_path, volume.read_only});
+    }
+    pod.nfs_mode = options_.nfs_mode;
+    auto built = k8s::BuildPod(pod, entitlements);
     if (!built) return built.error();
     k8s::LeaseSpec lease{
         pod.lease_name, request.tenancy, options_.node, request.gpu_pci_addresses, *ns, pod.name};
@@ -106,23 +119,79 @@ class KubernetesBackend final : public ContainerBackend {
         !r)
       return r.error();
     if (auto r = k8s::EnsureObject(client_, Resource::NetworkPolicies(), *ns,
-                                   k8s::BuildNetworkPolicy(request.tenancy, {}));
+                                   k8s::BuildNetworkPolicy(request.tenancy, entitlements));
         !r)
       return r.error();
     if (options_.cilium) {
       if (auto r = k8s::EnsureObject(client_, Resource::CiliumNetworkPolicies(), *ns,
-                                     k8s::BuildCiliumNetworkPolicy(request.tenancy, {}));
+                                     k8s::BuildCiliumNetworkPolicy(request.tenancy, entitlements));
           !r)
         return r.error();
+    }
+    if (pod.nfs_mode == k8s::NfsMode::kPersistentVolume) {
+      for (const auto& entitlement : entitlements) {
+        if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumes(), "",
+                                       k8s::BuildNfsPersistentVolume(request.tenancy, entitlement));
+            !r)
+          return r.error();
+        if (auto r =
+                k8s::EnsureObject(client_, Resource::PersistentVolumeClaims(), *ns,
+                                  k8s::BuildNfsPersistentVolumeClaim(request.tenancy, entitlement));
+            !r)
+          return r.error();
+      }
     }
     // Labels the backend finds its Pods by (and the caller's extras).
     Json labels = {{kInstanceLabel, options_.instance}, {kIdLabel, pod.name.substr(8)}};
     for (const auto& [k, v] : request.labels)
       labels[k] = v;
     k8s::PodRequest with_labels = pod;
-    auto created = StartWithLabels(with_labels, lease, labels, request.id);
+    auto created = StartWithLabels(with_labels, entitlements, lease, labels, request.id);
     if (!created) return created.error();
     Follow(request.id, *ns, pod.name, lease.gpu_ids.empty() ? "" : lease.name, std::move(on_exit));
+    return Ok();
+  }
+
+  // Remembers the tenancy's exports and makes its namespace, isolation policies (with NFS
+  // egress to every entitled server) and, in pv mode, its PV/PVC pairs match them.
+  Status PrepareTenancy(const std::string& tenancy,
+                        const tenancy::StorageEntitlements& storage) override {
+    std::vector<k8s::NfsEntitlement> entitlements;
+    for (const auto& nfs : storage.nfs)
+      entitlements.push_back(ToEntitlement(nfs));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      entitlements_[tenancy] = entitlements;
+    }
+    auto ns = k8s::TenantNamespace(tenancy);
+    if (!ns) return ns.error();
+    std::lock_guard<std::mutex> lock(client_mu_);
+    if (auto r =
+            k8s::EnsureObject(client_, Resource::Namespaces(), "", k8s::BuildNamespace(tenancy));
+        !r)
+      return r.error();
+    if (auto r = k8s::EnsureObject(client_, Resource::NetworkPolicies(), *ns,
+                                   k8s::BuildNetworkPolicy(tenancy, entitlements));
+        !r)
+      return r.error();
+    if (options_.cilium) {
+      if (auto r = k8s::EnsureObject(client_, Resource::CiliumNetworkPolicies(), *ns,
+                                     k8s::BuildCiliumNetworkPolicy(tenancy, entitlements));
+          !r)
+        return r.error();
+    }
+    if (options_.nfs_mode == k8s::NfsMode::kPersistentVolume) {
+      for (const auto& entitlement : entitlements) {
+        if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumes(), "",
+                                       k8s::BuildNfsPersistentVolume(tenancy, entitlement));
+            !r)
+          return r.error();
+        if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumeClaims(), *ns,
+                                       k8s::BuildNfsPersistentVolumeClaim(tenancy, entitlement));
+            !r)
+          return r.error();
+      }
+    }
     return Ok();
   }
 
@@ -188,15 +257,26 @@ class KubernetesBackend final : public ContainerBackend {
   }
 
  private:
+  static k8s::NfsEntitlement ToEntitlement(const tenancy::NfsExport& nfs) {
+    return {nfs.name, nfs.server, nfs.path, nfs.read_only};
+  }
+  std::vector<k8s::NfsEntitlement> EntitlementsOf(const std::string& tenancy) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entitlements_.find(tenancy);
+    return it == entitlements_.end() ? std::vector<k8s::NfsEntitlement>{} : it->second;
+  }
+
   struct Followed {
     std::string ns, pod, lease;
     ExitCallback on_exit;
     bool exited = false;
   };
 
-  Result<Json> StartWithLabels(const k8s::PodRequest& request, const k8s::LeaseSpec& lease,
-                               const Json& labels, const std::string& id) {
-    auto pod = k8s::BuildPod(request, {});
+  Result<Json> StartWithLabels(const k8s::PodRequest& request,
+                               const std::vector<k8s::NfsEntitlement>& entitlements,
+                               const k8s::LeaseSpec& lease, const Json& labels,
+                               const std::string& id) {
+    auto pod = k8s::BuildPod(request, entitlements);
     if (!pod) return pod.error();
     for (auto it = labels.begin(); it != labels.end(); ++it)
       (*pod)["metadata"]["labels"][it.key()] = it.value();
@@ -342,7 +422,8 @@ class KubernetesBackend final : public ContainerBackend {
   KubernetesBackendOptions options_;
   mutable std::mutex client_mu_;  // guards client_ (its last_error_)
   mutable k8s::Client client_;
-  std::mutex mu_;  // guards followed_, stopping_
+  std::mutex mu_;  // guards followed_, stopping_, entitlements_
+  std::map<std::string, std::vector<k8s::NfsEntitlement>> entitlements_;  // by tenancy
   std::condition_variable wake_;
   std::map<std::string, Followed> followed_;
   bool stopping_ = false;
