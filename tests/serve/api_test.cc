@@ -233,6 +233,7 @@ TEST_F(ServeApi, GpuContainersRunThroughTheLeaseMachineAndSurviveARestart) {
   }
   serve_->Kill(SIGTERM);
   ASSERT_TRUE(serve_->Start());
+  admin_ = serve_->Connect(serve_->admin_token());  // it listens on a new port
   auto again = CallJson(*admin_, "GET", "/v1/containers/" + id, "", &status);
   EXPECT_EQ(status, 200);
   EXPECT_EQ(again["state"], "exited");

@@ -105,7 +105,10 @@ class ServeE2e : public ::testing::Test {
 
   std::map<std::string, json> Gpus() {
     std::map<std::string, json> out;
-    for (const auto& gpu : CallJson(*admin_, "GET", "/v1/gpus")["gpus"])
+    int status = 0;
+    auto listed = CallJson(*admin_, "GET", "/v1/gpus", "", &status);
+    EXPECT_EQ(status, 200) << listed << "\n" << serve_->log();
+    for (const auto& gpu : listed["gpus"])
       out[gpu["pci_address"]] = gpu;
     return out;
   }

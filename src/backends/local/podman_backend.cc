@@ -118,7 +118,10 @@ class PodmanBackend final : public ContainerBackend {
 
   Status Start(const StartRequest& request, ExitCallback on_exit) override {
     if (auto status = CheckIsolation(request.isolation); !status) return status;
-    std::vector<std::string> argv = {options_.podman, "run", "--name", ContainerName(request.id)};
+    // Created synchronously, then started attached: once Start returns, the container exists in
+    // podman, so a restart of the service right after it always finds it (a plain `podman run`
+    // could still be creating it when the service dies, and the container looked vanished).
+    std::vector<std::string> argv = {"create", "--name", ContainerName(request.id)};
     argv.push_back("--label=" + std::string(kIdLabel) + "=" + request.id);
     argv.push_back("--label=" + std::string(kInstanceLabel) + "=" + options_.instance);
     argv.push_back("--label=" + std::string(kTenancyLabel) + "=" + request.tenancy);
@@ -141,8 +144,12 @@ class PodmanBackend final : public ContainerBackend {
     argv.push_back(request.image);
     for (const auto& arg : request.command)
       argv.push_back(arg);
-    spdlog::debug("local backend: {}", process::Describe(argv));
-    auto child = process::Spawn(argv);
+    spdlog::debug("local backend: podman {}", process::Describe(argv));
+    auto created = Podman(argv, 120000);
+    if (!created) return created.error();
+    if (created->status != 0) return Classify("create " + request.id, *created);
+    // `podman start --attach` ends when the container does, with its exit status (as run does).
+    auto child = process::Spawn({options_.podman, "start", "--attach", ContainerName(request.id)});
     if (!child) return child.error();
     Follow(request.id, *child, std::move(on_exit), false);
     return Ok();
@@ -341,6 +348,16 @@ class PodmanBackend final : public ContainerBackend {
   ExitInfo Conclude(const std::string& id, const process::Outcome& outcome, bool waited) {
     if (!waited && outcome.status >= 0 && outcome.status < 125) {
       return ExitInfo{outcome.status, false, ""};
+    }
+    if (waited && outcome.status == 0) {
+      // `podman wait` prints the container's exit code.
+      std::string text = outcome.output;
+      while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+        text.pop_back();
+      if (!text.empty() && text.size() < 10 &&
+          text.find_first_not_of("-0123456789") == std::string::npos) {
+        return ExitInfo{std::stoi(text), false, ""};
+      }
     }
     auto inspected = Inspect(id);
     if (inspected && inspected->state == BackendState::kExited && inspected->exit_code) {
