@@ -161,8 +161,9 @@ void RunVersusPodman(int runs) {
   std::string token_file = serve.data_dir() + "/admin.token";
   std::string server = "http://127.0.0.1:" + std::to_string(serve.port());
   // The same container both ways: runc, one GPU through CDI, `true`.
-  auto bare = bench::TimeProcess(
-      {"podman", "run", "--runtime=runc", "--device=" + device, podman.image(), "true"}, runs, 2);
+  auto bare = bench::TimeProcess({"/usr/bin/podman", "run", "--rm", "--runtime=runc",
+                                  "--device=" + device, podman.image(), "true"},
+                                 runs, 2);
   auto through = bench::TimeProcess({tessera, "run", "--server", server, "--token-file", token_file,
                                      "--gpus", "1", podman.image(), "true"},
                                     runs, 2);
