@@ -359,3 +359,42 @@ TEST_F(ServeE2e, KillDashNineWithSubmissionsInFlightLosesNoAcknowledgedOne) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// The page as real (headless) Chromium renders it after its scripts ran against the live API.
+std::string RenderDashboard(uint16_t port, const std::string& token) {
+  auto result = RunArgv({"chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                         "--virtual-time-budget=4000", "--dump-dom",
+                         "http://127.0.0.1:" + std::to_string(port) + "/#token=" + token});
+  return result.output;
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
+TEST_F(ServeE2e, DashboardInChromiumShowsTheGridChangeWhenAContainerTakesGpus) {
+  StartServe();
+  std::string before = RenderDashboard(serve_->port(), serve_->admin_token());
+  ASSERT_EQ(Count(before, "data-state=\"free\""), 8) << before;
+  EXPECT_NE(before.find("8 GPUs"), std::string::npos) << before;
+
+  std::string id = Submit(2, "sleep 30", nullptr, "dash-team");
+  WaitFor(id, {"running"});
+  std::string after = RenderDashboard(serve_->port(), serve_->admin_token());
+  EXPECT_EQ(Count(after, "data-state=\"active\""), 2) << after;
+  EXPECT_EQ(Count(after, "data-tenancy=\"dash-team\""), 2) << after;
+  EXPECT_EQ(Count(after, "data-state=\"free\""), 6) << after;
+  EXPECT_NE(after.find("data-id=\"" + id + "\""), std::string::npos) << after;
+  int status = 0;
+  CallJson(*admin_, "DELETE", "/v1/containers/" + id, "", &status);
+  EXPECT_LT(status, 300);
+}
+
+}  // namespace
+}  // namespace tessera::testing
