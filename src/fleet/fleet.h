@@ -185,6 +185,7 @@ struct StoreStats {
   uint64_t groups = 0;     // transactions committed
   uint64_t mutations = 0;  // records written
   uint64_t largest_group = 0;
+  uint64_t checkpoints = 0;  // background WAL checkpoints run
 };
 
 class Store {
@@ -210,6 +211,10 @@ struct StoreOptions {
   std::string path;              // the SQLite database file
   int max_group = 1024;          // most mutations in one transaction
   bool synchronous_full = true;  // PRAGMA synchronous=FULL: a commit survives power loss
+  // Copy the WAL back into the database on a thread of its own (PASSIVE checkpoints on a second
+  // connection) instead of inside whichever commit crosses the 1000-page mark; that commit
+  // would otherwise wait for the copy and its fsync.
+  bool background_checkpoint = true;
 };
 
 // Opens (creating and migrating when needed) a SQLite store in WAL mode and starts its writer

@@ -200,7 +200,10 @@ class SqliteStore final : public Store {
       stopping_ = true;
     }
     wake_.notify_all();
+    checkpoint_wake_.notify_all();
     if (writer_.joinable()) writer_.join();
+    if (checkpointer_.joinable()) checkpointer_.join();
+    if (checkpoint_db_) sqlite3_close_v2(checkpoint_db_);
     // close_v2 defers the close until the prepared statements (members) are finalized.
     if (db_) sqlite3_close_v2(db_);
   }
@@ -244,6 +247,23 @@ class SqliteStore final : public Store {
       return s;
     if (auto s = delete_tenancy_.Prepare(db_, "DELETE FROM tenancies WHERE name = ?1"); !s) return s;
     if (auto s = delete_tokens_.Prepare(db_, "DELETE FROM tokens WHERE tenancy = ?1"); !s) return s;
+    if (options_.background_checkpoint) {
+      if (auto status = Exec("PRAGMA wal_autocheckpoint=0"); !status) return status;
+      if (sqlite3_open_v2(options_.path.c_str(), &checkpoint_db_,
+                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
+        return Unavailable("open store " + options_.path + " for checkpoints: " +
+                           (checkpoint_db_ ? sqlite3_errmsg(checkpoint_db_) : "out of memory"));
+      sqlite3_busy_timeout(checkpoint_db_, 5000);
+      // Called after each commit with the WAL's size in pages.
+      sqlite3_wal_hook(
+          db_,
+          [](void* self, sqlite3*, const char*, int pages) {
+            static_cast<SqliteStore*>(self)->OnWalGrew(pages);
+            return SQLITE_OK;
+          },
+          this);
+      checkpointer_ = std::thread([this] { CheckpointLoop(); });
+    }
     writer_ = std::thread([this] { WriterLoop(); });
     return Ok();
   }
@@ -408,6 +428,37 @@ class SqliteStore final : public Store {
     return Step(upsert_token_);
   }
 
+  // SQLite's own threshold for its automatic checkpoint.
+  static constexpr int kCheckpointPages = 1000;
+
+  void OnWalGrew(int pages) {
+    if (pages < kCheckpointPages) return;
+    {
+      std::lock_guard lock(mutex_);
+      checkpoint_wanted_ = true;
+    }
+    checkpoint_wake_.notify_one();
+  }
+
+  void CheckpointLoop() {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        checkpoint_wake_.wait(lock, [this] { return stopping_ || checkpoint_wanted_; });
+        if (stopping_) return;
+        checkpoint_wanted_ = false;
+      }
+      // PASSIVE: copies what no reader still needs and never blocks the writer; the writer
+      // starts the WAL over once a checkpoint has copied all of it.
+      int rc = sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE,
+                                         nullptr, nullptr);
+      if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+        spdlog::warn("store {}: checkpoint: {}", options_.path, sqlite3_errmsg(checkpoint_db_));
+      std::lock_guard lock(mutex_);
+      stats_.checkpoints++;
+    }
+  }
+
   void WriterLoop() {
     std::vector<Pending> group;
     for (;;) {
@@ -470,6 +521,10 @@ class SqliteStore final : public Store {
   bool stopping_ = false;
   StoreStats stats_;
   std::thread writer_;
+  sqlite3* checkpoint_db_ = nullptr;    // the checkpointer's own connection
+  bool checkpoint_wanted_ = false;      // guarded by mutex_
+  std::condition_variable checkpoint_wake_;
+  std::thread checkpointer_;
 };
 
 }  // namespace
