@@ -136,9 +136,23 @@ void PeakRss(int containers) {
   if (!serve.Start()) std::exit(1);
   pid = ServePid(serve.data_dir());
   std::printf("after a restart (store loaded): VmHWM %s\n", StatusField(pid, "VmHWM").c_str());
-  auto listed = serve.Connect(token)->Call("GET", "/v1/containers");
-  std::printf("after GET /v1/containers (%zu bytes): VmHWM %s, VmRSS %s\n",
-              listed ? listed->body.size() : 0, StatusField(pid, "VmHWM").c_str(),
+  // Every container, page by page, as a client lists them.
+  auto client = serve.Connect(token);
+  size_t pages = 0, bytes = 0, listed = 0;
+  std::string after;
+  for (;;) {
+    auto page =
+        client->Call("GET", "/v1/containers?limit=1000" + (after.empty() ? "" : "&after=" + after));
+    if (!page || page->status != 200) break;
+    auto doc = nlohmann::json::parse(page->body);
+    pages++;
+    bytes += page->body.size();
+    listed += doc["containers"].size();
+    if (!doc.contains("next")) break;
+    after = doc["next"].get<std::string>();
+  }
+  std::printf("after listing all %zu containers (%zu pages, %zu bytes): VmHWM %s, VmRSS %s\n",
+              listed, pages, bytes, StatusField(pid, "VmHWM").c_str(),
               StatusField(pid, "VmRSS").c_str());
   std::printf("store file: %s bytes\n",
               std::to_string(std::filesystem::file_size(serve.data_dir() + "/tessera.db")).c_str());

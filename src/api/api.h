@@ -27,6 +27,9 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body);
 Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body);
 // POST /v1/gpus/{id}/{action}: {reason?}; an empty body is an empty object.
 Result<std::string> ParseGpuActionBody(std::string_view body);
+// GET /v1/containers query string (after '?'): limit=1..1000, after=ID, order=asc|desc,
+// state=S[,S...], tenancy=NAME; percent-encoded; unknown or repeated parameters are errors.
+Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query);
 // "HOST:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080").
 Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen);
 

@@ -47,7 +47,7 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
   async function get(path) { const r = await fetch(path, { headers }); if (!r.ok) throw new Error(path + ': ' + r.status); return r.json(); }
   async function refresh() {
     try {
-      const [gpus, containers] = await Promise.all([get('/v1/gpus'), get('/v1/containers')]);
+      const [gpus, containers] = await Promise.all([get('/v1/gpus'), get('/v1/containers?order=desc&limit=200')]);
       const grid = document.getElementById('grid');
       grid.replaceChildren();
       for (const g of gpus.gpus) {
@@ -61,12 +61,12 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
       }
       const body = document.getElementById('containers');
       body.replaceChildren();
-      for (const c of containers.containers.slice(-200).reverse()) {
+      for (const c of containers.containers) {
         const row = el('tr'); row.dataset.id = c.id; row.dataset.state = c.state;
         for (const v of [c.id, c.tenancy, c.image, c.state, c.gpus.length, c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
         body.appendChild(row);
       }
-      document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · ' + gpus.gpus.length + ' GPUs · ' + containers.containers.length + ' containers';
+      document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · ' + gpus.gpus.length + ' GPUs · ' + containers.containers.length + (containers.next ? ' newest containers' : ' containers');
     } catch (e) {
       document.getElementById('status').textContent = 'error: ' + e.message;
     }

@@ -1,5 +1,7 @@
 // Strict parsers of API bodies: text in, values out, every problem naming its field.
+#include <charconv>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "api/api.h"
 
@@ -171,6 +173,89 @@ Result<std::string> ParseGpuActionBody(std::string_view body) {
     if (reason.size() > 1024) return InvalidArgument("reason: longer than 1024 characters");
   }
   return reason;
+}
+
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// application/x-www-form-urlencoded value: %XX escapes and '+' for space.
+Result<std::string> PercentDecode(std::string_view text, const std::string& field) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out.push_back(' ');
+    } else if (text[i] == '%') {
+      int high = i + 2 < text.size() ? HexDigit(text[i + 1]) : -1;
+      int low = i + 2 < text.size() ? HexDigit(text[i + 2]) : -1;
+      if (high < 0 || low < 0) return InvalidArgument(field + ": bad percent escape");
+      out.push_back(static_cast<char>(high * 16 + low));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  if (HasControl(out)) return InvalidArgument(field + ": control characters");
+  return out;
+}
+
+}  // namespace
+
+Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
+  serve::ContainerQuery out;
+  std::set<std::string> seen;
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    auto eq = pair.find('=');
+    auto name = PercentDecode(pair.substr(0, eq), "query");
+    if (!name) return name.error();
+    const std::string field = "query parameter " + *name;
+    if (eq == std::string_view::npos) return InvalidArgument(field + ": want " + *name + "=VALUE");
+    auto value = PercentDecode(pair.substr(eq + 1), field);
+    if (!value) return value.error();
+    if (!seen.insert(*name).second) return InvalidArgument(field + ": given more than once");
+    if (*name == "limit") {
+      size_t limit = 0;
+      const char* end = value->data() + value->size();
+      auto [ptr, ec] = std::from_chars(value->data(), end, limit);
+      if (ec != std::errc() || ptr != end || limit < 1 || limit > serve::ContainerQuery::kMaxLimit)
+        return InvalidArgument(field + ": want a whole number from 1 to " +
+                               std::to_string(serve::ContainerQuery::kMaxLimit));
+      out.limit = limit;
+    } else if (*name == "after") {
+      if (value->empty() || value->size() > 64) return InvalidArgument(field + ": want an ID");
+      out.after = std::move(*value);
+    } else if (*name == "order") {
+      if (*value != "asc" && *value != "desc") return InvalidArgument(field + ": want asc or desc");
+      out.newest_first = *value == "desc";
+    } else if (*name == "state") {
+      std::string_view list = *value;
+      while (true) {
+        auto comma = list.find(',');
+        auto state = fleet::ParseContainerState(list.substr(0, comma));
+        if (!state) return InvalidArgument(field + ": " + state.error().message);
+        out.states.push_back(*state);
+        if (comma == std::string_view::npos) break;
+        list = list.substr(comma + 1);
+      }
+    } else if (*name == "tenancy") {
+      if (auto problem = fleet::CheckTenancyName(*value); !problem.empty())
+        return InvalidArgument(field + ": " + problem);
+      out.tenancy = std::move(*value);
+    } else {
+      return InvalidArgument(field + ": unknown (known: limit, after, order, state, tenancy)");
+    }
+  }
+  return out;
 }
 
 Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen) {

@@ -253,6 +253,11 @@ std::string Router::Metrics() const {
       "tessera_store_records_written_total " +
       std::to_string(counts.store.mutations) + "\n";
   out +=
+      "# HELP tessera_store_checkpoints_total WAL checkpoints run off the commit path.\n"
+      "# TYPE tessera_store_checkpoints_total counter\n"
+      "tessera_store_checkpoints_total " +
+      std::to_string(counts.store.checkpoints) + "\n";
+  out +=
       "# HELP tessera_http_request_duration_seconds API request latency by method.\n"
       "# TYPE tessera_http_request_duration_seconds histogram\n";
   for (size_t i = 0; i < latency_.size(); ++i) {
@@ -384,10 +389,19 @@ void Router::Handle(Request request, Respond respond) {
   if (collection == "containers") {
     if (parts.size() == 2) {
       if (method == http::verb::get) {
+        auto query_at = target.find('?');
+        auto query = ParseContainerQuery(query_at == std::string::npos
+                                             ? std::string_view()
+                                             : std::string_view(target).substr(query_at + 1));
+        if (!query) return respond(ErrorResponse(query.error()));
+        auto page = service_->ListContainers(caller, *query);
+        if (!page) return respond(ErrorResponse(page.error()));
         json list = json::array();
-        for (const auto& container : service_->ListContainers(caller))
+        for (const auto& container : page->containers)
           list.push_back(ContainerJson(container));
-        return respond(Json(http::status::ok, {{"containers", list}}));
+        json doc = {{"containers", std::move(list)}};
+        if (!page->next.empty()) doc["next"] = page->next;
+        return respond(Json(http::status::ok, doc));
       }
       if (method == http::verb::post) {
         auto spec = ParseContainerSpec(body);

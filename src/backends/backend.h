@@ -78,6 +78,13 @@ class ContainerBackend {
   // Follows a container found by List() after a restart; `on_exit` as for Start.
   virtual Status Watch(const std::string& id, ExitCallback on_exit) = 0;
 
+  // Starts a container found by List() in the created state (its start was cut short when the
+  // service died) and follows it; `on_exit` as for Start. Backends whose containers cannot be
+  // left created follow it as Watch does.
+  virtual Status Resume(const std::string& id, ExitCallback on_exit) {
+    return Watch(id, std::move(on_exit));
+  }
+
   // Stops it (SIGTERM, then SIGKILL after `grace`). NotFound when it does not exist.
   virtual Status Stop(const std::string& id, std::chrono::seconds grace) = 0;
 

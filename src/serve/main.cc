@@ -52,6 +52,7 @@ struct Flags {
   int io_threads = 1;
   int stop_grace_s = 10;
   bool synchronous_full = true;
+  bool foreground_checkpoint = false;
   bool no_tenant_firewall = false;
 };
 
@@ -230,6 +231,7 @@ int Main(const Flags& flags) {
   fleet::StoreOptions store_options;
   store_options.path = data_dir + "/tessera.db";
   store_options.synchronous_full = flags.synchronous_full;
+  store_options.background_checkpoint = !flags.foreground_checkpoint;
   auto store = fleet::OpenSqliteStore(store_options);
   if (!store) Die(store.error());
 
@@ -239,13 +241,14 @@ int Main(const Flags& flags) {
     local.instance =
         flags.instance.empty() ? fleet::Sha256Hex(data_dir).substr(0, 12) : flags.instance;
     local.tenant_firewall = !flags.no_tenant_firewall;
+    local.state_dir = data_dir + "/containers";
     backend = backends::CreateLocalBackend(local);
   } else if (flags.backend == "null") {
     backend = backends::CreateNullBackend();
   } else if (flags.backend == "kubernetes") {
     backends::KubernetesBackendOptions k8s_options;
-    auto config = flags.kubeconfig.empty() ? k8s::InClusterConfig()
-                                           : k8s::LoadKubeconfig(flags.kubeconfig);
+    auto config =
+        flags.kubeconfig.empty() ? k8s::InClusterConfig() : k8s::LoadKubeconfig(flags.kubeconfig);
     if (!config) Die(config.error());
     k8s_options.client = std::move(*config);
     k8s_options.instance =
@@ -339,6 +342,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--io-threads", flags.io_threads, "HTTP I/O threads")->capture_default_str();
+  app.add_flag("--foreground-checkpoint", flags.foreground_checkpoint,
+               "Let the commit that fills the WAL copy it back (SQLite's default) instead of a "
+               "checkpoint thread; for comparisons");
   app.add_option("--stop-grace-s", flags.stop_grace_s, "SIGTERM to SIGKILL on DELETE")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

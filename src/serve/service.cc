@@ -91,6 +91,7 @@ Status Service::Load(Host host) {
       idempotency_[container.spec.tenancy + '\n' + container.idempotency_key] = container.id;
     if (container.state == ContainerState::kPending && !container.started)
       pending_.push_back(container.id);
+    container_position_[container.id] = container_order_.size();
     container_order_.push_back(container.id);
     std::string id = container.id;
     containers_.emplace(std::move(id), std::move(container));
@@ -172,11 +173,16 @@ void Service::Reconcile() {
               SetGpuState(*gpu, LeaseState::kActive, "", mutations);
           mutations.push_back(container);
         }
-        to_watch.emplace_back(id, true);
+        // Created but not started: the service died while podman was starting it.
+        to_watch.emplace_back(id, it->second.state != backends::BackendState::kCreated);
       }
     }
     for (const auto& [id, container] : present) {
-      if (!containers_.count(id)) orphans.push_back(id);
+      auto known = containers_.find(id);
+      // Unknown: started by a submission that was never acknowledged. Known but not started:
+      // its start was under way when the service died, and its `started` mark was not yet
+      // durable; it is placed and started afresh, so this copy must go.
+      if (known == containers_.end() || !known->second.started) orphans.push_back(id);
     }
     // GPUs whose lease outlived its container, or whose check was cut short.
     for (auto& gpu : gpus_) {
@@ -193,14 +199,15 @@ void Service::Reconcile() {
     CommitLocked(std::move(mutations), nullptr);
   }
   (void)store_->CommitAndWait({});
-  for (const auto& [id, _] : to_watch) {
-    auto status = backend_->Watch(
-        id, [this](const std::string& cid, const backends::ExitInfo& info) { OnExit(cid, info); });
+  for (const auto& [id, started] : to_watch) {
+    auto on_exit = [this](const std::string& cid, const backends::ExitInfo& info) {
+      OnExit(cid, info);
+    };
+    auto status = started ? backend_->Watch(id, on_exit) : backend_->Resume(id, on_exit);
     if (!status) OnExit(id, backends::ExitInfo{std::nullopt, true, status.error().message});
   }
   for (const auto& id : orphans) {
-    // Started by a submission that was never acknowledged (the service died before its commit).
-    spdlog::warn("reconcile: removing container {} that the store does not know", id);
+    spdlog::warn("reconcile: removing container {} that the store does not hold as running", id);
     (void)backend_->Remove(id);
   }
 }
@@ -721,8 +728,7 @@ Status Service::DeleteTenancy(const Caller& caller, const std::string& name) {
       if (container.spec.tenancy != name) continue;
       if (!fleet::IsTerminal(container.state))
         return FailedPrecondition("tenancy " + name + ": container " + id + " is " +
-                                  fleet::ContainerStateName(container.state) +
-                                  "; delete it first");
+                                  fleet::ContainerStateName(container.state) + "; delete it first");
       ended.push_back(id);
     }
     return ended;
@@ -813,6 +819,7 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
   container_counts_[static_cast<int>(ContainerState::kPending)]++;
   if (!container.idempotency_key.empty())
     idempotency_[container.spec.tenancy + '\n' + container.idempotency_key] = container.id;
+  container_position_[container.id] = container_order_.size();
   container_order_.push_back(container.id);
   pending_.push_back(container.id);
   reschedule_ = true;
@@ -833,14 +840,40 @@ Result<ContainerRecord> Service::GetContainer(const Caller& caller, const std::s
   return it->second;
 }
 
-std::vector<ContainerRecord> Service::ListContainers(const Caller& caller) const {
+Result<ContainerPage> Service::ListContainers(const Caller& caller,
+                                              const ContainerQuery& query) const {
   std::lock_guard lock(mu_);
-  std::vector<ContainerRecord> out;
-  for (const auto& id : container_order_) {
-    const auto& container = containers_.at(id);
-    if (caller.Sees(container.spec.tenancy)) out.push_back(container);
+  const size_t count = container_order_.size();
+  // Walk positions 0..count-1 in the requested direction, starting after the cursor.
+  size_t step = 0;
+  if (!query.after.empty()) {
+    auto at = container_position_.find(query.after);
+    if (at == container_position_.end() || !caller.Sees(containers_.at(query.after).spec.tenancy))
+      return InvalidArgument("after: no container " + query.after);
+    step = query.newest_first ? count - at->second : at->second + 1;
   }
-  return out;
+  auto matches = [&](const ContainerRecord& container) {
+    if (!caller.Sees(container.spec.tenancy)) return false;
+    if (!query.tenancy.empty() && container.spec.tenancy != query.tenancy) return false;
+    if (query.states.empty()) return true;
+    return std::find(query.states.begin(), query.states.end(), container.state) !=
+           query.states.end();
+  };
+  ContainerPage page;
+  const size_t limit = std::clamp<size_t>(query.limit, 1, ContainerQuery::kMaxLimit);
+  page.containers.reserve(std::min(limit, count));
+  for (; step < count; ++step) {
+    const size_t position = query.newest_first ? count - 1 - step : step;
+    const auto& container = containers_.at(container_order_[position]);
+    if (!matches(container)) continue;
+    if (page.containers.size() == limit) {
+      // One more match exists: the page is full and there is a next one.
+      page.next = page.containers.back().id;
+      break;
+    }
+    page.containers.push_back(container);
+  }
+  return page;
 }
 
 void Service::DeleteContainer(const Caller& caller, const std::string& id,

@@ -60,6 +60,24 @@ struct SubmitResult {
   bool replayed = false;  // an earlier submission with the same Idempotency-Key
 };
 
+// One page of GET /v1/containers: containers in creation order (or newest first), optionally
+// filtered; `after` is the last ID of the previous page. Pages keep a listing's memory bounded
+// however many containers the store holds.
+struct ContainerQuery {
+  static constexpr size_t kDefaultLimit = 500;
+  static constexpr size_t kMaxLimit = 1000;
+  size_t limit = kDefaultLimit;
+  std::string after;
+  bool newest_first = false;
+  std::vector<fleet::ContainerState> states;  // empty: every state
+  std::string tenancy;                        // empty: every tenancy the caller sees
+};
+
+struct ContainerPage {
+  std::vector<fleet::ContainerRecord> containers;
+  std::string next;  // the `after` of the next page; empty on the last page
+};
+
 struct CreatedToken {
   fleet::TokenRecord record;
   std::string secret;  // shown once
@@ -128,7 +146,8 @@ class Service {
   void Submit(const Caller& caller, fleet::ContainerSpec spec, std::string idempotency_key,
               Done<SubmitResult> done);
   Result<fleet::ContainerRecord> GetContainer(const Caller& caller, const std::string& id) const;
-  std::vector<fleet::ContainerRecord> ListContainers(const Caller& caller) const;
+  // InvalidArgument when `after` names no container the caller sees.
+  Result<ContainerPage> ListContainers(const Caller& caller, const ContainerQuery& query) const;
   void DeleteContainer(const Caller& caller, const std::string& id,
                        Done<fleet::ContainerRecord> done);
   // Blocks on the backend: call it off the I/O thread.
@@ -185,6 +204,7 @@ class Service {
   std::map<std::string, fleet::Tenancy> tenancies_;
   std::unordered_map<std::string, fleet::ContainerRecord> containers_;
   std::vector<std::string> container_order_;                    // creation order
+  std::unordered_map<std::string, size_t> container_position_;  // id -> index in container_order_
   std::unordered_map<std::string, std::string> idempotency_;    // tenancy '\n' key -> id
   std::vector<fleet::GpuRecord> gpus_;                          // PCI order = topology index
   std::unordered_map<std::string, fleet::TokenRecord> tokens_;  // sha256 -> token

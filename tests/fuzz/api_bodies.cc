@@ -21,5 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto reason = tessera::api::ParseGpuActionBody(text);
   if (!reason && reason.error().message.empty()) __builtin_trap();
   (void)tessera::api::ParseListen(text);
+  auto query = tessera::api::ParseContainerQuery(text);
+  if (query) {
+    if (query->limit < 1 || query->limit > tessera::serve::ContainerQuery::kMaxLimit)
+      __builtin_trap();
+  } else if (query.error().message.empty()) {
+    __builtin_trap();
+  }
   return 0;
 }

@@ -204,6 +204,82 @@ TEST_F(ServeApi, IdempotencyKeyMakesARetryReturnTheFirstSubmission) {
   EXPECT_EQ(status, 200);
 }
 
+TEST_F(ServeApi, ContainerListingIsPagedFilteredAndOrdered) {
+  // Seven submissions without GPUs (the null backend runs them at once: they end "exited").
+  std::vector<std::string> ids;
+  int status = 0;
+  for (int i = 0; i < 7; ++i) {
+    auto c = CallJson(*admin_, "POST", "/v1/containers",
+                      std::string(R"({"image":"busybox","tenancy":")") +
+                          (i < 5 ? "team-a" : "team-b") + R"(","command":["true"]})",
+                      &status);
+    ASSERT_EQ(status, 202) << c;
+    ids.push_back(c["id"]);
+  }
+  // Oldest first, three per page, following `next` until it is absent.
+  std::vector<std::string> seen;
+  std::string after;
+  int pages = 0;
+  for (;;) {
+    auto page =
+        CallJson(*admin_, "GET",
+                 "/v1/containers?limit=3" + (after.empty() ? "" : "&after=" + after), "", &status);
+    ASSERT_EQ(status, 200) << page;
+    pages++;
+    EXPECT_LE(page["containers"].size(), 3u);
+    for (const auto& c : page["containers"])
+      seen.push_back(c["id"]);
+    if (!page.contains("next")) break;
+    EXPECT_EQ(page["next"], seen.back());
+    after = page["next"];
+    ASSERT_LT(pages, 10);
+  }
+  EXPECT_EQ(pages, 3);
+  EXPECT_EQ(seen, ids);
+  // Newest first.
+  auto newest = CallJson(*admin_, "GET", "/v1/containers?order=desc&limit=2");
+  ASSERT_EQ(newest["containers"].size(), 2u);
+  EXPECT_EQ(newest["containers"][0]["id"], ids[6]);
+  EXPECT_EQ(newest["containers"][1]["id"], ids[5]);
+  auto older =
+      CallJson(*admin_, "GET",
+               "/v1/containers?order=desc&limit=2&after=" + newest["next"].get<std::string>());
+  ASSERT_EQ(older["containers"].size(), 2u);
+  EXPECT_EQ(older["containers"][0]["id"], ids[4]);
+  // Filters: a tenancy; states (nothing is pending once the null backend ran them).
+  auto team_b = CallJson(*admin_, "GET", "/v1/containers?tenancy=team-b");
+  ASSERT_EQ(team_b["containers"].size(), 2u);
+  EXPECT_FALSE(team_b.contains("next"));
+  ASSERT_TRUE(WaitForState(*admin_, ids[6], "exited").is_object());
+  auto pending = CallJson(*admin_, "GET", "/v1/containers?state=pending,running");
+  EXPECT_TRUE(pending["containers"].empty()) << pending;
+  auto ended = CallJson(*admin_, "GET", "/v1/containers?state=exited,failed&limit=1000");
+  EXPECT_EQ(ended["containers"].size(), 7u);
+  // Bad queries name the parameter; another tenancy's ID is no cursor for a tenant token.
+  for (const auto& [query, field] :
+       std::vector<std::pair<std::string, std::string>>{{"limit=0", "limit"},
+                                                        {"limit=1001", "limit"},
+                                                        {"limit=ten", "limit"},
+                                                        {"order=sideways", "order"},
+                                                        {"state=sleeping", "state"},
+                                                        {"colour=red", "colour"},
+                                                        {"limit=1&limit=2", "limit"},
+                                                        {"after=c-nosuchid", "after"},
+                                                        {"tenancy=Bad_Name", "tenancy"},
+                                                        {"after=%zz", "after"}}) {
+    auto error = CallJson(*admin_, "GET", "/v1/containers?" + query, "", &status);
+    EXPECT_EQ(status, 400) << query;
+    EXPECT_NE(error.dump().find(field), std::string::npos) << query << ": " << error;
+  }
+  auto b = serve_->Connect(Token("team-b"));
+  CallJson(*b, "GET", "/v1/containers?after=" + ids[0], "", &status);
+  EXPECT_EQ(status, 400);
+  auto own = CallJson(*b, "GET", "/v1/containers?after=" + ids[5], "", &status);
+  ASSERT_EQ(status, 200);
+  ASSERT_EQ(own["containers"].size(), 1u);
+  EXPECT_EQ(own["containers"][0]["id"], ids[6]);
+}
+
 TEST_F(ServeApi, GpuContainersRunThroughTheLeaseMachineAndSurviveARestart) {
   int status = 0;
   auto submitted = CallJson(*admin_, "POST", "/v1/containers",

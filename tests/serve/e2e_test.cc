@@ -340,8 +340,8 @@ TEST_F(ServeE2e, KillDashNineWithSubmissionsInFlightLosesNoAcknowledgedOne) {
   // No GPU is ever in two leases: sample while the backlog runs.
   for (int round = 0; round < 20; ++round) {
     std::map<std::string, std::string> holder;
-    for (const auto& c : CallJson(*admin_, "GET", "/v1/containers")["containers"]) {
-      if (c["state"] != "pending" && c["state"] != "running") continue;
+    for (const auto& c : CallJson(
+             *admin_, "GET", "/v1/containers?state=pending,running&limit=1000")["containers"]) {
       for (const auto& gpu : c["gpus"]) {
         auto [it, inserted] = holder.emplace(gpu.get<std::string>(), c["id"].get<std::string>());
         EXPECT_TRUE(inserted) << "GPU " << gpu << " held by " << it->second << " and " << c["id"];

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
@@ -30,7 +31,16 @@ struct LocalOptions {
   bool tenant_networks = true;
   bool tenant_firewall = true;  // the iptables rules; off on hosts without iptables
   std::string iptables = "iptables";
+  // Where each container's log (podman's k8s-file driver, <id>.log) and ID file (<id>.cid)
+  // live; the service's data dir. Logs are read from here without a podman call. Empty: podman
+  // keeps the logs where it likes and `podman logs` reads them.
+  std::string state_dir;
 };
+
+// The text of a log in the CRI/k8s-file format podman writes
+// ("<RFC 3339 time> <stdout|stderr> <F|P> <text>" per line; P: a partial line continued by the
+// next). Lines not in that format are kept as they are.
+std::string TextOfCriLog(std::string_view log);
 
 std::unique_ptr<ContainerBackend> CreateLocalBackend(LocalOptions options);
 

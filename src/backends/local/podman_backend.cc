@@ -1,13 +1,17 @@
-// podman CLI backend. One thread per started container runs the attached `podman run` (its exit
-// status is the container's exit code, with no polling), or `podman wait` for a container found
-// after a restart.
+// podman CLI backend. One thread per started container follows the attached `podman run` (its
+// exit status is the container's exit code, with no polling), or `podman wait` for a container
+// found after a restart. Logs are podman's k8s-file logs in the service's state dir.
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -68,6 +72,12 @@ class PodmanBackend final : public ContainerBackend {
  public:
   explicit PodmanBackend(LocalOptions options)
       : options_(std::move(options)), tenancy_(TenancyOptions(options_)) {
+    if (InPath("setpriv")) setpriv_ = "setpriv";
+    if (!options_.state_dir.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(options_.state_dir, error);
+      if (error) spdlog::warn("local backend: {}: {}", options_.state_dir, error.message());
+    }
     if (options_.kata_runtime.empty()) {
       for (const char* candidate : {"kata-runtime", "kata-qemu", "containerd-shim-kata-v2"}) {
         if (InPath(candidate)) {
@@ -118,10 +128,23 @@ class PodmanBackend final : public ContainerBackend {
 
   Status Start(const StartRequest& request, ExitCallback on_exit) override {
     if (auto status = CheckIsolation(request.isolation); !status) return status;
-    // Created synchronously, then started attached: once Start returns, the container exists in
-    // podman, so a restart of the service right after it always finds it (a plain `podman run`
-    // could still be creating it when the service dies, and the container looked vanished).
-    std::vector<std::string> argv = {"create", "--name", ContainerName(request.id)};
+    // One attached `podman run` per container (one podman start-up, as a user's own `podman
+    // run`); its exit status is the container's. Start returns once podman has created the
+    // container (it writes the ID file right after creating it), so a restart of the service
+    // right after Start always finds the container. The client dies with the thread that
+    // started it (setpriv --pdeathsig), so a killed service leaves no podman client behind that
+    // could still create or start a container the restarted service does not know about.
+    std::vector<std::string> argv;
+    if (!setpriv_.empty()) argv = {setpriv_, "--pdeathsig", "KILL"};
+    argv.insert(argv.end(),
+                {options_.podman, "run", "--sig-proxy=false", "--name", ContainerName(request.id)});
+    const std::string cid_file = StatePath(request.id, ".cid");
+    if (!cid_file.empty()) {
+      ::unlink(cid_file.c_str());  // podman refuses an existing ID file
+      argv.push_back("--cidfile=" + cid_file);
+      argv.push_back("--log-driver=k8s-file");
+      argv.push_back("--log-opt=path=" + StatePath(request.id, ".log"));
+    }
     argv.push_back("--label=" + std::string(kIdLabel) + "=" + request.id);
     argv.push_back("--label=" + std::string(kInstanceLabel) + "=" + options_.instance);
     argv.push_back("--label=" + std::string(kTenancyLabel) + "=" + request.tenancy);
@@ -144,14 +167,35 @@ class PodmanBackend final : public ContainerBackend {
     argv.push_back(request.image);
     for (const auto& arg : request.command)
       argv.push_back(arg);
-    spdlog::debug("local backend: podman {}", process::Describe(argv));
-    auto created = Podman(argv, 120000);
-    if (!created) return created.error();
-    if (created->status != 0) return Classify("create " + request.id, *created);
-    // `podman start --attach` ends when the container does, with its exit status (as run does).
-    auto child = process::Spawn({options_.podman, "start", "--attach", ContainerName(request.id)});
+    spdlog::debug("local backend: {}", process::Describe(argv));
+    auto child = process::Spawn(argv);
     if (!child) return child.error();
-    Follow(request.id, *child, std::move(on_exit), false);
+    auto handoff = std::make_shared<StartHandoff>();
+    Follow(request.id, *child, std::move(on_exit), false, handoff);
+
+    // Until the ID file appears, or podman ends without one (nothing was created: Start fails
+    // and the follower stays silent). The image pull, when needed, happens in here too.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    std::unique_lock lock(handoff->mutex);
+    for (;;) {
+      if (cid_file.empty() || IdFileWritten(cid_file)) break;
+      if (handoff->finished) {
+        if (IdFileWritten(cid_file)) break;  // created, and already ended
+        handoff->start_failed = true;
+        handoff->start_decided = true;
+        handoff->changed.notify_all();
+        return Classify("run " + request.id, handoff->outcome);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        lock.unlock();
+        ::kill(child->pid, SIGKILL);  // the follower reports it as not run
+        lock.lock();
+        break;
+      }
+      handoff->changed.wait_for(lock, std::chrono::milliseconds(2));
+    }
+    handoff->start_decided = true;
+    handoff->changed.notify_all();
     return Ok();
   }
 
@@ -159,6 +203,17 @@ class PodmanBackend final : public ContainerBackend {
     auto child = process::Spawn({options_.podman, "wait", ContainerName(id)});
     if (!child) return child.error();
     Follow(id, *child, std::move(on_exit), true);
+    return Ok();
+  }
+
+  Status Resume(const std::string& id, ExitCallback on_exit) override {
+    // Attached start of a created container: its exit status is the container's, as for run.
+    std::vector<std::string> argv;
+    if (!setpriv_.empty()) argv = {setpriv_, "--pdeathsig", "KILL"};
+    argv.insert(argv.end(), {options_.podman, "start", "--attach", ContainerName(id)});
+    auto child = process::Spawn(argv);
+    if (!child) return child.error();
+    Follow(id, *child, std::move(on_exit), false);
     return Ok();
   }
 
@@ -190,9 +245,28 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   Result<std::string> Logs(const std::string& id) override {
+    constexpr size_t kMaxLog = 8 << 20;  // the last 8 MiB, as for `podman logs`
+    const std::string path = StatePath(id, ".log");
+    if (!path.empty()) {
+      // The log podman writes for a container this service started: read without a podman call.
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        std::string text;
+        off_t size = ::lseek(fd, 0, SEEK_END);
+        off_t from = size > static_cast<off_t>(kMaxLog) ? size - static_cast<off_t>(kMaxLog) : 0;
+        text.resize(static_cast<size_t>(size - from));
+        ssize_t got = size > from ? ::pread(fd, text.data(), text.size(), from) : 0;
+        ::close(fd);
+        if (got >= 0) {
+          text.resize(static_cast<size_t>(got));
+          if (from > 0) text.erase(0, text.find('\n') + 1);  // drop the cut first record
+          return TextOfCriLog(text);
+        }
+      }
+    }
     process::Options options;
     options.timeout_ms = 30000;
-    options.max_output = 8 << 20;
+    options.max_output = kMaxLog;
     auto outcome = process::Run({options_.podman, "logs", ContainerName(id)}, options);
     if (!outcome) return outcome.error();
     if (outcome->status != 0) return Classify("logs " + id, *outcome);
@@ -249,6 +323,10 @@ class PodmanBackend final : public ContainerBackend {
     auto outcome = Podman({"rm", "--force", "--time", "5", ContainerName(id)}, 60000);
     if (!outcome) return outcome.error();
     if (outcome->status != 0) return Classify("rm " + id, *outcome);
+    for (const char* suffix : {".cid", ".log"}) {
+      std::string path = StatePath(id, suffix);
+      if (!path.empty()) ::unlink(path.c_str());
+    }
     return Ok();
   }
 
@@ -315,8 +393,21 @@ class PodmanBackend final : public ContainerBackend {
     return Internal(message);
   }
 
+  // Between Start and the thread following the `podman run` it spawned: whether podman ended
+  // before the container existed, in which case Start reports the failure and on_exit is not
+  // called.
+  struct StartHandoff {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool finished = false;       // podman ended (follower)
+    process::Outcome outcome;    // how (follower)
+    bool start_decided = false;  // Start has returned or is returning (Start)
+    bool start_failed = false;   // ... with an error (Start)
+  };
+
   // A thread that reads the client's output, reaps it, and decides how the container ended.
-  void Follow(const std::string& id, process::Child child, ExitCallback on_exit, bool waited) {
+  void Follow(const std::string& id, process::Child child, ExitCallback on_exit, bool waited,
+              std::shared_ptr<StartHandoff> handoff = nullptr) {
     std::lock_guard lock(mutex_);
     // Reap followers that are done, so the list stays as long as the running set.
     for (auto it = followers_.begin(); it != followers_.end();) {
@@ -331,15 +422,35 @@ class PodmanBackend final : public ContainerBackend {
     follower.id = id;
     follower.pid = child.pid;
     Follower* self = &follower;
-    follower.thread = std::thread([this, self, id, child, waited, on_exit = std::move(on_exit)] {
-      process::Outcome outcome = process::Finish(child);
-      {
-        std::lock_guard lock(mutex_);
-        self->pid = 0;
-      }
-      if (stopping_) return;
-      on_exit(id, Conclude(id, outcome, waited));
-    });
+    follower.thread =
+        std::thread([this, self, id, child, waited, handoff, on_exit = std::move(on_exit)] {
+          process::Outcome outcome = process::Finish(child);
+          {
+            std::lock_guard lock(mutex_);
+            self->pid = 0;
+          }
+          if (handoff) {
+            std::unique_lock lock(handoff->mutex);
+            handoff->finished = true;
+            handoff->outcome = outcome;
+            handoff->changed.notify_all();
+            handoff->changed.wait(lock, [&] { return handoff->start_decided; });
+            if (handoff->start_failed) return;
+          }
+          if (stopping_) return;
+          on_exit(id, Conclude(id, outcome, waited));
+        });
+  }
+
+  // <state_dir>/<id><suffix>, or empty without a state dir.
+  std::string StatePath(const std::string& id, const char* suffix) const {
+    if (options_.state_dir.empty()) return "";
+    return options_.state_dir + "/" + id + suffix;
+  }
+
+  static bool IdFileWritten(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
   }
 
   // podman run exits with the container's status, or 125 when podman itself failed (126/127:
@@ -375,6 +486,7 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   LocalOptions options_;
+  std::string setpriv_;  // util-linux setpriv when installed (parent-death signal for clients)
   tenancy::PodmanTenancy tenancy_;
   std::mutex tenancy_mutex_;              // serializes network/volume changes
   std::set<std::string> networks_ready_;  // tenancies whose network exists (tenancy_mutex_)
