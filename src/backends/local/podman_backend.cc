@@ -72,7 +72,6 @@ class PodmanBackend final : public ContainerBackend {
  public:
   explicit PodmanBackend(LocalOptions options)
       : options_(std::move(options)), tenancy_(TenancyOptions(options_)) {
-    if (InPath("setpriv")) setpriv_ = "setpriv";
     if (!options_.state_dir.empty()) {
       std::error_code error;
       std::filesystem::create_directories(options_.state_dir, error);
@@ -131,13 +130,11 @@ class PodmanBackend final : public ContainerBackend {
     // One attached `podman run` per container (one podman start-up, as a user's own `podman
     // run`); its exit status is the container's. Start returns once podman has created the
     // container (it writes the ID file right after creating it), so a restart of the service
-    // right after Start always finds the container. The client dies with the thread that
-    // started it (setpriv --pdeathsig), so a killed service leaves no podman client behind that
-    // could still create or start a container the restarted service does not know about.
-    std::vector<std::string> argv;
-    if (!setpriv_.empty()) argv = {setpriv_, "--pdeathsig", "KILL"};
-    argv.insert(argv.end(),
-                {options_.podman, "run", "--sig-proxy=false", "--name", ContainerName(request.id)});
+    // right after Start always finds the container. A client left behind by a killed service
+    // goes on (killing podman halfway through a start leaves a container no `podman start`
+    // can start); List() waits for such clients to get past creating their container.
+    std::vector<std::string> argv = {options_.podman, "run", "--sig-proxy=false", "--name",
+                                     ContainerName(request.id)};
     const std::string cid_file = StatePath(request.id, ".cid");
     if (!cid_file.empty()) {
       ::unlink(cid_file.c_str());  // podman refuses an existing ID file
@@ -207,11 +204,10 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   Status Resume(const std::string& id, ExitCallback on_exit) override {
+    // A client of the service that died may still be starting it: then only wait.
+    if (!LiveRunClients(id).empty()) return Watch(id, std::move(on_exit));
     // Attached start of a created container: its exit status is the container's, as for run.
-    std::vector<std::string> argv;
-    if (!setpriv_.empty()) argv = {setpriv_, "--pdeathsig", "KILL"};
-    argv.insert(argv.end(), {options_.podman, "start", "--attach", ContainerName(id)});
-    auto child = process::Spawn(argv);
+    auto child = process::Spawn({options_.podman, "start", "--attach", ContainerName(id)});
     if (!child) return child.error();
     Follow(id, *child, std::move(on_exit), false);
     return Ok();
@@ -274,6 +270,7 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   Result<std::vector<BackendContainer>> List() override {
+    WaitForRunClientsToCreate();
     auto outcome = Podman(
         {"ps", "--all", "--filter",
          "label=" + std::string(kInstanceLabel) + "=" + options_.instance, "--format", "json"},
@@ -448,6 +445,68 @@ class PodmanBackend final : public ContainerBackend {
     return options_.state_dir + "/" + id + suffix;
   }
 
+  // PIDs of `podman run` clients (of any process, e.g. a service that was killed) started for
+  // container `id` of this state dir: found by their --cidfile argument.
+  std::vector<pid_t> LiveRunClients(const std::string& id = "") const {
+    std::vector<pid_t> out;
+    if (options_.state_dir.empty()) return out;
+    const std::string prefix = "--cidfile=" + options_.state_dir + "/";
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+      std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      int fd = ::open((entry.path() / "cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      char buffer[16384];
+      ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      ::close(fd);
+      if (n <= 0) continue;
+      std::string_view cmdline(buffer, static_cast<size_t>(n));
+      for (size_t at = 0; at < cmdline.size();) {
+        size_t end = cmdline.find('\0', at);
+        if (end == std::string_view::npos) end = cmdline.size();
+        std::string_view arg = cmdline.substr(at, end - at);
+        if (arg.substr(0, prefix.size()) == prefix &&
+            (id.empty() || arg.substr(prefix.size()) == id + ".cid")) {
+          out.push_back(static_cast<pid_t>(std::stol(name)));
+          break;
+        }
+        at = end + 1;
+      }
+    }
+    return out;
+  }
+
+  // A service killed while podman was creating a container leaves the client running; until it
+  // has written the ID file, `podman ps` may not show the container yet, and the container would
+  // look vanished. Waits (at most as long as Start would) for each such client to write its
+  // ID file or end.
+  void WaitForRunClientsToCreate() const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    for (;;) {
+      bool creating = false;
+      for (pid_t pid : LiveRunClients()) {
+        std::string cmdline;
+        // Which container: the argument after --cidfile= names the file.
+        char path[64];
+        std::snprintf(path, sizeof(path), "/proc/%d/cmdline", static_cast<int>(pid));
+        int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        char buffer[16384];
+        ssize_t n = ::read(fd, buffer, sizeof(buffer));
+        ::close(fd);
+        if (n <= 0) continue;
+        cmdline.assign(buffer, static_cast<size_t>(n));
+        auto at = cmdline.find("--cidfile=");
+        if (at == std::string::npos) continue;
+        std::string file = cmdline.substr(at + 10, cmdline.find('\0', at) - at - 10);
+        if (!IdFileWritten(file)) creating = true;
+      }
+      if (!creating || std::chrono::steady_clock::now() > deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
   static bool IdFileWritten(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
@@ -486,7 +545,6 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   LocalOptions options_;
-  std::string setpriv_;  // util-linux setpriv when installed (parent-death signal for clients)
   tenancy::PodmanTenancy tenancy_;
   std::mutex tenancy_mutex_;              // serializes network/volume changes
   std::set<std::string> networks_ready_;  // tenancies whose network exists (tenancy_mutex_)
