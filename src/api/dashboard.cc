@@ -52,7 +52,7 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
       grid.replaceChildren();
       for (const g of gpus.gpus) {
         const card = el('div', 'gpu ' + g.state);
-        card.dataset.pci = g.pci_address; card.dataset.state = g.state; card.dataset.tenancy = g.tenancy;
+        card.dataset.pci = g.pci_address; card.dataset.state = g.state; card.dataset.tenancy = g.tenancy || ''; card.dataset.container = g.container_id || '';
         card.appendChild(el('div', 'pci', g.pci_address));
         card.appendChild(el('div', 'state', g.state));
         if (g.tenancy) { const t = el('div', 'tenant', g.tenancy); t.style.borderLeft = '6px solid hsl(' + hue(g.tenancy) + ',80%,60%)'; card.appendChild(t); }
@@ -62,7 +62,7 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
       const body = document.getElementById('containers');
       body.replaceChildren();
       for (const c of containers.containers) {
-        const row = el('tr'); row.dataset.id = c.id; row.dataset.state = c.state;
+        const row = el('tr'); row.dataset.id = c.id; row.dataset.state = c.state; row.dataset.tenancy = c.tenancy; row.dataset.gpus = c.gpus.join(' ');
         for (const v of [c.id, c.tenancy, c.image, c.state, c.gpus.length, c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
         body.appendChild(row);
       }
