@@ -37,9 +37,9 @@ std::string DirectoryOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
-}  // namespace
-
-Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+// Writes `content` to a new temporary file next to `path`, fsynced and with `mode`; returns its
+// name.
+Result<std::string> WriteTemporary(const std::string& path, std::string_view content, mode_t mode) {
   std::random_device entropy;
   std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
   FileDescriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -60,11 +60,38 @@ Status WriteFileAtomically(const std::string& path, std::string_view content, mo
   if (::fchmod(fd.get(), mode) != 0) return fail("chmod");
   if (::fsync(fd.get()) != 0) return fail("fsync");
   if (::close(fd.release()) != 0) return fail("close");
-  if (::rename(temp.c_str(), path.c_str()) != 0) return fail("rename to " + path + " from");
+  return temp;
+}
 
+void SyncDirectoryOf(const std::string& path) {
   std::string dir = DirectoryOf(path);
   FileDescriptor dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
+}
+
+}  // namespace
+
+Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+  auto temp = WriteTemporary(path, content, mode);
+  if (!temp) return temp.error();
+  if (::rename(temp->c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(temp->c_str());
+    return ErrnoError("rename to " + path + " from " + *temp, saved);
+  }
+  SyncDirectoryOf(path);
+  return Ok();
+}
+
+Status CreateFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
+  auto temp = WriteTemporary(path, content, mode);
+  if (!temp) return temp.error();
+  int linked = ::link(temp->c_str(), path.c_str());
+  int saved = errno;
+  ::unlink(temp->c_str());
+  if (linked != 0 && saved == EEXIST) return AlreadyExists(path + " already exists");
+  if (linked != 0) return ErrnoError("link " + path + " to " + *temp, saved);
+  SyncDirectoryOf(path);
   return Ok();
 }
 

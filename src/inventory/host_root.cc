@@ -2,8 +2,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -314,6 +316,29 @@ bool HostRoot::Exists(const std::string& path) const {
   if (fd < 0) return false;
   ::close(fd);
   return true;
+}
+
+Status HostRoot::WriteAttribute(const std::string& path, std::string_view value) const {
+  int fd = Open(path, O_WRONLY);
+  if (fd < 0) return ErrnoError("open " + path + " for writing", errno);
+  ssize_t n;
+  do {
+    n = ::write(fd, value.data(), value.size());
+  } while (n < 0 && errno == EINTR);
+  int saved = errno;
+  ::close(fd);
+  if (n < 0) return ErrnoError("write " + path, saved);
+  if (static_cast<size_t>(n) != value.size()) return Internal("write " + path + ": short write");
+  return Ok();
+}
+
+bool HostRoot::OnSysfs(const std::string& path) const {
+  int fd = Open(path, O_PATH);
+  if (fd < 0) return false;
+  struct statfs fs {};
+  bool sysfs = ::fstatfs(fd, &fs) == 0 && fs.f_type == SYSFS_MAGIC;
+  ::close(fd);
+  return sysfs;
 }
 
 bool HostRoot::IsSymlink(const std::string& path) const {

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -64,6 +65,12 @@ class HostRoot {
   Result<std::vector<std::string>> ListDirectory(const std::string& path) const;
   bool Exists(const std::string& path) const;  // follows symlinks inside the root
   bool IsSymlink(const std::string& path) const;
+  // Writes `value` to an existing file (a sysfs attribute that acts on the device, such as
+  // `rom`); never creates one.
+  Status WriteAttribute(const std::string& path, std::string_view value) const;
+  // Whether `path` lies on a sysfs mount, where writing an attribute acts on the kernel; under
+  // a fixture tree it is a plain file that must be left as it is.
+  bool OnSysfs(const std::string& path) const;
 
  private:
   // Opens `path` resolved inside the root; -1 with errno set on failure.

@@ -144,4 +144,12 @@ std::string ToTable(const Inventory& inventory);
 // root "/tmp/hgx" is "/tmp/hgx/dev/nvidia0").
 std::string HostPath(const std::string& root, const std::string& path);
 
+// The expansion (option) ROM of the PCI device `pci_address` ("0000:18:00.0") under `root`,
+// from sysfs `rom`; nullopt when the device has none. The kernel hides the ROM until "1" is
+// written to that file and "0" hides it again (Documentation/ABI/testing/sysfs-bus-pci), so on
+// sysfs this writes both; a fixture tree's plain file is only read. NotFound when the device
+// itself is not there.
+Result<std::optional<std::string>> ReadOptionRom(const std::string& root,
+                                                 const std::string& pci_address);
+
 }  // namespace tessera::inventory

@@ -1,8 +1,6 @@
 #include "serve/service.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +9,7 @@
 #include <set>
 
 #include "common/atomic_file.h"
+#include "firmware/firmware.h"
 #include "process/process.h"
 
 namespace tessera::serve {
@@ -112,7 +111,7 @@ Status Service::Load(Host host) {
       gpus_.push_back(std::move(merged));
     } else {
       // First sight of this GPU: its option ROM now is the baseline later checks compare with.
-      auto digest = HashOptionRom(options_.root, gpu.pci_address);
+      auto digest = firmware::HashOptionRom(options_.root, gpu.pci_address);
       gpu.state = LeaseState::kFree;
       if (digest) {
         gpu.firmware_baseline = *digest;
@@ -527,29 +526,6 @@ void Service::CheckerLoop() {
   }
 }
 
-Result<std::string> HashOptionRom(const std::string& root, const std::string& pci_address) {
-  std::string base = root == "/" ? std::string() : root;
-  while (!base.empty() && base.back() == '/')
-    base.pop_back();
-  std::string path = base + "/sys/bus/pci/devices/" + pci_address + "/rom";
-  std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::string("absent");
-  // sysfs hides the ROM until "1" is written to the file (and "0" hides it again); a fixture
-  // tree holds a plain file, which must not be overwritten.
-  bool sysfs = path.rfind("/sys/", 0) == 0;
-  auto enable = [&path](const char* value) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    [[maybe_unused]] ssize_t n = ::write(fd, value, 1);
-    ::close(fd);
-  };
-  if (sysfs) enable("1");
-  auto content = ReadWholeFile(path);
-  if (sysfs) enable("0");
-  if (!content) return content.error();
-  return "sha256:" + fleet::Sha256Hex(*content);
-}
-
 std::pair<bool, std::string> Service::RunFirmwareCheck(const GpuRecord& gpu) const {
   std::string program = options_.firmware.command;
   if (auto it = options_.firmware.per_gpu.find(gpu.pci_address);
@@ -581,12 +557,11 @@ std::pair<bool, std::string> Service::RunFirmwareCheck(const GpuRecord& gpu) con
                          std::to_string(outcome->status) + (output.empty() ? "" : ": " + output)};
     return {true, ""};
   }
-  auto digest = HashOptionRom(options_.root, gpu.pci_address);
+  auto digest = firmware::HashOptionRom(options_.root, gpu.pci_address);
   if (!digest)
     return {false, "firmware check: cannot read the option ROM: " + digest.error().message};
-  if (*digest != gpu.firmware_baseline)
-    return {false, "firmware check: option ROM changed (baseline " + gpu.firmware_baseline +
-                       ", now " + *digest + ")"};
+  auto verdict = firmware::CompareWithBaseline(gpu.firmware_baseline, *digest);
+  if (!verdict.passed) return {false, "firmware check: " + verdict.reason};
   return {true, ""};
 }
 
@@ -973,7 +948,7 @@ void Service::GpuAdmin(const Caller& caller, const std::string& pci_address, Gpu
     case GpuAction::kRelease:
       if (state == LeaseState::kQuarantined || state == LeaseState::kDraining) {
         // The operator vouches for the firmware as it is now: it becomes the new baseline.
-        auto digest = HashOptionRom(options_.root, pci_address);
+        auto digest = firmware::HashOptionRom(options_.root, pci_address);
         if (!digest) return done(digest.error());
         gpu->firmware_baseline = *digest;
         gpu->drain_requested = gpu->quarantine_requested = false;

@@ -188,7 +188,6 @@ class Service {
   void CommitLocked(std::vector<fleet::Mutation> mutations, std::function<void(Status)> done);
   void WriteLeaseFileLocked();
   fleet::GpuRecord* FindGpu(const std::string& pci_address);
-  Result<std::string> FirmwareDigest(const std::string& pci_address) const;
   // Pass/fail and the reason; runs without mu_.
   std::pair<bool, std::string> RunFirmwareCheck(const fleet::GpuRecord& gpu) const;
   void EnsureTenancyLocked(const std::string& name, std::vector<fleet::Mutation>& out);
@@ -225,9 +224,5 @@ class Service {
   std::thread scheduler_;
   std::thread checker_;
 };
-
-// Reads the option ROM of a PCI device under `root` and returns "sha256:<hex>", or "absent" when
-// the device exposes none. On sysfs the ROM must be enabled (write "1") before it can be read.
-Result<std::string> HashOptionRom(const std::string& root, const std::string& pci_address);
 
 }  // namespace tessera::serve

@@ -64,6 +64,23 @@ check(kata is not None and kata["overhead"]["podFixed"]["memory"] == "2560Mi",
 ds = find(defaults, "DaemonSet", "tessera-node-agent")
 names = [c["name"] for c in ds["spec"]["template"]["spec"]["containers"]]
 check(names == ["cdi-writer", "device-plugin", "lease-sync"], f"node agent containers {names}")
+pod = ds["spec"]["template"]["spec"]
+inits = pod.get("initContainers", [])
+check([c["name"] for c in inits] == ["firmware-baseline"], "node agent records firmware baselines first")
+record = inits[0] if inits else {"command": [], "volumeMounts": []}
+check(record["command"][1:5] == ["gpu-check", "--record", "--all", "--root"] and
+      record["command"][-2:] == ["--baseline-dir", "/var/lib/tessera/firmware"],
+      f"baseline init container command {record['command']}")
+volumes = {v["name"]: v for v in pod["volumes"]}
+mounts = {m["mountPath"]: m for m in record["volumeMounts"]}
+baselines = mounts.get("/var/lib/tessera/firmware", {})
+check(not baselines.get("readOnly", False) and
+      volumes.get(baselines.get("name"), {}).get("hostPath", {}).get("path") == "/var/lib/tessera/firmware",
+      "baseline dir is the host's /var/lib/tessera/firmware, writable")
+sysfs = mounts.get("/host/sys", {})
+check(not sysfs.get("readOnly", False) and
+      volumes.get(sysfs.get("name"), {}).get("hostPath", {}).get("path") == "/sys",
+      "host sysfs writable at /host/sys (ROM enable)")
 cm = find(defaults, "ConfigMap", "tessera-device-plugin")
 check("sharing" not in yaml.safe_load(cm["data"]["config.yaml"]), "no time-slicing by default")
 role = find(defaults, "ClusterRole", "tessera-control-plane")

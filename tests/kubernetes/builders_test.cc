@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "backends/kubernetes/kubernetes.h"
 #include "support/fixture_host.h"
@@ -206,6 +207,33 @@ TEST(Builders, FirmwareCheckJobIsPrivilegedOnTheLeaseNode) {
   EXPECT_EQ(spec["nodeName"], "gpu-node-3");
   EXPECT_EQ(spec["containers"][0]["securityContext"]["privileged"], true);
   EXPECT_EQ(spec["containers"][0]["command"].back(), "0000:18:00.0");
+}
+
+TEST(Builders, FirmwareCheckJobReadsTheNodeAgentsBaselines) {
+  LeaseSpec lease{"lease-1", "t", "gpu-node-3", {"0000:18:00.0", "0000:2a:00.0"}, "ns", "p"};
+  Json job = BuildFirmwareCheckJob(lease, FirmwareCheckOptions{});
+  const Json& spec = job["spec"]["template"]["spec"];
+  const Json& container = spec["containers"][0];
+  EXPECT_EQ(container["command"], Json::array({"tessera", "gpu-check", "--root", "/host",
+                                               "--baseline-dir", "/var/lib/tessera/firmware",
+                                               "--gpu", "0000:18:00.0", "--gpu", "0000:2a:00.0"}));
+  std::map<std::string, Json> mounts;
+  for (const auto& mount : container["volumeMounts"])
+    mounts[mount["name"].get<std::string>()] = mount;
+  std::map<std::string, Json> volumes;
+  for (const auto& volume : spec["volumes"])
+    volumes[volume["name"].get<std::string>()] = volume;
+  // The baselines: the host directory the node agent records into, read-only here.
+  ASSERT_TRUE(mounts.count("firmware-baselines"));
+  EXPECT_EQ(mounts["firmware-baselines"]["mountPath"], "/var/lib/tessera/firmware");
+  EXPECT_EQ(mounts["firmware-baselines"]["readOnly"], true);
+  EXPECT_EQ(volumes["firmware-baselines"]["hostPath"]["path"], "/var/lib/tessera/firmware");
+  // The host's sysfs under --root, writable: a ROM is readable only after "1" is written.
+  ASSERT_TRUE(mounts.count("sys"));
+  EXPECT_EQ(mounts["sys"]["mountPath"], "/host/sys");
+  EXPECT_FALSE(mounts["sys"].value("readOnly", false));
+  EXPECT_EQ(volumes["sys"]["hostPath"]["path"], "/sys");
+  EXPECT_EQ(volumes.size(), mounts.size());
 }
 
 }  // namespace

@@ -324,39 +324,51 @@ std::string FirmwareCheckJobName(const std::string& lease_name) {
 
 Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& options) {
   Json command = options.command;
+  for (const std::string& arg : {std::string("--root"), options.host_root,
+                                 std::string("--baseline-dir"), options.baseline_dir})
+    command.push_back(arg);
   for (const auto& id : lease.gpu_ids) {
     command.push_back("--gpu");
     command.push_back(id);
   }
   Json labels = {{kManagedBy, "tessera"}, {"tessera.dev/lease", lease.name}};
-  Json container = {{"name", "check"},
-                    {"image", options.image},
-                    {"command", command},
-                    {"securityContext", {{"privileged", true}}},
-                    {"volumeMounts",
-                     Json::array({{{"name", "dev"}, {"mountPath", "/dev"}},
-                                  {{"name", "sys"}, {"mountPath", "/sys"}, {"readOnly", true}}})}};
-  return {
-      {"apiVersion", "batch/v1"},
-      {"kind", "Job"},
-      {"metadata",
-       {{"name", FirmwareCheckJobName(lease.name)},
-        {"namespace", options.namespace_},
-        {"labels", labels}}},
-      {"spec",
-       {{"backoffLimit", 0},
-        {"ttlSecondsAfterFinished", 3600},
-        {"template",
-         {{"metadata", {{"labels", labels}}},
+  Json container = {
+      {"name", "check"},
+      {"image", options.image},
+      {"command", command},
+      {"securityContext", {{"privileged", true}}},
+      {"volumeMounts", Json::array({{{"name", "dev"}, {"mountPath", "/dev"}},
+                                    {{"name", "sys"}, {"mountPath", options.host_root + "/sys"}},
+                                    {{"name", "firmware-baselines"},
+                                     {"mountPath", options.baseline_dir},
+                                     {"readOnly", true}}})}};
+  return {{"apiVersion", "batch/v1"},
+          {"kind", "Job"},
+          {"metadata",
+           {{"name", FirmwareCheckJobName(lease.name)},
+            {"namespace", options.namespace_},
+            {"labels", labels}}},
           {"spec",
-           {{"restartPolicy", "Never"},
-            // nodeName: the check must run where the GPUs are, and those GPUs are
-            // Unhealthy to the scheduler while the lease is checking.
-            {"nodeName", lease.node},
-            {"tolerations", Json::array({{{"operator", "Exists"}}})},
-            {"containers", Json::array({container})},
-            {"volumes", Json::array({{{"name", "dev"}, {"hostPath", {{"path", "/dev"}}}},
-                                     {{"name", "sys"}, {"hostPath", {{"path", "/sys"}}}}})}}}}}}}};
+           {{"backoffLimit", 0},
+            {"ttlSecondsAfterFinished", 3600},
+            {"template",
+             {{"metadata", {{"labels", labels}}},
+              {"spec",
+               {{"restartPolicy", "Never"},
+                // nodeName: the check must run where the GPUs are, and those GPUs are
+                // Unhealthy to the scheduler while the lease is checking.
+                {"nodeName", lease.node},
+                {"tolerations", Json::array({{{"operator", "Exists"}}})},
+                {"containers", Json::array({container})},
+                {"volumes", Json::array({{{"name", "dev"}, {"hostPath", {{"path", "/dev"}}}},
+                                         {{"name", "sys"}, {"hostPath", {{"path", "/sys"}}}},
+                                         // OrCreate: with no baselines the check must fail and say
+                                         // so, not leave a Pod that cannot start and a Job that
+                                         // never finishes.
+                                         {{"name", "firmware-baselines"},
+                                          {"hostPath",
+                                           {{"path", options.baseline_dir},
+                                            {"type", "DirectoryOrCreate"}}}}})}}}}}}}};
 }
 
 std::string LeaseFileFor(const Json& list, const std::string& node) {

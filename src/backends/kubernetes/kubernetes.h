@@ -233,8 +233,15 @@ Json BuildTenancy(const std::string& name, const std::vector<NfsEntitlement>& en
 struct FirmwareCheckOptions {
   std::string namespace_ = "tessera-system";
   std::string image = "ghcr.io/tessera/tessera:latest";
-  // The embedded mode's post-lease check, run on the node against the lease's GPUs.
+  // The embedded mode's post-lease check, run on the node against the lease's GPUs; it gets
+  // `--root <host_root> --baseline-dir <baseline_dir> --gpu <pci>...`.
   std::vector<std::string> command = {"tessera", "gpu-check"};
+  // The host's sysfs is mounted at <host_root>/sys, read-write: the kernel shows an option ROM
+  // only after "1" is written to its `rom` file.
+  std::string host_root = "/host";
+  // The baselines the node agent's init container recorded (`gpu-check --record --all`) before
+  // any lease, mounted read-only from the same host path.
+  std::string baseline_dir = "/var/lib/tessera/firmware";
 };
 // A privileged Job pinned to the lease's node that checks the lease's GPUs (exit 0 = healthy).
 Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& options);

@@ -1,0 +1,1 @@
+tessera_add_fuzzer(firmware_baseline ${CMAKE_CURRENT_LIST_DIR}/firmware_baseline.cc tessera_firmware)
