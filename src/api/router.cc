@@ -109,7 +109,9 @@ json ContainerJson(const fleet::ContainerRecord& c) {
 }
 
 json GpuJson(const fleet::GpuRecord& g, bool admin) {
-  json doc = {{"id", g.pci_address},
+  json doc = {{"id", g.id()},
+              {"node", g.node},
+              {"available", g.available},
               {"pci_address", g.pci_address},
               {"index", g.index},
               {"model", g.model},
@@ -460,7 +462,7 @@ void Router::Handle(Request request, Respond respond) {
         if (collection == "gpus") {
           list.push_back(GpuJson(gpu, caller.admin));
         } else {
-          list.push_back({{"gpu", gpu.pci_address},
+          list.push_back({{"gpu", gpu.id()},
                           {"state", fleet::LeaseStateName(gpu.state)},
                           {"reason", gpu.reason},
                           {"tenancy", gpu.tenancy},

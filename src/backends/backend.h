@@ -29,7 +29,8 @@ struct StartRequest {
   // Fully qualified CDI device names, e.g. "nvidia.com/gpu=GPU-8f6b…": the GPUs placed for it.
   std::vector<std::string> cdi_devices;
   std::vector<std::string> gpu_pci_addresses;  // the same GPUs by PCI address
-  std::map<std::string, std::string> labels;   // extra labels/annotations to attach
+  std::string node;  // the node they are on (fleet placement); empty: this host / any node
+  std::map<std::string, std::string> labels;  // extra labels/annotations to attach
   // Its tenancy's network, or none; the NFS volumes it mounts, already checked against the
   // tenancy's storage entitlements.
   tenancy::NetworkMode network = tenancy::NetworkMode::kTenancy;
@@ -41,6 +42,11 @@ struct ExitInfo {
   std::optional<int> exit_code;  // set when it ran and exited
   bool failed = false;           // could not be created/started, or vanished
   std::string reason;            // why it failed; empty otherwise
+};
+
+struct GpuCheckVerdict {
+  bool passed = false;
+  std::string reason;  // why it failed
 };
 
 enum class BackendState {
@@ -107,6 +113,15 @@ class ContainerBackend {
     (void)tenancy;
     (void)storage;
     return Ok();
+  }
+  // The post-lease check of GPUs on another node, which the service cannot read itself: waits up
+  // to `timeout` for the backend's verdict on the GPUs container `id` held (Kubernetes: the
+  // firmware-check Job of its GpuLease). Unimplemented where the backend runs no such check.
+  virtual Result<GpuCheckVerdict> AwaitGpuCheck(const std::string& id,
+                                                std::chrono::milliseconds timeout) {
+    (void)id;
+    (void)timeout;
+    return FailedPrecondition(name() + " backend runs no GPU checks of its own");
   }
   // Removes them after the tenancy was deleted (FailedPrecondition while anything still uses
   // them).

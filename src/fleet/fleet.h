@@ -85,7 +85,7 @@ struct ContainerRecord {
   std::string id;  // "c-" + 16 hex digits
   ContainerSpec spec;
   ContainerState state = ContainerState::kPending;
-  std::vector<std::string> gpus;  // PCI addresses of the GPUs it holds (or held)
+  std::vector<std::string> gpus;  // IDs (GpuRecord::id) of the GPUs it holds (or held)
   std::optional<int> exit_code;
   std::string reason;           // why failed / stopped; empty otherwise
   std::string idempotency_key;  // the client's Idempotency-Key, scoped by tenancy
@@ -123,8 +123,11 @@ inline constexpr int kLeaseStateCount = 7;
 Status CheckLeaseTransition(LeaseState from, LeaseState to);
 
 struct GpuRecord {
-  std::string pci_address;  // "0000:18:00.0": the GPU's ID in the API and the lease file
-  int index = 0;            // PCI order on the host (NVML numbering)
+  // The node it is on: "" for this host (embedded mode), else the Kubernetes node's name. A GPU
+  // is identified by (node, PCI address); see id().
+  std::string node;
+  std::string pci_address;  // "0000:18:00.0": the ID in the lease file of its node
+  int index = 0;            // PCI order on its host (NVML numbering)
   std::string model;
   std::string cdi_device;  // fully qualified CDI name, e.g. "nvidia.com/gpu=GPU-…"
   LeaseState state = LeaseState::kFree;
@@ -136,7 +139,16 @@ struct GpuRecord {
   std::string firmware_baseline;      // "sha256:<hex>" of the option ROM when first seen, or
                                       // "absent" when the device exposes none
   int64_t updated_ms = 0;
+  // Whether its node currently reports it (not stored). A GPU that vanished with its node is
+  // kept, with its lease, but never placed.
+  bool available = true;
 
+  // The ID in the API and in container records: the PCI address on this host,
+  // "<PCI address>@<node>" on a node of the fleet ('@' is in neither).
+  std::string id() const { return GpuId(node, pci_address); }
+  static std::string GpuId(const std::string& node, const std::string& pci_address) {
+    return node.empty() ? pci_address : pci_address + "@" + node;
+  }
   bool leased() const {
     return state == LeaseState::kReserved || state == LeaseState::kActive ||
            state == LeaseState::kReleasing || state == LeaseState::kChecking;

@@ -43,6 +43,18 @@ ALTER TABLE containers ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
 CREATE INDEX containers_by_idempotency ON containers (tenancy, idempotency_key)
   WHERE idempotency_key != '';
 )sql",
+    // 3: GPUs of a fleet: identified by (node, PCI address); this host's keep node ''.
+    R"sql(
+CREATE TABLE gpus_by_node (
+  node TEXT NOT NULL DEFAULT '',
+  pci_address TEXT NOT NULL,
+  idx INTEGER NOT NULL,
+  doc TEXT NOT NULL,
+  PRIMARY KEY (node, pci_address));
+INSERT INTO gpus_by_node (node, pci_address, idx, doc) SELECT '', pci_address, idx, doc FROM gpus;
+DROP TABLE gpus;
+ALTER TABLE gpus_by_node RENAME TO gpus;
+)sql",
 };
 
 json MapToJson(const std::map<std::string, std::string>& map) {
@@ -142,8 +154,10 @@ std::string GpuDoc(const GpuRecord& g) {
       .dump();
 }
 
-Result<GpuRecord> GpuFromRow(std::string pci, int index, const std::string& text) {
+Result<GpuRecord> GpuFromRow(std::string node, std::string pci, int index,
+                             const std::string& text) {
   GpuRecord g;
+  g.node = std::move(node);
   g.pci_address = std::move(pci);
   g.index = index;
   json doc = json::parse(text, nullptr, false);
@@ -235,8 +249,8 @@ class SqliteStore final : public Store {
       return s;
     if (auto s = upsert_gpu_.Prepare(
             db_,
-            "INSERT INTO gpus(pci_address, idx, doc) VALUES(?1, ?2, ?3) "
-            "ON CONFLICT(pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc");
+            "INSERT INTO gpus(pci_address, idx, doc, node) VALUES(?1, ?2, ?3, ?4) "
+            "ON CONFLICT(node, pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc");
         !s)
       return s;
     if (auto s = upsert_token_.Prepare(
@@ -245,7 +259,8 @@ class SqliteStore final : public Store {
             "ON CONFLICT(id) DO UPDATE SET sha256 = excluded.sha256, tenancy = excluded.tenancy");
         !s)
       return s;
-    if (auto s = delete_tenancy_.Prepare(db_, "DELETE FROM tenancies WHERE name = ?1"); !s) return s;
+    if (auto s = delete_tenancy_.Prepare(db_, "DELETE FROM tenancies WHERE name = ?1"); !s)
+      return s;
     if (auto s = delete_tokens_.Prepare(db_, "DELETE FROM tokens WHERE tenancy = ?1"); !s) return s;
     if (options_.background_checkpoint) {
       if (auto status = Exec("PRAGMA wal_autocheckpoint=0"); !status) return status;
@@ -305,11 +320,13 @@ class SqliteStore final : public Store {
     }
     {
       Statement stmt;
-      if (auto s = stmt.Prepare(db_, "SELECT pci_address, idx, doc FROM gpus ORDER BY idx"); !s)
+      if (auto s =
+              stmt.Prepare(db_, "SELECT pci_address, idx, doc, node FROM gpus ORDER BY node, idx");
+          !s)
         return s.error();
       while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
-        auto g = GpuFromRow(ColumnText(stmt.get(), 0), sqlite3_column_int(stmt.get(), 1),
-                            ColumnText(stmt.get(), 2));
+        auto g = GpuFromRow(ColumnText(stmt.get(), 3), ColumnText(stmt.get(), 0),
+                            sqlite3_column_int(stmt.get(), 1), ColumnText(stmt.get(), 2));
         if (!g) return g.error();
         snapshot.gpus.push_back(std::move(*g));
       }
@@ -365,6 +382,8 @@ class SqliteStore final : public Store {
     Statement stmt;
     if (auto s = stmt.Prepare(db_, "PRAGMA user_version"); !s) return s;
     int version = sqlite3_step(stmt.get()) == SQLITE_ROW ? sqlite3_column_int(stmt.get(), 0) : 0;
+    // A statement still stepping keeps a read open, and DROP TABLE refuses to run beside one.
+    sqlite3_reset(stmt.get());
     if (version > static_cast<int>(kMigrations.size())) {
       return FailedPrecondition("store " + options_.path + " has schema version " +
                                 std::to_string(version) + ", newer than this build's " +
@@ -412,6 +431,7 @@ class SqliteStore final : public Store {
       upsert_gpu_.Text(1, g->pci_address);
       upsert_gpu_.Int(2, g->index);
       upsert_gpu_.Text(3, GpuDoc(*g));
+      upsert_gpu_.Text(4, g->node);
       return Step(upsert_gpu_);
     }
     if (const auto* d = std::get_if<TenancyDeletion>(&mutation)) {

@@ -238,6 +238,33 @@ Status Fleet::SetState(int node, int gpu, GpuState state) {
   return Ok();
 }
 
+Status Fleet::SetFreeMask(int node, GpuMask free) {
+  if (node < 0 || node >= node_count()) {
+    return NotFound("node " + std::to_string(node) + ": no such node");
+  }
+  if (free & ~all_[node]) return InvalidArgument("free mask names GPUs the node does not have");
+  if (free == free_[node]) return Ok();
+  for (int gpu = 0; gpu < nodes_[node].gpu_count; ++gpu) {
+    GpuState& state = states_[node][gpu];
+    if ((free >> gpu) & 1) {
+      state = GpuState::kFree;
+    } else if (state == GpuState::kFree) {
+      state = GpuState::kLeased;
+    }
+  }
+  free_[node] = free;
+  if (cache_enabled_) NodeChanged(node);
+  return Ok();
+}
+
+int Fleet::ChooseNode(int gpus, Policy policy) {
+  if (gpus < 1 || gpus > 64 || !((placeable_sizes_ >> (gpus - 1)) & 1)) return -1;
+  const int best = cache_enabled_ ? ChooseNodeCached(gpus, policy) : ChooseNodeDirect(gpus, policy);
+  Placement placement;
+  if (best < 0 || !Within(best, gpus, free_[best], policy, &placement)) return -1;
+  return best;
+}
+
 Status Fleet::CanEverPlace(int gpus) const {
   if (gpus < 1) return InvalidArgument("request for " + std::to_string(gpus) + " GPUs");
   if (gpus <= 64 && (placeable_sizes_ >> (gpus - 1)) & 1) return Ok();

@@ -101,6 +101,13 @@ class Fleet {
   // meanwhile keep that state.
   Status Release(const Placement& placement);
 
+  // For callers that keep their own lease model (the serve control plane): the node whose free
+  // GPUs are exactly `free`. GPUs leaving the free set become leased unless they already hold
+  // another state.
+  Status SetFreeMask(int node, GpuMask free);
+  // The node Place would choose for `gpus` GPUs by `policy`, leasing nothing; -1 when none fits.
+  int ChooseNode(int gpus, Policy policy);
+
  private:
   bool Within(int node, int gpus, GpuMask free, Policy policy, Placement* placement) const;
   void Lease(const Placement& placement);

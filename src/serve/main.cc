@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "api/api.h"
@@ -22,6 +23,7 @@
 #include "common/atomic_file.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
+#include "placement/placement.h"
 #include "serve/service.h"
 #include "topology/topology.h"
 
@@ -38,6 +40,7 @@ struct Flags {
   std::string k8s_node;
   bool k8s_cilium = false;
   std::string k8s_nfs_mode = "inline";
+  std::string placement_policy = "binpack";
   std::string lease_file = "/run/tessera/leases.json";
   std::string admin_token_file;  // default <data-dir>/admin.token
   std::string cdi_dir = cdi::kDefaultSpecDir;
@@ -129,6 +132,35 @@ std::string NvSwitchKind(const std::string& gpu_kind) {
   return gpu_kind + "-nvswitch";
 }
 
+// A node's published GPUs as the service takes them: records, topology, partition table.
+Result<serve::Service::NodeInventory> NodeInventoryOf(const k8s::NodeGpus& node,
+                                                      const std::string& cdi_kind) {
+  serve::Service::NodeInventory out;
+  out.name = node.node;
+  for (size_t i = 0; i < node.gpus.size(); ++i) {
+    const auto& gpu = node.gpus[i];
+    fleet::GpuRecord record;
+    record.pci_address = gpu.pci_address;
+    record.index = static_cast<int>(i);
+    record.model = gpu.model;
+    record.cdi_device = cdi_kind + "=" + (gpu.uuid.empty() ? gpu.pci_address : gpu.uuid);
+    out.gpus.push_back(std::move(record));
+    topology::GpuInfo info;
+    info.id = gpu.pci_address;
+    info.pci_address = gpu.pci_address;
+    info.numa_node = gpu.numa_node;
+    info.upstream_bridges = gpu.upstream_bridges;
+    out.topology.gpus.push_back(std::move(info));
+  }
+  if (!node.partition_table.is_null()) {
+    auto table =
+        topology::ParsePartitionTable(node.partition_table.dump(), topology::TableFormat::kJson);
+    if (!table) return table.error().WithContext("node " + node.node + ": partitionTable");
+    out.partition_table = std::move(*table);
+  }
+  return out;
+}
+
 int Main(const Flags& flags) {
   SetUpLogging(flags.log_level);
   ::signal(SIGPIPE, SIG_IGN);
@@ -150,11 +182,14 @@ int Main(const Flags& flags) {
                                                          : flags.admin_token_file);
   if (!admin) Die(admin.error().WithContext("admin token"));
 
-  // The host: GPUs, their topology, CDI specs.
+  // The host: GPUs, their topology, CDI specs. With the Kubernetes backend the GPUs are the
+  // nodes' (their tessera.dev/gpus annotations), not this host's.
+  const bool fleet_mode = flags.backend == "kubernetes";
   const std::string root = Absolute(flags.root);
   inventory::ReadOptions read;
   read.root = root;
-  auto inv = inventory::ReadInventory(read);
+  auto inv = fleet_mode ? Result<inventory::Inventory>(inventory::Inventory{})
+                        : inventory::ReadInventory(read);
   if (!inv) Die(inv.error().WithContext("inventory of " + root));
   for (const auto& warning : inv->warnings)
     spdlog::warn("inventory: {}", warning);
@@ -216,6 +251,15 @@ int Main(const Flags& flags) {
       Die(InvalidArgument("--firmware-check " + entry + ": want PCI_ADDRESS=PROGRAM"));
     options.firmware.per_gpu[entry.substr(0, equals)] = entry.substr(equals + 1);
   }
+  options.fleet = fleet_mode;
+  options.only_node = flags.k8s_node;
+  auto policy = placement::ParsePolicy(flags.placement_policy);
+  if (!policy) Die(policy.error().WithContext("--placement-policy"));
+  options.policy = *policy;
+  if (fleet_mode && !flags.partition_table.empty())
+    Die(
+        InvalidArgument("--partition-table: with --backend kubernetes every node publishes its own "
+                        "(tessera-lease-sync --partition-table)"));
   if (!flags.partition_table.empty()) {
     Result<topology::PartitionTable> table = InvalidArgument("");
     auto text = ReadWholeFile(flags.partition_table);
@@ -236,6 +280,7 @@ int Main(const Flags& flags) {
   if (!store) Die(store.error());
 
   std::unique_ptr<backends::ContainerBackend> backend;
+  std::optional<k8s::ClientConfig> k8s_config;
   if (flags.backend == "local") {
     backends::LocalOptions local;
     local.instance =
@@ -250,6 +295,7 @@ int Main(const Flags& flags) {
     auto config =
         flags.kubeconfig.empty() ? k8s::InClusterConfig() : k8s::LoadKubeconfig(flags.kubeconfig);
     if (!config) Die(config.error());
+    k8s_config = *config;
     k8s_options.client = std::move(*config);
     k8s_options.instance =
         flags.instance.empty() ? fleet::Sha256Hex(data_dir).substr(0, 12) : flags.instance;
@@ -269,6 +315,23 @@ int Main(const Flags& flags) {
   if (!service) Die(service.error());
   (*service)->SetAdminTokenHash(fleet::Sha256Hex(*admin));
   (*service)->Start();
+  std::unique_ptr<backends::NodeGpuWatch> node_watch;
+  if (k8s_config) {
+    serve::Service* target = service->get();
+    node_watch = backends::StartNodeGpuWatch(
+        *k8s_config, [target, kind = flags.cdi_kind](const std::vector<k8s::NodeGpus>& nodes) {
+          std::vector<serve::Service::NodeInventory> inventories;
+          for (const auto& node : nodes) {
+            auto inventory = NodeInventoryOf(node, kind);
+            if (!inventory) {
+              spdlog::warn("{}; its GPUs are not placed", inventory.error().message);
+              continue;
+            }
+            inventories.push_back(std::move(*inventory));
+          }
+          target->UpdateNodes(std::move(inventories));
+        });
+  }
 
   api::ServerOptions server_options;
   server_options.host = listen->first;
@@ -282,11 +345,14 @@ int Main(const Flags& flags) {
         !status)
       Die(status.error());
   }
-  spdlog::info("serving http://{}:{} (data {}, root {}, backend {}, {} GPUs)", listen->first,
-               (*server)->port(), data_dir, root, flags.backend, inv->Gpus().size());
+  spdlog::info("serving http://{}:{} (data {}, root {}, backend {}, {} GPUs{})", listen->first,
+               (*server)->port(), data_dir, root, flags.backend, inv->Gpus().size(),
+               fleet_mode ? " here; the nodes' come from the cluster" : "");
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   (*server)->Run();
-  // The service (and its store's pending callbacks) goes before the server they answer through.
+  // The service (and its store's pending callbacks) goes before the server they answer through;
+  // the node watch, which calls into the service, before both.
+  node_watch.reset();
   service->reset();
   server->reset();
   spdlog::info("stopped");
@@ -311,7 +377,10 @@ int main(int argc, char** argv) {
   app.add_option("--kubeconfig", flags.kubeconfig,
                  "kubeconfig for --backend kubernetes (default: in-cluster service account)");
   app.add_option("--k8s-node", flags.k8s_node,
-                 "Node whose GPUs this service leases (Pods get node affinity to it)");
+                 "Place only on this node (default: every node that publishes its GPUs)");
+  app.add_option("--placement-policy", flags.placement_policy,
+                 "How --backend kubernetes chooses a node: binpack, spread or first-fit")
+      ->capture_default_str();
   app.add_flag("--k8s-cilium", flags.k8s_cilium,
                "Also create a CiliumNetworkPolicy per tenancy (clusters running Cilium)");
   app.add_option("--k8s-nfs-mode", flags.k8s_nfs_mode,

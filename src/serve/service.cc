@@ -95,14 +95,14 @@ Status Service::Load(Host host) {
     std::string id = container.id;
     containers_.emplace(std::move(id), std::move(container));
   }
-  std::map<std::string, GpuRecord> stored;
+  std::map<std::string, GpuRecord> stored;  // by ID
   for (auto& gpu : snapshot->gpus) {
-    std::string key = gpu.pci_address;
+    std::string key = gpu.id();
     stored.emplace(std::move(key), std::move(gpu));
   }
   std::vector<Mutation> mutations;
   for (auto& gpu : host.gpus) {
-    auto it = stored.find(gpu.pci_address);
+    auto it = stored.find(gpu.id());
     if (it != stored.end()) {
       GpuRecord merged = it->second;
       merged.index = gpu.index;
@@ -124,8 +124,15 @@ Status Service::Load(Host host) {
     }
     mutations.push_back(gpus_.back());
   }
-  for (const auto& [pci, gpu] : stored) {
-    if (!FindGpu(pci)) spdlog::warn("GPU {} is in the store but not on the host", pci);
+  for (auto& [id, gpu] : stored) {
+    if (FindGpu(id)) continue;
+    if (options_.fleet && !gpu.node.empty()) {
+      // Its node has not published it yet: kept, with its lease, but not placed until it does.
+      gpu.available = false;
+      gpus_.push_back(std::move(gpu));
+      continue;
+    }
+    spdlog::warn("GPU {} is in the store but not on the host", id);
   }
   if (auto status = store_->CommitAndWait(std::move(mutations)); !status) return status;
   return Ok();
@@ -192,7 +199,7 @@ void Service::Reconcile() {
         SetGpuState(gpu, LeaseState::kReleasing, "", mutations);
       }
       if (gpu.state == LeaseState::kReleasing || gpu.state == LeaseState::kChecking)
-        to_check_.push_back(gpu.pci_address);
+        to_check_.push_back(gpu.id());
     }
     reschedule_ = true;
     CommitLocked(std::move(mutations), nullptr);
@@ -233,18 +240,18 @@ void Service::Stop() {
 // ---------------------------------------------------------------------------------------------
 // State changes (mu_ held).
 
-GpuRecord* Service::FindGpu(const std::string& pci_address) {
+GpuRecord* Service::FindGpu(const std::string& gpu_id) {
   for (auto& gpu : gpus_)
-    if (gpu.pci_address == pci_address) return &gpu;
+    if (gpu.id() == gpu_id) return &gpu;
   return nullptr;
 }
 
 void Service::SetGpuState(GpuRecord& gpu, LeaseState state, std::string reason,
                           std::vector<Mutation>& out) {
   if (auto status = fleet::CheckLeaseTransition(gpu.state, state); !status) {
-    spdlog::error("GPU {}: {}", gpu.pci_address, status.error().message);
+    spdlog::error("GPU {}: {}", gpu.id(), status.error().message);
   }
-  spdlog::info("GPU {}: {} -> {}{}{}", gpu.pci_address, fleet::LeaseStateName(gpu.state),
+  spdlog::info("GPU {}: {} -> {}{}{}", gpu.id(), fleet::LeaseStateName(gpu.state),
                fleet::LeaseStateName(state), reason.empty() ? "" : ": ", reason);
   gpu.state = state;
   gpu.reason = std::move(reason);
@@ -265,12 +272,12 @@ void Service::SetContainerState(ContainerRecord& container, ContainerState state
 }
 
 void Service::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
-  for (const auto& pci : container.gpus) {
-    auto* gpu = FindGpu(pci);
+  for (const auto& id : container.gpus) {
+    auto* gpu = FindGpu(id);
     if (!gpu || gpu->container_id != container.id) continue;
     if (gpu->state == LeaseState::kReserved || gpu->state == LeaseState::kActive) {
       SetGpuState(*gpu, LeaseState::kReleasing, "", out);
-      to_check_.push_back(pci);
+      to_check_.push_back(id);
     }
   }
   checker_wake_.notify_one();
@@ -298,6 +305,7 @@ void Service::FinishContainer(ContainerRecord& container, const backends::ExitIn
 bool Service::TryPlace(ContainerRecord& container, std::vector<Mutation>& out) {
   int want = container.spec.gpus;
   if (want == 0) return true;
+  if (options_.fleet) return TryPlaceOnNodes(container, out);
   if (!chooser_) return false;
   topology::GpuMask available = 0;
   for (size_t i = 0; i < gpus_.size(); ++i)
@@ -311,9 +319,177 @@ bool Service::TryPlace(ContainerRecord& container, std::vector<Mutation>& out) {
     gpu.tenancy = container.spec.tenancy;
     gpu.container_id = container.id;
     SetGpuState(gpu, LeaseState::kReserved, "", out);
-    container.gpus.push_back(gpu.pci_address);
+    container.gpus.push_back(gpu.id());
   }
   return true;
+}
+
+topology::GpuMask Service::FreeMaskLocked(size_t node) const {
+  topology::GpuMask free = 0;
+  const auto& indices = nodes_[node].gpus;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const GpuRecord& gpu = gpus_[indices[i]];
+    if (gpu.state == LeaseState::kFree && gpu.available) free |= topology::GpuMask{1} << i;
+  }
+  return free;
+}
+
+// The node by the placement policy (over every node's free GPUs, as the fleet model sees them:
+// module masks on partitioned nodes), then the GPUs on it by the node's topology chooser.
+bool Service::TryPlaceOnNodes(ContainerRecord& container, std::vector<Mutation>& out) {
+  const int want = container.spec.gpus;
+  if (!placement_) return false;
+  std::vector<topology::GpuMask> free(placement_nodes_.size());
+  for (size_t f = 0; f < placement_nodes_.size(); ++f) {
+    const Node& node = nodes_[placement_nodes_[f]];
+    free[f] = FreeMaskLocked(placement_nodes_[f]);
+    topology::GpuMask model = free[f];
+    if (node.planner) {
+      model = 0;
+      for (size_t i = 0; i < node.module_of.size(); ++i)
+        if ((free[f] >> i) & 1) model |= topology::GpuMask{1} << (node.module_of[i] - 1);
+    }
+    if (auto status = placement_->SetFreeMask(static_cast<int>(f), model); !status)
+      spdlog::error("placement: node {}: {}", node.name, status.error().message);
+  }
+  const int chosen = placement_->ChooseNode(want, options_.policy);
+  if (chosen < 0) return false;
+  const Node& node = nodes_[placement_nodes_[chosen]];
+  auto mask = node.chooser->ChooseMask(free[chosen], want);
+  if (!mask) {
+    spdlog::warn("placement: node {} chosen for {} GPUs but its chooser says: {}", node.name, want,
+                 mask.error().message);
+    return false;
+  }
+  container.gpus.clear();
+  for (int index : topology::MaskToIndices(*mask)) {
+    auto& gpu = gpus_[node.gpus[index]];
+    gpu.tenancy = container.spec.tenancy;
+    gpu.container_id = container.id;
+    SetGpuState(gpu, LeaseState::kReserved, "", out);
+    container.gpus.push_back(gpu.id());
+  }
+  return true;
+}
+
+void Service::RebuildFleetLocked() {
+  placement_.reset();
+  placement_nodes_.clear();
+  std::vector<placement::NodeSpec> specs;
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    const Node& node = nodes_[n];
+    if (!node.chooser || node.gpus.empty()) continue;
+    if (!options_.only_node.empty() && node.name != options_.only_node) continue;
+    placement::NodeSpec spec;
+    spec.name = node.name;
+    spec.gpu_count =
+        node.planner ? node.planner->module_count() : static_cast<int>(node.gpus.size());
+    spec.partitions = node.planner;
+    specs.push_back(std::move(spec));
+    placement_nodes_.push_back(n);
+  }
+  if (specs.empty()) return;
+  auto created = placement::Fleet::Create(std::move(specs));
+  if (!created) {
+    spdlog::error("placement: {}", created.error().message);
+    placement_nodes_.clear();
+    return;
+  }
+  placement_ = std::move(*created);
+}
+
+Status Service::CheckGpuRequestLocked(int gpus) const {
+  int largest = 0;
+  for (size_t f = 0; f < placement_nodes_.size(); ++f) {
+    const Node& node = nodes_[placement_nodes_[f]];
+    largest = std::max(largest, static_cast<int>(node.gpus.size()));
+    if (static_cast<int>(node.gpus.size()) < gpus) continue;
+    if (!node.planner || node.planner->HasSize(gpus)) return Ok();
+  }
+  if (largest >= gpus)
+    return FailedPrecondition("gpus: no node has a fabric partition of " + std::to_string(gpus) +
+                              " GPUs");
+  return FailedPrecondition("gpus: no node of the fleet has " + std::to_string(gpus) +
+                            " GPUs (the largest has " + std::to_string(largest) + ")");
+}
+
+void Service::UpdateNodes(std::vector<NodeInventory> nodes) {
+  std::lock_guard lock(mu_);
+  std::vector<Mutation> mutations;
+  std::set<std::string> listed;  // GPU IDs the nodes publish now
+  std::vector<Node> updated;
+  for (auto& inventory : nodes) {
+    Node node;
+    node.name = inventory.name;
+    for (size_t i = 0; i < inventory.gpus.size(); ++i) {
+      GpuRecord& gpu = inventory.gpus[i];
+      gpu.node = inventory.name;
+      gpu.index = static_cast<int>(i);
+      listed.insert(gpu.id());
+      GpuRecord* existing = FindGpu(gpu.id());
+      if (existing) {
+        bool changed = existing->model != gpu.model || existing->cdi_device != gpu.cdi_device ||
+                       existing->index != gpu.index;
+        existing->model = gpu.model;
+        existing->cdi_device = gpu.cdi_device;
+        existing->index = gpu.index;
+        if (!existing->available) {
+          spdlog::info("GPU {}: available again", existing->id());
+          existing->available = true;
+        }
+        if (changed) mutations.push_back(*existing);
+      } else {
+        // The option ROM of a GPU on another node is not readable here: its post-lease check is
+        // the backend's (firmware-check Job on the node), which keeps its own baseline.
+        gpu.state = LeaseState::kFree;
+        gpu.firmware_baseline = "checked on node " + inventory.name;
+        gpu.updated_ms = fleet::NowMs();
+        spdlog::info("GPU {}: new ({})", gpu.id(), gpu.model);
+        gpus_.push_back(gpu);
+        mutations.push_back(gpu);
+        lease_dirty_ = true;
+      }
+      node.gpus.push_back(static_cast<size_t>(FindGpu(gpu.id()) - gpus_.data()));
+    }
+    if (!node.gpus.empty()) {
+      auto chooser = topology::GpuChooser::Create(inventory.topology, inventory.partition_table);
+      if (chooser) {
+        node.chooser = std::move(*chooser);
+        if (inventory.partition_table) {
+          auto planner = topology::PartitionPlanner::Create(*inventory.partition_table);
+          if (planner) {
+            node.planner = *planner;
+            for (const auto& gpu : inventory.gpus) {
+              int module = 0;
+              for (const auto& [m, address] : inventory.partition_table->pci_addresses)
+                if (address == gpu.pci_address) module = m;
+              node.module_of.push_back(module);
+            }
+          }
+          // A GPU without a module is never free in partition mode (the chooser says the same).
+          if (std::find(node.module_of.begin(), node.module_of.end(), 0) != node.module_of.end() ||
+              !node.planner) {
+            spdlog::warn("node {}: GPUs and partition table do not match; not placed on",
+                         node.name);
+            node.chooser.reset();
+          }
+        }
+      } else {
+        spdlog::warn("node {}: {}; not placed on", node.name, chooser.error().message);
+      }
+    }
+    updated.push_back(std::move(node));
+  }
+  for (auto& gpu : gpus_) {
+    if (gpu.node.empty() || !gpu.available || listed.count(gpu.id())) continue;
+    spdlog::warn("GPU {}: no longer published by node {}; unavailable", gpu.id(), gpu.node);
+    gpu.available = false;
+  }
+  nodes_ = std::move(updated);
+  RebuildFleetLocked();
+  reschedule_ = true;
+  CommitLocked(std::move(mutations), nullptr);
+  scheduler_wake_.notify_one();
 }
 
 void Service::CommitLocked(std::vector<Mutation> mutations, std::function<void(Status)> done) {
@@ -328,6 +504,7 @@ void Service::WriteLeaseFileLocked() {
   // Unhealthy: {"version":1,"gpus":{"<PCI address>":{"state","reason","tenancy"}}}.
   nlohmann::json doc = {{"version", 1}, {"gpus", nlohmann::json::object()}};
   for (const auto& gpu : gpus_) {
+    if (!gpu.node.empty()) continue;  // other nodes' lease files are written by their agents
     doc["gpus"][gpu.pci_address] = {{"state", fleet::LeaseStateName(gpu.state)},
                                     {"reason", gpu.reason},
                                     {"tenancy", gpu.tenancy}};
@@ -450,9 +627,12 @@ void Service::SchedulerLoop() {
         continue;
       }
       request.volumes = std::move(*volumes);
-      for (const auto& pci : container.gpus) {
-        request.gpu_pci_addresses.push_back(pci);
-        if (auto* gpu = FindGpu(pci)) request.cdi_devices.push_back(gpu->cdi_device);
+      for (const auto& gpu_id : container.gpus) {
+        if (auto* gpu = FindGpu(gpu_id)) {
+          request.gpu_pci_addresses.push_back(gpu->pci_address);
+          request.cdi_devices.push_back(gpu->cdi_device);
+          request.node = gpu->node;
+        }
       }
       busy_++;
       lock.unlock();
@@ -527,6 +707,12 @@ void Service::CheckerLoop() {
 }
 
 std::pair<bool, std::string> Service::RunFirmwareCheck(const GpuRecord& gpu) const {
+  if (!gpu.node.empty()) {
+    // On another node: the backend checks it there.
+    auto verdict = backend_->AwaitGpuCheck(gpu.container_id, options_.firmware.timeout);
+    if (!verdict) return {false, "firmware check: " + verdict.error().message};
+    return {verdict->passed, verdict->reason};
+  }
   std::string program = options_.firmware.command;
   if (auto it = options_.firmware.per_gpu.find(gpu.pci_address);
       it != options_.firmware.per_gpu.end())
@@ -743,7 +929,10 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
   if (!caller.Sees(spec.tenancy)) return done(NotFound("tenancy " + spec.tenancy + " not found"));
   if (spec.gpus < 0 || spec.gpus > fleet::kMaxGpusPerContainer)
     return done(InvalidArgument("gpus: must be 0.." + std::to_string(fleet::kMaxGpusPerContainer)));
-  if (spec.gpus > 0) {
+  if (spec.gpus > 0 && options_.fleet) {
+    std::lock_guard lock(mu_);
+    if (auto status = CheckGpuRequestLocked(spec.gpus); !status) return done(status.error());
+  } else if (spec.gpus > 0) {
     if (static_cast<size_t>(spec.gpus) > gpus_.size())
       return done(FailedPrecondition("gpus: this host has " + std::to_string(gpus_.size()) +
                                      " GPUs, " + std::to_string(spec.gpus) + " requested"));
@@ -905,12 +1094,13 @@ std::vector<GpuRecord> Service::ListGpus(const Caller& caller) const {
   return out;
 }
 
-void Service::GpuAdmin(const Caller& caller, const std::string& pci_address, GpuAction action,
+void Service::GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                        std::string reason, Done<GpuRecord> done) {
   if (!caller.admin) return done(PermissionDenied("GPU administration needs the admin token"));
   std::lock_guard lock(mu_);
-  auto* gpu = FindGpu(pci_address);
-  if (!gpu) return done(NotFound("GPU " + pci_address + " not found"));
+  auto* gpu = FindGpu(gpu_id);
+  if (!gpu) return done(NotFound("GPU " + gpu_id + " not found"));
+  const std::string& pci_address = gpu_id;
   std::vector<Mutation> mutations;
   const LeaseState state = gpu->state;
   const bool held = state == LeaseState::kReserved || state == LeaseState::kActive;
@@ -947,10 +1137,13 @@ void Service::GpuAdmin(const Caller& caller, const std::string& pci_address, Gpu
       break;
     case GpuAction::kRelease:
       if (state == LeaseState::kQuarantined || state == LeaseState::kDraining) {
-        // The operator vouches for the firmware as it is now: it becomes the new baseline.
-        auto digest = firmware::HashOptionRom(options_.root, pci_address);
-        if (!digest) return done(digest.error());
-        gpu->firmware_baseline = *digest;
+        // The operator vouches for the firmware as it is now: it becomes the new baseline (on
+        // another node, the backend's check keeps its own).
+        if (gpu->node.empty()) {
+          auto digest = firmware::HashOptionRom(options_.root, gpu->pci_address);
+          if (!digest) return done(digest.error());
+          gpu->firmware_baseline = *digest;
+        }
         gpu->drain_requested = gpu->quarantine_requested = false;
         SetGpuState(*gpu, LeaseState::kFree, "", mutations);
         reschedule_ = true;

@@ -25,6 +25,7 @@
 #include "backends/backend.h"
 #include "common/error.h"
 #include "fleet/fleet.h"
+#include "placement/placement.h"
 #include "topology/topology.h"
 
 namespace tessera::serve {
@@ -45,6 +46,11 @@ struct ServiceOptions {
   std::optional<topology::PartitionTable> partition_table;  // partition mode when set
   FirmwareCheckOptions firmware;
   std::chrono::seconds stop_grace{10};
+  // Fleet mode (Kubernetes backend): the GPUs are those the nodes publish (UpdateNodes), not this
+  // host's; placement chooses a node by `policy`, then GPUs on it with the topology chooser.
+  bool fleet = false;
+  std::string only_node;  // fleet mode: place only on this node (empty: any)
+  placement::Policy policy = placement::Policy::kBinpack;
 };
 
 // Who is calling: the admin, or one tenancy's token.
@@ -105,6 +111,13 @@ class Service {
     std::vector<fleet::GpuRecord> gpus;  // PCI order; state/baseline filled in by the service
     std::optional<topology::GpuTopology> topology;
   };
+  // One node of the fleet as it publishes itself (fleet mode).
+  struct NodeInventory {
+    std::string name;
+    std::vector<fleet::GpuRecord> gpus;  // topology order: pci_address, model, cdi_device
+    topology::GpuTopology topology;      // the same GPUs, the same order
+    std::optional<topology::PartitionTable> partition_table;  // with this node's PCI addresses
+  };
   static Result<std::unique_ptr<Service>> Create(
       ServiceOptions options, Host host, std::unique_ptr<fleet::Store> store,
       std::unique_ptr<backends::ContainerBackend> backend);
@@ -114,6 +127,10 @@ class Service {
 
   // Starts the scheduler and checker threads.
   void Start();
+  // Fleet mode: the nodes that publish GPUs now (all of them, each call). New GPUs are added
+  // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
+  // (never placed) but keep their records and leases.
+  void UpdateNodes(std::vector<NodeInventory> nodes);
   // Stops the threads; running containers are left running (adopted on the next start).
   void Stop();
 
@@ -155,7 +172,8 @@ class Service {
 
   // ---- GPUs ----
   std::vector<fleet::GpuRecord> ListGpus(const Caller& caller) const;
-  void GpuAdmin(const Caller& caller, const std::string& pci_address, GpuAction action,
+  // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
+  void GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                 std::string reason, Done<fleet::GpuRecord> done);
 
   Counts counts() const;
@@ -185,9 +203,13 @@ class Service {
                        std::vector<fleet::Mutation>& out);
   void SetContainerState(fleet::ContainerRecord& container, fleet::ContainerState state);
   bool TryPlace(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
+  bool TryPlaceOnNodes(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
+  void RebuildFleetLocked();
+  topology::GpuMask FreeMaskLocked(size_t node) const;  // topology order of nodes_[node]
+  Status CheckGpuRequestLocked(int gpus) const;
   void CommitLocked(std::vector<fleet::Mutation> mutations, std::function<void(Status)> done);
   void WriteLeaseFileLocked();
-  fleet::GpuRecord* FindGpu(const std::string& pci_address);
+  fleet::GpuRecord* FindGpu(const std::string& gpu_id);
   // Pass/fail and the reason; runs without mu_.
   std::pair<bool, std::string> RunFirmwareCheck(const fleet::GpuRecord& gpu) const;
   void EnsureTenancyLocked(const std::string& name, std::vector<fleet::Mutation>& out);
@@ -205,7 +227,19 @@ class Service {
   std::vector<std::string> container_order_;                    // creation order
   std::unordered_map<std::string, size_t> container_position_;  // id -> index in container_order_
   std::unordered_map<std::string, std::string> idempotency_;    // tenancy '\n' key -> id
-  std::vector<fleet::GpuRecord> gpus_;                          // PCI order = topology index
+  // Embedded mode: PCI order = topology index. Fleet mode: in order of discovery; only appended.
+  std::vector<fleet::GpuRecord> gpus_;
+  // Fleet mode: the nodes that publish GPUs, and the placement model over those with a chooser.
+  struct Node {
+    std::string name;
+    std::vector<size_t> gpus;  // indices into gpus_, topology order
+    std::optional<topology::GpuChooser> chooser;
+    std::shared_ptr<const topology::PartitionPlanner> planner;  // partition mode
+    std::vector<int> module_of;  // topology index -> module ID (partition mode)
+  };
+  std::vector<Node> nodes_;
+  std::optional<placement::Fleet> placement_;  // node i = nodes_[placement_nodes_[i]]
+  std::vector<size_t> placement_nodes_;
   std::unordered_map<std::string, fleet::TokenRecord> tokens_;  // sha256 -> token
   std::deque<std::string> pending_;                             // container IDs to place
   std::deque<ExitEvent> exits_;

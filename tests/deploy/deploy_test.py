@@ -85,6 +85,15 @@ cm = find(defaults, "ConfigMap", "tessera-device-plugin")
 check("sharing" not in yaml.safe_load(cm["data"]["config.yaml"]), "no time-slicing by default")
 role = find(defaults, "ClusterRole", "tessera-control-plane")
 check(any("gpuleases/status" in r["resources"] for r in role["rules"]), "control plane may write lease status")
+check(any("nodes" in r["resources"] and {"list", "watch"} <= set(r["verbs"]) for r in role["rules"]),
+      "control plane may list and watch nodes (their GPU annotations)")
+agent_role = find(defaults, "ClusterRole", "tessera-node-agent")
+check(any("nodes" in r["resources"] and "patch" in r["verbs"] for r in agent_role["rules"]),
+      "node agent may patch its node (GPU annotation)")
+sync = ds["spec"]["template"]["spec"]["containers"][2]
+check("--root" in sync["command"] and sync["command"][sync["command"].index("--root") + 1] == "/host"
+      and {"name": "host", "mountPath": "/host", "readOnly": True} in sync["volumeMounts"],
+      "lease-sync reads the host's inventory from a read-only /host")
 
 # 3. Non-default values render valid objects and take effect.
 with tempfile.TemporaryDirectory() as tmp:

@@ -1,6 +1,7 @@
 // The Kubernetes ContainerBackend against the scripted API server: a start makes a lease then a
-// Pod in the tenant namespace; the Pod's end reaches the exit callback with its exit code; the
-// lease then goes checking (firmware-check Job) and free.
+// Pod in the tenant namespace; the Pod's end reaches the exit callback with its exit code through
+// the Pod watch (no Pod is polled, and a 410 Gone relists); the lease then goes checking
+// (firmware-check Job) and free.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -22,8 +23,34 @@ struct Fixture {
     options.client = Config();
     options.instance = "test";
     options.node = "gpu-node-1";
-    options.poll_interval = std::chrono::milliseconds(100);
+    options.lease_interval = std::chrono::milliseconds(100);
     backend = CreateKubernetesBackend(options);
+  }
+  ExitCallback OnExit() {
+    return [this](const std::string&, const ExitInfo& exit) {
+      std::lock_guard<std::mutex> lock(mu);
+      exited = true;
+      info = exit;
+      cv.notify_all();
+    };
+  }
+  void FinishPod(const std::string& ns, const std::string& pod, const std::string& phase,
+                 int code) {
+    Json finished = {
+        {"status",
+         {{"phase", phase},
+          {"containerStatuses",
+           Json::array({{{"name", "main"}, {"state", {{"terminated", {{"exitCode", code}}}}}}})}}}};
+    ASSERT_TRUE(
+        admin.Patch(Resource::Pods(), ns, pod, finished, k8s::PatchType::kMerge, "status").ok());
+  }
+  // GETs of one Pod (not lists or watches) in the request log.
+  int PodGets(const std::string& ns, const std::string& pod) {
+    int gets = 0;
+    for (const auto& entry : server.Log())
+      if (entry["method"] == "GET" && entry["path"] == "/api/v1/namespaces/" + ns + "/pods/" + pod)
+        ++gets;
+    return gets;
   }
   k8s::ClientConfig Config() {
     k8s::ClientConfig config;
@@ -92,7 +119,7 @@ TEST(KubernetesBackend, RunsAPodAndReportsItsExitThenChecksTheLease) {
   ASSERT_TRUE(f.WaitExit(&code));
   EXPECT_EQ(code, 3);
   EXPECT_EQ(f.backend->Inspect("C1")->state, BackendState::kExited);
-  // The poller moves the lease to checking and starts the firmware check.
+  // The driver moves the lease to checking and starts the firmware check.
   for (int i = 0; i < 50 && f.LeaseState() != "checking"; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(f.LeaseState(), "checking");
@@ -159,21 +186,94 @@ TEST(KubernetesBackend, IsolationNeedsItsRuntimeClass) {
   EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kKata).ok());
 }
 
+TEST(KubernetesBackend, TheExitComesFromThePodWatchWithoutGettingThePod) {
+  Fixture f;
+  StartRequest request;
+  request.id = "C3";
+  request.tenancy = "team-a";
+  request.image = "busybox";
+  ASSERT_TRUE(f.backend->Start(request, f.OnExit()).ok());
+  // Whatever the watch's first list needed is done; from here on only the watch may report.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The watch is one request for every namespace, selected by this instance's label.
+  bool watched = false;
+  for (const auto& entry : f.server.Log()) {
+    std::string query = entry["query"];
+    if (entry["path"] == "/api/v1/pods" && query.find("watch=1") != std::string::npos &&
+        query.find("labelSelector=tessera.dev%2Finstance%3Dtest") != std::string::npos)
+      watched = true;
+  }
+  EXPECT_TRUE(watched) << f.server.Log().dump();
+  f.server.ClearLog();
+  auto before = std::chrono::steady_clock::now();
+  f.FinishPod("tenant-team-a", "tessera-c3", "Succeeded", 0);
+  int code = -1;
+  ASSERT_TRUE(f.WaitExit(&code));
+  EXPECT_EQ(code, 0);
+  EXPECT_FALSE(f.info.failed);
+  EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(2));
+  EXPECT_EQ(f.PodGets("tenant-team-a", "tessera-c3"), 0);
+}
+
+TEST(KubernetesBackend, APodWatchThatGets410RelistsAndStillSeesTheExit) {
+  Fixture f;
+  f.server.SetWatchSeconds(0.3);
+  StartRequest request;
+  request.id = "C4";
+  request.tenancy = "team-a";
+  request.image = "busybox";
+  ASSERT_TRUE(f.backend->Start(request, f.OnExit()).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // History compacted while the Pod ends: the watch's resourceVersion is too old (410) and the
+  // exit is only in the relist.
+  f.server.ClearLog();
+  f.server.Compact();
+  f.FinishPod("tenant-team-a", "tessera-c4", "Failed", 9);
+  f.server.ResumeWatches();
+  int code = -1;
+  ASSERT_TRUE(f.WaitExit(&code));
+  EXPECT_EQ(code, 9);
+  int relists = 0;
+  for (const auto& entry : f.server.Log()) {
+    std::string query = entry["query"];
+    if (entry["method"] == "GET" && entry["path"] == "/api/v1/pods" &&
+        query.find("watch=1") == std::string::npos)
+      ++relists;
+  }
+  EXPECT_GE(relists, 1);
+  EXPECT_EQ(f.PodGets("tenant-team-a", "tessera-c4"), 0);
+}
+
+TEST(KubernetesBackend, APodThatEndedBeforeItWasWatchedIsReportedAtOnce) {
+  Fixture f;
+  StartRequest request;
+  request.id = "C5";
+  request.tenancy = "team-a";
+  request.image = "busybox";
+  ASSERT_TRUE(f.backend->Start(request, [](const std::string&, const ExitInfo&) {}).ok());
+  f.FinishPod("tenant-team-a", "tessera-c5", "Succeeded", 0);
+  // A restarted service: a second backend finds the ended Pod and follows it.
+  KubernetesBackendOptions options;
+  options.client = f.Config();
+  options.instance = "test";
+  options.tenancy_controller = false;
+  auto restarted = CreateKubernetesBackend(options);
+  auto listed = restarted->List();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  ASSERT_TRUE(restarted->Watch("C5", f.OnExit()).ok());
+  int code = -1;
+  ASSERT_TRUE(f.WaitExit(&code));
+  EXPECT_EQ(code, 0);
+}
+
 TEST(KubernetesBackend, StopDeletesThePodAndItsVanishingIsAnExit) {
   Fixture f;
   StartRequest request;
   request.id = "C2";
   request.tenancy = "team-b";
   request.image = "busybox";
-  ASSERT_TRUE(f.backend
-                  ->Start(request,
-                          [&](const std::string&, const ExitInfo& info) {
-                            std::lock_guard<std::mutex> lock(f.mu);
-                            f.exited = true;
-                            f.info = info;
-                            f.cv.notify_all();
-                          })
-                  .ok());
+  ASSERT_TRUE(f.backend->Start(request, f.OnExit()).ok());
   ASSERT_TRUE(f.backend->Stop("C2", std::chrono::seconds(5)).ok());
   Json deleted;
   for (const auto& entry : f.server.Log()) {

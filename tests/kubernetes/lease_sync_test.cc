@@ -1,5 +1,6 @@
 // tessera-lease-sync as a process against the scripted API server: the lease file follows this
-// node's GpuLeases (created, checked, quarantined, deleted) and ignores other nodes'.
+// node's GpuLeases (created, checked, quarantined, deleted) and ignores other nodes'; the node's
+// GPUs (inventory of a fixture host) are published on its Node, patched only when they change.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "backends/kubernetes/kubernetes.h"
+#include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
 
@@ -87,6 +89,127 @@ TEST(LeaseSync, LeaseFileFollowsThisNodesLeases) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+struct LeaseSync {
+  LeaseSync(const std::string& kubeconfig, const std::string& root, const std::string& lease_file) {
+    std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-lease-sync";
+    pid = ::fork();
+    if (pid == 0) {
+      ::execl(binary.c_str(), binary.c_str(), "--kubeconfig", kubeconfig.c_str(), "--node",
+              "node-1", "--lease-file", lease_file.c_str(), "--root", root.c_str(),
+              "--inventory-interval-ms", "200", nullptr);
+      ::_exit(127);
+    }
+  }
+  ~LeaseSync() {
+    ::kill(pid, SIGTERM);
+    ::waitpid(pid, nullptr, 0);
+  }
+  pid_t pid;
+};
+
+TEST(LeaseSync, PublishesTheNodesGpusOnceAndAgainOnlyWhenTheyChange) {
+  FakeApiServer server;
+  server.SetWatchSeconds(0.5);
+  TempDir dir;
+  std::ofstream(dir.path() + "/kubeconfig")
+      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
+         "    server: "
+      << server.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  ClientConfig config;
+  config.server = server.url();
+  Client client(config);
+  ASSERT_TRUE(client
+                  .Create(Resource::Nodes(), "",
+                          {{"apiVersion", "v1"},
+                           {"kind", "Node"},
+                           {"metadata", {{"name", "node-1"}, {"labels", {{"a", "b"}}}}}})
+                  .ok());
+  const std::string root = testing::MaterializeHost("hgx-h100-dgx");
+  inventory::ReadOptions read;
+  read.root = root;
+  auto inv = inventory::ReadInventory(read);
+  ASSERT_TRUE(inv.ok());
+  ASSERT_FALSE(inv->Gpus().empty());
+
+  auto annotation = [&]() -> std::optional<NodeGpus> {
+    auto node = client.Get(Resource::Nodes(), "", "node-1");
+    if (!node) return std::nullopt;
+    auto gpus = NodeGpusOf(*node);
+    if (!gpus.ok()) return std::nullopt;
+    return *gpus;
+  };
+  auto patches = [&] {
+    int n = 0;
+    for (const auto& entry : server.Log())
+      if (entry["method"] == "PATCH" && entry["path"] == "/api/v1/nodes/node-1") ++n;
+    return n;
+  };
+  {
+    LeaseSync sync(dir.path() + "/kubeconfig", root, dir.path() + "/leases.json");
+    std::optional<NodeGpus> published;
+    for (int i = 0; i < 100 && !published; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      published = annotation();
+    }
+    ASSERT_TRUE(published.has_value());
+    EXPECT_EQ(published->node, "node-1");
+    ASSERT_EQ(published->gpus.size(), inv->Gpus().size());
+    for (size_t i = 0; i < inv->Gpus().size(); ++i) {
+      const auto* gpu = inv->Gpus()[i];
+      EXPECT_EQ(published->gpus[i].pci_address, gpu->pci_address);
+      EXPECT_EQ(published->gpus[i].uuid, gpu->gpu_uuid.value_or(""));
+      EXPECT_EQ(published->gpus[i].model, gpu->model);
+      EXPECT_EQ(published->gpus[i].numa_node, gpu->numa_node);
+      EXPECT_EQ(published->gpus[i].upstream_bridges, gpu->upstream_bridges);
+    }
+    EXPECT_TRUE(published->partition_table.is_null());
+    // The merge patch left the Node's other metadata alone.
+    EXPECT_EQ((*client.Get(Resource::Nodes(), "", "node-1"))["metadata"]["labels"]["a"], "b");
+    // Several inventory rounds later: the same GPUs, no second patch.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    EXPECT_EQ(patches(), 1);
+  }
+  {
+    // A restarted agent finds its annotation current and leaves it.
+    LeaseSync sync(dir.path() + "/kubeconfig", root, dir.path() + "/leases.json");
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    EXPECT_EQ(patches(), 1);
+    // Someone else changes the annotation: the next round puts the inventory back.
+    ASSERT_TRUE(
+        client.Patch(Resource::Nodes(), "", "node-1", NodeGpusPatch(NodeGpusAnnotation(NodeGpus{})))
+            .ok());
+    bool restored = false;
+    for (int i = 0; i < 100 && !restored; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto now = annotation();
+      restored = now && now->gpus.size() == inv->Gpus().size();
+    }
+    EXPECT_TRUE(restored);
+    EXPECT_EQ(patches(), 3);  // ours, the other writer's, and the repair
+  }
+}
+
+TEST(NodeGpus, AnnotationRoundTripsAndNamesBadFields) {
+  NodeGpus gpus;
+  gpus.gpus = {{"0000:18:00.0", "GPU-1", "H100", 0, {"0000:17:00.0", "0000:16:00.0"}},
+               {"0000:2a:00.0", "", "H100", 1, {}}};
+  gpus.partition_table = {{"board", "hgx-h100-8gpu"}};
+  auto parsed = ParseNodeGpusAnnotation(NodeGpusAnnotation(gpus));
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(*parsed, gpus);
+  auto bad =
+      ParseNodeGpusAnnotation(R"({"version":1,"gpus":[{"pci":"0000:18:00.0"},{"model":"x"}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("gpus[1].pci"), std::string::npos) << bad.error().message;
+  auto twice = ParseNodeGpusAnnotation(R"({"version":1,"gpus":[{"pci":"a"},{"pci":"a"}]})");
+  ASSERT_FALSE(twice.ok());
+  Json node = {{"metadata", {{"name", "n1"}, {"annotations", {{kNodeGpusAnnotation, "{"}}}}}};
+  auto of = NodeGpusOf(node);
+  ASSERT_FALSE(of.ok());
+  EXPECT_NE(of.error().message.find("node n1"), std::string::npos);
+  EXPECT_FALSE(NodeGpusOf(Json{{"metadata", {{"name", "n2"}}}})->has_value());
 }
 
 }  // namespace

@@ -164,3 +164,35 @@ TEST(FleetPlacement, PolicyNames) {
 
 }  // namespace
 }  // namespace tessera::placement
+
+namespace tessera::placement {
+namespace {
+
+TEST(FleetPlacement, ChooseNodeFollowsAnOutsideLeaseModel) {
+  // Two nodes without tables, 4 and 8 GPUs, whose leases someone else keeps.
+  std::vector<NodeSpec> nodes(2);
+  nodes[0] = {"small", 4, nullptr, nullptr};
+  nodes[1] = {"big", 8, nullptr, nullptr};
+  for (bool cache : {true, false}) {
+    auto created = Fleet::Create(nodes, FleetOptions{cache});
+    ASSERT_TRUE(created.ok()) << created.error().message;
+    Fleet fleet = std::move(*created);
+    // Both whole: binpack breaks the smaller whole node, keeping the 8-GPU node whole.
+    EXPECT_EQ(fleet.ChooseNode(2, Policy::kBinpack), 0);
+    EXPECT_EQ(fleet.free_mask(0), Gpus({0, 1, 2, 3}));  // choosing leases nothing
+    ASSERT_TRUE(fleet.SetFreeMask(0, Gpus({2, 3})).ok());
+    EXPECT_EQ(fleet.state(0, 0), GpuState::kLeased);
+    EXPECT_EQ(fleet.ChooseNode(2, Policy::kBinpack), 0);  // the fuller, already broken node
+    EXPECT_EQ(fleet.ChooseNode(2, Policy::kSpread), 1);   // the emptier one
+    EXPECT_EQ(fleet.ChooseNode(3, Policy::kBinpack), 1);  // does not fit on node 0
+    ASSERT_TRUE(fleet.SetFreeMask(1, 0).ok());
+    EXPECT_EQ(fleet.ChooseNode(3, Policy::kBinpack), -1);
+    ASSERT_TRUE(fleet.SetFreeMask(0, Gpus({0, 1, 2, 3})).ok());
+    EXPECT_EQ(fleet.state(0, 0), GpuState::kFree);
+    EXPECT_FALSE(fleet.SetFreeMask(0, Gpus({4})).ok());
+    EXPECT_FALSE(fleet.SetFreeMask(2, 0).ok());
+  }
+}
+
+}  // namespace
+}  // namespace tessera::placement

@@ -82,6 +82,46 @@ TEST(SqliteStore, MigratesToTheCurrentSchemaAndRefusesANewerOne) {
   EXPECT_NE(store.error().message.find("schema version 99"), std::string::npos);
 }
 
+TEST(SqliteStore, Version2GpusMigrateToThisHostAndNodesKeepTheirOwn) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  // A version 2 database, as the build before fleet placement left it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE tenancies (name TEXT PRIMARY KEY, created_ms INTEGER NOT "
+                         "NULL, doc TEXT NOT NULL);"
+                         "CREATE TABLE containers (id TEXT PRIMARY KEY, tenancy TEXT NOT NULL, "
+                         "state TEXT NOT NULL, created_ms INTEGER NOT NULL, doc TEXT NOT NULL, "
+                         "idempotency_key TEXT NOT NULL DEFAULT '');"
+                         "CREATE TABLE gpus (pci_address TEXT PRIMARY KEY, idx INTEGER NOT NULL, "
+                         "doc TEXT NOT NULL);"
+                         "CREATE TABLE tokens (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, "
+                         "tenancy TEXT NOT NULL, created_ms INTEGER NOT NULL);"
+                         "INSERT INTO gpus VALUES ('0000:18:00.0', 0, "
+                         "'{\"state\":\"quarantined\",\"reason\":\"rom changed\"}');"
+                         "PRAGMA user_version=2;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  GpuRecord on_node;
+  on_node.node = "node-b";
+  on_node.pci_address = "0000:18:00.0";  // the same address on another node: another GPU
+  on_node.state = LeaseState::kActive;
+  ASSERT_TRUE(store->CommitAndWait({on_node}).ok());
+  auto snapshot = store->Load();
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->gpus.size(), 2u);
+  EXPECT_EQ(snapshot->gpus[0].node, "");
+  EXPECT_EQ(snapshot->gpus[0].id(), "0000:18:00.0");
+  EXPECT_EQ(snapshot->gpus[0].state, LeaseState::kQuarantined);
+  EXPECT_EQ(snapshot->gpus[0].reason, "rom changed");
+  EXPECT_EQ(snapshot->gpus[1], on_node);
+  EXPECT_EQ(snapshot->gpus[1].id(), "0000:18:00.0@node-b");
+}
+
 TEST(SqliteStore, ConcurrentCommitsAreGroupedAndAllDurable) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";

@@ -233,6 +233,9 @@ Resource Resource::GpuLeases() {
 Resource Resource::RuntimeClasses() {
   return {"/apis/node.k8s.io/v1", "runtimeclasses", false};
 }
+Resource Resource::Nodes() {
+  return {"/api/v1", "nodes", false};
+}
 Resource Resource::CustomResourceDefinitions() {
   return {"/apis/apiextensions.k8s.io/v1", "customresourcedefinitions", false};
 }
@@ -428,9 +431,11 @@ Result<Json> Client::List(const Resource& resource, const std::string& ns,
 Status Client::WatchOnce(const Resource& resource, const std::string& ns,
                          const std::string& resource_version, const std::string& field_selector,
                          const std::function<bool(const WatchEvent&)>& on_event,
-                         const std::atomic<bool>* stop, std::string* last_version) {
+                         const std::atomic<bool>* stop, std::string* last_version,
+                         const std::string& label_selector) {
   std::string path = resource.Path(ns) + "?watch=1&allowWatchBookmarks=true&resourceVersion=" +
                      UrlEncode(resource_version);
+  if (!label_selector.empty()) path += "&labelSelector=" + UrlEncode(label_selector);
   if (!field_selector.empty()) path += "&fieldSelector=" + UrlEncode(field_selector);
   CurlHandle curl(curl_easy_init());
   if (!curl) return Internal("curl_easy_init failed");
@@ -477,10 +482,10 @@ Status Client::WatchOnce(const Resource& resource, const std::string& ns,
 Status Client::ListWatch(const Resource& resource, const std::string& ns,
                          const std::string& field_selector,
                          const std::function<bool(const WatchEvent&)>& on_event,
-                         const std::atomic<bool>* stop) {
+                         const std::atomic<bool>* stop, const std::string& label_selector) {
   auto backoff = config_.retry.initial_backoff;
   while (!(stop && stop->load())) {
-    auto list = List(resource, ns, "", field_selector);
+    auto list = List(resource, ns, label_selector, field_selector);
     if (!list) {
       if (list.error().category == ErrorCategory::kPermissionDenied) return list.error();
       if (!SleepUnlessStopped(backoff, stop)) break;
@@ -498,7 +503,8 @@ Status Client::ListWatch(const Resource& resource, const std::string& ns,
         if (!more) handler_stop = true;
         return more;
       };
-      auto status = WatchOnce(resource, ns, version, field_selector, wrapped, stop, &version);
+      auto status =
+          WatchOnce(resource, ns, version, field_selector, wrapped, stop, &version, label_selector);
       if (handler_stop) return Ok();
       if (!status) {
         if (last_error_.http_status == 410) break;  // relist

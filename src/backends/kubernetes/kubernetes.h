@@ -79,6 +79,7 @@ struct Resource {
   static Resource GpuLeases();
   static Resource CustomResourceDefinitions();
   static Resource RuntimeClasses();
+  static Resource Nodes();
 };
 
 enum class PatchType { kMerge, kStrategicMerge, kJson };
@@ -124,17 +125,19 @@ class Client {
   // One watch request from `resource_version`: calls `on_event` per event until the server
   // ends the stream (returns Ok with *last_version updated), the handler returns false or
   // `stop` is set (Ok), or the server says 410 Gone (FailedPrecondition, api_error 410).
+  // An empty `ns` of a namespaced resource watches every namespace.
   Status WatchOnce(const Resource& resource, const std::string& ns,
                    const std::string& resource_version, const std::string& field_selector,
                    const std::function<bool(const WatchEvent&)>& on_event,
-                   const std::atomic<bool>* stop, std::string* last_version);
+                   const std::atomic<bool>* stop, std::string* last_version,
+                   const std::string& label_selector = "");
 
   // List then watch forever (until `stop` or the handler returns false): reconnects when the
   // stream ends, relists on 410 Gone, backs off on errors. Emits SYNC after every list.
   Status ListWatch(const Resource& resource, const std::string& ns,
                    const std::string& field_selector,
                    const std::function<bool(const WatchEvent&)>& on_event,
-                   const std::atomic<bool>* stop);
+                   const std::atomic<bool>* stop, const std::string& label_selector = "");
 
   const ApiError& last_error() const { return last_error_; }
   const ClientConfig& config() const { return config_; }
@@ -252,6 +255,40 @@ Json GpuLeaseCrd();
 
 // The node lease file (/run/tessera/leases.json) for `node` from a GpuLease list.
 std::string LeaseFileFor(const Json& gpu_lease_list, const std::string& node);
+
+// ---------------------------------------------------------------- node GPU inventory
+
+// The node agent publishes its node's GPUs on the Node object under this annotation (compact
+// JSON, see NodeGpusAnnotation); the control plane places across every node that has it.
+inline constexpr const char* kNodeGpusAnnotation = "tessera.dev/gpus";
+
+struct NodeGpu {
+  std::string pci_address;  // "0000:18:00.0": with the node name, the GPU's identity
+  std::string uuid;         // "GPU-…" when the NVIDIA driver reports one, else empty
+  std::string model;
+  int numa_node = -1;
+  std::vector<std::string> upstream_bridges;  // nearest first: same-switch scoring
+  friend bool operator==(const NodeGpu&, const NodeGpu&) = default;
+};
+
+struct NodeGpus {
+  std::string node;           // the Node's name (not in the annotation itself)
+  std::vector<NodeGpu> gpus;  // PCI order = topology index on the node
+  // The node's NVLink fabric partition table (as topology::ParsePartitionTable reads it, with
+  // this node's module ID -> PCI address map), when it runs in partition mode; null otherwise.
+  Json partition_table;
+  friend bool operator==(const NodeGpus&, const NodeGpus&) = default;
+};
+
+// {"version":1,"gpus":[{"pci":…,"uuid":…,"model":…,"numa":…,"bridges":[…]}],"partitionTable":…}
+// dumped compactly with sorted keys, so equal inventories give equal text.
+std::string NodeGpusAnnotation(const NodeGpus& gpus);
+// Parses the annotation; errors name the field ("gpus[2].pci: missing").
+Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text);
+// The GPUs a Node object publishes: nullopt without the annotation; an error names the node.
+Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node);
+// The merge patch that sets the annotation on a Node.
+Json NodeGpusPatch(const std::string& annotation);
 
 // ---------------------------------------------------------------- controllers
 

@@ -1,6 +1,7 @@
-// The Kubernetes ContainerBackend. One poller thread follows the Pods of watched containers
-// (GET per Pod per interval: no cluster-wide watch needed, and a restart loses nothing because
-// List() finds the Pods again by label) and drives their GpuLeases to a final state.
+// The Kubernetes ContainerBackend. One list+watch of this instance's Pods (label selector, every
+// namespace, resumed from its resourceVersion and relisted on 410 Gone) finds exits; no Pod is
+// polled. A driver thread hands exits to their callbacks and walks each ended container's
+// GpuLease through the firmware-check Job to a final state.
 #include "backends/kubernetes/kubernetes_backend.h"
 
 #include <spdlog/spdlog.h>
@@ -8,8 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace tessera::backends {
@@ -52,7 +55,10 @@ BackendContainer FromPod(const Json& pod) {
 class KubernetesBackend final : public ContainerBackend {
  public:
   explicit KubernetesBackend(KubernetesBackendOptions options)
-      : options_(std::move(options)), client_(options_.client), poller_([this] { Poll(); }) {
+      : options_(std::move(options)),
+        client_(options_.client),
+        driver_([this] { Drive(); }),
+        pod_watcher_([this] { WatchPods(); }) {
     if (options_.tenancy_controller) controller_ = std::thread([this] { RunTenancyController(); });
   }
 
@@ -62,8 +68,9 @@ class KubernetesBackend final : public ContainerBackend {
       stopping_ = true;
     }
     wake_.notify_all();
-    stop_controller_ = true;
-    poller_.join();
+    stop_watches_ = true;
+    driver_.join();
+    pod_watcher_.join();
     if (controller_.joinable()) controller_.join();
   }
 
@@ -94,7 +101,8 @@ class KubernetesBackend final : public ContainerBackend {
     pod.gpu_resource =
         pod.isolation == k8s::Isolation::kKata ? "nvidia.com/pgpu" : "nvidia.com/gpu";
     pod.gpus = int(std::max(request.gpu_pci_addresses.size(), request.cdi_devices.size()));
-    pod.node = options_.node;
+    // The node the fleet placement chose; without GPUs, the --k8s-node restriction (or any).
+    pod.node = request.node.empty() ? options_.node : request.node;
     pod.lease_name = "lease-" + pod.name;
     // The volumes were checked against the tenancy's entitlements by the control plane; the
     // exports they name become nfs volumes (or PV/PVC pairs) and NFS egress exceptions.
@@ -110,8 +118,8 @@ class KubernetesBackend final : public ContainerBackend {
     pod.nfs_mode = options_.nfs_mode;
     auto built = k8s::BuildPod(pod, entitlements);
     if (!built) return built.error();
-    k8s::LeaseSpec lease{
-        pod.lease_name, request.tenancy, options_.node, request.gpu_pci_addresses, *ns, pod.name};
+    k8s::LeaseSpec lease{pod.lease_name, request.tenancy, pod.node, request.gpu_pci_addresses, *ns,
+                         pod.name};
     std::lock_guard<std::mutex> lock(client_mu_);
     // The tenancy's namespace and isolation policies come first (idempotent).
     if (auto r = k8s::EnsureObject(client_, Resource::Namespaces(), "",
@@ -205,6 +213,41 @@ class KubernetesBackend final : public ContainerBackend {
     return Ok();
   }
 
+  // The lease's verdict: it is walked on (checking, firmware-check Job) here as well, so a lease
+  // whose container ended while the service was down reaches a verdict too.
+  Result<GpuCheckVerdict> AwaitGpuCheck(const std::string& id,
+                                        std::chrono::milliseconds timeout) override {
+    const std::string name = "lease-" + PodNameFor(id);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      {
+        std::lock_guard<std::mutex> lock(client_mu_);
+        auto lease = client_.Get(Resource::GpuLeases(), "", name);
+        if (!lease && lease.error().category == ErrorCategory::kNotFound)
+          return GpuCheckVerdict{false, "GpuLease " + name + " is missing"};
+        if (lease) {
+          auto state = k8s::ReconcileLease(client_, *lease, options_.firmware_check);
+          if (state && *state == "free") return GpuCheckVerdict{true, ""};
+          if (state && *state == "quarantined") {
+            auto now = client_.Get(Resource::GpuLeases(), "", name);
+            std::string reason =
+                now ? (*now).value("status", Json::object()).value("reason", "") : "";
+            return GpuCheckVerdict{
+                false, "GpuLease " + name + " quarantined" + (reason.empty() ? "" : ": " + reason)};
+          }
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        return GpuCheckVerdict{false, "GpuLease " + name + ": no check verdict within " +
+                                          std::to_string(timeout.count()) + " ms"};
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; });
+        if (stopping_) return Unavailable("backend stopping");
+      }
+    }
+  }
+
   Status Stop(const std::string& id, std::chrono::seconds grace) override {
     auto pod = FindPod(id);
     if (!pod) return pod.error();
@@ -269,7 +312,15 @@ class KubernetesBackend final : public ContainerBackend {
   struct Followed {
     std::string ns, pod, lease;
     ExitCallback on_exit;
-    bool exited = false;
+    bool exited = false;     // the exit was seen (queued or delivered)
+    bool delivered = false;  // on_exit ran
+  };
+
+  // What the Pod watch last saw of a Pod of this instance, by fleet ID.
+  struct SeenPod {
+    std::string ns, name;
+    bool deleted = false;
+    BackendContainer state;
   };
 
   Result<Json> StartWithLabels(const k8s::PodRequest& request,
@@ -300,13 +351,16 @@ class KubernetesBackend final : public ContainerBackend {
   }
 
   Result<Json> FindPod(const std::string& id) {
+    // mu_ is never held while taking client_mu_: Start holds client_mu_ and then takes mu_.
+    std::optional<std::pair<std::string, std::string>> known;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = followed_.find(id);
-      if (it != followed_.end()) {
-        std::lock_guard<std::mutex> client_lock(client_mu_);
-        return client_.Get(Resource::Pods(), it->second.ns, it->second.pod);
-      }
+      if (it != followed_.end()) known.emplace(it->second.ns, it->second.pod);
+    }
+    if (known) {
+      std::lock_guard<std::mutex> client_lock(client_mu_);
+      return client_.Get(Resource::Pods(), known->first, known->second);
     }
     std::lock_guard<std::mutex> lock(client_mu_);
     auto pods =
@@ -319,16 +373,105 @@ class KubernetesBackend final : public ContainerBackend {
     return NotFound("container " + id + ": no pod with that ID");
   }
 
+  static std::string IdOf(const Json& pod) {
+    return pod["metadata"].value("annotations", Json::object()).value("tessera.dev/id", "");
+  }
+
+  // Registers the container and, when the Pod watch already saw it end (it may end before its
+  // start returns, or between a restart's List and Watch), queues the exit at once.
   void Follow(const std::string& id, const std::string& ns, const std::string& pod,
               const std::string& lease, ExitCallback on_exit) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       followed_[id] = Followed{ns, pod, lease, std::move(on_exit)};
+      auto seen = seen_.find(id);
+      if (seen != seen_.end()) {
+        if (seen->second.deleted) {
+          QueueExitLocked(id, ExitInfo{std::nullopt, true, "pod " + ns + "/" + pod + " vanished"});
+        } else if (seen->second.state.state == BackendState::kExited) {
+          QueueExitLocked(id, ExitInfo{seen->second.state.exit_code, false, ""});
+        }
+      }
     }
     wake_.notify_all();
   }
 
-  // Own client: the watch runs in this thread while the poller uses client_.
+  // mu_ held. The first exit of a followed container is queued for the driver thread, which runs
+  // the callback (the watch thread must keep reading its stream).
+  void QueueExitLocked(const std::string& id, ExitInfo info) {
+    auto it = followed_.find(id);
+    if (it == followed_.end() || it->second.exited) return;
+    it->second.exited = true;
+    exits_.emplace_back(id, std::move(info));
+  }
+
+  // mu_ held. One Pod as the watch reports it.
+  void SeePodLocked(const Json& pod, bool deleted) {
+    std::string id = IdOf(pod);
+    if (id.empty()) return;
+    SeenPod seen{pod["metadata"].value("namespace", ""), pod["metadata"].value("name", ""), deleted,
+                 FromPod(pod)};
+    if (deleted) {
+      if (seen.state.state == BackendState::kExited) {
+        QueueExitLocked(id, ExitInfo{seen.state.exit_code, false, ""});
+      } else {
+        QueueExitLocked(
+            id, ExitInfo{std::nullopt, true, "pod " + seen.ns + "/" + seen.name + " vanished"});
+      }
+    } else if (seen.state.state == BackendState::kExited) {
+      QueueExitLocked(id, ExitInfo{seen.state.exit_code, false, ""});
+    }
+    seen_[id] = std::move(seen);
+  }
+
+  // The Pod watch: one list+watch of every Pod labelled with this instance, in every namespace.
+  // Own client: the watch holds its connection open for as long as the server keeps it.
+  void WatchPods() {
+    k8s::Client client(options_.client);
+    const std::string selector = std::string(kInstanceLabel) + "=" + options_.instance;
+    while (!stop_watches_) {
+      auto status = client.ListWatch(
+          Resource::Pods(), "", "",
+          [&](const k8s::WatchEvent& event) {
+            if (event.type == "SYNC") {
+              // A (re)list: events may have been missed (410 Gone), so the list is the truth.
+              std::vector<std::pair<std::string, Followed>> unseen;
+              {
+                std::lock_guard<std::mutex> lock(mu_);
+                seen_.clear();
+                for (const auto& pod : event.object.value("items", Json::array()))
+                  SeePodLocked(pod, false);
+                for (const auto& [id, f] : followed_)
+                  if (!f.exited && !seen_.count(id)) unseen.emplace_back(id, f);
+              }
+              // Followed but not listed: gone, or created after the list was taken. Ask.
+              for (const auto& [id, f] : unseen) {
+                auto pod = client.Get(Resource::Pods(), f.ns, f.pod);
+                std::lock_guard<std::mutex> lock(mu_);
+                if (pod) {
+                  SeePodLocked(*pod, false);
+                } else if (pod.error().category == ErrorCategory::kNotFound) {
+                  QueueExitLocked(
+                      id, ExitInfo{std::nullopt, true, "pod " + f.ns + "/" + f.pod + " vanished"});
+                }
+              }
+            } else if (event.type == "ADDED" || event.type == "MODIFIED" ||
+                       event.type == "DELETED") {
+              std::lock_guard<std::mutex> lock(mu_);
+              SeePodLocked(event.object, event.type == "DELETED");
+            }
+            wake_.notify_all();
+            return !stop_watches_.load();
+          },
+          &stop_watches_, selector);
+      if (!status) {
+        spdlog::warn("pod watch: {}", status.error().message);
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+    }
+  }
+
+  // Own client: the watch runs in this thread while the driver uses client_.
   void RunTenancyController() {
     k8s::Client client(options_.client);
     k8s::TenancyControllerOptions reconcile{options_.cilium, options_.nfs_mode};
@@ -338,13 +481,13 @@ class KubernetesBackend final : public ContainerBackend {
         spdlog::warn("tenancy {}: {}", tenancy["metadata"].value("name", ""),
                      status.error().message);
     };
-    while (!stop_controller_) {
+    while (!stop_watches_) {
       // One round: list (reconciling everything), then watch until the resync interval ends;
       // the next round relists, which repairs drift nobody was told about.
       std::atomic<bool> round_over{false};
       std::thread timer([&] {
         auto until = std::chrono::steady_clock::now() + options_.tenancy_resync;
-        while (std::chrono::steady_clock::now() < until && !stop_controller_)
+        while (std::chrono::steady_clock::now() < until && !stop_watches_)
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         round_over = true;
       });
@@ -365,56 +508,49 @@ class KubernetesBackend final : public ContainerBackend {
     }
   }
 
-  void Poll() {
+  // Delivers queued exits, then walks the GpuLease of every ended container one step (checking
+  // with a firmware-check Job, then free or quarantined) each `lease_interval`.
+  void Drive() {
     std::unique_lock<std::mutex> lock(mu_);
+    auto next_walk = std::chrono::steady_clock::now();
     while (!stopping_) {
-      wake_.wait_for(lock, options_.poll_interval);
+      wake_.wait_until(lock, next_walk, [this] { return stopping_ || !exits_.empty(); });
       if (stopping_) break;
-      auto snapshot = followed_;
+      auto exits = std::move(exits_);
+      exits_.clear();
       lock.unlock();
-      std::vector<std::pair<std::string, ExitInfo>> ended;
-      std::vector<std::string> done;
-      for (auto& [id, f] : snapshot) {
-        std::lock_guard<std::mutex> client_lock(client_mu_);
-        bool exited = f.exited;
-        if (!exited) {
-          auto pod = client_.Get(Resource::Pods(), f.ns, f.pod);
-          if (!pod && pod.error().category == ErrorCategory::kNotFound) {
-            ended.push_back(
-                {id, ExitInfo{std::nullopt, true, "pod " + f.ns + "/" + f.pod + " vanished"}});
-            exited = true;
-          } else if (pod) {
-            BackendContainer c = FromPod(*pod);
-            if (c.state == BackendState::kExited) {
-              ended.push_back({id, ExitInfo{c.exit_code, false, ""}});
-              exited = true;
-            }
-          }
-        }
-        // After the exit, walk the lease to checking (firmware-check Job) and on to a final state.
-        if (exited && !f.lease.empty()) {
-          auto lease = client_.Get(Resource::GpuLeases(), "", f.lease);
-          if (lease) {
-            auto state = k8s::ReconcileLease(client_, *lease, options_.firmware_check);
-            if (state && (*state == "free" || *state == "quarantined")) done.push_back(id);
-          }
-        }
-      }
-      for (auto& [id, info] : ended) {
+      bool delivered = false;
+      for (auto& [id, info] : exits) {
         ExitCallback callback;
         {
           std::lock_guard<std::mutex> relock(mu_);
           auto it = followed_.find(id);
-          if (it == followed_.end() || it->second.exited) continue;
-          it->second.exited = true;
+          if (it == followed_.end() || it->second.delivered) continue;
+          it->second.delivered = true;
           callback = it->second.on_exit;
         }
+        delivered = true;
         if (callback) callback(id, info);
+      }
+      lock.lock();
+      if (!delivered && std::chrono::steady_clock::now() < next_walk) continue;
+      next_walk = std::chrono::steady_clock::now() + options_.lease_interval;
+      std::vector<std::pair<std::string, std::string>> leases;  // id, lease
+      for (const auto& [id, f] : followed_)
+        if (f.delivered && !f.lease.empty()) leases.emplace_back(id, f.lease);
+      lock.unlock();
+      std::vector<std::string> done;
+      for (const auto& [id, name] : leases) {
+        std::lock_guard<std::mutex> client_lock(client_mu_);
+        auto lease = client_.Get(Resource::GpuLeases(), "", name);
+        if (!lease) continue;
+        auto state = k8s::ReconcileLease(client_, *lease, options_.firmware_check);
+        if (state && (*state == "free" || *state == "quarantined")) done.push_back(id);
       }
       lock.lock();
       for (const auto& id : done) {
         auto it = followed_.find(id);
-        if (it != followed_.end() && it->second.exited) it->second.lease.clear();
+        if (it != followed_.end()) it->second.lease.clear();
       }
     }
   }
@@ -422,17 +558,86 @@ class KubernetesBackend final : public ContainerBackend {
   KubernetesBackendOptions options_;
   mutable std::mutex client_mu_;  // guards client_ (its last_error_)
   mutable k8s::Client client_;
-  std::mutex mu_;  // guards followed_, stopping_, entitlements_
+  std::mutex mu_;  // guards followed_, seen_, exits_, stopping_, entitlements_
   std::map<std::string, std::vector<k8s::NfsEntitlement>> entitlements_;  // by tenancy
   std::condition_variable wake_;
-  std::map<std::string, Followed> followed_;
+  std::map<std::string, Followed> followed_;  // by fleet ID
+  std::map<std::string, SeenPod> seen_;       // by fleet ID, from the Pod watch
+  std::deque<std::pair<std::string, ExitInfo>> exits_;
   bool stopping_ = false;
-  std::atomic<bool> stop_controller_{false};
-  std::thread poller_;
+  std::atomic<bool> stop_watches_{false};  // Pod watch and tenancy controller
+  std::thread driver_;
+  std::thread pod_watcher_;
   std::thread controller_;
 };
 
+class NodeGpuWatchImpl final : public NodeGpuWatch {
+ public:
+  NodeGpuWatchImpl(k8s::ClientConfig config,
+                   std::function<void(const std::vector<k8s::NodeGpus>&)> on_change)
+      : client_(std::move(config)), on_change_(std::move(on_change)), thread_([this] { Run(); }) {}
+  ~NodeGpuWatchImpl() override {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  void Run() {
+    std::map<std::string, k8s::NodeGpus> nodes;  // by name, those that publish GPUs
+    bool synced = false;
+    auto see = [&](const Json& node, bool deleted) {
+      std::string name = node["metadata"].value("name", "");
+      auto gpus = k8s::NodeGpusOf(node);
+      if (!gpus) spdlog::warn("{}", gpus.error().message);
+      if (deleted || !gpus || !gpus->has_value()) return nodes.erase(name) > 0;
+      auto it = nodes.find(name);
+      if (it != nodes.end() && it->second == **gpus) return false;
+      nodes[name] = std::move(**gpus);
+      return true;
+    };
+    while (!stop_) {
+      auto status = client_.ListWatch(
+          Resource::Nodes(), "", "",
+          [&](const k8s::WatchEvent& event) {
+            bool changed = false;
+            if (event.type == "SYNC") {
+              nodes.clear();
+              for (const auto& node : event.object.value("items", Json::array()))
+                see(node, false);
+              changed = synced = true;
+            } else if (event.type == "ADDED" || event.type == "MODIFIED" ||
+                       event.type == "DELETED") {
+              changed = see(event.object, event.type == "DELETED");
+            }
+            if (changed && synced) {
+              std::vector<k8s::NodeGpus> list;
+              for (const auto& [name, gpus] : nodes)
+                list.push_back(gpus);
+              on_change_(list);
+            }
+            return !stop_.load();
+          },
+          &stop_);
+      if (!status) {
+        spdlog::warn("node watch: {}", status.error().message);
+        for (int i = 0; i < 20 && !stop_; ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+
+  k8s::Client client_;
+  std::function<void(const std::vector<k8s::NodeGpus>&)> on_change_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
+
+std::unique_ptr<NodeGpuWatch> StartNodeGpuWatch(
+    k8s::ClientConfig config, std::function<void(const std::vector<k8s::NodeGpus>&)> on_change) {
+  return std::make_unique<NodeGpuWatchImpl>(std::move(config), std::move(on_change));
+}
 
 std::string PodNameFor(const std::string& id) {
   std::string name = "tessera-";

@@ -1,11 +1,14 @@
 // ContainerBackend over the Kubernetes API (tessera serve --backend kubernetes): a container is
-// a Pod in its tenancy's namespace with a GpuLease created first; exits are found by polling the
-// Pod, and the lease then goes through the firmware-check Job to free or quarantined.
+// a Pod in its tenancy's namespace with a GpuLease created first; exits come from one list+watch
+// of the instance's Pods, and the lease then goes through the firmware-check Job to free or
+// quarantined.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/kubernetes/kubernetes.h"
@@ -18,7 +21,9 @@ struct KubernetesBackendOptions {
   std::string node;                  // node the GPUs are on (node affinity); empty: any
   bool cilium = false;               // also create a CiliumNetworkPolicy per tenancy
   k8s::FirmwareCheckOptions firmware_check;
-  std::chrono::milliseconds poll_interval{1000};
+  // How often the GpuLease of an ended container is walked on (its firmware-check Job read).
+  // Pods are never polled: their exits come from the Pod watch.
+  std::chrono::milliseconds lease_interval{1000};
   // Run the tenancy controller: list+watch Tenancy objects and reconcile each (namespace,
   // network policies, NFS PV/PVCs in pv mode, status Ready); everything is relisted and
   // reconciled again every `tenancy_resync` to repair drift.
@@ -28,6 +33,17 @@ struct KubernetesBackendOptions {
 };
 
 std::unique_ptr<ContainerBackend> CreateKubernetesBackend(KubernetesBackendOptions options);
+
+// Follows the cluster's Nodes (one list+watch, relisted on 410 Gone) and calls `on_change`, from
+// its own thread, with every node that publishes GPUs (annotation tessera.dev/gpus) after each
+// (re)list and whenever that set changes. A node whose annotation does not parse is left out
+// (logged). Stops when destroyed.
+class NodeGpuWatch {
+ public:
+  virtual ~NodeGpuWatch() = default;
+};
+std::unique_ptr<NodeGpuWatch> StartNodeGpuWatch(
+    k8s::ClientConfig config, std::function<void(const std::vector<k8s::NodeGpus>&)> on_change);
 
 // Pod name for a fleet container ID ("tessera-" + the ID lower-cased, DNS-1123 safe).
 std::string PodNameFor(const std::string& id);

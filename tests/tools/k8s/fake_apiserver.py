@@ -227,6 +227,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def watch(self, collection, query):
         since = int(query.get("resourceVersion", ["0"])[0] or 0)
+        selector = query.get("labelSelector", [""])[0]
+        want = dict(p.split("=", 1) for p in selector.split(",") if "=" in p)
+        # Like a list, a watch without a namespace spans every namespace (GET /api/v1/pods?watch=1).
+        prefix, plural_name = collection.rsplit("/", 1)
+        across = re.compile(re.escape(prefix) + r"/namespaces/[^/]+/" + re.escape(plural_name) + "$")
+
+        def matches(c, obj):
+            if c != collection and ("/namespaces/" in collection or not across.match(c)):
+                return False
+            labels = obj.get("metadata", {}).get("labels", {}) or {}
+            return all(labels.get(k) == v for k, v in want.items())
+
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -243,7 +255,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 sent = since
                 while True:
                     for rv, c, kind, obj in EVENTS:
-                        if rv > sent and c == collection:
+                        if rv > sent and matches(c, obj):
                             self.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                             sent = rv
                     sent = max(sent, STATE["rv"]) if sent else STATE["rv"]

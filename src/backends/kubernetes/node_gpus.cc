@@ -1,0 +1,85 @@
+// The node GPU inventory annotation: what the node agent publishes on its Node and what the
+// control plane places from. Pure: values in, text or JSON out.
+#include "backends/kubernetes/kubernetes.h"
+
+namespace tessera::k8s {
+
+std::string NodeGpusAnnotation(const NodeGpus& gpus) {
+  Json list = Json::array();
+  for (const auto& gpu : gpus.gpus) {
+    Json item = {{"pci", gpu.pci_address}, {"model", gpu.model}, {"numa", gpu.numa_node}};
+    if (!gpu.uuid.empty()) item["uuid"] = gpu.uuid;
+    if (!gpu.upstream_bridges.empty()) item["bridges"] = gpu.upstream_bridges;
+    list.push_back(std::move(item));
+  }
+  Json doc = {{"version", 1}, {"gpus", std::move(list)}};
+  if (!gpus.partition_table.is_null()) doc["partitionTable"] = gpus.partition_table;
+  // nlohmann::json objects keep their keys sorted: equal inventories dump to equal text.
+  return doc.dump();
+}
+
+Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text) {
+  Json doc = Json::parse(text, nullptr, false);
+  if (!doc.is_object()) return InvalidArgument("not a JSON object");
+  if (doc.value("version", 0) != 1)
+    return InvalidArgument("version: " + doc.value("version", Json()).dump() + " (want 1)");
+  if (!doc.contains("gpus") || !doc["gpus"].is_array()) return InvalidArgument("gpus: missing");
+  NodeGpus out;
+  for (size_t i = 0; i < doc["gpus"].size(); ++i) {
+    const Json& item = doc["gpus"][i];
+    const std::string where = "gpus[" + std::to_string(i) + "]";
+    if (!item.is_object()) return InvalidArgument(where + ": not an object");
+    NodeGpu gpu;
+    if (!item.contains("pci") || !item["pci"].is_string() || item["pci"].get<std::string>().empty())
+      return InvalidArgument(where + ".pci: missing");
+    gpu.pci_address = item["pci"].get<std::string>();
+    if (item.contains("uuid") && !item["uuid"].is_string())
+      return InvalidArgument(where + ".uuid: not a string");
+    gpu.uuid = item.value("uuid", "");
+    if (item.contains("model") && !item["model"].is_string())
+      return InvalidArgument(where + ".model: not a string");
+    gpu.model = item.value("model", "");
+    if (item.contains("numa") && !item["numa"].is_number_integer())
+      return InvalidArgument(where + ".numa: not an integer");
+    gpu.numa_node = item.value("numa", -1);
+    if (item.contains("bridges")) {
+      if (!item["bridges"].is_array()) return InvalidArgument(where + ".bridges: not an array");
+      for (const auto& bridge : item["bridges"]) {
+        if (!bridge.is_string()) return InvalidArgument(where + ".bridges: not strings");
+        gpu.upstream_bridges.push_back(bridge.get<std::string>());
+      }
+    }
+    for (const auto& seen : out.gpus)
+      if (seen.pci_address == gpu.pci_address)
+        return InvalidArgument(where + ".pci: " + gpu.pci_address + " listed twice");
+    out.gpus.push_back(std::move(gpu));
+  }
+  if (doc.contains("partitionTable")) {
+    if (!doc["partitionTable"].is_object()) return InvalidArgument("partitionTable: not an object");
+    out.partition_table = doc["partitionTable"];
+  }
+  return out;
+}
+
+Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node) {
+  const Json metadata = node.value("metadata", Json::object());
+  const std::string name = metadata.value("name", "");
+  const Json annotations = metadata.value("annotations", Json::object());
+  if (!annotations.is_object() || !annotations.contains(kNodeGpusAnnotation))
+    return std::optional<NodeGpus>();
+  const Json& value = annotations[kNodeGpusAnnotation];
+  if (!value.is_string())
+    return InvalidArgument("node " + name + ": annotation " + kNodeGpusAnnotation +
+                           ": not a string");
+  auto parsed = ParseNodeGpusAnnotation(value.get<std::string>());
+  if (!parsed)
+    return parsed.error().WithContext("node " + name + ": annotation " + kNodeGpusAnnotation);
+  parsed->node = name;
+  return std::optional<NodeGpus>(std::move(*parsed));
+}
+
+Json NodeGpusPatch(const std::string& annotation) {
+  return {{"metadata", {{"annotations", {{kNodeGpusAnnotation, annotation}}}}}};
+}
+
+}  // namespace tessera::k8s
