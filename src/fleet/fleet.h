@@ -197,7 +197,8 @@ struct StoreStats {
   uint64_t groups = 0;     // transactions committed
   uint64_t mutations = 0;  // records written
   uint64_t largest_group = 0;
-  uint64_t checkpoints = 0;  // background WAL checkpoints run
+  uint64_t checkpoints = 0;          // background WAL checkpoints run
+  uint64_t checkpointed_frames = 0;  // WAL frames they copied into the database
 };
 
 class Store {

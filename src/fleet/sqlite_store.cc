@@ -263,12 +263,24 @@ class SqliteStore final : public Store {
       return s;
     if (auto s = delete_tokens_.Prepare(db_, "DELETE FROM tokens WHERE tenancy = ?1"); !s) return s;
     if (options_.background_checkpoint) {
-      if (auto status = Exec("PRAGMA wal_autocheckpoint=0"); !status) return status;
+      // The WAL file keeps its largest size after restarting; cap what it keeps on disk.
+      if (auto status = Exec("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864");
+          !status)
+        return status;
       if (sqlite3_open_v2(options_.path.c_str(), &checkpoint_db_,
                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
         return Unavailable("open store " + options_.path + " for checkpoints: " +
                            (checkpoint_db_ ? sqlite3_errmsg(checkpoint_db_) : "out of memory"));
       sqlite3_busy_timeout(checkpoint_db_, 5000);
+      // A connection checkpoints only once it has seen the database is in WAL mode; until then
+      // sqlite3_wal_checkpoint_v2 does nothing and says so only through its frame counts (-1).
+      char* error = nullptr;
+      if (sqlite3_exec(checkpoint_db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, &error) !=
+          SQLITE_OK) {
+        std::string message = error ? error : "unknown error";
+        sqlite3_free(error);
+        return Unavailable("store " + options_.path + ": checkpoint connection: " + message);
+      }
       // Called after each commit with the WAL's size in pages.
       sqlite3_wal_hook(
           db_,
@@ -450,6 +462,8 @@ class SqliteStore final : public Store {
 
   // SQLite's own threshold for its automatic checkpoint.
   static constexpr int kCheckpointPages = 1000;
+  // WAL size (frames of one page) past which a checkpoint briefly holds the writer to finish.
+  static constexpr int kRestartFrames = 4000;
 
   void OnWalGrew(int pages) {
     if (pages < kCheckpointPages) return;
@@ -470,12 +484,25 @@ class SqliteStore final : public Store {
       }
       // PASSIVE: copies what no reader still needs and never blocks the writer; the writer
       // starts the WAL over once a checkpoint has copied all of it.
+      int wal_frames = -1, copied_frames = -1;
       int rc = sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE,
-                                         nullptr, nullptr);
+                                         &wal_frames, &copied_frames);
       if (rc != SQLITE_OK && rc != SQLITE_BUSY)
         spdlog::warn("store {}: checkpoint: {}", options_.path, sqlite3_errmsg(checkpoint_db_));
+      int copied = copied_frames;
+      if (rc == SQLITE_OK && wal_frames >= kRestartFrames && copied_frames < wal_frames) {
+        // Under steady writes a passive checkpoint never catches up (each commit adds frames
+        // while it copies), and the WAL restarts from its beginning only after a complete one:
+        // it would grow without bound. Hold the writer for the short tail (most frames are
+        // copied already) so this checkpoint completes and the next commit restarts the WAL.
+        std::lock_guard db_lock(db_mutex_);
+        rc = sqlite3_wal_checkpoint_v2(checkpoint_db_, nullptr, SQLITE_CHECKPOINT_PASSIVE,
+                                       &wal_frames, &copied_frames);
+        if (copied_frames > copied) copied = copied_frames;
+      }
       std::lock_guard lock(mutex_);
       stats_.checkpoints++;
+      if (copied > 0) stats_.checkpointed_frames += static_cast<uint64_t>(copied);
     }
   }
 
@@ -541,8 +568,8 @@ class SqliteStore final : public Store {
   bool stopping_ = false;
   StoreStats stats_;
   std::thread writer_;
-  sqlite3* checkpoint_db_ = nullptr;    // the checkpointer's own connection
-  bool checkpoint_wanted_ = false;      // guarded by mutex_
+  sqlite3* checkpoint_db_ = nullptr;  // the checkpointer's own connection
+  bool checkpoint_wanted_ = false;    // guarded by mutex_
   std::condition_variable checkpoint_wake_;
   std::thread checkpointer_;
 };

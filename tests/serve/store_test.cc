@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "fleet/fleet.h"
@@ -151,6 +152,40 @@ TEST(SqliteStore, ConcurrentCommitsAreGroupedAndAllDurable) {
   store.reset();
   auto reopened = Open(path);
   EXPECT_EQ(reopened->Load()->containers.size(), static_cast<size_t>(kThreads * kEach));
+}
+
+TEST(SqliteStore, TheCheckpointThreadCopiesTheWalIntoTheDatabaseWhileCommitsGoOn) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  // Well past SQLite's 1000-page mark: about 4 KiB per record, one page each or more.
+  const std::string big(4000, 'x');
+  for (int group = 0; group < 60; ++group) {
+    std::vector<Mutation> mutations;
+    for (int i = 0; i < 40; ++i) {
+      ContainerRecord c;
+      c.id = "c-" + std::to_string(group) + "-" + std::to_string(i);
+      c.spec.tenancy = "t";
+      c.spec.image = "x";
+      c.spec.env["PAD"] = big;
+      mutations.push_back(c);
+    }
+    ASSERT_TRUE(store->CommitAndWait(std::move(mutations)).ok());
+  }
+  // The database file itself fills (the WAL's frames were copied back), without any commit
+  // having run a checkpoint (wal_autocheckpoint=0 on the writer).
+  uintmax_t db_size = 0;
+  for (int i = 0; i < 500 && db_size < 4u << 20; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    db_size = std::filesystem::file_size(path);
+  }
+  EXPECT_GE(db_size, 4u << 20);
+  auto stats = store->stats();
+  EXPECT_GT(stats.checkpoints, 0u);
+  EXPECT_GT(stats.checkpointed_frames, 1000u);
+  store.reset();
+  EXPECT_EQ(Open(path)->Load()->containers.size(), 60u * 40u);
 }
 
 TEST(LeaseStateMachine, FollowsTheDocumentedPathsOnly) {
