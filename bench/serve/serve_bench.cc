@@ -175,12 +175,14 @@ void RunVersusPodman(int runs) {
   std::string token_file = serve.data_dir() + "/admin.token";
   std::string server = "http://127.0.0.1:" + std::to_string(serve.port());
   // The same container both ways: runc, one GPU through CDI, `true`.
-  auto bare = bench::TimeProcess({"/usr/bin/podman", "run", "--rm", "--runtime=runc",
-                                  "--device=" + device, podman.image(), "true"},
-                                 runs, 2);
-  auto through = bench::TimeProcess({tessera, "run", "--server", server, "--token-file", token_file,
-                                     "--gpus", "1", podman.image(), "true"},
-                                    runs, 2);
+  auto timings =
+      bench::TimeProcessesInterleaved({{"/usr/bin/podman", "run", "--rm", "--runtime=runc",
+                                        "--device=" + device, podman.image(), "true"},
+                                       {tessera, "run", "--server", server, "--token-file",
+                                        token_file, "--gpus", "1", podman.image(), "true"}},
+                                      runs, 2);
+  const auto& bare = timings[0];
+  const auto& through = timings[1];
   std::printf("== one container with 1 GPU (runc, CDI %s), %d runs each\n", device.c_str(), runs);
   std::printf("%s\n", bench::FormatTimings("podman run", bare).c_str());
   std::printf("%s\n", bench::FormatTimings("tessera run", through).c_str());

@@ -34,29 +34,52 @@ bool RunOnce(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int warmup) {
+namespace {
+
+ProcessTimings Summarize(std::vector<double> samples, int failures) {
   ProcessTimings t;
-  for (int i = 0; i < warmup; ++i)
-    RunOnce(argv);
-  std::vector<double> samples;
-  for (int i = 0; i < runs; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    bool ok = RunOnce(argv);
-    auto end = std::chrono::steady_clock::now();
-    if (!ok) ++t.failures;
-    samples.push_back(std::chrono::duration<double, std::milli>(end - start).count());
-  }
   std::sort(samples.begin(), samples.end());
   auto at = [&](double q) {
     return samples[std::min(samples.size() - 1, size_t(q * samples.size()))];
   };
-  t.runs = runs;
+  t.runs = static_cast<int>(samples.size());
+  t.failures = failures;
   t.min_ms = samples.front();
   t.p50_ms = at(0.50);
   t.p90_ms = at(0.90);
   t.p99_ms = at(0.99);
   t.max_ms = samples.back();
   return t;
+}
+
+}  // namespace
+
+std::vector<ProcessTimings> TimeProcessesInterleaved(
+    const std::vector<std::vector<std::string>>& commands, int runs, int warmup) {
+  for (int i = 0; i < warmup; ++i)
+    for (const auto& argv : commands)
+      RunOnce(argv);
+  std::vector<std::vector<double>> samples(commands.size());
+  std::vector<int> failures(commands.size(), 0);
+  for (int i = 0; i < runs; ++i) {
+    for (size_t c = 0; c < commands.size(); ++c) {
+      // Alternate which command goes first, so neither always follows the other.
+      size_t which = i % 2 == 0 ? c : commands.size() - 1 - c;
+      auto start = std::chrono::steady_clock::now();
+      bool ok = RunOnce(commands[which]);
+      auto end = std::chrono::steady_clock::now();
+      if (!ok) ++failures[which];
+      samples[which].push_back(std::chrono::duration<double, std::milli>(end - start).count());
+    }
+  }
+  std::vector<ProcessTimings> out;
+  for (size_t c = 0; c < commands.size(); ++c)
+    out.push_back(Summarize(std::move(samples[c]), failures[c]));
+  return out;
+}
+
+ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int warmup) {
+  return TimeProcessesInterleaved({argv}, runs, warmup).front();
 }
 
 std::string FormatTimings(const std::string& name, const ProcessTimings& t) {

@@ -15,6 +15,10 @@ struct ProcessTimings {
 
 // Runs argv `runs` times with stdout/stderr to /dev/null after `warmup` untimed runs.
 ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int warmup = 5);
+// Several commands timed in turns (run i of each before run i+1 of any), so drift in the
+// machine's load falls on all of them alike.
+std::vector<ProcessTimings> TimeProcessesInterleaved(
+    const std::vector<std::vector<std::string>>& commands, int runs, int warmup = 5);
 
 // "name: min 1.23 ms, p50 …" on one line.
 std::string FormatTimings(const std::string& name, const ProcessTimings& timings);
