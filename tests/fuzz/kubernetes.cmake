@@ -1,1 +1,2 @@
 tessera_add_fuzzer(kubeconfig ${CMAKE_CURRENT_LIST_DIR}/kubernetes_kubeconfig.cc tessera_k8s)
+tessera_add_fuzzer(node_gpus ${CMAKE_CURRENT_LIST_DIR}/kubernetes_node_gpus.cc tessera_k8s)

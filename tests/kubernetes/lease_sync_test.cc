@@ -210,6 +210,20 @@ TEST(NodeGpus, AnnotationRoundTripsAndNamesBadFields) {
   ASSERT_FALSE(of.ok());
   EXPECT_NE(of.error().message.find("node n1"), std::string::npos);
   EXPECT_FALSE(NodeGpusOf(Json{{"metadata", {{"name", "n2"}}}})->has_value());
+  // Wrong types are errors naming the field, never exceptions (inputs found by fuzzing).
+  for (const char* text : {R"({"version":[1],"gpus":[]})", R"({"version":1e300,"gpus":[]})",
+                           R"({"version":"1","gpus":[]})"}) {
+    auto wrong = ParseNodeGpusAnnotation(text);
+    ASSERT_FALSE(wrong.ok()) << text;
+    EXPECT_NE(wrong.error().message.find("version"), std::string::npos) << text;
+  }
+  auto numa = ParseNodeGpusAnnotation(R"({"version":1,"gpus":[{"pci":"a","numa":1e9}]})");
+  ASSERT_FALSE(numa.ok());
+  EXPECT_NE(numa.error().message.find("gpus[0].numa"), std::string::npos);
+  EXPECT_FALSE(NodeGpusOf(Json::array()).ok());
+  auto unnamed = NodeGpusOf(Json{{"metadata", {{"name", 7}}}});  // no annotation: nothing
+  ASSERT_TRUE(unnamed.ok());
+  EXPECT_FALSE(unnamed->has_value());
 }
 
 }  // namespace

@@ -21,8 +21,12 @@ std::string NodeGpusAnnotation(const NodeGpus& gpus) {
 Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text) {
   Json doc = Json::parse(text, nullptr, false);
   if (!doc.is_object()) return InvalidArgument("not a JSON object");
-  if (doc.value("version", 0) != 1)
-    return InvalidArgument("version: " + doc.value("version", Json()).dump() + " (want 1)");
+  // Checked as an integer before it is read as one: value<int>() of an array throws, and of
+  // 1e300 is undefined behaviour (found by fuzz_node_gpus).
+  if (!doc.contains("version") || !doc["version"].is_number_integer() ||
+      doc["version"].get<int64_t>() != 1)
+    return InvalidArgument(
+        "version: " + (doc.contains("version") ? doc["version"].dump() : "missing") + " (want 1)");
   if (!doc.contains("gpus") || !doc["gpus"].is_array()) return InvalidArgument("gpus: missing");
   NodeGpus out;
   for (size_t i = 0; i < doc["gpus"].size(); ++i) {
@@ -39,9 +43,12 @@ Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text) {
     if (item.contains("model") && !item["model"].is_string())
       return InvalidArgument(where + ".model: not a string");
     gpu.model = item.value("model", "");
-    if (item.contains("numa") && !item["numa"].is_number_integer())
-      return InvalidArgument(where + ".numa: not an integer");
-    gpu.numa_node = item.value("numa", -1);
+    if (item.contains("numa")) {
+      const Json& numa = item["numa"];
+      if (!numa.is_number_integer() || numa.get<int64_t>() < -1 || numa.get<int64_t>() > 4095)
+        return InvalidArgument(where + ".numa: not an integer from -1 to 4095");
+      gpu.numa_node = static_cast<int>(numa.get<int64_t>());
+    }
     if (item.contains("bridges")) {
       if (!item["bridges"].is_array()) return InvalidArgument(where + ".bridges: not an array");
       for (const auto& bridge : item["bridges"]) {
@@ -62,9 +69,15 @@ Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text) {
 }
 
 Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node) {
-  const Json metadata = node.value("metadata", Json::object());
-  const std::string name = metadata.value("name", "");
-  const Json annotations = metadata.value("annotations", Json::object());
+  // What the API server sends is read with type checks: value() throws on a wrong type.
+  if (!node.is_object() || !node.contains("metadata") || !node["metadata"].is_object())
+    return InvalidArgument("node: no metadata");
+  const Json& metadata = node["metadata"];
+  const std::string name = metadata.contains("name") && metadata["name"].is_string()
+                               ? metadata["name"].get<std::string>()
+                               : "";
+  const Json annotations =
+      metadata.contains("annotations") ? metadata["annotations"] : Json::object();
   if (!annotations.is_object() || !annotations.contains(kNodeGpusAnnotation))
     return std::optional<NodeGpus>();
   const Json& value = annotations[kNodeGpusAnnotation];
