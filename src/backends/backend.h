@@ -116,7 +116,8 @@ class ContainerBackend {
   }
   // The post-lease check of GPUs on another node, which the service cannot read itself: waits up
   // to `timeout` for the backend's verdict on the GPUs container `id` held (Kubernetes: the
-  // firmware-check Job of its GpuLease). Unimplemented where the backend runs no such check.
+  // firmware-check Job of its GpuLease). Backends that run no check of their own (local, null)
+  // only place GPUs the service reads itself, so the service never asks them.
   virtual Result<GpuCheckVerdict> AwaitGpuCheck(const std::string& id,
                                                 std::chrono::milliseconds timeout) {
     (void)id;

@@ -79,13 +79,7 @@ class DashboardInChromium : public ::testing::Test {
     image_ = podman.image();
     kind_ = UniqueTestKind("gpu");
     instance_ = "dash-" + std::to_string(::getpid()) + "-" + kind_.substr(kind_.rfind('-') + 1);
-    // Option ROMs for every GPU: the firmware check's baseline, so released GPUs come back free.
-    for (const auto& entry : fs::directory_iterator(host_.root() + "/sys/bus/pci/devices")) {
-      std::string class_code = Trimmed(ReadText(entry.path().string() + "/class"));
-      if (class_code.rfind("0x0302", 0) == 0 || class_code.rfind("0x0300", 0) == 0) {
-        std::ofstream(entry.path().string() + "/rom") << "ROM-v1-" << entry.path().filename();
-      }
-    }
+    ASSERT_EQ(WriteGpuRoms(host_.root()).size(), 8u);
     serve_ = std::make_unique<ServeProcess>(
         dir_.path(), std::vector<std::string>{"--root", host_.root(), "--cdi-kind", kind_,
                                               "--instance", instance_, "--stop-grace-s", "1"});
@@ -99,17 +93,8 @@ class DashboardInChromium : public ::testing::Test {
     page_.reset();
     chromium_.reset();
     serve_.reset();
-    auto listed =
-        RunArgv({"podman", "ps", "-aq", "--filter", "label=tessera.instance=" + instance_});
-    std::istringstream ids(listed.output);
-    std::vector<std::string> argv = {"podman", "rm", "-f", "-t", "0"};
-    for (std::string id; ids >> id;)
-      argv.push_back(id);
-    if (argv.size() > 5) RunArgv(argv);
-    std::string file = kind_;
-    std::replace(file.begin(), file.end(), '/', '-');
-    ::unlink(("/var/run/cdi/" + file + ".json").c_str());
-    ::unlink(("/var/run/cdi/" + file + "-nvswitch.json").c_str());
+    RemoveInstanceContainers(instance_);
+    RemoveSpecsOfKind(kind_);
   }
 
   // Starts Chromium and opens the dashboard once, with the token in the URL fragment.

@@ -33,31 +33,14 @@ class ServeE2e : public ::testing::Test {
     image_ = podman.image();
     kind_ = UniqueTestKind("gpu");
     instance_ = "e2e-" + std::to_string(::getpid()) + "-" + kind_.substr(kind_.rfind('-') + 1);
-    // Option ROMs for every GPU: the baseline the firmware check compares with.
-    for (const auto& entry : fs::directory_iterator(host_.root() + "/sys/bus/pci/devices")) {
-      std::string class_code = Trimmed(ReadText(entry.path().string() + "/class"));
-      if (class_code.rfind("0x0302", 0) == 0 || class_code.rfind("0x0300", 0) == 0) {
-        WriteText(entry.path().string() + "/rom", "ROM-v1-" + entry.path().filename().string());
-        gpus_.push_back(entry.path().filename().string());
-      }
-    }
-    std::sort(gpus_.begin(), gpus_.end());
+    gpus_ = WriteGpuRoms(host_.root());
     ASSERT_EQ(gpus_.size(), 8u);
   }
 
   void TearDown() override {
     serve_.reset();
-    auto listed =
-        RunArgv({"podman", "ps", "-aq", "--filter", "label=tessera.instance=" + instance_});
-    std::istringstream ids(listed.output);
-    std::vector<std::string> argv = {"podman", "rm", "-f", "-t", "0"};
-    for (std::string id; ids >> id;)
-      argv.push_back(id);
-    if (argv.size() > 5) RunArgv(argv);
-    std::string file = kind_;
-    std::replace(file.begin(), file.end(), '/', '-');
-    ::unlink(("/var/run/cdi/" + file + ".json").c_str());
-    ::unlink(("/var/run/cdi/" + file + "-nvswitch.json").c_str());
+    RemoveInstanceContainers(instance_);
+    RemoveSpecsOfKind(kind_);
   }
 
   void StartServe(std::vector<std::string> extra = {}) {

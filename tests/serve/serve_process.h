@@ -8,7 +8,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,6 +37,23 @@ inline std::string Trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
     text.pop_back();
   return text;
+}
+
+// Writes an option ROM ("ROM-v1-<PCI address>") for every GPU of a materialized fixture host:
+// the firmware check's baseline, so released GPUs pass their check. Returns the GPUs' PCI
+// addresses, sorted.
+inline std::vector<std::string> WriteGpuRoms(const std::string& root) {
+  std::vector<std::string> gpus;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/sys/bus/pci/devices")) {
+    std::string class_code = Trimmed(ReadText(entry.path().string() + "/class"));
+    if (class_code.rfind("0x0302", 0) == 0 || class_code.rfind("0x0300", 0) == 0) {
+      std::ofstream(entry.path().string() + "/rom", std::ios::trunc)
+          << "ROM-v1-" << entry.path().filename().string();
+      gpus.push_back(entry.path().filename().string());
+    }
+  }
+  std::sort(gpus.begin(), gpus.end());
+  return gpus;
 }
 
 class ServeProcess {

@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace tessera::testing {
 namespace {
@@ -184,6 +186,22 @@ InstalledSpec::InstalledSpec(const std::string& content, const std::string& file
 
 InstalledSpec::~InstalledSpec() {
   ::unlink(path_.c_str());
+}
+
+void RemoveInstanceContainers(const std::string& instance) {
+  auto listed = RunArgv({"podman", "ps", "-aq", "--filter", "label=tessera.instance=" + instance});
+  std::istringstream ids(listed.output);
+  std::vector<std::string> argv = {"podman", "rm", "-f", "-t", "0"};
+  for (std::string id; ids >> id;)
+    argv.push_back(id);
+  if (argv.size() > 5) RunArgv(argv);
+}
+
+void RemoveSpecsOfKind(const std::string& kind) {
+  std::string file = kind;
+  std::replace(file.begin(), file.end(), '/', '-');
+  ::unlink(("/var/run/cdi/" + file + ".json").c_str());
+  ::unlink(("/var/run/cdi/" + file + "-nvswitch.json").c_str());
 }
 
 }  // namespace tessera::testing

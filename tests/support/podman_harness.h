@@ -46,6 +46,12 @@ class Podman {
 // "tessera-test.example/<class>-<pid>-<n>": a CDI kind no other test process uses.
 std::string UniqueTestKind(const std::string& class_prefix = "gpu");
 
+// Removes (forced, no grace) every container labelled tessera.instance=<instance>: what a test's
+// tessera-serve left behind.
+void RemoveInstanceContainers(const std::string& instance);
+// Removes the CDI spec files tessera-serve wrote for `kind` into /var/run/cdi.
+void RemoveSpecsOfKind(const std::string& kind);
+
 // A CDI spec file in a directory podman reads, removed when the object goes away.
 class InstalledSpec {
  public:

@@ -203,13 +203,7 @@ class TenancyLocalBackend : public ::testing::Test {
 
   void TearDown() override {
     serve_.reset();
-    auto listed =
-        RunArgv({"podman", "ps", "-aq", "--filter", "label=tessera.instance=" + instance_});
-    std::istringstream ids(listed.output);
-    std::vector<std::string> argv = {"podman", "rm", "-f", "-t", "0"};
-    for (std::string id; ids >> id;)
-      argv.push_back(id);
-    if (argv.size() > 5) RunArgv(argv);
+    RemoveInstanceContainers(instance_);
     for (const char* name : {"data", "models"})
       RunArgv({"podman", "volume", "rm", "-f", "tessera-t-" + tenancy_ + "." + name});
     RunArgv({"podman", "network", "rm", "-f", "tessera-t-" + tenancy_});
