@@ -189,15 +189,10 @@ void RunVersusPodman(int runs) {
   std::printf("overhead at p50: %+.1f %%\n", 100.0 * (through.p50_ms - bare.p50_ms) / bare.p50_ms);
   std::printf("load average: %s\n", LoadAverage().c_str());
   // Clean up what both left behind.
-  RunCommand(
-      "podman ps -aq --filter label=tessera.instance=bench | xargs -r podman rm -f >/dev/null "
-      "2>&1");
+  RemoveInstanceContainers("bench");
   RunCommand("podman ps -aq --filter ancestor=" + podman.image() +
              " --filter status=exited | xargs -r podman rm >/dev/null 2>&1");
-  std::string file = kind;
-  std::replace(file.begin(), file.end(), '/', '-');
-  ::unlink(("/var/run/cdi/" + file + ".json").c_str());
-  ::unlink(("/var/run/cdi/" + file + "-nvswitch.json").c_str());
+  RemoveSpecsOfKind(kind);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -205,7 +206,9 @@ class PodmanBackend final : public ContainerBackend {
 
   Status Resume(const std::string& id, ExitCallback on_exit) override {
     // A client of the service that died may still be starting it: then only wait.
-    if (!LiveRunClients(id).empty()) return Watch(id, std::move(on_exit));
+    auto clients = LiveRunClientIdFiles();
+    if (std::find(clients.begin(), clients.end(), StatePath(id, ".cid")) != clients.end())
+      return Watch(id, std::move(on_exit));
     // Attached start of a created container: its exit status is the container's, as for run.
     auto child = process::Spawn({options_.podman, "start", "--attach", ContainerName(id)});
     if (!child) return child.error();
@@ -445,12 +448,13 @@ class PodmanBackend final : public ContainerBackend {
     return options_.state_dir + "/" + id + suffix;
   }
 
-  // PIDs of `podman run` clients (of any process, e.g. a service that was killed) started for
-  // container `id` of this state dir: found by their --cidfile argument.
-  std::vector<pid_t> LiveRunClients(const std::string& id = "") const {
-    std::vector<pid_t> out;
+  // The ID files that live `podman run` clients (of any process, e.g. a service that was
+  // killed) were told to write into this state dir, found by their --cidfile argument.
+  std::vector<std::string> LiveRunClientIdFiles() const {
+    std::vector<std::string> out;
     if (options_.state_dir.empty()) return out;
-    const std::string prefix = "--cidfile=" + options_.state_dir + "/";
+    const std::string flag = "--cidfile=";
+    const std::string prefix = flag + options_.state_dir + "/";
     std::error_code error;
     for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
       std::string name = entry.path().filename();
@@ -463,12 +467,10 @@ class PodmanBackend final : public ContainerBackend {
       if (n <= 0) continue;
       std::string_view cmdline(buffer, static_cast<size_t>(n));
       for (size_t at = 0; at < cmdline.size();) {
-        size_t end = cmdline.find('\0', at);
-        if (end == std::string_view::npos) end = cmdline.size();
+        size_t end = std::min(cmdline.find('\0', at), cmdline.size());
         std::string_view arg = cmdline.substr(at, end - at);
-        if (arg.substr(0, prefix.size()) == prefix &&
-            (id.empty() || arg.substr(prefix.size()) == id + ".cid")) {
-          out.push_back(static_cast<pid_t>(std::stol(name)));
+        if (arg.substr(0, prefix.size()) == prefix) {
+          out.emplace_back(arg.substr(flag.size()));
           break;
         }
         at = end + 1;
@@ -484,24 +486,9 @@ class PodmanBackend final : public ContainerBackend {
   void WaitForRunClientsToCreate() const {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
     for (;;) {
-      bool creating = false;
-      for (pid_t pid : LiveRunClients()) {
-        std::string cmdline;
-        // Which container: the argument after --cidfile= names the file.
-        char path[64];
-        std::snprintf(path, sizeof(path), "/proc/%d/cmdline", static_cast<int>(pid));
-        int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        char buffer[16384];
-        ssize_t n = ::read(fd, buffer, sizeof(buffer));
-        ::close(fd);
-        if (n <= 0) continue;
-        cmdline.assign(buffer, static_cast<size_t>(n));
-        auto at = cmdline.find("--cidfile=");
-        if (at == std::string::npos) continue;
-        std::string file = cmdline.substr(at + 10, cmdline.find('\0', at) - at - 10);
-        if (!IdFileWritten(file)) creating = true;
-      }
+      auto files = LiveRunClientIdFiles();
+      bool creating = std::any_of(files.begin(), files.end(),
+                                  [](const std::string& file) { return !IdFileWritten(file); });
       if (!creating || std::chrono::steady_clock::now() > deadline) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
