@@ -241,8 +241,14 @@ void Service::Stop() {
 // State changes (mu_ held).
 
 GpuRecord* Service::FindGpu(const std::string& gpu_id) {
+  // Split the ID ("<PCI>" or "<PCI>@<node>", GpuRecord::GpuId) once rather than building every
+  // GPU's ID: with a fleet of nodes this runs over hundreds of GPUs per lookup.
+  const auto at = gpu_id.find('@');
+  const std::string_view pci = std::string_view(gpu_id).substr(0, at);
+  const std::string_view node =
+      at == std::string::npos ? std::string_view() : std::string_view(gpu_id).substr(at + 1);
   for (auto& gpu : gpus_)
-    if (gpu.id() == gpu_id) return &gpu;
+    if (gpu.pci_address == pci && gpu.node == node) return &gpu;
   return nullptr;
 }
 
