@@ -4,20 +4,30 @@
 #include <set>
 
 #include "api/api.h"
+#include "common/untrusted_text.h"
 
 namespace tessera::api {
 namespace {
 
 using nlohmann::json;
 
-constexpr size_t kMaxImage = 512;
 constexpr size_t kMaxArgs = 256;
 constexpr size_t kMaxArg = 8192;
 constexpr size_t kMaxEnv = 256;
+constexpr size_t kMaxEnvValue = 32 * 1024;
+// Everything a submission carries (image, command, env, volumes), counted in bytes: records are
+// kept, listed and rendered, so one tenant must not make them arbitrarily large.
+constexpr size_t kMaxSpecBytes = 256 * 1024;
+constexpr size_t kMaxLabels = 64;
+constexpr size_t kMaxLabelValue = 1024;
+constexpr size_t kMaxExtensions = 64;
+constexpr size_t kMaxExtensionBytes = 64 * 1024;
 
 Result<json> ParseObject(std::string_view body, bool empty_is_object) {
   if (empty_is_object && body.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return json::object();
+  // Before parsing: what nests deeper is refused, so no later walk over the value recurses far.
+  if (auto nesting = CheckJsonNesting(body, "body"); !nesting) return nesting.error();
   json doc = json::parse(body.begin(), body.end(), nullptr, false);
   if (doc.is_discarded()) return InvalidArgument("body: not valid JSON");
   if (!doc.is_object()) return InvalidArgument("body: must be a JSON object");
@@ -40,21 +50,44 @@ std::string CheckEnvName(std::string_view name) {
   return "";
 }
 
+// An object of string keys: string values, or any JSON value kept as its text (`json_values`),
+// each at most `max_value` bytes; at most `max_entries` keys.
 Result<std::map<std::string, std::string>> StringMap(const json& value, const std::string& field,
-                                                     bool json_values) {
+                                                     bool json_values, size_t max_entries,
+                                                     size_t max_value) {
   if (!value.is_object()) return InvalidArgument(field + ": must be an object");
+  if (value.size() > max_entries)
+    return InvalidArgument(field + ": more than " + std::to_string(max_entries) + " entries");
   std::map<std::string, std::string> out;
   for (const auto& [key, item] : value.items()) {
     if (key.empty() || key.size() > 253 || HasControl(key))
-      return InvalidArgument(field + ": key \"" + key + "\" must be 1..253 printable characters");
+      return InvalidArgument(field + ": key \"" + Excerpt(key) +
+                             "\" must be 1..253 printable characters");
+    std::string text;
     if (json_values) {
-      out[key] = item.dump();
+      // Nesting is bounded by ParseObject, so this dump recurses at most kMaxJsonDepth deep.
+      text = item.dump(-1, ' ', false, json::error_handler_t::replace);
     } else {
       if (!item.is_string()) return InvalidArgument(field + "." + key + ": must be a string");
-      out[key] = item.get<std::string>();
+      text = item.get<std::string>();
     }
+    if (text.size() > max_value)
+      return InvalidArgument(field + "." + key + ": longer than " + std::to_string(max_value) +
+                             " bytes");
+    out[key] = std::move(text);
   }
   return out;
+}
+
+size_t SpecBytes(const fleet::ContainerSpec& spec) {
+  size_t bytes = spec.image.size() + spec.tenancy.size();
+  for (const auto& arg : spec.command)
+    bytes += arg.size() + 1;
+  for (const auto& [name, value] : spec.env)
+    bytes += name.size() + value.size() + 2;
+  for (const auto& volume : spec.volumes)
+    bytes += volume.name.size() + volume.mount_path.size() + 2;
+  return bytes;
 }
 
 }  // namespace
@@ -68,17 +101,13 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
     if (key == "image") {
       if (!value.is_string()) return InvalidArgument("image: must be a string");
       spec.image = value.get<std::string>();
-      if (spec.image.empty()) return InvalidArgument("image: must not be empty");
-      if (spec.image.size() > kMaxImage)
-        return InvalidArgument("image: longer than " + std::to_string(kMaxImage) + " characters");
-      if (HasControl(spec.image) || spec.image.find(' ') != std::string::npos ||
-          spec.image[0] == '-')
-        return InvalidArgument("image: \"" + spec.image + "\" is not an image reference");
+      if (auto problem = fleet::CheckImageReference(spec.image); !problem.empty())
+        return InvalidArgument("image: \"" + Excerpt(spec.image) + "\" " + problem);
     } else if (key == "tenancy") {
       if (!value.is_string()) return InvalidArgument("tenancy: must be a string");
       spec.tenancy = value.get<std::string>();
       if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
-        return InvalidArgument("tenancy: \"" + spec.tenancy + "\" " + problem);
+        return InvalidArgument("tenancy: \"" + Excerpt(spec.tenancy) + "\" " + problem);
     } else if (key == "gpus") {
       if (!value.is_number_integer())
         return InvalidArgument("gpus: must be an integer from 0 to " +
@@ -106,10 +135,8 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
         spec.command.push_back(std::move(arg));
       }
     } else if (key == "env") {
-      auto env = StringMap(value, "env", false);
+      auto env = StringMap(value, "env", false, kMaxEnv, kMaxEnvValue);
       if (!env) return env.error();
-      if (env->size() > kMaxEnv)
-        return InvalidArgument("env: more than " + std::to_string(kMaxEnv) + " variables");
       for (const auto& [name, text] : *env) {
         if (auto problem = CheckEnvName(name); !problem.empty())
           return InvalidArgument("env." + name + ": name " + problem);
@@ -126,13 +153,17 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
       if (!volumes) return volumes.error();
       spec.volumes = std::move(*volumes);
     } else {
-      return InvalidArgument(key +
+      return InvalidArgument(Excerpt(key) +
                              ": unknown field (image, tenancy, gpus, isolation, command, env, "
                              "network, volumes)");
     }
   }
   if (spec.image.empty()) return InvalidArgument("image: required");
   if (spec.tenancy.empty()) return InvalidArgument("tenancy: required");
+  if (auto bytes = SpecBytes(spec); bytes > kMaxSpecBytes)
+    return InvalidArgument("body: image, command, env and volumes add up to " +
+                           std::to_string(bytes) + " bytes, more than " +
+                           std::to_string(kMaxSpecBytes));
   return spec;
 }
 
@@ -140,23 +171,23 @@ Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body
   fleet::Tenancy tenancy;
   tenancy.name = std::string(name);
   if (auto problem = fleet::CheckTenancyName(name); !problem.empty())
-    return InvalidArgument("name: \"" + std::string(name) + "\" " + problem);
+    return InvalidArgument("name: \"" + Excerpt(name) + "\" " + problem);
   auto parsed = ParseObject(body, true);
   if (!parsed) return parsed.error();
   for (const auto& [key, value] : parsed->items()) {
     if (key == "labels") {
-      auto labels = StringMap(value, "labels", false);
+      auto labels = StringMap(value, "labels", false, kMaxLabels, kMaxLabelValue);
       if (!labels) return labels.error();
       tenancy.labels = std::move(*labels);
     } else if (key == "extensions") {
-      auto extensions = StringMap(value, "extensions", true);
+      auto extensions = StringMap(value, "extensions", true, kMaxExtensions, kMaxExtensionBytes);
       if (!extensions) return extensions.error();
       tenancy.extensions = std::move(*extensions);
     } else if (key == "name") {
       if (!value.is_string() || value.get<std::string>() != name)
         return InvalidArgument("name: must match the name in the path");
     } else {
-      return InvalidArgument(key + ": unknown field (labels, extensions)");
+      return InvalidArgument(Excerpt(key) + ": unknown field (labels, extensions)");
     }
   }
   return tenancy;
@@ -167,7 +198,7 @@ Result<std::string> ParseGpuActionBody(std::string_view body) {
   if (!parsed) return parsed.error();
   std::string reason;
   for (const auto& [key, value] : parsed->items()) {
-    if (key != "reason") return InvalidArgument(key + ": unknown field (reason)");
+    if (key != "reason") return InvalidArgument(Excerpt(key) + ": unknown field (reason)");
     if (!value.is_string()) return InvalidArgument("reason: must be a string");
     reason = value.get<std::string>();
     if (reason.size() > 1024) return InvalidArgument("reason: longer than 1024 characters");
@@ -218,8 +249,8 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
     auto eq = pair.find('=');
     auto name = PercentDecode(pair.substr(0, eq), "query");
     if (!name) return name.error();
-    const std::string field = "query parameter " + *name;
-    if (eq == std::string_view::npos) return InvalidArgument(field + ": want " + *name + "=VALUE");
+    const std::string field = "query parameter " + Excerpt(*name, 40);
+    if (eq == std::string_view::npos) return InvalidArgument(field + ": want NAME=VALUE");
     auto value = PercentDecode(pair.substr(eq + 1), field);
     if (!value) return value.error();
     if (!seen.insert(*name).second) return InvalidArgument(field + ": given more than once");
@@ -242,7 +273,9 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
       while (true) {
         auto comma = list.find(',');
         auto state = fleet::ParseContainerState(list.substr(0, comma));
-        if (!state) return InvalidArgument(field + ": " + state.error().message);
+        if (!state)
+          return InvalidArgument(field + ": state \"" + Excerpt(list.substr(0, comma), 20) +
+                                 "\" is unknown (pending, running, exited, failed)");
         out.states.push_back(*state);
         if (comma == std::string_view::npos) break;
         list = list.substr(comma + 1);
@@ -261,7 +294,7 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
 Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen) {
   auto colon = listen.rfind(':');
   if (colon == std::string_view::npos)
-    return InvalidArgument("--listen " + std::string(listen) + ": want HOST:PORT");
+    return InvalidArgument("--listen " + Excerpt(listen) + ": want HOST:PORT");
   std::string host(listen.substr(0, colon));
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
@@ -269,10 +302,10 @@ Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen) {
   std::string port_text(listen.substr(colon + 1));
   if (port_text.empty() || port_text.size() > 5 ||
       port_text.find_first_not_of("0123456789") != std::string::npos)
-    return InvalidArgument("--listen " + std::string(listen) + ": port must be 0..65535");
+    return InvalidArgument("--listen " + Excerpt(listen) + ": port must be 0..65535");
   int port = std::stoi(port_text);
   if (port > 65535)
-    return InvalidArgument("--listen " + std::string(listen) + ": port must be 0..65535");
+    return InvalidArgument("--listen " + Excerpt(listen) + ": port must be 0..65535");
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 

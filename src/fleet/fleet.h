@@ -41,6 +41,13 @@ struct Tenancy {
 // [a-z0-9-], starting and ending with a letter or digit. Returns the problem, or "" when valid.
 std::string CheckTenancyName(std::string_view name);
 
+// Image references tenants may submit: registry references only ("busybox",
+// "registry.example:5000/team/app:1.2@sha256:…"), never a containers-transports reference such as
+// "docker-archive:/path" or "oci:dir" (podman opens those paths as root). Returns the problem, or
+// "" when valid. See image_reference.cc for the grammar.
+inline constexpr size_t kMaxImageReference = 512;
+std::string CheckImageReference(std::string_view reference);
+
 // ---------------------------------------------------------------------------------------------
 // Containers.
 

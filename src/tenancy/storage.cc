@@ -2,6 +2,7 @@
 #include <set>
 #include <string>
 
+#include "common/untrusted_text.h"
 #include "tenancy/tenancy.h"
 
 namespace tessera::tenancy {
@@ -75,13 +76,13 @@ Status ValidateMountPath(std::string_view path, std::string_view field) {
   }
   std::vector<std::string_view> parts;
   if (!CleanAbsolute(path, &parts)) {
-    return InvalidArgument(where + ": \"" + std::string(path) +
+    return InvalidArgument(where + ": \"" + Excerpt(path) +
                            "\" must be an absolute path without empty, '.' or '..' components");
   }
   if (parts.empty()) return InvalidArgument(where + ": may not be \"/\"");
   if (parts[0] == "dev" || parts[0] == "proc" || parts[0] == "sys") {
-    return InvalidArgument(where + ": \"" + std::string(path) + "\" is on /" +
-                           std::string(parts[0]) + ", which the container runtime owns");
+    return InvalidArgument(where + ": \"" + Excerpt(path) + "\" is on /" + std::string(parts[0]) +
+                           ", which the container runtime owns");
   }
   return Ok();
 }

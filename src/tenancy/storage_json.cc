@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "common/untrusted_text.h"
 #include "tenancy/tenancy.h"
 
 namespace tessera::tenancy {
@@ -13,16 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-// A key or value fit for an error message: at most 60 bytes, non-printable bytes as '?'.
-std::string Printable(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text.substr(0, 60))
-    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
-  if (text.size() > 60) out += "...";
-  return out;
-}
-
 Result<json> ParseStrict(std::string_view text, std::string_view what) {
+  // Refused before parsing: nothing later walks a value nested deeper than kMaxJsonDepth.
+  if (auto nesting = CheckJsonNesting(text, what); !nesting) return nesting.error();
   // nlohmann keeps the last of duplicate keys; a body that says two things is refused instead.
   std::vector<std::set<std::string>> keys;
   std::string duplicate;
@@ -49,18 +43,36 @@ Result<json> ParseStrict(std::string_view text, std::string_view what) {
   try {
     doc = json::parse(text.begin(), text.end(), callback);
   } catch (const json::exception& e) {
-    return InvalidArgument(std::string(what) + ": invalid JSON: " + e.what());
+    // The parser's message quotes the last token read, which the caller chose: cut it short.
+    return InvalidArgument(std::string(what) + ": invalid JSON: " + Excerpt(e.what(), 160));
   }
   if (!duplicate.empty()) {
-    return InvalidArgument(std::string(what) + ": duplicate key \"" + Printable(duplicate) + "\"");
+    return InvalidArgument(std::string(what) + ": duplicate key \"" + Excerpt(duplicate) + "\"");
   }
   return doc;
 }
 
+// What a wrongly typed value is, for an error message: its type and, for scalars, a short
+// excerpt. Never the whole value: a caller-sent array or object is not serialised back.
 std::string Show(const json& value) {
-  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (text.size() > 60) text = text.substr(0, 60) + "...";
-  return text;
+  switch (value.type()) {
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "the string \"" + Excerpt(value.get_ref<const std::string&>(), 40) + "\"";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return value.get<bool>() ? "true" : "false";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float:
+      return "the number " + Excerpt(value.dump(), 40);
+    default:
+      return "an unsupported value";
+  }
 }
 
 Status RejectUnknown(const json& object, const std::string& where,
@@ -71,8 +83,7 @@ Status RejectUnknown(const json& object, const std::string& where,
       std::string list;
       for (const char* k : known)
         list += (list.empty() ? "" : ", ") + std::string(k);
-      return InvalidArgument(where + "." + Printable(key) + ": unknown field (known: " + list +
-                             ")");
+      return InvalidArgument(where + "." + Excerpt(key) + ": unknown field (known: " + list + ")");
     }
   }
   return Ok();
