@@ -6,6 +6,7 @@
 // precondition 409, unavailable 503, internal 500.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,7 +43,21 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: any free port (see Server::port)
   int io_threads = 1;
+  // Open connections at most; lowered at start to stay below RLIMIT_NOFILE (less a reserve for
+  // the store, logs and podman pipes). At the cap the server stops accepting until one closes.
+  int max_connections = 1024;
+  // A new connection must deliver its request header within this; so must a kept-alive one once
+  // its next request has begun.
+  std::chrono::seconds header_timeout{10};
+  // A kept-alive connection may wait this long for its next request.
+  std::chrono::seconds idle_timeout{60};
+  // The body (at most 1 MiB) of an admitted request must arrive within this.
+  std::chrono::seconds body_timeout{30};
 };
+
+// The connection cap actually used: `wanted`, but at most the soft RLIMIT_NOFILE less `reserve`
+// descriptors (and at least 1).
+int EffectiveConnectionCap(int wanted, uint64_t nofile_limit, int reserve = 64);
 
 class Server {
  public:

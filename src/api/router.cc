@@ -3,11 +3,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
+#include "common/untrusted_text.h"
 
 namespace tessera::api {
 namespace {
@@ -158,6 +161,53 @@ int MethodSlot(http::verb method) {
 
 constexpr std::array<const char*, 5> kMethodNames = {"GET", "POST", "PUT", "DELETE", "other"};
 
+// Longest path segment routed: tenancy names are DNS labels, container IDs and GPU IDs short.
+// Anything longer is refused before a handler could echo it into a message.
+constexpr size_t kMaxPathSegment = 253;
+
+// The routes served without a token.
+enum class PublicRoute { kNone, kDashboard, kMetrics, kHealth, kOpenApi };
+
+PublicRoute PublicRouteOf(const std::vector<std::string>& parts) {
+  if (parts.empty() || (parts.size() == 1 && parts[0] == "index.html"))
+    return PublicRoute::kDashboard;
+  if (parts.size() == 1 && parts[0] == "metrics") return PublicRoute::kMetrics;
+  if (parts.size() == 1 && parts[0] == "healthz") return PublicRoute::kHealth;
+  if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "openapi.json")
+    return PublicRoute::kOpenApi;
+  return PublicRoute::kNone;
+}
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+std::string_view TrimmedField(boost::beast::string_view value) {
+  std::string_view text(value.data(), value.size());
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
+    text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
+    text.remove_suffix(1);
+  return text;
+}
+
+Response Unauthorized(const Error& error) {
+  auto response = ErrorResponse(Error{ErrorCategory::kPermissionDenied,
+                                      error.message + " (send Authorization: Bearer <token>)"},
+                                http::status::unauthorized);
+  response.set(http::field::www_authenticate, "Bearer");
+  return response;
+}
+
+Response NoSuchEndpoint(std::string_view target) {
+  return ErrorResponse(NotFound("no such endpoint: " + Excerpt(target, 80)));
+}
+
 Response MethodNotAllowed(const char* allowed) {
   auto response = ErrorResponse(InvalidArgument(std::string("method not allowed; use ") + allowed),
                                 http::status::method_not_allowed);
@@ -210,6 +260,7 @@ Router::Router(serve::Service* service) : service_(service) {}
 
 Router::~Router() {
   blocking_.join();
+  render_.join();
 }
 
 void Router::PrepareThenRespond(const std::string& tenancy, Respond respond, Response response) {
@@ -269,44 +320,83 @@ std::string Router::Metrics() const {
   return out;
 }
 
-void Router::Handle(Request request, Respond respond) {
-  const auto method = request.method();
-  const std::string target(request.target().data(), request.target().size());
+Admission Router::Admit(const http::request_header<>& header) const {
+  Admission admission;
+  const auto method = header.method();
+  // Beast decodes the chunked coding only; a body in any other coding would be used undecoded.
+  if (auto coding = TrimmedField(header[http::field::transfer_encoding]);
+      !coding.empty() && !EqualsIgnoringCase(coding, "chunked")) {
+    admission.answer = ErrorResponse(
+        Error{ErrorCategory::kInvalidArgument, "Transfer-Encoding: only chunked is supported"},
+        http::status::not_implemented);
+    return admission;
+  }
+  if (auto coding = TrimmedField(header[http::field::content_encoding]);
+      !coding.empty() && !EqualsIgnoringCase(coding, "identity")) {
+    admission.answer =
+        ErrorResponse(InvalidArgument("Content-Encoding: bodies are read as sent; send them "
+                                      "uncompressed"),
+                      http::status::unsupported_media_type);
+    return admission;
+  }
+  const std::string_view target(header.target().data(), header.target().size());
   const auto parts = SplitPath(target);
-
-  // Unauthenticated: the dashboard page (it asks for a token), metrics, the API description.
-  if (parts.empty() || (parts.size() == 1 && parts[0] == "index.html")) {
-    if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
-    return respond(MakeResponse(http::status::ok, DashboardHtml(), "text/html; charset=utf-8"));
+  for (const auto& part : parts) {
+    if (part.size() > kMaxPathSegment) {
+      admission.answer = ErrorResponse(NotFound("no such endpoint: a path segment is longer than " +
+                                                std::to_string(kMaxPathSegment) + " bytes"));
+      return admission;
+    }
   }
-  if (parts.size() == 1 && parts[0] == "metrics") {
-    return respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
-  }
-  if (parts.size() == 1 && parts[0] == "healthz") {
-    return respond(MakeResponse(http::status::ok, "ok\n", "text/plain"));
+  if (PublicRouteOf(parts) != PublicRoute::kNone) {
+    if (method != http::verb::get && method != http::verb::head)
+      admission.answer = MethodNotAllowed("GET, HEAD");
+    return admission;
   }
   if (parts.size() < 2 || parts[0] != "v1") {
-    return respond(ErrorResponse(NotFound("no such endpoint: " + target)));
+    admission.answer = NoSuchEndpoint(target);
+    return admission;
   }
-  if (parts.size() == 2 && parts[1] == "openapi.json") {
-    return respond(MakeResponse(http::status::ok, OpenApiJson()));
-  }
-
-  auto auth_field = request[http::field::authorization];
+  auto auth_field = header[http::field::authorization];
   std::string_view auth(auth_field.data(), auth_field.size());
   std::string token;
   if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer "))
     token = std::string(auth.substr(7));
-  auto caller_or = service_->Authenticate(token);
-  if (!caller_or) {
-    auto response = ErrorResponse(Error{ErrorCategory::kPermissionDenied,
-                                        caller_or.error().message + " (send Authorization: Bearer "
-                                                                    "<token>)"},
-                                  http::status::unauthorized);
-    response.set(http::field::www_authenticate, "Bearer");
-    return respond(std::move(response));
+  auto caller = service_->Authenticate(token);
+  if (!caller) {
+    admission.answer = Unauthorized(caller.error());
+    return admission;
   }
-  const Caller caller = *caller_or;
+  admission.caller = std::move(*caller);
+  return admission;
+}
+
+void Router::HandleRequest(Request request, Respond respond) {
+  auto admission = Admit(request.base());
+  if (admission.answer) return respond(std::move(*admission.answer));
+  Handle(std::move(request), admission.caller, std::move(respond));
+}
+
+void Router::Handle(Request request, const std::optional<Caller>& admitted, Respond respond) {
+  // HEAD is answered as GET; the server sends the header only.
+  const auto method = request.method() == http::verb::head ? http::verb::get : request.method();
+  const std::string target(request.target().data(), request.target().size());
+  const auto parts = SplitPath(target);
+
+  switch (PublicRouteOf(parts)) {
+    case PublicRoute::kDashboard:
+      return respond(MakeResponse(http::status::ok, DashboardHtml(), "text/html; charset=utf-8"));
+    case PublicRoute::kMetrics:
+      return respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
+    case PublicRoute::kHealth:
+      return respond(MakeResponse(http::status::ok, "ok\n", "text/plain"));
+    case PublicRoute::kOpenApi:
+      return respond(MakeResponse(http::status::ok, OpenApiJson()));
+    case PublicRoute::kNone:
+      break;
+  }
+  if (!admitted) return respond(Unauthorized(PermissionDenied("missing bearer token")));
+  const Caller caller = *admitted;
   const std::string& collection = parts[1];
   const std::string& body = request.body();
 
@@ -396,14 +486,18 @@ void Router::Handle(Request request, Respond respond) {
                                              ? std::string_view()
                                              : std::string_view(target).substr(query_at + 1));
         if (!query) return respond(ErrorResponse(query.error()));
-        auto page = service_->ListContainers(caller, *query);
-        if (!page) return respond(ErrorResponse(page.error()));
-        json list = json::array();
-        for (const auto& container : page->containers)
-          list.push_back(ContainerJson(container));
-        json doc = {{"containers", std::move(list)}};
-        if (!page->next.empty()) doc["next"] = page->next;
-        return respond(Json(http::status::ok, doc));
+        boost::asio::post(render_,
+                          [this, caller, query = std::move(*query), respond = std::move(respond)] {
+                            auto page = service_->ListContainers(caller, query);
+                            if (!page) return respond(ErrorResponse(page.error()));
+                            json list = json::array();
+                            for (const auto& container : page->containers)
+                              list.push_back(ContainerJson(container));
+                            json doc = {{"containers", std::move(list)}};
+                            if (!page->next.empty()) doc["next"] = page->next;
+                            respond(Json(http::status::ok, doc));
+                          });
+        return;
       }
       if (method == http::verb::post) {
         auto spec = ParseContainerSpec(body);
@@ -412,6 +506,10 @@ void Router::Handle(Request request, Respond respond) {
         std::string key(key_field.data(), key_field.size());
         if (key.size() > 255)
           return respond(ErrorResponse(InvalidArgument("Idempotency-Key: longer than 255 bytes")));
+        // It is stored, listed and quoted in a 409: printable ASCII only.
+        if (std::any_of(key.begin(), key.end(), [](char c) { return c < 0x20 || c > 0x7e; }))
+          return respond(ErrorResponse(
+              InvalidArgument("Idempotency-Key: may hold only printable ASCII characters")));
         return service_->Submit(
             caller, std::move(*spec), std::move(key),
             [respond = std::move(respond)](Result<serve::SubmitResult> result) {
@@ -483,7 +581,7 @@ void Router::Handle(Request request, Respond respond) {
                                   [](const fleet::GpuRecord& gpu) { return GpuJson(gpu, true); }));
     }
   }
-  respond(ErrorResponse(NotFound("no such endpoint: " + target)));
+  respond(NoSuchEndpoint(target));
 }
 
 }  // namespace tessera::api

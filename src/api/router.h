@@ -7,6 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <functional>
+#include <optional>
 
 #include "serve/service.h"
 
@@ -31,13 +32,28 @@ class LatencyHistogram {
   std::atomic<uint64_t> sum_us_{0};
 };
 
+// What the request line and header alone decide, before any body byte is read: an answer now
+// (the server sends it and closes, leaving the body unread), or read the body and handle the
+// request as `caller` (unset for the public routes).
+struct Admission {
+  std::optional<Response> answer;
+  std::optional<serve::Caller> caller;
+};
+
 class Router {
  public:
   explicit Router(serve::Service* service);
   ~Router();
+  // Routes that need no token and their methods, unknown paths, transfer codings we do not
+  // decode, and authentication: all from the header. Unauthenticated callers never get a body
+  // read on their behalf.
+  Admission Admit(const http::request_header<>& header) const;
   // Answers through `respond`, possibly later and from another thread (after a durable
-  // commit, or from the blocking pool for logs).
-  void Handle(Request request, Respond respond);
+  // commit, or from a pool for logs and large listings). `caller` is what Admit returned for
+  // this request's header.
+  void Handle(Request request, const std::optional<serve::Caller>& caller, Respond respond);
+  // Admit, then Handle: one call for a request read whole (tests, the fuzzer).
+  void HandleRequest(Request request, Respond respond);
   // Called by the server when a response has been produced.
   void Observe(http::verb method, std::chrono::steady_clock::duration elapsed);
 
@@ -48,6 +64,9 @@ class Router {
 
   serve::Service* service_;
   boost::asio::thread_pool blocking_{2};  // backend calls that wait on podman (logs)
+  // Container listings are copied and rendered here, not on the I/O thread: a page can be
+  // megabytes of JSON, and /healthz must not wait for it.
+  boost::asio::thread_pool render_{2};
   // By method: GET, POST, PUT, DELETE, other.
   std::array<LatencyHistogram, 5> latency_;
 };

@@ -1,21 +1,37 @@
 // HTTP/1.1 with keep-alive on Boost.Beast: one session per connection, requests on a connection
 // answered in order. A handler may answer later from another thread (after the store's group
 // commit); the answer is posted back to the connection's strand.
+//
+// Hostile peers are expected. A request's header is read and judged first (route, method,
+// transfer coding, token: Router::Admit); only an admitted request has its body read. Each phase
+// has its own deadline (idle between requests, header, body), open connections are capped below
+// the descriptor limit, and running out of descriptors pauses accepting instead of spinning.
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "api/api.h"
 #include "api/router.h"
 
 namespace tessera::api {
+
+int EffectiveConnectionCap(int wanted, uint64_t nofile_limit, int reserve) {
+  const uint64_t available =
+      nofile_limit > static_cast<uint64_t>(reserve) ? nofile_limit - reserve : 1;
+  return static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(wanted, available)));
+}
+
 namespace {
 
 namespace beast = boost::beast;
@@ -23,69 +39,221 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 constexpr size_t kMaxBody = 1 << 20;
-constexpr auto kIdleTimeout = std::chrono::seconds(120);
+constexpr uint32_t kMaxHeader = 16 * 1024;
+// After an early answer the peer may still be sending a body: read and drop up to this much
+// (for at most kLingerTime) before closing, so that closing does not reset the connection
+// before the peer has read the answer.
+constexpr size_t kMaxDrain = 256 * 1024;
+constexpr auto kLingerTime = std::chrono::seconds(2);
+constexpr auto kMinAcceptBackoff = std::chrono::milliseconds(10);
+constexpr auto kMaxAcceptBackoff = std::chrono::milliseconds(1000);
+
+// Counts open connections; when the cap is reached the acceptor pauses, and the connection that
+// closes next resumes it.
+class ConnectionGate {
+ public:
+  explicit ConnectionGate(int cap) : cap_(cap) {}
+
+  void Enter() {
+    std::lock_guard lock(mu_);
+    ++active_;
+  }
+  void Leave() {
+    std::function<void()> resume;
+    {
+      std::lock_guard lock(mu_);
+      --active_;
+      if (paused_ && resume_) {
+        paused_ = false;
+        resume = resume_;
+      }
+    }
+    if (resume) resume();
+  }
+  // True (and paused) when no further connection may be accepted now.
+  bool PauseIfFull() {
+    std::lock_guard lock(mu_);
+    paused_ = active_ >= cap_;
+    return paused_;
+  }
+  void SetResume(std::function<void()> resume) {
+    std::lock_guard lock(mu_);
+    resume_ = std::move(resume);
+  }
+  int cap() const { return cap_; }
+
+ private:
+  std::mutex mu_;
+  const int cap_;
+  int active_ = 0;
+  bool paused_ = false;
+  std::function<void()> resume_;  // unset once the server is being destroyed
+};
+
+Response PlainError(http::status status, const char* message) {
+  Response response{status, 11};
+  response.set(http::field::content_type, "application/json");
+  response.body() =
+      std::string(R"({"error":{"code":"invalid_argument","message":")") + message + "\"}}\n";
+  response.keep_alive(false);
+  response.prepare_payload();
+  return response;
+}
+
+bool IsParseError(const beast::error_code& error) {
+  return error.category() == http::make_error_code(http::error::bad_method).category();
+}
+
+// accept(2) failures that last until descriptors or memory are freed elsewhere.
+bool OutOfResources(const beast::error_code& error) {
+  if (error.category() != boost::system::system_category()) return false;
+  const int value = error.value();
+  return value == EMFILE || value == ENFILE || value == ENOBUFS || value == ENOMEM;
+}
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, Router* router) : stream_(std::move(socket)), router_(router) {}
+  Session(tcp::socket socket, Router* router, std::shared_ptr<ConnectionGate> gate,
+          const ServerOptions& options)
+      : stream_(std::move(socket)), router_(router), gate_(std::move(gate)), options_(options) {
+    gate_->Enter();
+  }
+  ~Session() { gate_->Leave(); }
 
   void Begin() {
     net::dispatch(stream_.get_executor(),
-                  beast::bind_front_handler(&Session::Read, shared_from_this()));
+                  beast::bind_front_handler(&Session::ReadHeader, shared_from_this()));
   }
 
  private:
-  void Read() {
+  // Between requests on a kept-alive connection: wait for the next one's first bytes.
+  void AwaitNext() {
+    if (buffer_.size() > 0) return ReadHeader();
+    stream_.expires_after(options_.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code error, size_t n) {
+                              self->buffer_.commit(n);
+                              if (error) return self->Close();
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
     parser_.emplace();
+    parser_->header_limit(kMaxHeader);
     parser_->body_limit(kMaxBody);
-    stream_.expires_after(kIdleTimeout);
+    head_ = false;
+    stream_.expires_after(options_.header_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
+  }
+
+  void OnHeader(beast::error_code error, size_t) {
+    if (error) return OnReadError(error);
+    const auto& header = parser_->get();
+    head_ = header.method() == http::verb::head;
+    auto admission = router_->Admit(header);
+    if (admission.answer) {
+      // The body, if any, stays unread: answer and close.
+      const bool body_pending = !parser_->is_done();
+      admission.answer->keep_alive(!body_pending && header.keep_alive());
+      admission.answer->set(http::field::server, "tessera");
+      return Write(std::move(*admission.answer));
+    }
+    caller_ = std::move(admission.caller);
+    auto expect = header[http::field::expect];
+    if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
+      auto interim =
+          std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      stream_.expires_after(options_.body_timeout);
+      return http::async_write(stream_, *interim,
+                               [self = shared_from_this(), interim](beast::error_code e, size_t) {
+                                 if (e) return self->Close();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    if (parser_->is_done()) return OnRead({}, 0);
+    stream_.expires_after(options_.body_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      beast::bind_front_handler(&Session::OnRead, shared_from_this()));
   }
 
-  void OnRead(beast::error_code error, size_t) {
+  void OnReadError(const beast::error_code& error) {
     if (error == http::error::end_of_stream) return Close();
-    if (error == http::error::body_limit) {
-      Response response{http::status::payload_too_large, 11};
-      response.set(http::field::content_type, "application/json");
-      response.body() =
-          R"({"error":{"code":"invalid_argument","message":"body: larger than 1 MiB"}})"
-          "\n";
-      response.keep_alive(false);
-      response.prepare_payload();
-      return Write(std::move(response));
-    }
-    if (error) {
-      if (error != beast::error::timeout && error != net::error::operation_aborted &&
-          error != net::error::connection_reset)
-        spdlog::debug("http read: {}", error.message());
-      return Close();
-    }
+    if (error == http::error::body_limit)
+      return Write(PlainError(http::status::payload_too_large, "body: larger than 1 MiB"));
+    if (error == http::error::header_limit)
+      return Write(PlainError(http::status::request_header_fields_too_large,
+                              "request header: larger than 16 KiB"));
+    if (error == http::error::partial_message) return Close();
+    if (IsParseError(error))
+      return Write(PlainError(http::status::bad_request, "malformed HTTP request"));
+    if (error != beast::error::timeout && error != net::error::operation_aborted &&
+        error != net::error::connection_reset)
+      spdlog::debug("http read: {}", error.message());
+    Close();
+  }
+
+  void OnRead(beast::error_code error, size_t) {
+    if (error) return OnReadError(error);
     Request request = parser_->release();
     const bool keep_alive = request.keep_alive();
     const auto method = request.method();
     const auto started = std::chrono::steady_clock::now();
     stream_.expires_never();  // an answer may wait for a durable commit
     auto self = shared_from_this();
-    router_->Handle(std::move(request), [self, keep_alive, method, started](Response response) {
-      self->router_->Observe(method, std::chrono::steady_clock::now() - started);
-      response.keep_alive(keep_alive);
-      response.set(http::field::server, "tessera");
-      net::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
-        self->Write(std::move(response));
-      });
-    });
+    router_->Handle(
+        std::move(request), caller_, [self, keep_alive, method, started](Response response) {
+          self->router_->Observe(method, std::chrono::steady_clock::now() - started);
+          response.keep_alive(keep_alive);
+          response.set(http::field::server, "tessera");
+          net::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
+            self->Write(std::move(response));
+          });
+        });
   }
 
   void Write(Response response) {
     auto owned = std::make_shared<Response>(std::move(response));
-    stream_.expires_after(kIdleTimeout);
-    http::async_write(stream_, *owned,
-                      [self = shared_from_this(), owned](beast::error_code error, size_t) {
-                        if (error) return self->Close();
-                        if (owned->need_eof()) return self->Close();
-                        self->Read();
-                      });
+    stream_.expires_after(options_.body_timeout);
+    auto after = [self = shared_from_this(), owned](beast::error_code error, size_t) {
+      if (error) return self->Close();
+      if (owned->need_eof()) return self->Linger();
+      self->AwaitNext();
+    };
+    if (head_) {
+      // HEAD: the GET answer's header (Content-Length included) and no body.
+      auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*owned);
+      http::async_write_header(
+          stream_, *serializer,
+          [after, serializer](beast::error_code error, size_t n) { after(error, n); });
+      return;
+    }
+    http::async_write(stream_, *owned, after);
+  }
+
+  // Half-close, then drop what the peer still sends (bounded) until it closes too.
+  void Linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kLingerTime);
+    drained_ = buffer_.size();
+    buffer_.clear();
+    buffer_.shrink_to_fit();
+    parser_.reset();
+    Drain();
+  }
+  void Drain() {
+    if (drained_ > kMaxDrain) return;
+    stream_.async_read_some(net::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code error, size_t n) {
+                              self->drained_ += n;
+                              if (!error) self->Drain();
+                            });
   }
 
   void Close() {
@@ -94,9 +262,17 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   beast::tcp_stream stream_;
-  beast::flat_buffer buffer_;
+  // Stages what is read; the body is moved into the request as it comes. Bounded so an idle or
+  // lingering connection holds little.
+  beast::flat_buffer buffer_{kMaxHeader + 16 * 1024};
   std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<serve::Caller> caller_;
+  bool head_ = false;
+  size_t drained_ = 0;
+  std::array<char, 1024> drain_{};
   Router* router_;
+  std::shared_ptr<ConnectionGate> gate_;
+  const ServerOptions& options_;
 };
 
 class BeastServer final : public Server {
@@ -105,8 +281,21 @@ class BeastServer final : public Server {
       : options_(options),
         io_(std::max(1, options.io_threads)),
         acceptor_(net::make_strand(io_)),
+        accept_timer_(acceptor_.get_executor()),
         signals_(io_, SIGINT, SIGTERM),
-        router_(service) {}
+        router_(service) {
+    rlimit limit{};
+    uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
+    const int cap = EffectiveConnectionCap(options_.max_connections, nofile);
+    if (cap < options_.max_connections)
+      spdlog::info("http: at most {} connections (open-file limit {})", cap, nofile);
+    gate_ = std::make_shared<ConnectionGate>(cap);
+    gate_->SetResume([this] { net::post(acceptor_.get_executor(), [this] { Accept(); }); });
+  }
+  ~BeastServer() override {
+    // Sessions outlive this object's members while io_ is destroyed: they must not resume.
+    gate_->SetResume(nullptr);
+  }
 
   Status Listen() {
     beast::error_code error;
@@ -135,7 +324,7 @@ class BeastServer final : public Server {
         Stop();
       }
     });
-    Accept();
+    net::post(acceptor_.get_executor(), [this] { Accept(); });
     std::vector<std::thread> threads;
     for (int i = 1; i < options_.io_threads; ++i)
       threads.emplace_back([this] { io_.run(); });
@@ -147,25 +336,48 @@ class BeastServer final : public Server {
   void Stop() override { io_.stop(); }
 
  private:
+  // Runs on the acceptor's strand.
   void Accept() {
-    acceptor_.async_accept(net::make_strand(io_),
-                           [this](beast::error_code error, tcp::socket socket) {
-                             if (!error) {
-                               beast::error_code ignored;
-                               socket.set_option(tcp::no_delay(true), ignored);
-                               std::make_shared<Session>(std::move(socket), &router_)->Begin();
-                             } else if (error == net::error::operation_aborted) {
-                               return;
-                             }
-                             Accept();
-                           });
+    if (accepting_) return;
+    if (gate_->PauseIfFull()) return;  // the next connection to close resumes
+    accepting_ = true;
+    acceptor_.async_accept(
+        net::make_strand(io_), [this](beast::error_code error, tcp::socket socket) {
+          accepting_ = false;
+          if (!error) {
+            backoff_ = kMinAcceptBackoff;
+            beast::error_code ignored;
+            socket.set_option(tcp::no_delay(true), ignored);
+            std::make_shared<Session>(std::move(socket), &router_, gate_, options_)->Begin();
+            return Accept();
+          }
+          if (error == net::error::operation_aborted) return;
+          if (OutOfResources(error)) {
+            // The pending connection stays in the backlog; accepting again at once would fail the
+            // same way in a busy loop. Wait, longer each time, for descriptors to come back.
+            if (backoff_ == kMinAcceptBackoff)
+              spdlog::warn("http accept: {}; pausing accepts", error.message());
+            accept_timer_.expires_after(backoff_);
+            backoff_ = std::min(backoff_ * 2, kMaxAcceptBackoff);
+            accept_timer_.async_wait([this](beast::error_code wait_error) {
+              if (!wait_error) Accept();
+            });
+            return;
+          }
+          spdlog::debug("http accept: {}", error.message());
+          Accept();
+        });
   }
 
   ServerOptions options_;
   net::io_context io_;
   tcp::acceptor acceptor_;
+  net::steady_timer accept_timer_;  // on the acceptor's strand
   net::signal_set signals_;
   Router router_;
+  std::shared_ptr<ConnectionGate> gate_;
+  bool accepting_ = false;  // an accept is outstanding (acceptor's strand)
+  std::chrono::milliseconds backoff_ = kMinAcceptBackoff;
   uint16_t port_ = 0;
 };
 

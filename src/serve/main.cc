@@ -53,6 +53,7 @@ struct Flags {
   std::string port_file;
   std::string log_level = "info";
   int io_threads = 1;
+  int max_connections = 1024;
   int stop_grace_s = 10;
   bool synchronous_full = true;
   bool foreground_checkpoint = false;
@@ -98,13 +99,29 @@ std::string Trim(std::string text) {
   return text;
 }
 
+constexpr size_t kMinAdminToken = 32;
+
 // The admin token: an existing file is used as is; otherwise one is generated, written 0600 and
 // printed once on stdout.
 Result<std::string> AdminToken(const std::string& path) {
   auto existing = ReadWholeFile(path);
   if (existing) {
     std::string token = Trim(*existing);
-    if (token.empty()) return InvalidArgument("admin token file " + path + " is empty");
+    // The admin token opens every tenancy: one an attacker can guess is no lock at all.
+    if (token.size() < kMinAdminToken)
+      return InvalidArgument("admin token file " + path + " holds " + std::to_string(token.size()) +
+                             " characters; at least " + std::to_string(kMinAdminToken) +
+                             " are needed (remove the file to have a random one generated)");
+    for (char c : token) {
+      if (c < 0x21 || c > 0x7e)
+        return InvalidArgument("admin token file " + path +
+                               ": the token may hold only printable ASCII without spaces");
+    }
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      spdlog::warn("admin token file {} is readable by group or others (mode {:o}); chmod 600 it",
+                   path, st.st_mode & 0777);
+    }
     return token;
   }
   if (existing.error().category != ErrorCategory::kNotFound) return existing.error();
@@ -337,6 +354,7 @@ int Main(const Flags& flags) {
   server_options.host = listen->first;
   server_options.port = listen->second;
   server_options.io_threads = flags.io_threads;
+  server_options.max_connections = flags.max_connections;
   auto server = api::Server::Create(server_options, service->get());
   if (!server) Die(server.error());
   if (!flags.port_file.empty()) {
@@ -411,6 +429,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   app.add_option("--io-threads", flags.io_threads, "HTTP I/O threads")->capture_default_str();
+  app.add_option("--max-connections", flags.max_connections,
+                 "Open HTTP connections at most (lowered to stay below the open-file limit)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   app.add_flag("--foreground-checkpoint", flags.foreground_checkpoint,
                "Let the commit that fills the WAL copy it back (SQLite's default) instead of a "
                "checkpoint thread; for comparisons");

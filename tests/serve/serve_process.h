@@ -118,6 +118,7 @@ class ServeProcess {
   }
 
   uint16_t port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string data_dir() const { return dir_ + "/data"; }
   std::string log() const { return ReadText(dir_ + "/serve.log"); }
   std::string out() const { return ReadText(dir_ + "/serve.out"); }
