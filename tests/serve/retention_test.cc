@@ -74,7 +74,8 @@ class Retention : public ::testing::Test {
 };
 
 TEST_F(Retention, FinishedRecordsBeyondThePerTenancyCountGoOldestFirst) {
-  StartServe({"--retain-finished-per-tenancy", "3", "--retention-sweep-interval", "100ms"});
+  ASSERT_NO_FATAL_FAILURE(
+      StartServe({"--retain-finished-per-tenancy", "3", "--retention-sweep-interval", "100ms"}));
   std::vector<std::string> a, b;
   for (int i = 0; i < 6; ++i)
     a.push_back(Submit("team-a"));
@@ -108,14 +109,15 @@ TEST_F(Retention, FinishedRecordsBeyondThePerTenancyCountGoOldestFirst) {
 }
 
 TEST_F(Retention, FinishedRecordsOlderThanTheAgeGo) {
-  StartServe({"--retain-finished", "1s", "--retention-sweep-interval", "100ms"});
+  ASSERT_NO_FATAL_FAILURE(
+      StartServe({"--retain-finished", "1s", "--retention-sweep-interval", "100ms"}));
   Submit("team-a");
   Submit("team-b");
   EXPECT_EQ(WaitForListing("", {}), std::vector<std::string>{});
 }
 
 TEST_F(Retention, AListingPageStopsAtAboutFourMiB) {
-  StartServe({});
+  ASSERT_NO_FATAL_FAILURE(StartServe({}));
   // 24 records of about 240 KB each (8 env values of 30,000 bytes): about 5.8 MB in all.
   std::string env = R"(,"env":{)";
   for (int i = 0; i < 8; ++i)

@@ -16,7 +16,7 @@ using nlohmann::json;
 
 class TenancyReuse : public ::testing::Test {
  protected:
-  void SetUp() override { StartServe({}); }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartServe({})); }
 
   void StartServe(std::vector<std::string> extra) {
     const std::string root = MaterializeHost("hgx-h100-dgx");
@@ -153,7 +153,7 @@ TEST_F(TenancyReuse, GpusHeldByTheOldOwnerAreNotShownAsTheNewOnes) {
            << " ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\n";
   }
   std::filesystem::permissions(check, std::filesystem::perms::owner_all);
-  StartServe({"--firmware-check-command", check});
+  ASSERT_NO_FATAL_FAILURE(StartServe({"--firmware-check-command", check}));
   auto old_owner = serve_->Connect(CreateWithToken("gamma"));
   int status = 0;
   auto held = CallJson(*old_owner, "POST", "/v1/containers",
