@@ -77,6 +77,7 @@ json TenancyJson(const fleet::Tenancy& tenancy) {
     extensions[key] = parsed.is_discarded() ? json(value) : parsed;
   }
   return {{"name", tenancy.name},
+          {"uid", tenancy.uid},
           {"created_ms", tenancy.created_ms},
           {"labels", tenancy.labels},
           {"extensions", extensions}};

@@ -33,6 +33,10 @@ struct Tenancy {
   int64_t created_ms = 0;  // Unix time, milliseconds
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> extensions;  // key -> JSON text
+  // This incarnation of the name: random, new each time the name is created. Containers and
+  // tokens belong to an incarnation, so deleting a tenancy and creating its name again hands the
+  // new owner nothing of the old one's.
+  std::string uid;
 
   friend bool operator==(const Tenancy&, const Tenancy&) = default;
 };
@@ -91,6 +95,7 @@ struct ContainerSpec {
 struct ContainerRecord {
   std::string id;  // "c-" + 16 hex digits
   ContainerSpec spec;
+  std::string tenancy_uid;  // the incarnation of spec.tenancy it belongs to; "": none
   ContainerState state = ContainerState::kPending;
   std::vector<std::string> gpus;  // IDs (GpuRecord::id) of the GPUs it holds (or held)
   std::optional<int> exit_code;
@@ -171,6 +176,7 @@ struct TokenRecord {
   std::string sha256;   // hex digest of the secret
   std::string tenancy;  // the tenancy it may act for
   int64_t created_ms = 0;
+  std::string tenancy_uid;  // the incarnation of `tenancy` it was made for
 
   friend bool operator==(const TokenRecord&, const TokenRecord&) = default;
 };
@@ -189,9 +195,16 @@ struct TenancyDeletion {
   friend bool operator==(const TenancyDeletion&, const TenancyDeletion&) = default;
 };
 
+// Deletes a container record (retention of finished ones).
+struct ContainerDeletion {
+  std::string id;
+  friend bool operator==(const ContainerDeletion&, const ContainerDeletion&) = default;
+};
+
 // One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
-// or deletes it (TenancyDeletion).
-using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion>;
+// or deletes it (TenancyDeletion, ContainerDeletion).
+using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
+                              ContainerDeletion>;
 
 struct StoreSnapshot {
   std::vector<Tenancy> tenancies;

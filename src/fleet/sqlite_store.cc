@@ -55,6 +55,23 @@ INSERT INTO gpus_by_node (node, pci_address, idx, doc) SELECT '', pci_address, i
 DROP TABLE gpus;
 ALTER TABLE gpus_by_node RENAME TO gpus;
 )sql",
+    // 4: tenancy incarnations. Each tenancy gets a uid; a container belongs to the current
+    // incarnation of its tenancy's name only when it was made at or after that incarnation was
+    // created (an older one is a deleted owner's history: no incarnation, seen by the admin
+    // only); tokens outlive no deletion, so every one is the current incarnation's.
+    R"sql(
+ALTER TABLE tenancies ADD COLUMN uid TEXT NOT NULL DEFAULT '';
+UPDATE tenancies SET uid = lower(hex(randomblob(8)));
+ALTER TABLE containers ADD COLUMN tenancy_uid TEXT NOT NULL DEFAULT '';
+UPDATE containers SET tenancy_uid = COALESCE((SELECT t.uid FROM tenancies t
+  WHERE t.name = containers.tenancy AND containers.created_ms >= t.created_ms), '');
+ALTER TABLE tokens ADD COLUMN tenancy_uid TEXT NOT NULL DEFAULT '';
+UPDATE tokens SET tenancy_uid = COALESCE((SELECT t.uid FROM tenancies t
+  WHERE t.name = tokens.tenancy), '');
+DROP INDEX IF EXISTS containers_by_idempotency;
+CREATE INDEX containers_by_idempotency ON containers (tenancy_uid, idempotency_key)
+  WHERE idempotency_key != '';
+)sql",
 };
 
 json MapToJson(const std::map<std::string, std::string>& map) {
@@ -101,12 +118,14 @@ std::string ContainerDoc(const ContainerRecord& c) {
   return doc.dump();
 }
 
-Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy, std::string state,
+Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
+                                         std::string tenancy_uid, std::string state,
                                          int64_t created_ms, std::string key,
                                          const std::string& text) {
   ContainerRecord c;
   c.id = std::move(id);
   c.spec.tenancy = std::move(tenancy);
+  c.tenancy_uid = std::move(tenancy_uid);
   c.created_ms = created_ms;
   c.idempotency_key = std::move(key);
   auto parsed_state = ParseContainerState(state);
@@ -236,15 +255,15 @@ class SqliteStore final : public Store {
     if (auto status = Migrate(); !status) return status;
     if (auto s = upsert_tenancy_.Prepare(
             db_,
-            "INSERT INTO tenancies(name, created_ms, doc) VALUES(?1, ?2, ?3) "
-            "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc");
+            "INSERT INTO tenancies(name, created_ms, doc, uid) VALUES(?1, ?2, ?3, ?4) "
+            "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc, uid = excluded.uid");
         !s)
       return s;
     if (auto s = upsert_container_.Prepare(
             db_,
-            "INSERT INTO containers(id, tenancy, state, created_ms, doc, idempotency_key) "
-            "VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(id) DO UPDATE SET state = "
-            "excluded.state, doc = excluded.doc");
+            "INSERT INTO containers(id, tenancy, state, created_ms, doc, idempotency_key, "
+            "tenancy_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET "
+            "state = excluded.state, doc = excluded.doc");
         !s)
       return s;
     if (auto s = upsert_gpu_.Prepare(
@@ -255,13 +274,16 @@ class SqliteStore final : public Store {
       return s;
     if (auto s = upsert_token_.Prepare(
             db_,
-            "INSERT INTO tokens(id, sha256, tenancy, created_ms) VALUES(?1, ?2, ?3, ?4) "
-            "ON CONFLICT(id) DO UPDATE SET sha256 = excluded.sha256, tenancy = excluded.tenancy");
+            "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) "
+            "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(id) DO UPDATE SET sha256 = excluded.sha256, "
+            "tenancy = excluded.tenancy, tenancy_uid = excluded.tenancy_uid");
         !s)
       return s;
     if (auto s = delete_tenancy_.Prepare(db_, "DELETE FROM tenancies WHERE name = ?1"); !s)
       return s;
     if (auto s = delete_tokens_.Prepare(db_, "DELETE FROM tokens WHERE tenancy = ?1"); !s) return s;
+    if (auto s = delete_container_.Prepare(db_, "DELETE FROM containers WHERE id = ?1"); !s)
+      return s;
     if (options_.background_checkpoint) {
       // The WAL file keeps its largest size after restarting; cap what it keeps on disk.
       if (auto status = Exec("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864");
@@ -300,13 +322,15 @@ class SqliteStore final : public Store {
     StoreSnapshot snapshot;
     {
       Statement stmt;
-      if (auto s = stmt.Prepare(db_, "SELECT name, created_ms, doc FROM tenancies ORDER BY name");
+      if (auto s =
+              stmt.Prepare(db_, "SELECT name, created_ms, doc, uid FROM tenancies ORDER BY name");
           !s)
         return s.error();
       while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
         Tenancy t;
         t.name = ColumnText(stmt.get(), 0);
         t.created_ms = sqlite3_column_int64(stmt.get(), 1);
+        t.uid = ColumnText(stmt.get(), 3);
         json doc = json::parse(ColumnText(stmt.get(), 2), nullptr, false);
         if (doc.is_object()) {
           t.labels = MapFromJson(doc, "labels");
@@ -318,14 +342,15 @@ class SqliteStore final : public Store {
     {
       Statement stmt;
       if (auto s = stmt.Prepare(db_,
-                                "SELECT id, tenancy, state, created_ms, idempotency_key, doc "
-                                "FROM containers ORDER BY created_ms, rowid");
+                                "SELECT id, tenancy, state, created_ms, idempotency_key, doc, "
+                                "tenancy_uid FROM containers ORDER BY created_ms, rowid");
           !s)
         return s.error();
       while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
         auto c = ContainerFromRow(ColumnText(stmt.get(), 0), ColumnText(stmt.get(), 1),
-                                  ColumnText(stmt.get(), 2), sqlite3_column_int64(stmt.get(), 3),
-                                  ColumnText(stmt.get(), 4), ColumnText(stmt.get(), 5));
+                                  ColumnText(stmt.get(), 6), ColumnText(stmt.get(), 2),
+                                  sqlite3_column_int64(stmt.get(), 3), ColumnText(stmt.get(), 4),
+                                  ColumnText(stmt.get(), 5));
         if (!c) return c.error();
         snapshot.containers.push_back(std::move(*c));
       }
@@ -345,8 +370,9 @@ class SqliteStore final : public Store {
     }
     {
       Statement stmt;
-      if (auto s = stmt.Prepare(
-              db_, "SELECT id, sha256, tenancy, created_ms FROM tokens ORDER BY created_ms");
+      if (auto s = stmt.Prepare(db_,
+                                "SELECT id, sha256, tenancy, created_ms, tenancy_uid FROM tokens "
+                                "ORDER BY created_ms");
           !s)
         return s.error();
       while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
@@ -355,6 +381,7 @@ class SqliteStore final : public Store {
         t.sha256 = ColumnText(stmt.get(), 1);
         t.tenancy = ColumnText(stmt.get(), 2);
         t.created_ms = sqlite3_column_int64(stmt.get(), 3);
+        t.tenancy_uid = ColumnText(stmt.get(), 4);
         snapshot.tokens.push_back(std::move(t));
       }
     }
@@ -428,6 +455,7 @@ class SqliteStore final : public Store {
       upsert_tenancy_.Text(
           3,
           json{{"labels", MapToJson(t->labels)}, {"extensions", MapToJson(t->extensions)}}.dump());
+      upsert_tenancy_.Text(4, t->uid);
       return Step(upsert_tenancy_);
     }
     if (const auto* c = std::get_if<ContainerRecord>(&mutation)) {
@@ -437,6 +465,7 @@ class SqliteStore final : public Store {
       upsert_container_.Int(4, c->created_ms);
       upsert_container_.Text(5, ContainerDoc(*c));
       upsert_container_.Text(6, c->idempotency_key);
+      upsert_container_.Text(7, c->tenancy_uid);
       return Step(upsert_container_);
     }
     if (const auto* g = std::get_if<GpuRecord>(&mutation)) {
@@ -452,11 +481,16 @@ class SqliteStore final : public Store {
       delete_tokens_.Text(1, d->name);
       return Step(delete_tokens_);
     }
+    if (const auto* d = std::get_if<ContainerDeletion>(&mutation)) {
+      delete_container_.Text(1, d->id);
+      return Step(delete_container_);
+    }
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
     upsert_token_.Text(2, t.sha256);
     upsert_token_.Text(3, t.tenancy);
     upsert_token_.Int(4, t.created_ms);
+    upsert_token_.Text(5, t.tenancy_uid);
     return Step(upsert_token_);
   }
 
@@ -560,7 +594,7 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_;  // the connection: writer thread and Load()
   Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_token_;
-  Statement delete_tenancy_, delete_tokens_;
+  Statement delete_tenancy_, delete_tokens_, delete_container_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
   std::condition_variable wake_;

@@ -58,6 +58,10 @@ struct Flags {
   bool synchronous_full = true;
   bool foreground_checkpoint = false;
   bool no_tenant_firewall = false;
+  std::string retain_finished = "168h";
+  size_t retain_finished_per_tenancy = 10000;
+  std::string retention_sweep_interval = "1m";
+  int start_workers = 8;
 };
 
 // spdlog flag %j: the message as a JSON string body, so every line is one JSON object.
@@ -270,6 +274,16 @@ int Main(const Flags& flags) {
   }
   options.fleet = fleet_mode;
   options.only_node = flags.k8s_node;
+  auto max_age = serve::ParseDuration(flags.retain_finished);
+  if (!max_age) Die(max_age.error().WithContext("--retain-finished"));
+  auto sweep_interval = serve::ParseDuration(flags.retention_sweep_interval);
+  if (!sweep_interval) Die(sweep_interval.error().WithContext("--retention-sweep-interval"));
+  if (sweep_interval->count() == 0)
+    Die(InvalidArgument("--retention-sweep-interval: must be longer than 0"));
+  options.retention.max_age = *max_age;
+  options.retention.per_tenancy = flags.retain_finished_per_tenancy;
+  options.retention.sweep_interval = *sweep_interval;
+  options.start_workers = flags.start_workers;
   auto policy = placement::ParsePolicy(flags.placement_policy);
   if (!policy) Die(policy.error().WithContext("--placement-policy"));
   options.policy = *policy;
@@ -437,6 +451,22 @@ int main(int argc, char** argv) {
                "Let the commit that fills the WAL copy it back (SQLite's default) instead of a "
                "checkpoint thread; for comparisons");
   app.add_option("--stop-grace-s", flags.stop_grace_s, "SIGTERM to SIGKILL on DELETE")
+      ->capture_default_str();
+  app.add_option("--retain-finished", flags.retain_finished,
+                 "Remove exited/failed container records this long after they finished "
+                 "(ms, s, m, h, d)")
+      ->capture_default_str();
+  app.add_option("--retain-finished-per-tenancy", flags.retain_finished_per_tenancy,
+                 "Keep at most this many finished container records per tenancy (oldest go "
+                 "first)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--retention-sweep-interval", flags.retention_sweep_interval,
+                 "How often the retention policy is applied")
+      ->capture_default_str();
+  app.add_option("--start-workers", flags.start_workers,
+                 "Container starts and stops run this many at a time")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return Main(flags);

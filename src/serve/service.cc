@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <boost/asio/thread_pool.hpp>
 #include <filesystem>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -20,10 +21,7 @@ using fleet::GpuRecord;
 using fleet::LeaseState;
 using fleet::Mutation;
 
-namespace {
-
-// A tenancy's storage entitlements from its record (validated when they were set).
-tenancy::StorageEntitlements StorageOf(const fleet::Tenancy& record) {
+tenancy::StorageEntitlements Service::StorageOf(const fleet::Tenancy& record) {
   auto it = record.extensions.find(std::string(tenancy::kStorageExtension));
   if (it == record.extensions.end()) return {};
   auto parsed = tenancy::ParseStorageEntitlements(it->second);
@@ -34,8 +32,6 @@ tenancy::StorageEntitlements StorageOf(const fleet::Tenancy& record) {
   }
   return std::move(*parsed);
 }
-
-}  // namespace
 
 Result<GpuAction> ParseGpuAction(std::string_view name) {
   if (name == "drain") return GpuAction::kDrain;
@@ -80,14 +76,19 @@ Status Service::Load(Host host) {
   auto snapshot = store_->Load();
   if (!snapshot) return snapshot.error();
   std::lock_guard lock(mu_);
-  for (auto& tenancy : snapshot->tenancies)
+  std::set<std::string> incarnations;  // of the tenancies that exist
+  for (auto& tenancy : snapshot->tenancies) {
+    incarnations.insert(tenancy.uid);
     tenancies_[tenancy.name] = std::move(tenancy);
+  }
   for (auto& token : snapshot->tokens)
     tokens_[token.sha256] = std::move(token);
   for (auto& container : snapshot->containers) {
     container_counts_[static_cast<int>(container.state)]++;
-    if (!container.idempotency_key.empty())
-      idempotency_[container.spec.tenancy + '\n' + container.idempotency_key] = container.id;
+    // A deleted incarnation's keys went with it.
+    if (!container.idempotency_key.empty() && !container.tenancy_uid.empty() &&
+        incarnations.count(container.tenancy_uid))
+      idempotency_[container.tenancy_uid + '\n' + container.idempotency_key] = container.id;
     if (container.state == ContainerState::kPending && !container.started)
       pending_.push_back(container.id);
     container_position_[container.id] = container_order_.size();
@@ -222,6 +223,7 @@ void Service::Start() {
   std::lock_guard lock(mu_);
   if (scheduler_.joinable()) return;
   stopping_ = false;
+  pool_ = std::make_unique<boost::asio::thread_pool>(std::max(1, options_.start_workers));
   scheduler_ = std::thread([this] { SchedulerLoop(); });
   checker_ = std::thread([this] { CheckerLoop(); });
 }
@@ -235,6 +237,13 @@ void Service::Stop() {
   checker_wake_.notify_all();
   if (scheduler_.joinable()) scheduler_.join();
   if (checker_.joinable()) checker_.join();
+  // Only the scheduler posts work, so none comes after this. A start handed over is marked
+  // started in the store: it runs to its end rather than leave a container the next start of
+  // the service would take for vanished. Work applies its outcome under mu_: joined without it.
+  if (pool_) {
+    pool_->join();
+    pool_.reset();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -528,13 +537,17 @@ void Service::WriteLeaseFileLocked() {
   lease_file_written_ = std::move(text);
 }
 
-void Service::EnsureTenancyLocked(const std::string& name, std::vector<Mutation>& out) {
-  if (tenancies_.count(name)) return;
+Result<const fleet::Tenancy*> Service::EnsureTenancyLocked(const std::string& name,
+                                                           std::vector<Mutation>& out) {
+  if (auto it = tenancies_.find(name); it != tenancies_.end()) return &it->second;
+  auto uid = fleet::RandomHex(8);
+  if (!uid) return uid.error();
   fleet::Tenancy tenancy;
   tenancy.name = name;
+  tenancy.uid = std::move(*uid);
   tenancy.created_ms = fleet::NowMs();
-  tenancies_[name] = tenancy;
-  out.push_back(std::move(tenancy));
+  out.push_back(tenancy);
+  return &(tenancies_[name] = std::move(tenancy));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -546,128 +559,6 @@ void Service::OnExit(const std::string& id, const backends::ExitInfo& info) {
     exits_.push_back(ExitEvent{id, info});
   }
   scheduler_wake_.notify_one();
-}
-
-void Service::SchedulerLoop() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    scheduler_wake_.wait(lock, [this] {
-      return stopping_ || !exits_.empty() || !to_stop_.empty() ||
-             (reschedule_ && !pending_.empty());
-    });
-    if (stopping_) break;
-    std::vector<Mutation> mutations;
-    while (!exits_.empty()) {
-      ExitEvent event = std::move(exits_.front());
-      exits_.pop_front();
-      auto it = containers_.find(event.id);
-      if (it != containers_.end()) FinishContainer(it->second, event.info, mutations);
-    }
-    if (!mutations.empty()) {
-      reschedule_ = true;
-      CommitLocked(std::move(mutations), nullptr);
-      mutations.clear();
-    }
-    while (!to_stop_.empty()) {
-      std::string id = std::move(to_stop_.front());
-      to_stop_.pop_front();
-      busy_++;
-      lock.unlock();
-      auto status = backend_->Stop(id, options_.stop_grace);
-      if (!status) spdlog::warn("stop {}: {}", id, status.error().message);
-      lock.lock();
-      busy_--;
-    }
-    if (!reschedule_) continue;
-    reschedule_ = false;
-    // FIFO, but a GPU request that does not fit holds back later GPU requests (no starvation of
-    // large ones); containers without GPUs never wait for GPUs.
-    std::vector<std::string> to_start;
-    bool gpu_blocked = false;
-    for (auto it = pending_.begin(); it != pending_.end();) {
-      auto found = containers_.find(*it);
-      if (found == containers_.end() || found->second.state != ContainerState::kPending ||
-          found->second.started) {
-        it = pending_.erase(it);
-        continue;
-      }
-      auto& container = found->second;
-      if (container.spec.gpus > 0 && gpu_blocked) {
-        ++it;
-        continue;
-      }
-      if (!TryPlace(container, mutations)) {
-        gpu_blocked = true;
-        ++it;
-        continue;
-      }
-      container.started = true;
-      mutations.push_back(container);
-      to_start.push_back(container.id);
-      it = pending_.erase(it);
-    }
-    if (!mutations.empty()) CommitLocked(std::move(mutations), nullptr);
-    mutations.clear();
-    for (const auto& id : to_start) {
-      auto it = containers_.find(id);
-      if (it == containers_.end()) continue;
-      const auto& container = it->second;
-      backends::StartRequest request;
-      request.id = container.id;
-      request.tenancy = container.spec.tenancy;
-      request.image = container.spec.image;
-      request.command = container.spec.command;
-      request.env = container.spec.env;
-      request.isolation = container.spec.isolation;
-      request.network = container.spec.network;
-      // Checked again at start: the entitlement may have been withdrawn since the submission.
-      auto tenancy_it = tenancies_.find(container.spec.tenancy);
-      auto volumes =
-          tenancy::ResolveVolumes(container.spec.tenancy,
-                                  tenancy_it == tenancies_.end() ? tenancy::StorageEntitlements{}
-                                                                 : StorageOf(tenancy_it->second),
-                                  container.spec.volumes);
-      if (!volumes) {
-        FinishContainer(it->second, backends::ExitInfo{std::nullopt, true, volumes.error().message},
-                        mutations);
-        continue;
-      }
-      request.volumes = std::move(*volumes);
-      for (const auto& gpu_id : container.gpus) {
-        if (auto* gpu = FindGpu(gpu_id)) {
-          request.gpu_pci_addresses.push_back(gpu->pci_address);
-          request.cdi_devices.push_back(gpu->cdi_device);
-          request.node = gpu->node;
-        }
-      }
-      busy_++;
-      lock.unlock();
-      auto status = backend_->Start(
-          request,
-          [this](const std::string& cid, const backends::ExitInfo& info) { OnExit(cid, info); });
-      lock.lock();
-      busy_--;
-      it = containers_.find(id);
-      if (it == containers_.end()) continue;
-      auto& started = it->second;
-      if (!status) {
-        FinishContainer(started, backends::ExitInfo{std::nullopt, true, status.error().message},
-                        mutations);
-        continue;
-      }
-      if (started.state == ContainerState::kPending) {
-        SetContainerState(started, ContainerState::kRunning);
-        started.started_ms = fleet::NowMs();
-        for (const auto& pci : started.gpus)
-          if (auto* gpu = FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
-            SetGpuState(*gpu, LeaseState::kActive, "", mutations);
-        mutations.push_back(started);
-      }
-      if (started.stop_requested) to_stop_.push_back(started.id);
-    }
-    if (!mutations.empty()) CommitLocked(std::move(mutations), nullptr);
-    idle_.notify_all();
-  }
 }
 
 void Service::CheckerLoop() {
@@ -769,35 +660,43 @@ Result<Caller> Service::Authenticate(std::string_view token) const {
   if (token.empty()) return PermissionDenied("missing bearer token");
   std::string hash = fleet::Sha256Hex(token);
   std::lock_guard lock(mu_);
-  if (!admin_hash_.empty() && hash == admin_hash_) return Caller{true, ""};
+  if (!admin_hash_.empty() && hash == admin_hash_) return Caller{true, "", ""};
   auto it = tokens_.find(hash);
   if (it == tokens_.end()) return PermissionDenied("unknown token");
-  return Caller{false, it->second.tenancy};
+  // A token acts for the incarnation it was made for, never for a later owner of the name.
+  auto tenancy = tenancies_.find(it->second.tenancy);
+  if (tenancy == tenancies_.end() || tenancy->second.uid != it->second.tenancy_uid)
+    return PermissionDenied("unknown token");
+  return Caller{false, it->second.tenancy, it->second.tenancy_uid};
 }
 
 void Service::PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done) {
   if (auto problem = fleet::CheckTenancyName(tenancy.name); !problem.empty())
     return done(InvalidArgument("tenancy name \"" + tenancy.name + "\": " + problem));
+  // Labels and extensions are the admin's metadata about a tenancy, and entitlements live in the
+  // extensions: a tenant writing them would grant itself access.
+  if (!caller.admin)
+    return done(PermissionDenied(
+        "only the admin creates or changes tenancies: labels and extensions are admin metadata"));
+  auto uid = fleet::RandomHex(8);
+  if (!uid) return done(uid.error());
   std::unique_lock lock(mu_);
   auto it = tenancies_.find(tenancy.name);
-  if (!caller.admin && (it == tenancies_.end() || caller.tenancy != tenancy.name))
-    return done(NotFound("tenancy " + tenancy.name + " not found"));
   const std::string storage_key(tenancy::kStorageExtension);
   if (auto storage = tenancy.extensions.find(storage_key); storage != tenancy.extensions.end()) {
-    // Entitlements grant access to other people's storage: only the admin sets them.
-    if (!caller.admin)
-      return done(PermissionDenied("extensions.storage: only the admin sets storage entitlements"));
     auto parsed = tenancy::ParseStorageEntitlements(storage->second);
     if (!parsed) return done(parsed.error().WithContext("extensions.storage"));
     storage->second = tenancy::StorageEntitlementsToJson(*parsed);
   }
   if (it != tenancies_.end()) {
     tenancy.created_ms = it->second.created_ms;
+    tenancy.uid = it->second.uid;
     // Entitlements other components attached stay unless the body replaces them.
     for (const auto& [key, value] : it->second.extensions)
       tenancy.extensions.emplace(key, value);
   } else {
     tenancy.created_ms = fleet::NowMs();
+    tenancy.uid = std::move(*uid);
   }
   tenancies_[tenancy.name] = tenancy;
   CommitLocked({tenancy}, [done = std::move(done), tenancy](Status status) {
@@ -809,7 +708,7 @@ void Service::PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<flee
 Result<fleet::Tenancy> Service::GetTenancy(const Caller& caller, const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = tenancies_.find(name);
-  if (it == tenancies_.end() || !caller.Sees(name))
+  if (it == tenancies_.end() || !caller.Sees(it->second))
     return NotFound("tenancy " + name + " not found");
   return it->second;
 }
@@ -818,7 +717,7 @@ std::vector<fleet::Tenancy> Service::ListTenancies(const Caller& caller) const {
   std::lock_guard lock(mu_);
   std::vector<fleet::Tenancy> out;
   for (const auto& [name, tenancy] : tenancies_)
-    if (caller.Sees(name)) out.push_back(tenancy);
+    if (caller.Sees(tenancy)) out.push_back(tenancy);
   return out;
 }
 
@@ -835,7 +734,9 @@ void Service::CreateToken(const Caller& caller, const std::string& tenancy,
   created.record.tenancy = tenancy;
   created.record.created_ms = fleet::NowMs();
   std::lock_guard lock(mu_);
-  if (!tenancies_.count(tenancy)) return done(NotFound("tenancy " + tenancy + " not found"));
+  auto it = tenancies_.find(tenancy);
+  if (it == tenancies_.end()) return done(NotFound("tenancy " + tenancy + " not found"));
+  created.record.tenancy_uid = it->second.uid;
   tokens_[created.record.sha256] = created.record;
   CommitLocked({created.record}, [done = std::move(done), created](Status status) {
     if (!status) return done(status.error());
@@ -850,13 +751,10 @@ void Service::PutStorage(const Caller& caller, const std::string& name,
     return done(InvalidArgument("tenancy name \"" + name + "\": " + problem));
   if (!caller.admin) return done(PermissionDenied("only the admin sets storage entitlements"));
   std::unique_lock lock(mu_);
-  fleet::Tenancy tenancy;
-  if (auto it = tenancies_.find(name); it != tenancies_.end()) {
-    tenancy = it->second;
-  } else {
-    tenancy.name = name;
-    tenancy.created_ms = fleet::NowMs();
-  }
+  std::vector<Mutation> mutations;
+  auto ensured = EnsureTenancyLocked(name, mutations);
+  if (!ensured) return done(ensured.error());
+  fleet::Tenancy tenancy = **ensured;
   tenancy.extensions[std::string(tenancy::kStorageExtension)] =
       tenancy::StorageEntitlementsToJson(storage);
   tenancies_[name] = tenancy;
@@ -870,7 +768,7 @@ Result<tenancy::StorageEntitlements> Service::GetStorage(const Caller& caller,
                                                          const std::string& name) const {
   std::lock_guard lock(mu_);
   auto it = tenancies_.find(name);
-  if (it == tenancies_.end() || !caller.Sees(name))
+  if (it == tenancies_.end() || !caller.Sees(it->second))
     return NotFound("tenancy " + name + " not found");
   return StorageOf(it->second);
 }
@@ -919,7 +817,14 @@ Status Service::DeleteTenancy(const Caller& caller, const std::string& name) {
     std::lock_guard lock(mu_);
     // A submission may have come in while the backend worked: it keeps the tenancy.
     if (auto listed = ended_containers(); !listed) return listed.error();
-    tenancies_.erase(name);
+    // Its records stay as the admin's history; its keys go, so a later owner of the name is
+    // never answered with them.
+    auto tenancy = tenancies_.find(name);
+    if (tenancy == tenancies_.end()) return NotFound("tenancy " + name + " not found");
+    const std::string prefix = tenancy->second.uid + '\n';
+    std::erase_if(idempotency_,
+                  [&prefix](const auto& entry) { return entry.first.starts_with(prefix); });
+    tenancies_.erase(tenancy);
     for (auto it = tokens_.begin(); it != tokens_.end();)
       it = it->second.tenancy == name ? tokens_.erase(it) : std::next(it);
     CommitLocked({fleet::TenancyDeletion{name}},
@@ -932,7 +837,8 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
                      Done<SubmitResult> done) {
   if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
     return done(InvalidArgument("tenancy: \"" + spec.tenancy + "\" " + problem));
-  if (!caller.Sees(spec.tenancy)) return done(NotFound("tenancy " + spec.tenancy + " not found"));
+  if (!caller.admin && caller.tenancy != spec.tenancy)
+    return done(NotFound("tenancy " + spec.tenancy + " not found"));
   if (spec.gpus < 0 || spec.gpus > fleet::kMaxGpusPerContainer)
     return done(InvalidArgument("gpus: must be 0.." + std::to_string(fleet::kMaxGpusPerContainer)));
   if (spec.gpus > 0 && options_.fleet) {
@@ -951,10 +857,13 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
   if (!random) return done(random.error());
 
   std::lock_guard lock(mu_);
+  auto tenancy_it = tenancies_.find(spec.tenancy);
+  // A token outliving its incarnation (deleted while this request was under way) acts for none.
+  if (!caller.admin && (tenancy_it == tenancies_.end() || !caller.Sees(tenancy_it->second)))
+    return done(NotFound("tenancy " + spec.tenancy + " not found"));
   if (!spec.volumes.empty()) {
     // 403 naming the volume for anything the tenancy is not entitled to (the backend resolves
     // again at start, in case the entitlement is withdrawn in between).
-    auto tenancy_it = tenancies_.find(spec.tenancy);
     auto resolved =
         tenancy::ResolveVolumes(spec.tenancy,
                                 tenancy_it == tenancies_.end() ? tenancy::StorageEntitlements{}
@@ -962,8 +871,9 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
                                 spec.volumes);
     if (!resolved) return done(resolved.error());
   }
-  if (!idempotency_key.empty()) {
-    auto it = idempotency_.find(spec.tenancy + '\n' + idempotency_key);
+  // Keys are scoped to the incarnation; a tenancy the admin's submission creates has none yet.
+  if (!idempotency_key.empty() && tenancy_it != tenancies_.end()) {
+    auto it = idempotency_.find(tenancy_it->second.uid + '\n' + idempotency_key);
     if (it != idempotency_.end()) {
       const auto& existing = containers_.at(it->second);
       if (existing.spec != spec)
@@ -978,17 +888,19 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
       return;
     }
   }
+  std::vector<Mutation> mutations;
+  auto tenancy = EnsureTenancyLocked(spec.tenancy, mutations);
+  if (!tenancy) return done(tenancy.error());
   ContainerRecord container;
   container.id = "c-" + *random;
   container.spec = std::move(spec);
+  container.tenancy_uid = (*tenancy)->uid;
   container.idempotency_key = std::move(idempotency_key);
   container.created_ms = fleet::NowMs();
-  std::vector<Mutation> mutations;
-  EnsureTenancyLocked(container.spec.tenancy, mutations);
   mutations.push_back(container);
   container_counts_[static_cast<int>(ContainerState::kPending)]++;
   if (!container.idempotency_key.empty())
-    idempotency_[container.spec.tenancy + '\n' + container.idempotency_key] = container.id;
+    idempotency_[container.tenancy_uid + '\n' + container.idempotency_key] = container.id;
   container_position_[container.id] = container_order_.size();
   container_order_.push_back(container.id);
   pending_.push_back(container.id);
@@ -1005,7 +917,7 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
 Result<ContainerRecord> Service::GetContainer(const Caller& caller, const std::string& id) const {
   std::lock_guard lock(mu_);
   auto it = containers_.find(id);
-  if (it == containers_.end() || !caller.Sees(it->second.spec.tenancy))
+  if (it == containers_.end() || !caller.Sees(it->second))
     return NotFound("container " + id + " not found");
   return it->second;
 }
@@ -1018,12 +930,12 @@ Result<ContainerPage> Service::ListContainers(const Caller& caller,
   size_t step = 0;
   if (!query.after.empty()) {
     auto at = container_position_.find(query.after);
-    if (at == container_position_.end() || !caller.Sees(containers_.at(query.after).spec.tenancy))
+    if (at == container_position_.end() || !caller.Sees(containers_.at(query.after)))
       return InvalidArgument("after: no container " + query.after);
     step = query.newest_first ? count - at->second : at->second + 1;
   }
   auto matches = [&](const ContainerRecord& container) {
-    if (!caller.Sees(container.spec.tenancy)) return false;
+    if (!caller.Sees(container)) return false;
     if (!query.tenancy.empty() && container.spec.tenancy != query.tenancy) return false;
     if (query.states.empty()) return true;
     return std::find(query.states.begin(), query.states.end(), container.state) !=
@@ -1032,15 +944,19 @@ Result<ContainerPage> Service::ListContainers(const Caller& caller,
   ContainerPage page;
   const size_t limit = std::clamp<size_t>(query.limit, 1, ContainerQuery::kMaxLimit);
   page.containers.reserve(std::min(limit, count));
+  size_t bytes = 0;
   for (; step < count; ++step) {
     const size_t position = query.newest_first ? count - 1 - step : step;
     const auto& container = containers_.at(container_order_[position]);
     if (!matches(container)) continue;
-    if (page.containers.size() == limit) {
+    const size_t size = EstimatedJsonBytes(container);
+    if (page.containers.size() == limit ||
+        (!page.containers.empty() && bytes + size > query.max_bytes)) {
       // One more match exists: the page is full and there is a next one.
       page.next = page.containers.back().id;
       break;
     }
+    bytes += size;
     page.containers.push_back(container);
   }
   return page;
@@ -1050,7 +966,7 @@ void Service::DeleteContainer(const Caller& caller, const std::string& id,
                               Done<ContainerRecord> done) {
   std::lock_guard lock(mu_);
   auto it = containers_.find(id);
-  if (it == containers_.end() || !caller.Sees(it->second.spec.tenancy))
+  if (it == containers_.end() || !caller.Sees(it->second))
     return done(NotFound("container " + id + " not found"));
   auto& container = it->second;
   std::vector<Mutation> mutations;
@@ -1076,7 +992,7 @@ Result<std::string> Service::Logs(const Caller& caller, const std::string& id) {
   {
     std::lock_guard lock(mu_);
     auto it = containers_.find(id);
-    if (it == containers_.end() || !caller.Sees(it->second.spec.tenancy))
+    if (it == containers_.end() || !caller.Sees(it->second))
       return NotFound("container " + id + " not found");
     if (!it->second.started) return std::string();
   }
@@ -1090,7 +1006,9 @@ std::vector<GpuRecord> Service::ListGpus(const Caller& caller) const {
   std::vector<GpuRecord> out = gpus_;
   if (!caller.admin) {
     for (auto& gpu : out) {
-      if (gpu.tenancy != caller.tenancy) {
+      // The holder's name is not enough: an earlier owner of the name is someone else.
+      auto holder = containers_.find(gpu.container_id);
+      if (holder == containers_.end() || !caller.Sees(holder->second)) {
         gpu.tenancy.clear();
         gpu.container_id.clear();
       }

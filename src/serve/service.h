@@ -3,9 +3,10 @@
 // machine with firmware checks, the backend that runs containers, and the node-local lease
 // file. Knows no HTTP: the api module maps its results and errors to responses.
 //
-// Threads: callers (the HTTP server) call in from any thread; one scheduler thread places and
-// starts pending containers and handles exits; one checker thread runs firmware checks; the
-// store's writer thread runs the `done` callbacks of mutating calls once their change is durable.
+// Threads: callers (the HTTP server) call in from any thread; one scheduler thread places pending
+// containers (serially), handles exits and sweeps finished records; a bounded pool runs the
+// backend's starts and stops; one checker thread runs firmware checks; the store's writer thread
+// runs the `done` callbacks of mutating calls once their change is durable.
 #pragma once
 
 #include <array>
@@ -20,13 +21,19 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/backend.h"
 #include "common/error.h"
 #include "fleet/fleet.h"
 #include "placement/placement.h"
+#include "serve/bounds.h"
 #include "topology/topology.h"
+
+namespace boost::asio {
+class thread_pool;
+}
 
 namespace tessera::serve {
 
@@ -51,14 +58,26 @@ struct ServiceOptions {
   bool fleet = false;
   std::string only_node;  // fleet mode: place only on this node (empty: any)
   placement::Policy policy = placement::Policy::kBinpack;
+  RetentionOptions retention;
+  // Backend starts and stops run this many at a time, so one slow start (an image pull) does not
+  // hold back every other tenancy's.
+  int start_workers = 8;
 };
 
 // Who is calling: the admin, or one tenancy's token.
 struct Caller {
   bool admin = false;
-  std::string tenancy;  // when !admin
+  std::string tenancy;      // when !admin
+  std::string tenancy_uid;  // the incarnation of `tenancy` its token was made for
 
-  bool Sees(const std::string& tenancy_name) const { return admin || tenancy == tenancy_name; }
+  // A tenant sees only its own incarnation: a tenancy deleted and created again under the same
+  // name is someone else's. The admin sees everything, history included.
+  bool Sees(const fleet::Tenancy& record) const {
+    return admin || (record.name == tenancy && record.uid == tenancy_uid);
+  }
+  bool Sees(const fleet::ContainerRecord& record) const {
+    return admin || (!tenancy_uid.empty() && record.tenancy_uid == tenancy_uid);
+  }
 };
 
 struct SubmitResult {
@@ -72,7 +91,11 @@ struct SubmitResult {
 struct ContainerQuery {
   static constexpr size_t kDefaultLimit = 500;
   static constexpr size_t kMaxLimit = 1000;
+  // A page also ends once its rendered JSON would pass this many bytes (estimated), so a few
+  // large records cannot make one answer of tens of MiB; it holds at least one record.
+  static constexpr size_t kMaxPageBytes = 4u << 20;
   size_t limit = kDefaultLimit;
+  size_t max_bytes = kMaxPageBytes;
   std::string after;
   bool newest_first = false;
   std::vector<fleet::ContainerState> states;  // empty: every state
@@ -131,7 +154,8 @@ class Service {
   // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
   // (never placed) but keep their records and leases.
   void UpdateNodes(std::vector<NodeInventory> nodes);
-  // Stops the threads; running containers are left running (adopted on the next start).
+  // Stops the threads, after the starts and stops already handed to the pool have returned;
+  // running containers are left running (adopted on the next start).
   void Stop();
 
   // ---- Auth ----
@@ -212,8 +236,20 @@ class Service {
   fleet::GpuRecord* FindGpu(const std::string& gpu_id);
   // Pass/fail and the reason; runs without mu_.
   std::pair<bool, std::string> RunFirmwareCheck(const fleet::GpuRecord& gpu) const;
-  void EnsureTenancyLocked(const std::string& name, std::vector<fleet::Mutation>& out);
+  // The tenancy of that name, created (with a new incarnation) when missing.
+  Result<const fleet::Tenancy*> EnsureTenancyLocked(const std::string& name,
+                                                    std::vector<fleet::Mutation>& out);
   void OnExit(const std::string& id, const backends::ExitInfo& info);
+  // A tenancy's storage entitlements from its record (validated when they were set).
+  static tenancy::StorageEntitlements StorageOf(const fleet::Tenancy& record);
+  // Scheduler thread (scheduler.cc), mu_ held: hand a placed container's start, or a stop, to
+  // the pool; the start's outcome is applied under mu_ when it returns.
+  void StartOnPoolLocked(const std::string& id, std::vector<fleet::Mutation>& out);
+  void StopOnPoolLocked(const std::string& id);
+  void ApplyStartLocked(const std::string& id, const Status& status);
+  // Removes the finished records the retention policy no longer keeps, from memory and the
+  // store, compacting the listing order; their backend leftovers are removed on the pool.
+  void SweepRetentionLocked();
 
   ServiceOptions options_;
   std::unique_ptr<fleet::Store> store_;
@@ -226,7 +262,8 @@ class Service {
   std::unordered_map<std::string, fleet::ContainerRecord> containers_;
   std::vector<std::string> container_order_;                    // creation order
   std::unordered_map<std::string, size_t> container_position_;  // id -> index in container_order_
-  std::unordered_map<std::string, std::string> idempotency_;    // tenancy '\n' key -> id
+  // Tenancy incarnation (uid) '\n' Idempotency-Key -> container ID.
+  std::unordered_map<std::string, std::string> idempotency_;
   // Embedded mode: PCI order = topology index. Fleet mode: in order of discovery; only appended.
   std::vector<fleet::GpuRecord> gpus_;
   // Fleet mode: the nodes that publish GPUs, and the placement model over those with a chooser.
@@ -243,10 +280,13 @@ class Service {
   std::unordered_map<std::string, fleet::TokenRecord> tokens_;  // sha256 -> token
   std::deque<std::string> pending_;                             // container IDs to place
   std::deque<ExitEvent> exits_;
-  std::deque<std::string> to_check_;  // GPUs in releasing, by PCI address
-  std::deque<std::string> to_stop_;   // running containers a client deleted
+  std::deque<std::string> to_check_;          // GPUs in releasing, by PCI address
+  std::deque<std::string> to_stop_;           // running containers a client deleted
+  std::unordered_set<std::string> starting_;  // containers whose backend Start has not returned
+  // Exits reported before their container's Start returned; applied after it.
+  std::unordered_map<std::string, backends::ExitInfo> early_exits_;
   std::array<int64_t, 4> container_counts_{};
-  int busy_ = 0;             // starts and checks under way outside the lock
+  int busy_ = 0;             // starts, stops and checks under way outside the lock
   bool reschedule_ = false;  // something changed that may let a pending container be placed
   bool lease_dirty_ = true;  // a GPU changed since the lease file was written
   bool stopping_ = false;
@@ -255,8 +295,12 @@ class Service {
   std::condition_variable checker_wake_;
   std::condition_variable idle_;
 
+  std::chrono::steady_clock::time_point next_sweep_{};  // scheduler thread only
+
   std::thread scheduler_;
   std::thread checker_;
+  // Backend starts, stops and removals; created in Start(), joined in Stop().
+  std::unique_ptr<boost::asio::thread_pool> pool_;
 };
 
 }  // namespace tessera::serve

@@ -49,10 +49,12 @@ Harness& Instance() {
     fleet::Tenancy alpha;
     alpha.name = "alpha";
     alpha.created_ms = fleet::NowMs();
+    alpha.uid = "u-0123456789abcdef";
     fleet::TokenRecord token;
     token.id = "t-00000001";
     token.sha256 = fleet::Sha256Hex(kTenantToken);
     token.tenancy = "alpha";
+    token.tenancy_uid = alpha.uid;
     token.created_ms = alpha.created_ms;
     if (!(*store)->CommitAndWait({alpha, token})) std::abort();
     serve::ServiceOptions options;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "fleet/fleet.h"
@@ -29,6 +30,7 @@ TEST(SqliteStore, RecordsSurviveReopeningAndUpsertsReplace) {
   container.spec = {"busybox",   "team-a", 2, Isolation::kGvisor, {"sh", "-c", "echo hi"},
                     {{"A", "1"}}};
   container.gpus = {"0000:18:00.0", "0000:2a:00.0"};
+  container.tenancy_uid = "0123456789abcdef";
   container.idempotency_key = "k";
   container.created_ms = 5;
   GpuRecord gpu;
@@ -37,8 +39,8 @@ TEST(SqliteStore, RecordsSurviveReopeningAndUpsertsReplace) {
   gpu.tenancy = "team-a";
   gpu.container_id = "c-1";
   gpu.firmware_baseline = "sha256:ab";
-  Tenancy tenancy{"team-a", 3, {{"team", "ml"}}, {{"networks", "[\"n1\"]"}}};
-  TokenRecord token{"t-1", Sha256Hex("secret"), "team-a", 4};
+  Tenancy tenancy{"team-a", 3, {{"team", "ml"}}, {{"networks", "[\"n1\"]"}}, "0123456789abcdef"};
+  TokenRecord token{"t-1", Sha256Hex("secret"), "team-a", 4, "0123456789abcdef"};
   {
     auto store = Open(path);
     ASSERT_TRUE(store);
@@ -121,6 +123,80 @@ TEST(SqliteStore, Version2GpusMigrateToThisHostAndNodesKeepTheirOwn) {
   EXPECT_EQ(snapshot->gpus[0].reason, "rom changed");
   EXPECT_EQ(snapshot->gpus[1], on_node);
   EXPECT_EQ(snapshot->gpus[1].id(), "0000:18:00.0@node-b");
+}
+
+TEST(SqliteStore, Version3TenanciesGetAnIncarnationThatOnlyTheirLaterContainersJoin) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  // A version 3 database, as the build before tenancy incarnations left it: gamma was deleted
+  // and created again at 1000; c-old is the earlier owner's, c-new and the token the current's.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE tenancies (name TEXT PRIMARY KEY, created_ms INTEGER NOT "
+                         "NULL, doc TEXT NOT NULL);"
+                         "CREATE TABLE containers (id TEXT PRIMARY KEY, tenancy TEXT NOT NULL, "
+                         "state TEXT NOT NULL, created_ms INTEGER NOT NULL, doc TEXT NOT NULL, "
+                         "idempotency_key TEXT NOT NULL DEFAULT '');"
+                         "CREATE INDEX containers_by_idempotency ON containers (tenancy, "
+                         "idempotency_key) WHERE idempotency_key != '';"
+                         "CREATE TABLE gpus (node TEXT NOT NULL DEFAULT '', pci_address TEXT NOT "
+                         "NULL, idx INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (node, "
+                         "pci_address));"
+                         "CREATE TABLE tokens (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, "
+                         "tenancy TEXT NOT NULL, created_ms INTEGER NOT NULL);"
+                         "INSERT INTO tenancies VALUES ('gamma', 1000, '{}'), ('delta', 5, '{}');"
+                         "INSERT INTO containers VALUES "
+                         "('c-old', 'gamma', 'exited', 500, '{\"image\":\"busybox\"}', 'k'),"
+                         "('c-new', 'gamma', 'exited', 1000, '{\"image\":\"busybox\"}', 'k'),"
+                         "('c-gone', 'omega', 'failed', 7, '{\"image\":\"busybox\"}', ''),"
+                         "('c-delta', 'delta', 'exited', 6, '{\"image\":\"busybox\"}', '');"
+                         "INSERT INTO tokens VALUES ('t-1', 'ab', 'gamma', 1200);"
+                         "PRAGMA user_version=3;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  auto snapshot = store->Load();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.error().message;
+  ASSERT_EQ(snapshot->tenancies.size(), 2u);
+  const Tenancy& delta = snapshot->tenancies[0];
+  const Tenancy& gamma = snapshot->tenancies[1];
+  ASSERT_EQ(gamma.name, "gamma");
+  EXPECT_EQ(gamma.uid.size(), 16u) << gamma.uid;
+  EXPECT_EQ(delta.uid.size(), 16u) << delta.uid;
+  EXPECT_NE(gamma.uid, delta.uid);
+  std::map<std::string, std::string> uid_of;
+  for (const auto& container : snapshot->containers)
+    uid_of[container.id] = container.tenancy_uid;
+  EXPECT_EQ(uid_of["c-old"], "");
+  EXPECT_EQ(uid_of["c-new"], gamma.uid);
+  EXPECT_EQ(uid_of["c-gone"], "");
+  EXPECT_EQ(uid_of["c-delta"], delta.uid);
+  ASSERT_EQ(snapshot->tokens.size(), 1u);
+  EXPECT_EQ(snapshot->tokens[0].tenancy_uid, gamma.uid);
+  // A later upsert keeps what the migration gave each record.
+  ASSERT_TRUE(store->CommitAndWait({gamma}).ok());
+  EXPECT_EQ(store->Load()->tenancies[1].uid, gamma.uid);
+}
+
+TEST(SqliteStore, AContainerDeletionRemovesTheRecord) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  ContainerRecord kept, removed;
+  kept.id = "c-kept";
+  removed.id = "c-removed";
+  kept.spec.tenancy = removed.spec.tenancy = "t";
+  ASSERT_TRUE(store->CommitAndWait({kept, removed}).ok());
+  ASSERT_TRUE(store->CommitAndWait({ContainerDeletion{"c-removed"}}).ok());
+  store.reset();
+  auto snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->containers.size(), 1u);
+  EXPECT_EQ(snapshot->containers[0].id, "c-kept");
 }
 
 TEST(SqliteStore, ConcurrentCommitsAreGroupedAndAllDurable) {
