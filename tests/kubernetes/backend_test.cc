@@ -171,8 +171,8 @@ TEST(KubernetesBackend, EntitledNfsVolumesBecomePodVolumesAndNfsEgressExceptions
 
 TEST(KubernetesBackend, IsolationNeedsItsRuntimeClass) {
   Fixture f;
-  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kRunc).ok());
-  auto missing = f.backend->CheckIsolation(fleet::Isolation::kKata);
+  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kRunc, 0).ok());
+  auto missing = f.backend->CheckIsolation(fleet::Isolation::kKata, 1);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().category, ErrorCategory::kFailedPrecondition);
   EXPECT_NE(missing.error().message.find("kata-qemu-nvidia-gpu"), std::string::npos);
@@ -183,7 +183,7 @@ TEST(KubernetesBackend, IsolationNeedsItsRuntimeClass) {
                            {"metadata", {{"name", "kata-qemu-nvidia-gpu"}}},
                            {"handler", "kata-qemu-nvidia-gpu"}})
                   .ok());
-  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kKata).ok());
+  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kKata, 1).ok());
 }
 
 TEST(KubernetesBackend, TheExitComesFromThePodWatchWithoutGettingThePod) {
