@@ -18,7 +18,7 @@ using tessera::testing::TesseraBinary;
 std::map<std::string, nlohmann::json> Probe(const std::string& conf, int* status,
                                             std::string* out) {
   *out = RunCommand(
-      "CONTAINERS_CONF=" + conf + " " + TesseraBinary() + " doctor --probe --format json 2>&1",
+      "CONTAINERS_CONF=" + conf + " " + TesseraBinary() + " doctor --probe --format json",
       status);
   std::map<std::string, nlohmann::json> checks;
   auto doc = nlohmann::json::parse(*out, nullptr, false);
