@@ -47,19 +47,19 @@ std::string RlimitFix(const std::string& output, const ProbeContext& context) {
   int type = -1;
   auto at = output.find("error setting rlimit type ");
   if (at != std::string::npos) type = std::atoi(output.c_str() + at + 26);
-  std::string nofile = context.nofile_hard ? std::to_string(*context.nofile_hard) : "1024";
-  std::string nproc = context.nproc_hard ? std::to_string(*context.nproc_hard) : "1024";
   std::string where = context.containers_conf.empty()
                           ? "/etc/containers/containers.conf (or a file named by CONTAINERS_CONF)"
                           : "$CONTAINERS_CONF (" + context.containers_conf + ")";
+  // The limits that count are those of conmon, runc's parent, which may be lower than the
+  // shell's: on one such host the shell's nproc hard limit was 96365 and conmon's 32768.
   return std::string(
              "podman's default ulimits for root exceed what this host lets a process "
              "set (rlimit type ") +
          std::to_string(type) + " is " + RlimitName(type) +
          "; raising a hard limit needs CAP_SYS_RESOURCE): add to " + where +
-         ": [containers] default_ulimits = [\"nofile=" + nofile + ":" + nofile +
-         "\", \"nproc=" + nproc + ":" + nproc +
-         "\"] (at most this shell's hard limits, `ulimit -Hn` / `ulimit -Hu`)";
+         ": [containers] default_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"] "
+         "(larger values up to the hard limits conmon runs with: `grep -e files -e processes "
+         "/proc/$(pgrep -n conmon)/limits` while a container runs)";
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 // doctor --probe, the effects: a throw-away root directory, one `podman run` per runtime, and the
-// facts the fixes name (hard rlimits, CONTAINERS_CONF).
-#include <sys/resource.h>
+// CONTAINERS_CONF the fixes name.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,12 +39,6 @@ std::string FindInPath(const std::string& program) {
     start = end + 1;
   }
   return "";
-}
-
-std::optional<uint64_t> HardLimit(int resource) {
-  struct rlimit limit {};
-  if (::getrlimit(resource, &limit) != 0 || limit.rlim_max == RLIM_INFINITY) return std::nullopt;
-  return uint64_t(limit.rlim_max);
 }
 
 // A root directory with /true; podman adds its mount points (/proc, /dev, /etc/...) itself.
@@ -96,8 +89,6 @@ std::vector<Check> RunProbes(const ProbeOptions& options) {
   }
   ProbeContext context;
   if (const char* conf = std::getenv("CONTAINERS_CONF")) context.containers_conf = conf;
-  context.nofile_hard = HardLimit(RLIMIT_NOFILE);
-  context.nproc_hard = HardLimit(RLIMIT_NPROC);
   for (const auto& runtime : runtimes) {
     auto argv = ProbeArgv(options.podman, runtime, target);
     context.command = process::Describe(argv);

@@ -6,7 +6,6 @@
 // the one reader (ReadHostFacts), so every check is testable from a fixture root.
 #pragma once
 
-#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -209,9 +208,8 @@ struct ProbeOutcome {
 };
 // What the fix for a failed probe depends on.
 struct ProbeContext {
-  std::string command;                              // the podman command line, for the evidence
-  std::string containers_conf;                      // $CONTAINERS_CONF, empty when unset
-  std::optional<uint64_t> nofile_hard, nproc_hard;  // this process's hard rlimits
+  std::string command;          // the podman command line, for the evidence
+  std::string containers_conf;  // $CONTAINERS_CONF, empty when unset
 };
 // PASS when the container ran and exited 0; FAIL with podman's error line and its fix
 // otherwise (rlimits podman may not set, runsc's network mode, a missing runtime, nvproxy, ...).
