@@ -15,6 +15,8 @@ packages=(
   g++-mingw-w64-x86-64-posix directx-headers-dev
   # test peers: real consumers and servers
   podman runc busybox-static golang-go
+  # gVisor's runsc: isolation gvisor in tessera serve and its end-to-end test
+  runsc
   golang-github-container-orchestrated-devices-container-device-interface-dev
   python3 python3-kubernetes python3-yaml
   # Kubernetes objects checked against the CRDs' OpenAPI v3 schemas in tests

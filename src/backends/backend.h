@@ -73,9 +73,11 @@ class ContainerBackend {
 
   virtual std::string name() const = 0;
 
-  // Whether this backend can run containers with `isolation` at all (runtime installed,
-  // runtime class present). FailedPrecondition with the reason otherwise; the API answers 409.
-  virtual Status CheckIsolation(fleet::Isolation isolation) const = 0;
+  // Whether this backend can run containers with `isolation` and `gpus` GPUs at all (runtime
+  // installed, runtime class present, the runtime able to pass GPUs through). FailedPrecondition
+  // with the reason otherwise; the API answers 409. Answers from what the backend learnt when it
+  // was created: it runs on every submission.
+  virtual Status CheckIsolation(fleet::Isolation isolation, int gpus) const = 0;
 
   // Starts the container and returns once the start is under way; `on_exit` runs when it ends
   // (with failed=true when it could not be created). An error here means nothing was started.

@@ -1,4 +1,5 @@
-// `tessera doctor`: checks a host and its container runtime config for GPU containers.
+// `tessera doctor`: checks a host and its container runtime config for GPU containers; with
+// --probe it also starts one trivial container per installed OCI runtime through podman.
 // Exit 1 when any check FAILs.
 #include <iostream>
 
@@ -16,6 +17,10 @@ void AddDoctorCommand(CLI::App& app) {
     std::string containerd_version;
     std::string podman_version;
     std::string nvproxy_drivers;
+    std::string runsc;
+    bool probe = false;
+    std::string probe_image;
+    std::string podman = "podman";
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -33,11 +38,22 @@ void AddDoctorCommand(CLI::App& app) {
                   "podman version (default: `podman --version` when --root is /)");
   cmd->add_option("--nvproxy-drivers", options->nvproxy_drivers,
                   "Supported-driver list file (default: the built-in data/nvproxy-drivers.txt)");
+  cmd->add_option("--runsc", options->runsc,
+                  "runsc binary to ask for its version and nvproxy support (default: runsc in "
+                  "PATH when --root is /)");
+  cmd->add_flag("--probe", options->probe,
+                "Also start one trivial container with each installed runtime (runc, runsc, "
+                "Kata) through podman and report the exact error with its fix");
+  cmd->add_option("--probe-image", options->probe_image,
+                  "Local image with `true` for --probe (default: a one-file root directory "
+                  "written to a temporary directory; x86-64 hosts)");
+  cmd->add_option("--podman", options->podman, "podman binary for --probe")->capture_default_str();
   cmd->callback([options] {
     runtimes::HostFactsOptions read;
     read.root = options->root;
     if (!options->containerd_version.empty()) read.containerd_version = options->containerd_version;
     if (!options->podman_version.empty()) read.podman_version = options->podman_version;
+    if (!options->runsc.empty()) read.runsc = options->runsc;
     auto facts = runtimes::ReadHostFacts(read);
     if (!facts) Fail(facts.error());
 
@@ -74,6 +90,13 @@ void AddDoctorCommand(CLI::App& app) {
     }
     auto host = runtimes::CheckHost(*facts, drivers, containerd ? &*containerd : nullptr);
     report.checks.insert(report.checks.end(), host.begin(), host.end());
+    if (options->probe) {
+      runtimes::ProbeOptions probe;
+      probe.podman = options->podman;
+      probe.image = options->probe_image;
+      auto probes = runtimes::RunProbes(probe);
+      report.checks.insert(report.checks.end(), probes.begin(), probes.end());
+    }
     std::cout << (options->format == "json" ? runtimes::ToJson(report) + "\n"
                                             : runtimes::ToTable(report));
     if (report.HasFailure()) throw CLI::RuntimeError(1);

@@ -230,6 +230,35 @@ void CheckNvproxyDriver(const HostFacts& facts, const NvproxyDrivers& drivers,
                      "upgrade runsc"));
 }
 
+// Debian 12's runsc (20221219) has no nvproxy: containers run under gVisor, GPU containers
+// cannot. A containerd gVisor runtime on a host with NVIDIA GPUs is there for GPU containers.
+void CheckRunscNvproxy(const HostFacts& facts, const ContainerdConfigFacts* containerd,
+                       std::vector<Check>& out) {
+  const std::string id = "gvisor.runsc";
+  const std::string title = "runsc can give GPU containers their GPUs (nvproxy)";
+  if (!facts.runsc) {
+    out.push_back(Make(id, title, Verdict::kPass, "runsc not installed: not applicable"));
+    return;
+  }
+  const RunscInfo& runsc = *facts.runsc;
+  std::string seen = "runsc " + runsc.version + " (" + runsc.path + ")";
+  if (runsc.nvproxy) {
+    out.push_back(Make(id, title, Verdict::kPass, seen + " has nvproxy"));
+    return;
+  }
+  bool nvidia = facts.inventory.nvidia_driver.has_value() || !facts.inventory.Gpus().empty();
+  bool gpu_runtime = nvidia && Configured(containerd, Runtime::kGvisor);
+  out.push_back(Make(id, title, gpu_runtime ? Verdict::kFail : Verdict::kWarn,
+                     seen +
+                         " has no nvproxy (`runsc flags` lists no -nvproxy): containers without "
+                         "GPUs run under gVisor, GPU containers with isolation gvisor are "
+                         "refused (tessera serve answers 409)" +
+                         (gpu_runtime ? "; containerd has a gVisor runtime on this GPU host" : ""),
+                     "for GPU containers under gVisor install a gVisor release with nvproxy "
+                     "(https://gvisor.dev/docs/user_guide/gpu/; its `runsc flags` lists "
+                     "-nvproxy), or run them with isolation runc or kata"));
+}
+
 void CheckCdiSpecs(const HostFacts& facts, std::vector<Check>& out) {
   const std::string id = "cdi.specs";
   const std::string title = "CDI specs present and fresh for the current driver";
@@ -321,6 +350,7 @@ std::vector<Check> CheckHost(const HostFacts& facts, const NvproxyDrivers& drive
   CheckHugepages(facts, containerd, out);
   CheckKernel(facts, containerd, out);
   CheckNvproxyDriver(facts, drivers, containerd, out);
+  CheckRunscNvproxy(facts, containerd, out);
   CheckCdiSpecs(facts, out);
   CheckPodmanCdiVersion(facts, out);
   return out;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "common/atomic_file.h"
+#include "process/process.h"
 #include "runtimes/runtimes.h"
 
 namespace tessera::runtimes {
@@ -72,7 +73,42 @@ std::optional<Version> VersionFromCommand(const char* command) {
   return Version::Parse(output);
 }
 
+// The path of `program` in PATH, or empty.
+std::string FindInPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string candidate = dirs.substr(start, end - start) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return "";
+}
+
 }  // namespace
+
+Result<RunscInfo> ReadRunscInfo(const std::string& runsc) {
+  std::string path = runsc.find('/') == std::string::npos ? FindInPath(runsc) : runsc;
+  if (path.empty() || ::access(path.c_str(), X_OK) != 0)
+    return NotFound("runsc: " + runsc + " is not installed");
+  process::Options options;
+  options.timeout_ms = 10000;
+  options.capture_stderr = false;
+  auto version = process::Run({path, "--version"}, options);
+  if (!version) return version.error();
+  if (version->status != 0)
+    return Unavailable(path + " --version: exit status " + std::to_string(version->status));
+  // `runsc flags` prints its list on stderr in some releases: read both.
+  options.capture_stderr = true;
+  auto flags = process::Run({path, "flags"}, options);
+  if (!flags) return flags.error();
+  if (flags->status != 0)
+    return Unavailable(path + " flags: exit status " + std::to_string(flags->status));
+  return ParseRunscInfo(path, version->output, flags->output);
+}
 
 Result<HostFacts> ReadHostFacts(const HostFactsOptions& options) {
   HostFacts facts;
@@ -123,6 +159,10 @@ Result<HostFacts> ReadHostFacts(const HostFactsOptions& options) {
     facts.containerd_version = Version::Parse(*options.containerd_version);
   } else if (real_host) {
     facts.containerd_version = VersionFromCommand("containerd --version 2>/dev/null");
+  }
+  if (options.runsc || real_host) {
+    auto runsc = ReadRunscInfo(options.runsc.value_or("runsc"));
+    if (runsc) facts.runsc = std::move(*runsc);
   }
   return facts;
 }

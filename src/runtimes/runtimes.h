@@ -123,6 +123,25 @@ struct PciFunction {
   uint32_t class_code = 0;
 };
 
+// ---- gVisor's runsc ----
+
+// What an installed runsc can do, from its own output (read once: it does not change while a
+// process runs).
+struct RunscInfo {
+  std::string path;      // the binary that was asked
+  std::string version;   // `runsc --version`: "0.0~20221219.0", "release-20240513.0"
+  bool nvproxy = false;  // `runsc flags` lists -nvproxy (GPU support)
+};
+// Pure: from the outputs of `runsc --version` and `runsc flags`.
+RunscInfo ParseRunscInfo(std::string path, std::string_view version_output,
+                         std::string_view flags_output);
+// Runs `runsc --version` and `runsc flags`. NotFound when the binary is missing, Unavailable
+// when it does not answer.
+Result<RunscInfo> ReadRunscInfo(const std::string& runsc);
+// Ok when this runsc can give a container GPUs (nvproxy); FailedPrecondition naming its
+// version and what is needed otherwise.
+Status GvisorGpuSupport(const RunscInfo& runsc);
+
 // Everything doctor needs to know about a host, gathered by ReadHostFacts.
 struct HostFacts {
   inventory::Inventory inventory;
@@ -133,6 +152,7 @@ struct HostFacts {
   std::vector<CdiSpecFile> cdi_specs;                // /etc/cdi, /var/run/cdi (*.json, *.yaml)
   std::optional<Version> podman_version;
   std::optional<Version> containerd_version;
+  std::optional<RunscInfo> runsc;  // absent when runsc is not installed (or not asked)
 };
 
 struct HostFactsOptions {
@@ -140,19 +160,69 @@ struct HostFactsOptions {
   // When unset and root is "/", `podman --version` / `containerd --version` are run.
   std::optional<std::string> podman_version;
   std::optional<std::string> containerd_version;
+  // The runsc binary to ask (`--version`, `flags`); when unset and root is "/", runsc in PATH.
+  std::optional<std::string> runsc;
 };
 Result<HostFacts> ReadHostFacts(const HostFactsOptions& options);
 
 // Host checks: IOMMU groups, vfio-pci binding and group members, 1 GiB hugepages against the
-// memory a VM of all vfio GPUs pins, kernel version, driver vs nvproxy list, CDI specs present
-// and fresh, podman vs the CDI spec version. `containerd` (when a config was read) says which
-// isolation runtimes are configured, which sharpens WARN into FAIL where a runtime needs it.
+// memory a VM of all vfio GPUs pins, kernel version, driver vs nvproxy list, runsc with or
+// without nvproxy, CDI specs present and fresh, podman vs the CDI spec version. `containerd` (when
+// a config was read) says which isolation runtimes are configured, which sharpens WARN into FAIL
+// where a runtime needs it.
 std::vector<Check> CheckHost(const HostFacts& facts, const NvproxyDrivers& drivers,
                              const ContainerdConfigFacts* containerd);
 
 // The newest cdiVersion a podman version accepts (from the CDI library version it vendors);
 // nullopt when it has no CDI support at all (< 4.1).
 std::optional<std::string> MaxCdiVersionForPodman(const Version& podman);
+
+// ---- doctor --probe: one trivial container per OCI runtime, through podman ----
+
+struct ProbeRuntime {
+  std::string name;     // "runc", "runsc", "kata-runtime"
+  std::string runtime;  // podman's --runtime: the binary's path
+  // podman --runtime-flag values. runsc gets network=none: its default network (sandbox) fails
+  // under podman 4.3 ("cannot run with network enabled in root network namespace").
+  std::vector<std::string> runtime_flags;
+};
+// The OCI runtimes podman can use here, in probe order: runc, runsc, then the first Kata runtime
+// found. `find` resolves a program name to its path, empty when it is not installed.
+std::vector<ProbeRuntime> ProbeRuntimes(
+    const std::function<std::string(const std::string& program)>& find);
+
+// What the probe container is made of: an image, or a root directory holding `command`.
+struct ProbeTarget {
+  std::string image;   // used when set
+  std::string rootfs;  // podman --rootfs otherwise
+  std::vector<std::string> command;
+};
+// podman [--runtime-flag F]... run --rm --network none --runtime R (IMAGE | --rootfs DIR) CMD...
+std::vector<std::string> ProbeArgv(const std::string& podman, const ProbeRuntime& runtime,
+                                   const ProbeTarget& target);
+
+struct ProbeOutcome {
+  int status = -1;
+  bool timed_out = false;
+  std::string output;  // podman's stdout and stderr
+};
+// What the fix for a failed probe depends on.
+struct ProbeContext {
+  std::string command;          // the podman command line, for the evidence
+  std::string containers_conf;  // $CONTAINERS_CONF, empty when unset
+};
+// PASS when the container ran and exited 0; FAIL with podman's error line and its fix
+// otherwise (rlimits podman may not set, runsc's network mode, a missing runtime, nvproxy, ...).
+Check CheckProbe(const ProbeRuntime& runtime, const ProbeOutcome& outcome,
+                 const ProbeContext& context);
+
+struct ProbeOptions {
+  std::string podman = "podman";
+  std::string image;  // empty: a one-file root directory with a static exit(0) program (x86-64)
+  int timeout_ms = 180000;
+};
+// Starts the probe container with each of ProbeRuntimes() and checks the outcomes.
+std::vector<Check> RunProbes(const ProbeOptions& options);
 
 struct DoctorReport {
   std::vector<Check> checks;

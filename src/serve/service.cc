@@ -852,7 +852,8 @@ void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::strin
       return done(FailedPrecondition("gpus: no fabric partition has " + std::to_string(spec.gpus) +
                                      " GPUs"));
   }
-  if (auto status = backend_->CheckIsolation(spec.isolation); !status) return done(status.error());
+  if (auto status = backend_->CheckIsolation(spec.isolation, spec.gpus); !status)
+    return done(status.error());
   auto random = fleet::RandomHex(8);
   if (!random) return done(random.error());
 

@@ -15,6 +15,7 @@
 #include "cdi/cdi.h"
 #include "support/fixture_host.h"
 #include "support/podman_harness.h"
+#include "support/wait.h"
 
 namespace tessera::cdi {
 namespace {
@@ -133,14 +134,12 @@ class WatchProcess {
   pid_t pid_ = -1;
 };
 
-// Waits (up to 20 s) until `predicate` holds for the file's content.
+// Waits (up to tessera::testing::kEventTimeout) until `predicate` holds for the file's content.
 template <typename Predicate>
 bool WaitForContent(const std::string& path, Predicate predicate) {
-  for (int i = 0; i < 400; ++i) {
-    if (fs::exists(path) && predicate(Slurp(path))) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
+  return tessera::testing::WaitUntil([&] { return fs::exists(path) && predicate(Slurp(path)); },
+                                     tessera::testing::kEventTimeout,
+                                     std::chrono::milliseconds(50));
 }
 
 ino_t Inode(const std::string& path) {

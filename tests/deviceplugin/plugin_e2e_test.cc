@@ -15,6 +15,7 @@
 #include "deviceplugin/kubelet_emulator.h"
 #include "deviceplugin/plugin_process.h"
 #include "support/fixture_host.h"
+#include "support/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -72,7 +73,7 @@ class PluginTest : public ::testing::Test {
 
   // Waits for the n-th registration of `resource` and dials it, following ListAndWatch.
   std::unique_ptr<PluginClient> Connect(const std::string& resource = kGpu, int n = 1) {
-    auto registration = kubelet_->WaitForRegistration(resource, n, 10s);
+    auto registration = kubelet_->WaitForRegistration(resource, n, kEventTimeout);
     if (!registration) {
       ADD_FAILURE() << "no registration " << n << " of " << resource << "; log:\n"
                     << plugin_->Log();
@@ -96,7 +97,7 @@ class PluginTest : public ::testing::Test {
 
 TEST_F(PluginTest, RegistersAndAdvertisesEightHealthyGpusWithNuma) {
   Launch();
-  auto registration = kubelet_->WaitForRegistration(kGpu, 1, 10s);
+  auto registration = kubelet_->WaitForRegistration(kGpu, 1, kEventTimeout);
   ASSERT_TRUE(registration) << plugin_->Log();
   EXPECT_EQ(registration->version(), "v1beta1");
   EXPECT_EQ(registration->endpoint(), kEndpoint);
@@ -108,7 +109,7 @@ TEST_F(PluginTest, RegistersAndAdvertisesEightHealthyGpusWithNuma) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
 
   auto client = Connect();
-  auto list = client->WaitForList(AllHealthy, 5s);
+  auto list = client->WaitForList(AllHealthy, kEventTimeout);
   ASSERT_TRUE(list);
   ASSERT_EQ(list->devices_size(), 8);
   for (int i = 0; i < 8; ++i) {
@@ -246,7 +247,7 @@ TEST_F(PluginTest, ReplicasRenamedSharedAndNeverRepeatedInOutputs) {
       "        replicas: 4\n");
   auto client = Connect("nvidia.com/gpu.shared");
   ASSERT_TRUE(client);
-  auto list = client->WaitForList(AllHealthy, 5s);
+  auto list = client->WaitForList(AllHealthy, kEventTimeout);
   ASSERT_TRUE(list);
   ASSERT_EQ(list->devices_size(), 32);
   EXPECT_EQ(list->devices(0).id(), Uuid(0) + "::0");
@@ -349,7 +350,7 @@ TEST_F(PluginTest, RemovedDeviceNodeIsUnhealthyWithinOneSecondAndRecovers) {
   Launch();
   auto client = Connect();
   ASSERT_TRUE(client);
-  ASSERT_TRUE(client->WaitForList(AllHealthy, 5s));
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   std::string node = host_.root() + "/dev/nvidia3";
   std::string aside = host_.root() + "/nvidia3.removed";
   auto start = std::chrono::steady_clock::now();
@@ -374,7 +375,7 @@ TEST_F(PluginTest, RemovedSysfsEntryIsUnhealthyWithinOneSecondAndRecovers) {
   Launch();
   auto client = Connect();
   ASSERT_TRUE(client);
-  ASSERT_TRUE(client->WaitForList(AllHealthy, 5s));
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   // A hot-unplug removes the device from /sys/bus/pci/devices.
   std::string entry = host_.root() + "/sys/bus/pci/devices/" + kPci[6];
   std::string aside = host_.root() + "/sys/bus/pci/unplugged-" + kPci[6];
@@ -390,12 +391,13 @@ TEST_F(PluginTest, QuarantinedLeaseIsUnhealthyAndRefused) {
   Launch();
   auto client = Connect();
   ASSERT_TRUE(client);
-  ASSERT_TRUE(client->WaitForList(AllHealthy, 5s));
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[1] +
               R"(":{"state":"quarantined","reason":"ECC errors","tenancy":"t1"},")" + kPci[2] +
               R"(":{"state":"active","tenancy":"t2"}}})");
   auto list = client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(1)) == "Unhealthy"; }, 1s);
+      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(1)) == "Unhealthy"; },
+      kEventTimeout);
   ASSERT_TRUE(list);
   EXPECT_EQ(HealthOf(*list, Uuid(2)), "Healthy");  // active leases do not block
   v1beta1::AllocateResponse response;
@@ -406,7 +408,9 @@ TEST_F(PluginTest, QuarantinedLeaseIsUnhealthyAndRefused) {
 
   // A file that does not parse keeps the last good leases: the GPU is not handed out again.
   WriteLeases("{\"version\":1,\"gpus\":");
-  std::this_thread::sleep_for(400ms);
+  ASSERT_TRUE(WaitUntil([&] {
+    return plugin_->Log().find("lease file ignored") != std::string::npos;
+  })) << plugin_->Log();
   EXPECT_FALSE(client->Allocate({{Uuid(1)}}, &response).ok());
   EXPECT_NE(plugin_->Log().find("lease file ignored"), std::string::npos);
 
@@ -415,7 +419,7 @@ TEST_F(PluginTest, QuarantinedLeaseIsUnhealthyAndRefused) {
   std::this_thread::sleep_for(300ms);
   EXPECT_FALSE(client->Allocate({{Uuid(1)}}, &response).ok());
   WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[1] + R"(":{"state":"free"}}})");
-  ASSERT_TRUE(client->WaitForList(AllHealthy, 1s));
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   EXPECT_TRUE(client->Allocate({{Uuid(1)}}, &response).ok());
 }
 
@@ -423,14 +427,14 @@ TEST_F(PluginTest, KubeletRestartWipesSocketDirAndPluginReregistersWithinOneSeco
   Launch();
   auto client = Connect();
   ASSERT_TRUE(client);
-  ASSERT_TRUE(client->WaitForList(AllHealthy, 5s));
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   // What kubelet does on start: stop serving, delete every file in the socket dir, serve again.
   kubelet_->Stop();
   for (const auto& entry : std::filesystem::directory_iterator(sockets_))
     std::filesystem::remove(entry.path());
   // The plugin recreates its own socket even before kubelet is back.
-  std::this_thread::sleep_for(500ms);
-  EXPECT_TRUE(std::filesystem::exists(sockets_ + "/" + kEndpoint)) << plugin_->Log();
+  EXPECT_TRUE(WaitUntil([&] { return std::filesystem::exists(sockets_ + "/" + kEndpoint); }))
+      << plugin_->Log();
   auto started = std::chrono::steady_clock::now();
   kubelet_->Start();
   auto again = kubelet_->WaitForRegistration(kGpu, 2, 1s);
@@ -439,30 +443,30 @@ TEST_F(PluginTest, KubeletRestartWipesSocketDirAndPluginReregistersWithinOneSeco
   EXPECT_EQ(again->endpoint(), kEndpoint);
   auto fresh = std::make_unique<PluginClient>(sockets_ + "/" + kEndpoint);
   fresh->Watch();
-  auto list = fresh->WaitForList(AllHealthy, 2s);
+  auto list = fresh->WaitForList(AllHealthy, kEventTimeout);
   ASSERT_TRUE(list);
   EXPECT_EQ(list->devices_size(), 8);
 }
 
 TEST_F(PluginTest, SocketDirRemovedAndRecreatedIsWatchedAgain) {
   Launch();
-  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, 10s));
+  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, kEventTimeout));
   kubelet_->Stop();
   std::filesystem::remove_all(sockets_);
-  std::this_thread::sleep_for(500ms);
   // The plugin serves again (recreating the dir), and a kubelet that comes back is answered.
-  EXPECT_TRUE(std::filesystem::exists(sockets_ + "/" + kEndpoint)) << plugin_->Log();
+  EXPECT_TRUE(WaitUntil([&] { return std::filesystem::exists(sockets_ + "/" + kEndpoint); }))
+      << plugin_->Log();
   std::filesystem::create_directories(sockets_);
   kubelet_->Start();
   ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 2, 1s)) << plugin_->Log();
   auto client = std::make_unique<PluginClient>(sockets_ + "/" + kEndpoint);
   client->Watch();
-  EXPECT_TRUE(client->WaitForList(AllHealthy, 2s));
+  EXPECT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
 }
 
 TEST_F(PluginTest, OwnSocketDeletedIsRecreatedAndRegisteredAgain) {
   Launch();
-  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, 10s));
+  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, kEventTimeout));
   std::filesystem::remove(sockets_ + "/" + kEndpoint);
   ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 2, 2s)) << plugin_->Log();
   EXPECT_TRUE(std::filesystem::exists(sockets_ + "/" + kEndpoint));
@@ -470,7 +474,7 @@ TEST_F(PluginTest, OwnSocketDeletedIsRecreatedAndRegisteredAgain) {
 
 TEST_F(PluginTest, SighupReloadsTheConfig) {
   Launch();
-  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, 10s));
+  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, kEventTimeout));
   WriteConfig(
       "health: {nvmlLibrary: /nonexistent/libnvidia-ml.so.1}\n"
       "sharing: {timeSlicing: {renameByDefault: true, resources: [{name: nvidia.com/gpu, "
@@ -478,21 +482,22 @@ TEST_F(PluginTest, SighupReloadsTheConfig) {
   plugin_->Signal(SIGHUP);
   auto client = Connect("nvidia.com/gpu.shared");
   ASSERT_TRUE(client);
-  auto list =
-      client->WaitForList([](const ListAndWatchResponse& l) { return l.devices_size() == 24; }, 5s);
+  auto list = client->WaitForList(
+      [](const ListAndWatchResponse& l) { return l.devices_size() == 24; }, kEventTimeout);
   EXPECT_TRUE(list);
   // A broken config on SIGHUP keeps the running one.
   WriteConfig("bogus: 1\n");
   plugin_->Signal(SIGHUP);
-  std::this_thread::sleep_for(500ms);
-  EXPECT_NE(plugin_->Log().find("config not reloaded"), std::string::npos);
+  EXPECT_TRUE(WaitUntil([&] {
+    return plugin_->Log().find("config not reloaded") != std::string::npos;
+  })) << plugin_->Log();
   EXPECT_EQ(plugin_->Stop(), 0);
 }
 
 TEST_F(PluginTest, WithoutNvmlHealthStillWorksAndTheStubLibraryIsRefused) {
   // The fixture's libnvidia-ml.so.1 is a real ELF with the right SONAME but no NVML symbols.
   Launch("", {});
-  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, 10s));
+  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, kEventTimeout));
   EXPECT_NE(plugin_->Log().find("NVML Xid events off: dlopen"), std::string::npos)
       << plugin_->Log();
   plugin_->Stop();
@@ -503,11 +508,11 @@ TEST_F(PluginTest, WithoutNvmlHealthStillWorksAndTheStubLibraryIsRefused) {
       std::vector<std::string>{"--root", host_.root(), "--socket-dir", sockets_, "--cdi-dir", cdi_,
                                "--lease-file", leases_, "--config", config_},
       dirs_.path() + "/log2");
-  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 2, 10s)) << plugin_->Log();
+  ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 2, kEventTimeout)) << plugin_->Log();
   EXPECT_NE(plugin_->Log().find("NVML Xid events off"), std::string::npos) << plugin_->Log();
   auto client = std::make_unique<PluginClient>(sockets_ + "/" + kEndpoint);
   client->Watch();
-  EXPECT_TRUE(client->WaitForList(AllHealthy, 5s));
+  EXPECT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
 }
 
 TEST_F(PluginTest, CriticalXidFromNvmlIsUnhealthyApplicationXidIsNot) {
@@ -518,7 +523,7 @@ TEST_F(PluginTest, CriticalXidFromNvmlIsUnhealthyApplicationXidIsNot) {
   ::unsetenv("TESSERA_FAKE_NVML_EVENTS");
   auto client = Connect();
   ASSERT_TRUE(client);
-  ASSERT_TRUE(client->WaitForList(AllHealthy, 5s));
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   EXPECT_EQ(plugin_->Log().find("NVML Xid events off"), std::string::npos) << plugin_->Log();
 
   ASSERT_TRUE(WriteFileAtomically(events, std::string(kPci[3]) + " 13\n").ok());
@@ -543,7 +548,7 @@ TEST_F(PluginTest, CriticalXidFromNvmlIsUnhealthyApplicationXidIsNot) {
   ASSERT_EQ(std::rename(node.c_str(), aside.c_str()), 0);
   std::this_thread::sleep_for(300ms);
   ASSERT_EQ(std::rename(aside.c_str(), node.c_str()), 0);
-  EXPECT_TRUE(client->WaitForList(AllHealthy, 1s));
+  EXPECT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
 }
 
 TEST(TesseraCommand, DevicePluginExecsThePluginBinary) {

@@ -47,8 +47,8 @@ int PluginProcess::Stop() {
   if (pid_ <= 0) return -1;
   ::kill(pid_, SIGTERM);
   int status = 0;
-  // Escalate if it does not stop within 5 s.
-  for (int i = 0; i < 500; ++i) {
+  // Escalate only if it does not stop within 30 s: a loaded machine may take seconds.
+  for (int i = 0; i < 3000; ++i) {
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

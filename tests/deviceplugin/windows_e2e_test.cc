@@ -11,6 +11,7 @@
 #include "deviceplugin/kubelet_emulator.h"
 #include "deviceplugin/plugin_process.h"
 #include "support/fixture_host.h"
+#include "support/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -40,7 +41,7 @@ class WindowsPluginTest : public ::testing::Test {
   }
 
   std::unique_ptr<PluginClient> Connect(const std::string& resource) {
-    auto registration = kubelet_->WaitForRegistration(resource, 1, 10s);
+    auto registration = kubelet_->WaitForRegistration(resource, 1, kEventTimeout);
     if (!registration) {
       ADD_FAILURE() << "no registration of " << resource << "; log:\n" << plugin_->Log();
       return nullptr;
@@ -61,8 +62,8 @@ TEST_F(WindowsPluginTest, AdvertisesDisplayAdaptersByLocationPathAndAllocatesDev
   Launch("ws2022-aws-4xt4.json");
   auto client = Connect(kDisplay);
   ASSERT_TRUE(client);
-  auto list =
-      client->WaitForList([](const ListAndWatchResponse& l) { return l.devices_size() == 4; }, 5s);
+  auto list = client->WaitForList(
+      [](const ListAndWatchResponse& l) { return l.devices_size() == 4; }, kEventTimeout);
   ASSERT_TRUE(list) << plugin_->Log();
   std::set<std::string> ids;
   for (const auto& device : list->devices()) {
@@ -103,8 +104,8 @@ TEST_F(WindowsPluginTest, ComputeOnlyAdaptersAreTheirOwnResourceAndReplicasShare
   Launch("mcdm-compute-only.json", {"--windows-replicas", "2"});
   auto client = Connect(kCompute);
   ASSERT_TRUE(client);
-  auto list =
-      client->WaitForList([](const ListAndWatchResponse& l) { return l.devices_size() == 4; }, 5s);
+  auto list = client->WaitForList(
+      [](const ListAndWatchResponse& l) { return l.devices_size() == 4; }, kEventTimeout);
   ASSERT_TRUE(list) << plugin_->Log();
   const std::string adapter = "PCIROOT(1)#PCI(0100)#PCI(0000)#PCI(0000)#PCI(0000)";
   v1beta1::AllocateResponse response;
@@ -123,8 +124,7 @@ TEST_F(WindowsPluginTest, ASnapshotThatDoesNotParseStopsThePluginWithTheFileName
   std::filesystem::create_directories(sockets_);
   PluginProcess plugin(DevicePluginBinary(), {"--windows-snapshot", bad, "--socket-dir", sockets_},
                        dirs_.path() + "/log");
-  for (int i = 0; i < 100 && plugin.Log().find("bad.json") == std::string::npos; ++i)
-    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(WaitUntil([&] { return plugin.Log().find("bad.json") != std::string::npos; }));
   int status = plugin.Stop();
   EXPECT_NE(status, 0);
   EXPECT_NE(plugin.Log().find("bad.json"), std::string::npos) << plugin.Log();

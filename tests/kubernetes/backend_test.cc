@@ -9,6 +9,7 @@
 
 #include "backends/kubernetes/kubernetes_backend.h"
 #include "kubernetes/fake_apiserver.h"
+#include "support/wait.h"
 
 namespace tessera::backends {
 namespace {
@@ -59,7 +60,7 @@ struct Fixture {
   }
   bool WaitExit(int* code) {
     std::unique_lock<std::mutex> lock(mu);
-    bool ok = cv.wait_for(lock, std::chrono::seconds(10), [&] { return exited; });
+    bool ok = cv.wait_for(lock, testing::kEventTimeout, [&] { return exited; });
     if (ok && info.exit_code) *code = *info.exit_code;
     return ok;
   }
@@ -75,6 +76,18 @@ struct Fixture {
   bool exited = false;
   ExitInfo info;
 };
+
+// Whether the backend's Pod watch (one request for every namespace, selected by this
+// instance's label) has reached the server.
+bool PodWatchStarted(FakeApiServer& server) {
+  for (const auto& entry : server.Log()) {
+    std::string query = entry["query"];
+    if (entry["path"] == "/api/v1/pods" && query.find("watch=1") != std::string::npos &&
+        query.find("labelSelector=tessera.dev%2Finstance%3Dtest") != std::string::npos)
+      return true;
+  }
+  return false;
+}
 
 TEST(KubernetesBackend, RunsAPodAndReportsItsExitThenChecksTheLease) {
   Fixture f;
@@ -120,16 +133,14 @@ TEST(KubernetesBackend, RunsAPodAndReportsItsExitThenChecksTheLease) {
   EXPECT_EQ(code, 3);
   EXPECT_EQ(f.backend->Inspect("C1")->state, BackendState::kExited);
   // The driver moves the lease to checking and starts the firmware check.
-  for (int i = 0; i < 50 && f.LeaseState() != "checking"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  testing::WaitUntil([&] { return f.LeaseState() == "checking"; });
   EXPECT_EQ(f.LeaseState(), "checking");
   ASSERT_TRUE(f.admin
                   .Patch(Resource::Jobs(), "tessera-system",
                          k8s::FirmwareCheckJobName("lease-tessera-c1"),
                          {{"status", {{"succeeded", 1}}}}, k8s::PatchType::kMerge, "status")
                   .ok());
-  for (int i = 0; i < 50 && f.LeaseState() != "free"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  testing::WaitUntil([&] { return f.LeaseState() == "free"; });
   EXPECT_EQ(f.LeaseState(), "free");
 
   ASSERT_TRUE(f.backend->Remove("C1").ok());
@@ -171,8 +182,8 @@ TEST(KubernetesBackend, EntitledNfsVolumesBecomePodVolumesAndNfsEgressExceptions
 
 TEST(KubernetesBackend, IsolationNeedsItsRuntimeClass) {
   Fixture f;
-  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kRunc).ok());
-  auto missing = f.backend->CheckIsolation(fleet::Isolation::kKata);
+  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kRunc, 0).ok());
+  auto missing = f.backend->CheckIsolation(fleet::Isolation::kKata, 1);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().category, ErrorCategory::kFailedPrecondition);
   EXPECT_NE(missing.error().message.find("kata-qemu-nvidia-gpu"), std::string::npos);
@@ -183,7 +194,7 @@ TEST(KubernetesBackend, IsolationNeedsItsRuntimeClass) {
                            {"metadata", {{"name", "kata-qemu-nvidia-gpu"}}},
                            {"handler", "kata-qemu-nvidia-gpu"}})
                   .ok());
-  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kKata).ok());
+  EXPECT_TRUE(f.backend->CheckIsolation(fleet::Isolation::kKata, 1).ok());
 }
 
 TEST(KubernetesBackend, TheExitComesFromThePodWatchWithoutGettingThePod) {
@@ -193,17 +204,11 @@ TEST(KubernetesBackend, TheExitComesFromThePodWatchWithoutGettingThePod) {
   request.tenancy = "team-a";
   request.image = "busybox";
   ASSERT_TRUE(f.backend->Start(request, f.OnExit()).ok());
-  // Whatever the watch's first list needed is done; from here on only the watch may report.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  // The watch is one request for every namespace, selected by this instance's label.
-  bool watched = false;
-  for (const auto& entry : f.server.Log()) {
-    std::string query = entry["query"];
-    if (entry["path"] == "/api/v1/pods" && query.find("watch=1") != std::string::npos &&
-        query.find("labelSelector=tessera.dev%2Finstance%3Dtest") != std::string::npos)
-      watched = true;
-  }
-  EXPECT_TRUE(watched) << f.server.Log().dump();
+  // The watch is one request for every namespace, selected by this instance's label; once it
+  // runs, only the watch may report.
+  EXPECT_TRUE(testing::WaitUntil([&] { return PodWatchStarted(f.server); }, testing::kEventTimeout,
+                                 std::chrono::milliseconds(50)))
+      << f.server.Log().dump();
   f.server.ClearLog();
   auto before = std::chrono::steady_clock::now();
   f.FinishPod("tenant-team-a", "tessera-c3", "Succeeded", 0);
@@ -223,7 +228,8 @@ TEST(KubernetesBackend, APodWatchThatGets410RelistsAndStillSeesTheExit) {
   request.tenancy = "team-a";
   request.image = "busybox";
   ASSERT_TRUE(f.backend->Start(request, f.OnExit()).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(testing::WaitUntil([&] { return PodWatchStarted(f.server); }, testing::kEventTimeout,
+                                 std::chrono::milliseconds(50)));
   // History compacted while the Pod ends: the watch's resourceVersion is too old (410) and the
   // exit is only in the relist.
   f.server.ClearLog();
@@ -310,18 +316,14 @@ TEST(KubernetesBackend, RunsTheTenancyControllerAndRepairsDriftOnResync) {
     auto t = admin.Get(Resource::Tenancies(), "", "team-c");
     return t ? (*t).value("status", Json::object()).value("phase", "") : "";
   };
-  for (int i = 0; i < 100 && phase() != "Ready"; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  testing::WaitUntil([&] { return phase() == "Ready"; });
   EXPECT_EQ(phase(), "Ready");
   EXPECT_TRUE(admin.Get(Resource::Namespaces(), "", "tenant-team-c").ok());
   // Deleted behind the controller's back: the next resync recreates it.
   ASSERT_TRUE(admin.Delete(Resource::NetworkPolicies(), "tenant-team-c", "tenant-isolation").ok());
-  bool back = false;
-  for (int i = 0; i < 60 && !back; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    back = admin.Get(Resource::NetworkPolicies(), "tenant-team-c", "tenant-isolation").ok();
-  }
-  EXPECT_TRUE(back);
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    return admin.Get(Resource::NetworkPolicies(), "tenant-team-c", "tenant-isolation").ok();
+  }));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "backends/kubernetes/kubernetes.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
+#include "support/wait.h"
 
 namespace tessera::k8s {
 namespace {
@@ -165,59 +166,59 @@ TEST(Client, WatchResumesFromTheLastVersionAndRelistsAfterGone) {
       client.Create(Resource::GpuLeases(), "", BuildGpuLease({"l1", "t", "n", {"0000:18:00.0"}}))
           .ok());
   std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::vector<std::string> events;
+  testing::EventLog events;
   std::thread watcher([&] {
     auto status = client.ListWatch(
         Resource::GpuLeases(), "", "",
         [&](const WatchEvent& e) {
-          std::lock_guard<std::mutex> lock(mu);
           std::string name = e.type == "SYNC" ? std::to_string(e.object["items"].size())
                                               : e.object["metadata"].value("name", "");
-          events.push_back(e.type + ":" + name);
+          events.Add(e.type + ":" + name);
           return true;
         },
         &stop);
     EXPECT_TRUE(status.ok());
   });
-  auto wait_for = [&](const std::string& event) {
-    for (int i = 0; i < 100; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (std::find(events.begin(), events.end(), event) != events.end()) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Lists and watches of the leases the server saw, the watches by the version they start from.
+  auto count_requests = [&](int* lists, int* watches_from_1) {
+    *lists = *watches_from_1 = 0;
+    for (const auto& entry : server.Log()) {
+      std::string query = entry["query"];
+      if (entry["path"] != "/apis/tessera.dev/v1alpha1/gpuleases") continue;
+      if (query.find("watch=1") == std::string::npos)
+        ++*lists;
+      else if (query.find("resourceVersion=1") != std::string::npos)
+        ++*watches_from_1;
     }
-    return false;
   };
-  ASSERT_TRUE(wait_for("SYNC:1"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // at least one stream end
+  ASSERT_TRUE(events.WaitFor("SYNC:1"));
+  // A stream has ended and the client watched again from the version it had.
+  ASSERT_TRUE(testing::WaitUntil(
+      [&] {
+        int lists = 0, resumed = 0;
+        count_requests(&lists, &resumed);
+        return resumed >= 2;
+      },
+      testing::kEventTimeout, std::chrono::milliseconds(100)));
   Client writer(Plain(server));
   ASSERT_TRUE(
       writer.Create(Resource::GpuLeases(), "", BuildGpuLease({"l2", "t", "n", {"0000:2a:00.0"}}))
           .ok());
-  EXPECT_TRUE(wait_for("ADDED:l2"));
+  EXPECT_TRUE(events.WaitFor("ADDED:l2"));
   // History compacted: the next watch from the old version gets 410 and the client relists.
   server.Compact();
   ASSERT_TRUE(
       writer.Create(Resource::GpuLeases(), "", BuildGpuLease({"l3", "t", "n", {"0000:3a:00.0"}}))
           .ok());
   server.ResumeWatches();
-  EXPECT_TRUE(wait_for("SYNC:3"));
+  EXPECT_TRUE(events.WaitFor("SYNC:3"));
   stop = true;
   watcher.join();
-  std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(std::count(events.begin(), events.end(), "ADDED:l2"), 1) << "no duplicate after resume";
+  auto seen = events.Events();
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), "ADDED:l2"), 1) << "no duplicate after resume";
   // The log shows watches resuming with a resourceVersion and two lists.
   int lists = 0, resumed = 0;
-  for (const auto& entry : server.Log()) {
-    std::string query = entry["query"];
-    if (entry["path"] != "/apis/tessera.dev/v1alpha1/gpuleases") continue;
-    if (query.find("watch=1") == std::string::npos)
-      ++lists;
-    else if (query.find("resourceVersion=1") != std::string::npos)
-      ++resumed;
-  }
+  count_requests(&lists, &resumed);
   EXPECT_GE(lists, 2);
   EXPECT_GE(resumed, 2);
 }

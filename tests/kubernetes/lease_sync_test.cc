@@ -14,6 +14,7 @@
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
+#include "support/wait.h"
 
 namespace tessera::k8s {
 namespace {
@@ -29,12 +30,10 @@ Json ReadLeaseFile(const std::string& path) {
 }
 
 bool WaitFor(const std::string& path, const std::function<bool(const Json&)>& ready) {
-  for (int i = 0; i < 100; ++i) {
+  return testing::WaitUntil([&] {
     Json file = ReadLeaseFile(path);
-    if (file.is_object() && ready(file)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+    return file.is_object() && ready(file);
+  });
 }
 
 TEST(LeaseSync, LeaseFileFollowsThisNodesLeases) {
@@ -149,10 +148,7 @@ TEST(LeaseSync, PublishesTheNodesGpusOnceAndAgainOnlyWhenTheyChange) {
   {
     LeaseSync sync(dir.path() + "/kubeconfig", root, dir.path() + "/leases.json");
     std::optional<NodeGpus> published;
-    for (int i = 0; i < 100 && !published; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      published = annotation();
-    }
+    testing::WaitUntil([&] { return (published = annotation()).has_value(); });
     ASSERT_TRUE(published.has_value());
     EXPECT_EQ(published->node, "node-1");
     ASSERT_EQ(published->gpus.size(), inv->Gpus().size());
@@ -180,13 +176,10 @@ TEST(LeaseSync, PublishesTheNodesGpusOnceAndAgainOnlyWhenTheyChange) {
     ASSERT_TRUE(
         client.Patch(Resource::Nodes(), "", "node-1", NodeGpusPatch(NodeGpusAnnotation(NodeGpus{})))
             .ok());
-    bool restored = false;
-    for (int i = 0; i < 100 && !restored; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_TRUE(testing::WaitUntil([&] {
       auto now = annotation();
-      restored = now && now->gpus.size() == inv->Gpus().size();
-    }
-    EXPECT_TRUE(restored);
+      return now && now->gpus.size() == inv->Gpus().size();
+    }));
     EXPECT_EQ(patches(), 3);  // ours, the other writer's, and the repair
   }
 }

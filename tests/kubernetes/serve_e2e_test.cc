@@ -12,6 +12,7 @@
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
 #include "serve/serve_process.h"
+#include "support/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -43,15 +44,14 @@ void CreateNode(k8s::Client& admin, const std::string& name,
 // Waits until GET /v1/gpus lists `count` GPUs that are available.
 Json WaitForGpus(client::Connection& connection, size_t count) {
   Json gpus;
-  for (int i = 0; i < 200; ++i) {
+  testing::WaitUntil([&] {
     gpus = CallJson(connection, "GET", "/v1/gpus").value("gpus", Json::array());
     size_t available = 0;
     if (gpus.is_array())
       for (const auto& gpu : gpus)
         if (gpu.value("available", false)) ++available;
-    if (available == count) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return available == count;
+  });
   return gpus;
 }
 
@@ -64,12 +64,13 @@ std::string WriteKubeconfig(const std::string& dir, const std::string& server) {
 }
 
 Json WaitForPod(k8s::Client& admin, const std::string& ns, const std::string& name) {
-  for (int i = 0; i < 100; ++i) {
+  Json pod;
+  testing::WaitUntil([&] {
     auto got = admin.Get(Resource::Pods(), ns, name);
-    if (got) return *got;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return Json();
+    if (got) pod = *got;
+    return got.ok();
+  });
+  return pod;
 }
 
 std::string AffinityNode(const Json& pod) {
@@ -118,15 +119,7 @@ TEST(ServeKubernetes, SubmittedContainerRunsAsAPodAndItsExitComesBack) {
 
   // The Pod, in the tenant namespace, as the backend built it.
   const std::string pod_name = backends::PodNameFor(id);
-  Json pod;
-  for (int i = 0; i < 100; ++i) {
-    auto got = admin.Get(Resource::Pods(), "tenant-team-a", pod_name);
-    if (got) {
-      pod = *got;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  Json pod = WaitForPod(admin, "tenant-team-a", pod_name);
   ASSERT_TRUE(pod.is_object()) << ReadText(dir.path() + "/serve.log");
   EXPECT_EQ(pod["spec"]["runtimeClassName"], "gvisor");
   EXPECT_EQ(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "2");
@@ -150,19 +143,18 @@ TEST(ServeKubernetes, SubmittedContainerRunsAsAPodAndItsExitComesBack) {
                          k8s::PatchType::kMerge, "status")
                   .ok());
   Json container;
-  for (int i = 0; i < 200; ++i) {
+  testing::WaitUntil([&] {
     container = CallJson(*connection, "GET", "/v1/containers/" + id);
-    if (container.is_object() && container["exit_code"].is_number() && container["exit_code"] == 7)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return container.is_object() && container["exit_code"].is_number() &&
+           container["exit_code"] == 7;
+  });
   EXPECT_EQ(container["exit_code"], 7) << container.dump();
   std::string state;
-  for (int i = 0; i < 100 && state != "checking"; ++i) {
+  testing::WaitUntil([&] {
     auto l = admin.Get(Resource::GpuLeases(), "", "lease-" + pod_name);
     state = l ? (*l)["status"].value("state", "") : "";
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+    return state == "checking";
+  });
   EXPECT_EQ(state, "checking");
 }
 

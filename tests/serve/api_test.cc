@@ -7,6 +7,7 @@
 #include <set>
 
 #include "serve/serve_process.h"
+#include "support/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -29,11 +30,10 @@ class ServeApi : public ::testing::Test {
   json WaitForState(client::Connection& connection, const std::string& id,
                     const std::string& state) {
     json container;
-    for (int i = 0; i < 200; ++i) {
+    WaitUntil([&] {
       container = CallJson(connection, "GET", "/v1/containers/" + id);
-      if (container.is_object() && container.value("state", "") == state) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
+      return container.is_object() && container.value("state", "") == state;
+    });
     return container;
   }
 
@@ -291,14 +291,13 @@ TEST_F(ServeApi, GpuContainersRunThroughTheLeaseMachineAndSurviveARestart) {
   EXPECT_EQ(done["gpus"].size(), 2u);
   // The two GPUs were checked and are free again.
   json gpus;
-  for (int i = 0; i < 100; ++i) {
+  WaitUntil([&] {
     gpus = CallJson(*admin_, "GET", "/v1/gpus");
     int free = 0;
     for (const auto& gpu : gpus["gpus"])
       free += gpu["state"] == "free";
-    if (free == 8) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
+    return free == 8;
+  });
   for (const auto& gpu : gpus["gpus"])
     EXPECT_EQ(gpu["state"], "free") << gpu;
   std::string log = serve_->log();

@@ -21,7 +21,7 @@ using testing::TempDir;
 class GatedBackend final : public backends::ContainerBackend {
  public:
   std::string name() const override { return "gated"; }
-  Status CheckIsolation(fleet::Isolation) const override { return Ok(); }
+  Status CheckIsolation(fleet::Isolation, int) const override { return Ok(); }
   Status Start(const backends::StartRequest& request, backends::ExitCallback on_exit) override {
     std::unique_lock lock(mutex_);
     if (request.image == "slow") {

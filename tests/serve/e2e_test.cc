@@ -12,6 +12,7 @@
 
 #include "serve/serve_process.h"
 #include "support/podman_harness.h"
+#include "support/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -308,7 +309,11 @@ TEST_F(ServeE2e, KillDashNineWithSubmissionsInFlightLosesNoAcknowledgedOne) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Killed once a number of submissions were acknowledged, while the clients still send more.
+  EXPECT_TRUE(WaitUntil([&] {
+    std::lock_guard lock(mutex);
+    return acknowledged.size() > 10;
+  }));
   EXPECT_EQ(serve_->Kill(SIGKILL), 128 + SIGKILL);
   stop = true;
   for (auto& client : clients)

@@ -10,6 +10,7 @@
 
 #include "fleet/fleet.h"
 #include "support/fixture_host.h"
+#include "support/wait.h"
 
 namespace tessera::fleet {
 namespace {
@@ -252,10 +253,10 @@ TEST(SqliteStore, TheCheckpointThreadCopiesTheWalIntoTheDatabaseWhileCommitsGoOn
   // The database file itself fills (the WAL's frames were copied back), without any commit
   // having run a checkpoint (wal_autocheckpoint=0 on the writer).
   uintmax_t db_size = 0;
-  for (int i = 0; i < 500 && db_size < 4u << 20; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  testing::WaitUntil([&] {
     db_size = std::filesystem::file_size(path);
-  }
+    return db_size >= 4u << 20;
+  });
   EXPECT_GE(db_size, 4u << 20);
   auto stats = store->stats();
   EXPECT_GT(stats.checkpoints, 0u);

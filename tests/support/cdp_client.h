@@ -36,7 +36,7 @@ class HeadlessChromium {
 
   // Starts `binary` (searched in PATH) and waits until it has written DevToolsActivePort.
   Status Start(const std::string& binary = "chromium",
-               std::chrono::milliseconds timeout = std::chrono::seconds(30));
+               std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Ends the process group and reaps the browser; safe to call twice.
   void Stop();
 
@@ -67,19 +67,19 @@ class CdpSession {
 
   // "ws://127.0.0.1:PORT/devtools/page/ID".
   static Result<std::unique_ptr<CdpSession>> Connect(
-      const std::string& ws_url, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+      const std::string& ws_url, std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   // Sends a command and waits for its answer: the `result` object, or an Error carrying the
   // method and the protocol's error message (or the timeout). After a timeout or a transport
   // error the session is broken and every later call fails.
   Result<nlohmann::json> Call(const std::string& method,
                               const nlohmann::json& params = nlohmann::json::object(),
-                              std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                              std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   // Runtime.evaluate with returnByValue and awaitPromise: the value of `expression`, or an
   // Error with the exception's text when it threw.
   Result<nlohmann::json> Evaluate(const std::string& expression,
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
   // Reads events for `duration` (or until the connection fails).
   void Pump(std::chrono::milliseconds duration);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "support/podman_harness.h"
+#include "support/wait.h"
 #include "tenancy/tenancy.h"
 
 namespace tessera::tenancy {
@@ -106,13 +107,14 @@ TEST_F(TenancyNetworks, OtherTenancyCannotConnectSameTenancyCan) {
   const std::string address = StartListener(a, listener, "hello-from-a");
   ASSERT_FALSE(address.empty());
 
-  // Same tenancy: accepted (retried while the listener starts).
+  // Same tenancy: accepted (retried until the listener listens).
   std::string same;
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    same = Connect(a, address).output;
-    if (same.find("hello-from-a") != std::string::npos) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
+  tessera::testing::WaitUntil(
+      [&] {
+        same = Connect(a, address).output;
+        return same.find("hello-from-a") != std::string::npos;
+      },
+      tessera::testing::kEventTimeout, std::chrono::milliseconds(300));
   EXPECT_NE(same.find("hello-from-a"), std::string::npos) << same;
 
   // Other tenancy: refused or timed out, never answered.

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "support/podman_harness.h"
+#include "support/wait.h"
 #include "tenancy/tenancy.h"
 
 namespace tessera::tenancy {
@@ -90,14 +91,14 @@ class Ganesha {
                pid_file.c_str(), "-N", "NIV_EVENT", static_cast<char*>(nullptr));
       ::_exit(127);
     }
-    for (int i = 0; i < 100 && !Accepts(port_); ++i) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    // Until it accepts connections or has exited.
+    tessera::testing::WaitUntil(
+        [&] {
+          int status = 0;
+          if (::waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;
+          return pid_ <= 0 || Accepts(port_);
+        },
+        tessera::testing::kEventTimeout, std::chrono::milliseconds(100));
     ready_ = pid_ > 0 && Accepts(port_);
   }
   ~Ganesha() {

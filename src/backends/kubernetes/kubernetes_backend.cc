@@ -76,7 +76,10 @@ class KubernetesBackend final : public ContainerBackend {
 
   std::string name() const override { return "kubernetes"; }
 
-  Status CheckIsolation(fleet::Isolation isolation) const override {
+  // The GPU count does not change the answer here: whether a node's runtime can pass GPUs
+  // through (runsc with nvproxy, Kata with VFIO) is that node's setup, which `tessera doctor`
+  // checks there; the cluster only tells whether the RuntimeClass exists.
+  Status CheckIsolation(fleet::Isolation isolation, int /*gpus*/) const override {
     auto runtime_class = k8s::RuntimeClassFor(ToK8s(isolation));
     if (!runtime_class) return Ok();
     std::lock_guard<std::mutex> lock(client_mu_);

@@ -1,5 +1,7 @@
 // The local backend: podman on this host, GPUs as CDI device names, isolation as the OCI
-// runtime (runc -> runc, gvisor -> runsc, kata -> a Kata runtime when installed).
+// runtime (runc -> runc, gvisor -> runsc, kata -> a Kata runtime when installed). runsc runs
+// with --runtime-flag network=host on a network (gVisor uses podman's network namespace) or
+// network=none; GPU containers under gVisor need a runsc with nvproxy, checked once at creation.
 //
 // podman is run without a shell. It inherits the environment, so CONTAINERS_CONF (which this
 // machine's podman needs: runtime runc and ulimits the kernel accepts) applies to every call.

@@ -10,7 +10,7 @@ namespace {
 class NullBackend final : public ContainerBackend {
  public:
   std::string name() const override { return "null"; }
-  Status CheckIsolation(fleet::Isolation) const override { return Ok(); }
+  Status CheckIsolation(fleet::Isolation, int) const override { return Ok(); }
   Status Start(const StartRequest& request, ExitCallback on_exit) override {
     {
       std::lock_guard lock(mutex_);

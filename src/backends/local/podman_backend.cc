@@ -20,6 +20,7 @@
 
 #include "backends/local/local.h"
 #include "process/process.h"
+#include "runtimes/runtimes.h"
 
 namespace tessera::backends {
 
@@ -41,6 +42,10 @@ namespace {
 constexpr const char* kIdLabel = "tessera.container";
 constexpr const char* kInstanceLabel = "tessera.instance";
 constexpr const char* kTenancyLabel = "tessera.tenancy";
+// The --runtime-flag values a container was created with, comma-separated: podman does not keep
+// them (they are global flags of one podman call), yet `runsc start` needs them again when a
+// created container is started after a restart.
+constexpr const char* kRuntimeFlagsLabel = "tessera.runtime-flags";
 
 std::string ContainerName(const std::string& id) {
   return "tessera-" + id;
@@ -78,6 +83,18 @@ class PodmanBackend final : public ContainerBackend {
       std::filesystem::create_directories(options_.state_dir, error);
       if (error) spdlog::warn("local backend: {}: {}", options_.state_dir, error.message());
     }
+    // Once: what the installed runsc can do decides every GPU submission under gVisor.
+    if (InPath(options_.gvisor_runtime)) {
+      auto runsc = runtimes::ReadRunscInfo(options_.gvisor_runtime);
+      if (runsc) {
+        runsc_ = std::move(*runsc);
+        spdlog::info("local backend: runsc {} ({}), nvproxy {}", runsc_->version, runsc_->path,
+                     runsc_->nvproxy ? "yes" : "no");
+      } else {
+        runsc_error_ = runsc.error().message;
+        spdlog::warn("local backend: {}", runsc_error_);
+      }
+    }
     if (options_.kata_runtime.empty()) {
       for (const char* candidate : {"kata-runtime", "kata-qemu", "containerd-shim-kata-v2"}) {
         if (InPath(candidate)) {
@@ -104,7 +121,7 @@ class PodmanBackend final : public ContainerBackend {
 
   std::string name() const override { return "local"; }
 
-  Status CheckIsolation(fleet::Isolation isolation) const override {
+  Status CheckIsolation(fleet::Isolation isolation, int gpus) const override {
     switch (isolation) {
       case fleet::Isolation::kRunc:
         if (!InPath(options_.runc_runtime))
@@ -115,6 +132,12 @@ class PodmanBackend final : public ContainerBackend {
         if (!InPath(options_.gvisor_runtime))
           return FailedPrecondition("isolation gvisor: gVisor runtime " + options_.gvisor_runtime +
                                     " is not installed on this host");
+        if (gpus > 0 && !runsc_)
+          return FailedPrecondition(
+              "isolation gvisor with GPUs: cannot tell whether runsc has "
+              "nvproxy: " +
+              runsc_error_);
+        if (gpus > 0) return runtimes::GvisorGpuSupport(*runsc_);
         return Ok();
       case fleet::Isolation::kKata:
         if (options_.kata_runtime.empty())
@@ -127,15 +150,21 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   Status Start(const StartRequest& request, ExitCallback on_exit) override {
-    if (auto status = CheckIsolation(request.isolation); !status) return status;
+    if (auto status = CheckIsolation(request.isolation, int(request.cdi_devices.size())); !status)
+      return status;
     // One attached `podman run` per container (one podman start-up, as a user's own `podman
     // run`); its exit status is the container's. Start returns once podman has created the
     // container (it writes the ID file right after creating it), so a restart of the service
     // right after Start always finds the container. A client left behind by a killed service
     // goes on (killing podman halfway through a start leaves a container no `podman start`
     // can start); List() waits for such clients to get past creating their container.
-    std::vector<std::string> argv = {options_.podman, "run", "--sig-proxy=false", "--name",
-                                     ContainerName(request.id)};
+    const std::vector<std::string> runtime_flags = RuntimeFlagsFor(request);
+    std::vector<std::string> argv = {options_.podman};
+    for (const auto& flag : runtime_flags) {
+      argv.push_back("--runtime-flag");
+      argv.push_back(flag);
+    }
+    argv.insert(argv.end(), {"run", "--sig-proxy=false", "--name", ContainerName(request.id)});
     const std::string cid_file = StatePath(request.id, ".cid");
     if (!cid_file.empty()) {
       ::unlink(cid_file.c_str());  // podman refuses an existing ID file
@@ -146,6 +175,12 @@ class PodmanBackend final : public ContainerBackend {
     argv.push_back("--label=" + std::string(kIdLabel) + "=" + request.id);
     argv.push_back("--label=" + std::string(kInstanceLabel) + "=" + options_.instance);
     argv.push_back("--label=" + std::string(kTenancyLabel) + "=" + request.tenancy);
+    if (!runtime_flags.empty()) {
+      std::string joined;
+      for (const auto& flag : runtime_flags)
+        joined += (joined.empty() ? "" : ",") + flag;
+      argv.push_back("--label=" + std::string(kRuntimeFlagsLabel) + "=" + joined);
+    }
     for (const auto& [key, value] : request.labels)
       argv.push_back("--label=" + key + "=" + value);
     argv.push_back("--runtime=" + RuntimeFor(request.isolation));
@@ -210,7 +245,26 @@ class PodmanBackend final : public ContainerBackend {
     if (std::find(clients.begin(), clients.end(), StatePath(id, ".cid")) != clients.end())
       return Watch(id, std::move(on_exit));
     // Attached start of a created container: its exit status is the container's, as for run.
-    auto child = process::Spawn({options_.podman, "start", "--attach", ContainerName(id)});
+    // The runtime flags it was created with apply again (runsc sets up its network at start).
+    auto flags = Podman(
+        {"inspect", "--type", "container", "--format",
+         "{{index .Config.Labels \"" + std::string(kRuntimeFlagsLabel) + "\"}}", ContainerName(id)},
+        30000, /*capture_stderr=*/false);
+    if (!flags) return flags.error();
+    if (flags->status != 0) return Classify("inspect " + id, *flags);
+    std::vector<std::string> argv = {options_.podman};
+    std::string joined = flags->output;
+    while (!joined.empty() && (joined.back() == '\n' || joined.back() == ' '))
+      joined.pop_back();
+    if (joined == "<no value>") joined.clear();
+    for (size_t at = 0; at < joined.size();) {
+      size_t comma = std::min(joined.find(',', at), joined.size());
+      argv.push_back("--runtime-flag");
+      argv.push_back(joined.substr(at, comma - at));
+      at = comma + 1;
+    }
+    argv.insert(argv.end(), {"start", "--attach", ContainerName(id)});
+    auto child = process::Spawn(argv);
     if (!child) return child.error();
     Follow(id, *child, std::move(on_exit), false);
     return Ok();
@@ -361,6 +415,20 @@ class PodmanBackend final : public ContainerBackend {
     pid_t pid = -1;
     std::thread thread;
   };
+
+  // podman --runtime-flag values (runsc only). runsc's default network (a netstack of its own,
+  // "sandbox") fails under podman 4.3: "cannot run with network enabled in root network
+  // namespace". network=host makes gVisor use the network namespace podman made for the container
+  // (its tenancy's network, fenced as for runc); network=none gives it loopback only. GPUs need
+  // nvproxy, which CheckIsolation made sure of.
+  std::vector<std::string> RuntimeFlagsFor(const StartRequest& request) const {
+    if (request.isolation != fleet::Isolation::kGvisor) return {};
+    std::vector<std::string> flags;
+    flags.push_back(request.network == tenancy::NetworkMode::kNone ? "network=none"
+                                                                   : "network=host");
+    if (!request.cdi_devices.empty()) flags.push_back("nvproxy=true");
+    return flags;
+  }
 
   std::string RuntimeFor(fleet::Isolation isolation) const {
     switch (isolation) {
@@ -532,6 +600,8 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   LocalOptions options_;
+  std::optional<runtimes::RunscInfo> runsc_;  // set at creation when runsc answered
+  std::string runsc_error_;                   // why it did not, when installed
   tenancy::PodmanTenancy tenancy_;
   std::mutex tenancy_mutex_;              // serializes network/volume changes
   std::set<std::string> networks_ready_;  // tenancies whose network exists (tenancy_mutex_)
