@@ -39,4 +39,8 @@ Outcome Finish(Child child, size_t max_output = 64 * 1024);
 // "prog 'arg with space' ..." for log lines and error messages.
 std::string Describe(const std::vector<std::string>& argv);
 
+// Where exec would find `program`: itself when it names a path (and is executable), else the
+// first executable match in PATH (a default PATH when unset). Empty when there is none.
+std::string FindExecutable(const std::string& program);
+
 }  // namespace tessera::process

@@ -73,25 +73,10 @@ std::optional<Version> VersionFromCommand(const char* command) {
   return Version::Parse(output);
 }
 
-// The path of `program` in PATH, or empty.
-std::string FindInPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
 }  // namespace
 
 Result<RunscInfo> ReadRunscInfo(const std::string& runsc) {
-  std::string path = runsc.find('/') == std::string::npos ? FindInPath(runsc) : runsc;
+  std::string path = process::FindExecutable(runsc);
   if (path.empty() || ::access(path.c_str(), X_OK) != 0)
     return NotFound("runsc: " + runsc + " is not installed");
   process::Options options;

@@ -27,20 +27,6 @@ constexpr unsigned char kExitZeroX8664[] = {
     0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
     0x31, 0xff, 0xb8, 0xe7, 0x00, 0x00, 0x00, 0x0f, 0x05};
 
-std::string FindInPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
 // A root directory with /true; podman adds its mount points (/proc, /dev, /etc/...) itself.
 Result<std::string> MakeRootfs() {
 #if !defined(__x86_64__)
@@ -65,7 +51,7 @@ Result<std::string> MakeRootfs() {
 
 std::vector<Check> RunProbes(const ProbeOptions& options) {
   std::vector<Check> out;
-  auto runtimes = ProbeRuntimes(FindInPath);
+  auto runtimes = ProbeRuntimes(process::FindExecutable);
   if (runtimes.empty()) {
     out.push_back(Check{"probe.runtimes", "an OCI runtime for podman is installed", Verdict::kFail,
                         "none of runc, runsc, kata-runtime, kata-qemu in PATH",

@@ -51,21 +51,6 @@ std::string ContainerName(const std::string& id) {
   return "tessera-" + id;
 }
 
-bool InPath(const std::string& program) {
-  if (program.find('/') != std::string::npos) return ::access(program.c_str(), X_OK) == 0;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string candidate = dirs.substr(start, end - start) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 BackendState StateFromPodman(const std::string& state) {
   if (state == "running" || state == "paused" || state == "stopping") return BackendState::kRunning;
   if (state == "exited" || state == "stopped") return BackendState::kExited;
@@ -84,7 +69,7 @@ class PodmanBackend final : public ContainerBackend {
       if (error) spdlog::warn("local backend: {}: {}", options_.state_dir, error.message());
     }
     // Once: what the installed runsc can do decides every GPU submission under gVisor.
-    if (InPath(options_.gvisor_runtime)) {
+    if (!process::FindExecutable(options_.gvisor_runtime).empty()) {
       auto runsc = runtimes::ReadRunscInfo(options_.gvisor_runtime);
       if (runsc) {
         runsc_ = std::move(*runsc);
@@ -97,7 +82,7 @@ class PodmanBackend final : public ContainerBackend {
     }
     if (options_.kata_runtime.empty()) {
       for (const char* candidate : {"kata-runtime", "kata-qemu", "containerd-shim-kata-v2"}) {
-        if (InPath(candidate)) {
+        if (!process::FindExecutable(candidate).empty()) {
           options_.kata_runtime = candidate;
           break;
         }
@@ -124,12 +109,12 @@ class PodmanBackend final : public ContainerBackend {
   Status CheckIsolation(fleet::Isolation isolation, int gpus) const override {
     switch (isolation) {
       case fleet::Isolation::kRunc:
-        if (!InPath(options_.runc_runtime))
+        if (process::FindExecutable(options_.runc_runtime).empty())
           return FailedPrecondition("isolation runc: runtime " + options_.runc_runtime +
                                     " is not installed");
         return Ok();
       case fleet::Isolation::kGvisor:
-        if (!InPath(options_.gvisor_runtime))
+        if (process::FindExecutable(options_.gvisor_runtime).empty())
           return FailedPrecondition("isolation gvisor: gVisor runtime " + options_.gvisor_runtime +
                                     " is not installed on this host");
         if (gpus > 0 && !runsc_)
