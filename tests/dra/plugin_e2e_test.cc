@@ -65,7 +65,8 @@ class DraPlugin : public ::testing::Test {
   std::string CdiDir() const { return dir_.path() + "/cdi"; }
   std::string LeaseFile() const { return dir_.path() + "/leases.json"; }
 
-  void StartPlugin() {
+  void StartPlugin(const std::string& root = "") {
+    if (!root.empty()) root_ = root;
     plugin_ = std::make_unique<PluginProcess>(
         testing::DraPluginBinary(),
         std::vector<std::string>{"--node-name", "node-a", "--root", root_, "--kubeconfig",
@@ -241,6 +242,46 @@ TEST_F(DraPlugin, BlockedDeviceIsWithdrawnFromTheSliceAndComesBack) {
   EXPECT_NE(Slice()["spec"]["devices"][0]["name"], node_.devices[0].name);
   ASSERT_TRUE(WriteFileAtomically(LeaseFile(), R"({"version":1,"gpus":{}})").ok());
   ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+}
+
+TEST_F(DraPlugin, VanishedGpuIsWithdrawnAndRestored) {
+  testing::TempHost host("hgx-h100-dgx");
+  StartPlugin(host.root());
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  std::string node = host.root() + "/dev/nvidia0";
+  std::string moved = host.root() + "/dev/nvidia0.away";
+  ASSERT_EQ(::rename(node.c_str(), moved.c_str()), 0);
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 7; })) << plugin_->Log();
+  EXPECT_NE(Slice()["spec"]["devices"][0]["name"], node_.devices[0].name);
+  ClaimRef ref = CreateClaim("vanished", {0});
+  DraKubelet kubelet(Registry(), "gpu.tessera.dev");
+  Register(kubelet);
+  EXPECT_NE(kubelet.Prepare({ref})[ref.uid].error.find("unhealthy"), std::string::npos);
+  ASSERT_EQ(::rename(moved.c_str(), node.c_str()), 0);
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  EXPECT_EQ(kubelet.Prepare({ref})[ref.uid].error, "");
+}
+
+TEST_F(DraPlugin, SliceConflictIsReReadAndRetried) {
+  StartPlugin();
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  // Someone else wrote the slice between our read and our update: 409 Conflict once.
+  server_.Script({{{"method", "PUT"},
+                   {"path", "resourceslices/"},
+                   {"status", 409},
+                   {"reason", "Conflict"},
+                   {"times", 1}}});
+  server_.ClearLog();
+  ASSERT_TRUE(WriteFileAtomically(LeaseFile(), R"({"version":1,"gpus":{")" +
+                                                   node_.devices[7].pci_address +
+                                                   R"(":{"state":"draining"}}})")
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 7; })) << plugin_->Log();
+  int puts = 0;
+  for (const auto& entry : server_.Log())
+    puts += entry["method"] == "PUT";
+  EXPECT_EQ(puts, 2);
+  EXPECT_NE(plugin_->Log().find("conflict, re-reading"), std::string::npos);
 }
 
 TEST_F(DraPlugin, RestartBetweenPrepareAndUnprepareKeepsTheClaim) {
