@@ -24,6 +24,7 @@ void AddServeCommand(CLI::App& app);  // serve and run (cmd_serve.cc)
 void AddRuntimeConfigCommand(CLI::App& app);
 void AddDoctorCommand(CLI::App& app);
 void AddDevicePluginCommand(CLI::App& app);
+void AddDraPluginCommand(CLI::App& app);
 void AddGpuCheckCommand(CLI::App& app);  // the firmware check (cmd_gpu_check.cc)
 
 }  // namespace tessera::cli

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddRuntimeConfigCommand(app);
   tessera::cli::AddDoctorCommand(app);
   tessera::cli::AddDevicePluginCommand(app);
+  tessera::cli::AddDraPluginCommand(app);
   tessera::cli::AddGpuCheckCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;

@@ -135,6 +135,8 @@ struct Lease {
   LeaseState state = LeaseState::kFree;
   std::string reason;
   std::string tenancy;
+  // UID of the ResourceClaim the control plane pinned this GPU to (DRA); empty when none.
+  std::string claim;
   // checking, quarantined and draining GPUs must not be handed out by kubelet.
   bool blocks_allocation() const {
     return state == LeaseState::kChecking || state == LeaseState::kQuarantined ||

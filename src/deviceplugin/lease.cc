@@ -68,7 +68,7 @@ Result<LeaseMap> ParseLeaseFile(std::string_view text) {
     Lease lease;
     bool has_state = false;
     for (const auto& [key, value] : entry.items()) {
-      if (key != "state" && key != "reason" && key != "tenancy") {
+      if (key != "state" && key != "reason" && key != "tenancy" && key != "claim") {
         return InvalidArgument(where + "." + key + ": unknown field");
       }
       if (!value.is_string()) return InvalidArgument(where + "." + key + ": want a string");
@@ -88,6 +88,8 @@ Result<LeaseMap> ParseLeaseFile(std::string_view text) {
         }
       } else if (key == "reason") {
         lease.reason = s;
+      } else if (key == "claim") {
+        lease.claim = s;
       } else {
         lease.tenancy = s;
       }

@@ -132,11 +132,12 @@ TEST(ResourceName, FollowsKubernetesRules) {
 TEST(LeaseFile, ParsesStatesAndRejectsBadInput) {
   auto leases = ParseLeaseFile(
       R"({"version":1,"gpus":{"0000:18:00.0":{"state":"quarantined","reason":"xid 79"},
-          "0000:2a:00.0":{"state":"active","tenancy":"t"}}})");
+          "0000:2a:00.0":{"state":"active","tenancy":"t","claim":"uid-1"}}})");
   ASSERT_TRUE(leases.ok()) << leases.error().message;
   EXPECT_EQ(leases->at("0000:18:00.0").state, LeaseState::kQuarantined);
   EXPECT_TRUE(leases->at("0000:18:00.0").blocks_allocation());
   EXPECT_FALSE(leases->at("0000:2a:00.0").blocks_allocation());
+  EXPECT_EQ(leases->at("0000:2a:00.0").claim, "uid-1");
   EXPECT_TRUE(ParseLeaseFile(R"({"version":1})").ok());
   for (const char* bad : {R"({"version":2,"gpus":{}})", R"({"gpus":{}})", "[]", "{",
                           R"({"version":1,"gpus":{"18:00.0":{"state":"free"}}})",

@@ -1,0 +1,125 @@
+// NodePrepareResources latency over the socket (the claim GET against a loopback API server
+// included), lease change -> ResourceSlice updated, and the plugin's peak RSS.
+// Usage: dra_bench [iterations]   (the API server is tests/tools/k8s/fake_apiserver.py)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "backends/kubernetes/kubernetes.h"
+#include "common/atomic_file.h"
+#include "deviceplugin/plugin_process.h"
+#include "dra/dra.h"
+#include "dra/dra_kubelet.h"
+#include "kubernetes/fake_apiserver.h"
+#include "support/fixture_host.h"
+
+using namespace tessera;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const k8s::Resource kClaims{"/apis/resource.k8s.io/v1", "resourceclaims", true};
+const k8s::Resource kSlices{"/apis/resource.k8s.io/v1", "resourceslices", false};
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
+}
+
+size_t SliceDevices(k8s::Client& client) {
+  auto slice = client.Get(kSlices, "", dra::SliceName("gpu.tessera.dev", "node-a"));
+  return slice ? (*slice)["spec"]["devices"].size() : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = argc > 1 ? std::atoi(argv[1]) : 200;
+  std::string root = testing::MaterializeHost("hgx-h100-dgx");
+  testing::FakeApiServer server;
+  testing::TempDir dir;
+  std::ofstream(dir.path() + "/kubeconfig")
+      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
+         "    server: "
+      << server.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  k8s::ClientConfig config;
+  config.server = server.url();
+  k8s::Client client(config);
+  inventory::ReadOptions read;
+  read.root = root;
+  auto node = dra::DescribeNode(*inventory::ReadInventory(read), {});
+  std::string leases = dir.path() + "/leases.json";
+  testing::PluginProcess plugin(
+      testing::DraPluginBinary(),
+      {"--node-name", "node-a", "--root", root, "--kubeconfig", dir.path() + "/kubeconfig",
+       "--registry-dir", dir.path() + "/registry", "--plugin-dir", dir.path() + "/plugin",
+       "--cdi-dir", dir.path() + "/cdi", "--lease-file", leases, "--log-level", "warn"},
+      dir.path() + "/plugin.log");
+  testing::DraKubelet kubelet(dir.path() + "/registry", "gpu.tessera.dev");
+  if (auto problem = kubelet.Register(std::chrono::seconds(20)); !problem.empty()) {
+    std::fprintf(stderr, "register: %s\n%s", problem.c_str(), plugin.Log().c_str());
+    return 1;
+  }
+  std::printf(
+      "DRA plugin bench: %d prepares per size, API server = fake_apiserver.py on "
+      "loopback (Python http.server)\n",
+      iterations);
+  for (size_t count : {1u, 8u}) {
+    std::vector<double> ms, get_ms;
+    for (int i = 0; i < iterations; ++i) {
+      k8s::Json results = k8s::Json::array();
+      for (size_t d = 0; d < count; ++d) {
+        results.push_back({{"request", "gpus"},
+                           {"driver", "gpu.tessera.dev"},
+                           {"pool", "node-a"},
+                           {"device", node->devices[d].name}});
+      }
+      std::string name = "c" + std::to_string(count) + "-" + std::to_string(i);
+      auto created =
+          client.Create(kClaims, "team",
+                        {{"apiVersion", "resource.k8s.io/v1"},
+                         {"kind", "ResourceClaim"},
+                         {"metadata", {{"name", name}, {"namespace", "team"}}},
+                         {"status", {{"allocation", {{"devices", {{"results", results}}}}}}}});
+      dra::ClaimRef ref{"team", name, (*created)["metadata"]["uid"]};
+      // The same GET the plugin makes, from this process: the API server's share of a prepare.
+      auto get_start = Clock::now();
+      (void)client.Get(kClaims, "team", name);
+      get_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - get_start).count());
+      auto start = Clock::now();
+      auto prepared = kubelet.Prepare({ref});
+      double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      if (prepared[ref.uid].error != "" || prepared[ref.uid].devices.size() != count) {
+        std::fprintf(stderr, "prepare failed: %s\n", prepared[ref.uid].error.c_str());
+        return 1;
+      }
+      ms.push_back(elapsed);
+      kubelet.Unprepare({ref});
+    }
+    std::printf("NodePrepareResources %zu GPU(s): p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", count,
+                Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0));
+    std::printf(
+        "  the same claim GET from the bench (API server share): p50 %.2f ms, p99 %.2f ms\n",
+        Percentile(get_ms, 0.5), Percentile(get_ms, 0.99));
+  }
+  // Lease change -> slice updated (the plugin checks every --poll-ms, default 200 ms).
+  std::vector<double> withdraw_ms;
+  for (int i = 0; i < 5; ++i) {
+    while (SliceDevices(client) != 8)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto start = Clock::now();
+    (void)WriteFileAtomically(leases, R"({"version":1,"gpus":{")" + node->devices[0].pci_address +
+                                          R"(":{"state":"quarantined"}}})");
+    while (SliceDevices(client) != 7)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    withdraw_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    (void)WriteFileAtomically(leases, R"({"version":1,"gpus":{}})");
+  }
+  std::printf("lease change -> ResourceSlice updated: p50 %.0f ms, max %.0f ms (5 changes)\n",
+              Percentile(withdraw_ms, 0.5), Percentile(withdraw_ms, 1.0));
+  std::printf("plugin peak RSS: %.1f MB\n", plugin.PeakRssKb() / 1024.0);
+  return 0;
+}

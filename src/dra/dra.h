@@ -1,0 +1,230 @@
+// The DRA kubelet plugin's logic (driver `gpu.tessera.dev`), without gRPC or sockets: which
+// devices this node publishes (ResourceSlice), reading a ResourceClaim, deciding whether a claim
+// may be prepared here, the per-claim CDI spec, and the checkpoint of prepared claims.
+//
+// Facts relied on (resource.k8s.io/v1, kubelet DRA API): kubelet sends only a claim's
+// namespace/name/UID, so prepare GETs the claim and refuses when it is unallocated or its UID
+// differs; unprepare must work without the claim (it may be gone); kubelet retries both calls.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cdi/cdi.h"
+#include "common/error.h"
+#include "deviceplugin/deviceplugin.h"
+#include "inventory/inventory.h"
+#include "topology/topology.h"
+
+namespace tessera::dra {
+
+inline constexpr const char* kDefaultDriverName = "gpu.tessera.dev";
+// The kind of every per-claim spec: one transient spec per claim, as NVIDIA's DRA driver does.
+inline constexpr const char* kClaimSpecKind = "gpu.tessera.dev/claim";
+// Bounds on what kubelet and the API server may send us.
+inline constexpr size_t kMaxClaimBytes = 1 << 20;  // one ResourceClaim object
+inline constexpr size_t kMaxResults = 32;          // resource.k8s.io/v1 AllocationResultsMaxSize
+inline constexpr size_t kMaxSliceDevices = 128;    // ResourceSlice spec.devices limit
+
+// ---------------------------------------------------------------------------------------------
+// This node's devices.
+
+// One GPU as this node publishes it in its ResourceSlice, with the CDI edits a claim gets.
+struct NodeDevice {
+  std::string name;  // DNS label, stable across restarts: "gpu-0000-18-00-0"
+  std::string pci_address;
+  std::string uuid;  // empty when the driver reported none
+  std::string product_name;
+  std::string type;  // "gpu" (shared kernel driver) or "vfio" (whole IOMMU group to a VM)
+  int numa_node = -1;
+  std::string driver_version;  // empty unless bound to nvidia and the version is known
+  std::optional<int> nvlink_module;
+  std::vector<uint32_t> partition_ids;  // fabric partitions containing this GPU's module
+  std::optional<uint64_t> memory_bytes;
+  cdi::ContainerEdits edits;         // the device's own edits (device nodes)
+  cdi::ContainerEdits shared_edits;  // spec-level edits of its mode (nvidiactl, libraries, ...)
+};
+
+struct NodeOptions {
+  cdi::Mode mode = cdi::Mode::kAuto;  // auto: nvidia -> gpu, vfio-pci -> vfio
+  std::optional<topology::PartitionTable> partitions;
+};
+
+// "0000:18:00.0" -> "gpu-0000-18-00-0" (a DNS label: lowercase alphanumerics and '-').
+std::string DeviceNameFor(std::string_view pci_address);
+
+// Pure: every NVIDIA GPU the CDI builder can serve in the chosen mode, in PCI order. GPUs it
+// cannot serve (no device node, no IOMMU group) are left out with a warning.
+struct NodeDevices {
+  std::vector<NodeDevice> devices;
+  std::vector<std::string> warnings;
+  const NodeDevice* Find(std::string_view name) const;
+};
+Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory, const NodeOptions& options);
+
+// ---------------------------------------------------------------------------------------------
+// Availability: health and leases.
+
+struct DeviceState {
+  std::set<std::string> unhealthy;  // PCI addresses
+  deviceplugin::LeaseMap leases;    // by PCI address
+};
+
+// Why a device may not be handed out now, or empty when it may (for `claim_uid`; an empty
+// claim UID asks whether it may be published at all).
+std::string WhyUnavailable(const NodeDevice& device, const DeviceState& state,
+                           std::string_view claim_uid = {});
+
+// ---------------------------------------------------------------------------------------------
+// ResourceSlice (resource.k8s.io/v1).
+
+struct SliceOptions {
+  std::string driver = kDefaultDriverName;
+  std::string node_name;
+  int64_t generation = 1;
+};
+
+// The slice's object name: "<node>-<driver>" with characters a DNS subdomain refuses replaced.
+std::string SliceName(std::string_view driver, std::string_view node_name);
+
+// Names of the devices that are published now (healthy and not blocked by a lease).
+std::vector<std::string> PublishedDevices(const NodeDevices& node, const DeviceState& state);
+
+// The ResourceSlice object as JSON: one pool named after the node, resourceSliceCount 1, one
+// device per published GPU. `resource_version` is set on the object when not empty (update).
+std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::string>& published,
+                               const SliceOptions& options, std::string_view resource_version = {});
+
+// ---------------------------------------------------------------------------------------------
+// ResourceClaim (resource.k8s.io/v1), read strictly for what prepare needs.
+
+struct AllocationResult {
+  std::string request;
+  std::string driver;
+  std::string pool;
+  std::string device;
+  friend bool operator==(const AllocationResult&, const AllocationResult&) = default;
+};
+
+struct ResourceClaim {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  bool allocated = false;  // status.allocation present
+  std::vector<AllocationResult> results;
+};
+
+// Parses the API server's JSON (bounded size and nesting, bounded lists). Errors name the
+// field and never echo a whole value.
+Result<ResourceClaim> ParseResourceClaim(std::string_view json);
+
+// ---------------------------------------------------------------------------------------------
+// Prepare.
+
+struct ClaimRef {
+  std::string namespace_name;
+  std::string name;
+  std::string uid;
+  friend bool operator==(const ClaimRef&, const ClaimRef&) = default;
+};
+
+// One device as kubelet's NodePrepareResources answer carries it.
+struct PreparedDevice {
+  std::vector<std::string> request_names;
+  std::string pool_name;
+  std::string device_name;
+  std::vector<std::string> cdi_device_ids;
+  friend bool operator==(const PreparedDevice&, const PreparedDevice&) = default;
+};
+
+struct PreparedClaim {
+  ClaimRef ref;
+  std::vector<PreparedDevice> devices;
+  friend bool operator==(const PreparedClaim&, const PreparedClaim&) = default;
+};
+
+struct PrepareContext {
+  std::string driver = kDefaultDriverName;
+  std::string pool;  // this node's pool = node name
+  const NodeDevices* node = nullptr;
+  const DeviceState* state = nullptr;
+};
+
+// Pure decision: refuses (FailedPrecondition / NotFound) when the claim is not allocated, its
+// UID differs from kubelet's, or one of our results names a device this node does not publish or
+// that is unavailable; otherwise the devices of our driver and pool with their CDI IDs.
+Result<PreparedClaim> PlanPrepare(const ClaimRef& ref, const ResourceClaim& claim,
+                                  const PrepareContext& context);
+
+// The per-claim CDI spec: kind gpu.tessera.dev/claim, a device "<uid>-<device>" per prepared
+// device with that GPU's edits, the mode's shared edits once at spec level.
+Result<cdi::Spec> BuildClaimSpec(const PreparedClaim& claim, const NodeDevices& node);
+// "<cdi-dir>/gpu.tessera.dev-claim_<uid>.json"
+std::string ClaimSpecPath(std::string_view cdi_dir, std::string_view uid);
+// "gpu.tessera.dev/claim=<uid>-<device>"
+std::string ClaimCdiId(std::string_view uid, std::string_view device);
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint of prepared claims ("<plugin-dir>/checkpoint.json"), so that a restarted plugin
+// still answers a retried prepare the same and knows what to unprepare.
+
+using Checkpoint = std::map<std::string, PreparedClaim>;  // by claim UID
+
+std::string SerializeCheckpoint(const Checkpoint& checkpoint);
+// Strict: unknown fields, wrong types and oversized input are errors.
+Result<Checkpoint> ParseCheckpoint(std::string_view json);
+// A missing file is an empty checkpoint.
+Result<Checkpoint> ReadCheckpoint(const std::string& path);
+Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// ---------------------------------------------------------------------------------------------
+// The driver's state on this node: prepared claims (checkpointed), device health and leases.
+// The gRPC server calls it; tests drive it without a socket.
+
+struct DriverConfig {
+  std::string driver = kDefaultDriverName;
+  std::string node_name;
+  std::string cdi_dir = cdi::kDefaultSpecDir;
+  std::string plugin_dir;  // holds checkpoint.json
+};
+
+// GETs resource.k8s.io/v1 ResourceClaim <namespace>/<name> and returns its JSON text.
+using ClaimFetcher =
+    std::function<Result<std::string>(const std::string& ns, const std::string& name)>;
+
+class Driver {
+ public:
+  Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch);
+  // Reads the checkpoint of an earlier run.
+  Status Load();
+
+  // Idempotent: a claim prepared before (this run or an earlier one) answers the same without
+  // asking the API server again. Writes the claim's CDI spec, then the checkpoint.
+  Result<PreparedClaim> Prepare(const ClaimRef& ref);
+  // Removes the claim's CDI spec and checkpoint entry; an unknown claim succeeds.
+  Status Unprepare(const ClaimRef& ref);
+
+  // Replaces health and lease state; returns whether the published devices changed.
+  bool SetState(DeviceState state);
+  std::vector<std::string> Published() const;
+  const NodeDevices& node() const { return node_; }
+  const DriverConfig& config() const { return config_; }
+  std::string CheckpointPath() const;
+
+ private:
+  const DriverConfig config_;
+  const NodeDevices node_;
+  ClaimFetcher fetch_;
+  mutable std::mutex mu_;  // guards checkpoint_, state_ and the files they mirror
+  Checkpoint checkpoint_;
+  DeviceState state_;
+};
+
+}  // namespace tessera::dra

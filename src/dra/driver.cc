@@ -1,0 +1,80 @@
+// The driver's node state: prepare and unprepare with their files (per-claim CDI spec,
+// checkpoint), and the health/lease state that decides what is published.
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "dra/dra.h"
+
+namespace tessera::dra {
+
+Driver::Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch)
+    : config_(std::move(config)), node_(std::move(node)), fetch_(std::move(fetch)) {}
+
+std::string Driver::CheckpointPath() const {
+  return config_.plugin_dir + "/checkpoint.json";
+}
+
+Status Driver::Load() {
+  auto checkpoint = ReadCheckpoint(CheckpointPath());
+  if (!checkpoint) return checkpoint.error();
+  std::lock_guard lock(mu_);
+  checkpoint_ = std::move(*checkpoint);
+  return Ok();
+}
+
+Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
+  {
+    std::lock_guard lock(mu_);
+    // kubelet retries after a timeout or a restart: a prepared claim answers the same.
+    if (auto it = checkpoint_.find(ref.uid); it != checkpoint_.end()) return it->second;
+  }
+  // The GET runs without the lock: other claims go on while the API server answers.
+  auto text = fetch_(ref.namespace_name, ref.name);
+  if (!text) return text.error().WithContext("get claim " + ref.namespace_name + "/" + ref.name);
+  auto claim = ParseResourceClaim(*text);
+  if (!claim) return claim.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
+
+  std::lock_guard lock(mu_);
+  if (auto it = checkpoint_.find(ref.uid); it != checkpoint_.end()) return it->second;
+  PrepareContext context{config_.driver, config_.node_name, &node_, &state_};
+  auto prepared = PlanPrepare(ref, *claim, context);
+  if (!prepared) return prepared.error();
+  auto spec = BuildClaimSpec(*prepared, node_);
+  if (!spec) return spec.error();
+  std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
+  auto written = cdi::WriteSpecFile(spec_path, cdi::ToJson(*spec));
+  if (!written) return written.error();
+  checkpoint_[ref.uid] = *prepared;
+  if (auto saved = WriteCheckpoint(CheckpointPath(), checkpoint_); !saved) {
+    // Without a checkpoint entry a restarted plugin would not know to remove the spec.
+    checkpoint_.erase(ref.uid);
+    ::unlink(spec_path.c_str());
+    return saved.error();
+  }
+  return prepared;
+}
+
+Status Driver::Unprepare(const ClaimRef& ref) {
+  std::lock_guard lock(mu_);
+  std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
+  if (::unlink(spec_path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError("unlink " + spec_path, errno);
+  }
+  if (checkpoint_.erase(ref.uid) == 0) return Ok();
+  return WriteCheckpoint(CheckpointPath(), checkpoint_);
+}
+
+bool Driver::SetState(DeviceState state) {
+  std::lock_guard lock(mu_);
+  auto before = PublishedDevices(node_, state_);
+  state_ = std::move(state);
+  return PublishedDevices(node_, state_) != before;
+}
+
+std::vector<std::string> Driver::Published() const {
+  std::lock_guard lock(mu_);
+  return PublishedDevices(node_, state_);
+}
+
+}  // namespace tessera::dra

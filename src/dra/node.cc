@@ -1,0 +1,142 @@
+// This node's devices as the DRA driver publishes them: names, attributes and the CDI edits of
+// each GPU, computed once per inventory (the CDI builder runs here, not on every prepare).
+#include <algorithm>
+
+#include "dra/dra.h"
+
+namespace tessera::dra {
+namespace {
+
+using inventory::PciDevice;
+
+// The CDI builder's stable name of a GPU (UUID, else PCI address), or the IOMMU group's name
+// when several GPUs share a group in vfio mode (build.cc, Vfio()).
+std::vector<std::string> CdiNamesFor(const PciDevice& gpu) {
+  std::vector<std::string> names;
+  if (gpu.gpu_uuid && !gpu.gpu_uuid->empty()) names.push_back(*gpu.gpu_uuid);
+  names.push_back(gpu.pci_address);
+  if (gpu.iommu_group) names.push_back("iommu-group-" + std::to_string(*gpu.iommu_group));
+  return names;
+}
+
+std::optional<cdi::Mode> ModeOf(const PciDevice& gpu, cdi::Mode wanted) {
+  if (wanted == cdi::Mode::kDriver || wanted == cdi::Mode::kVfio) return wanted;
+  if (gpu.driver == "nvidia") return cdi::Mode::kDriver;
+  if (gpu.driver == "vfio-pci") return cdi::Mode::kVfio;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string DeviceNameFor(std::string_view pci_address) {
+  std::string name = "gpu-";
+  for (char c : pci_address) {
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+      name += c;
+    } else if (c >= 'A' && c <= 'Z') {
+      name += static_cast<char>(c - 'A' + 'a');
+    } else {
+      name += '-';
+    }
+  }
+  return name;
+}
+
+const NodeDevice* NodeDevices::Find(std::string_view name) const {
+  for (const auto& device : devices) {
+    if (device.name == name) return &device;
+  }
+  return nullptr;
+}
+
+Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
+                                 const NodeOptions& options) {
+  if (options.mode != cdi::Mode::kAuto && options.mode != cdi::Mode::kDriver &&
+      options.mode != cdi::Mode::kVfio) {
+    return InvalidArgument(std::string("mode ") + cdi::ModeName(options.mode) +
+                           ": want auto, driver or vfio");
+  }
+  NodeDevices node;
+  // One spec per mode, built over the whole inventory.
+  std::map<cdi::Mode, cdi::Spec> specs;
+  for (cdi::Mode mode : {cdi::Mode::kDriver, cdi::Mode::kVfio}) {
+    if (options.mode != cdi::Mode::kAuto && options.mode != mode) continue;
+    cdi::BuildOptions build;
+    build.mode = mode;
+    auto built = cdi::BuildSpecs(inventory, build);
+    if (!built) return built.error().WithContext(std::string("CDI ") + cdi::ModeName(mode));
+    for (auto& spec : built->specs) {
+      if (spec.kind == "nvidia.com/gpu" || spec.kind == "nvidia.com/pgpu") {
+        specs[mode] = std::move(spec);
+      }
+    }
+  }
+  for (const PciDevice* gpu : inventory.Gpus()) {
+    if (!gpu->is_nvidia()) continue;
+    auto mode = ModeOf(*gpu, options.mode);
+    if (!mode) {
+      node.warnings.push_back(gpu->pci_address + ": driver \"" + gpu->driver +
+                              "\" is neither nvidia nor vfio-pci; not published");
+      continue;
+    }
+    auto spec = specs.find(*mode);
+    const cdi::Device* cdi_device = nullptr;
+    if (spec != specs.end()) {
+      for (const auto& name : CdiNamesFor(*gpu)) {
+        for (const auto& candidate : spec->second.devices) {
+          if (candidate.name == name) cdi_device = &candidate;
+        }
+        if (cdi_device) break;
+      }
+    }
+    if (!cdi_device) {
+      node.warnings.push_back(gpu->pci_address + ": no CDI device in " + cdi::ModeName(*mode) +
+                              " mode; not published");
+      continue;
+    }
+    NodeDevice device;
+    device.name = DeviceNameFor(gpu->pci_address);
+    device.pci_address = gpu->pci_address;
+    device.uuid = gpu->gpu_uuid.value_or("");
+    device.product_name = gpu->model;
+    device.type = *mode == cdi::Mode::kVfio ? "vfio" : "gpu";
+    device.numa_node = gpu->numa_node;
+    if (gpu->driver == "nvidia" && inventory.nvidia_driver &&
+        !inventory.nvidia_driver->version.empty()) {
+      device.driver_version = inventory.nvidia_driver->version;
+    }
+    if (options.partitions) {
+      for (const auto& [module, address] : options.partitions->pci_addresses) {
+        if (address == gpu->pci_address) device.nvlink_module = module;
+      }
+      if (device.nvlink_module) {
+        for (const auto& partition : options.partitions->partitions) {
+          const auto& modules = partition.modules;
+          if (std::find(modules.begin(), modules.end(), *device.nvlink_module) != modules.end()) {
+            device.partition_ids.push_back(partition.id);
+          }
+        }
+      }
+    }
+    device.edits = cdi_device->container_edits;
+    device.shared_edits = spec->second.container_edits;
+    node.devices.push_back(std::move(device));
+  }
+  return node;
+}
+
+std::string WhyUnavailable(const NodeDevice& device, const DeviceState& state,
+                           std::string_view claim_uid) {
+  if (state.unhealthy.count(device.pci_address)) return "unhealthy";
+  auto lease = state.leases.find(device.pci_address);
+  if (lease == state.leases.end()) return {};
+  if (lease->second.blocks_allocation()) {
+    return std::string("lease state ") + deviceplugin::LeaseStateName(lease->second.state);
+  }
+  if (!claim_uid.empty() && !lease->second.claim.empty() && lease->second.claim != claim_uid) {
+    return "leased to another claim";
+  }
+  return {};
+}
+
+}  // namespace tessera::dra

@@ -1,0 +1,129 @@
+// The driver's files: the per-claim CDI spec and the checkpoint, across retries and restarts.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
+#include "dra/dra.h"
+#include "support/fixture_host.h"
+
+namespace tessera::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kUid = "9d0b7a1e-1111-4222-8333-944455556666";
+
+class DriverFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    inventory::ReadOptions options;
+    options.root = testing::MaterializeHost("hgx-h100-dgx");
+    auto inv = inventory::ReadInventory(options);
+    ASSERT_TRUE(inv.ok());
+    auto node = DescribeNode(*inv, {});
+    ASSERT_TRUE(node.ok());
+    node_ = *node;
+    dir_ = fs::temp_directory_path() /
+           ("dra-driver-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_ / "cdi");
+    fs::create_directories(dir_ / "plugin");
+    config_.node_name = "node-a";
+    config_.cdi_dir = (dir_ / "cdi").string();
+    config_.plugin_dir = (dir_ / "plugin").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<Driver> Make() {
+    auto driver = std::make_unique<Driver>(
+        config_, node_,
+        [this](const std::string& ns, const std::string& name) -> Result<std::string> {
+          ++gets_;
+          if (ns != "team" || name != "train") return NotFound("no such claim");
+          return claim_;
+        });
+    EXPECT_TRUE(driver->Load().ok());
+    return driver;
+  }
+  void Allocate(const std::vector<std::string>& devices) {
+    json results = json::array();
+    for (const auto& d : devices)
+      results.push_back(
+          {{"request", "gpus"}, {"driver", "gpu.tessera.dev"}, {"pool", "node-a"}, {"device", d}});
+    claim_ = json{{"metadata", {{"namespace", "team"}, {"name", "train"}, {"uid", kUid}}},
+                  {"status", {{"allocation", {{"devices", {{"results", results}}}}}}}}
+                 .dump();
+  }
+  std::string SpecPath() const { return ClaimSpecPath(config_.cdi_dir, kUid); }
+
+  NodeDevices node_;
+  fs::path dir_;
+  DriverConfig config_;
+  std::string claim_;
+  int gets_ = 0;
+  const ClaimRef ref_{"team", "train", kUid};
+};
+
+TEST_F(DriverFiles, PrepareWritesTheSpecAndRetriesAnswerTheSameWithoutAGet) {
+  Allocate({node_.devices[0].name, node_.devices[1].name});
+  auto driver = Make();
+  auto first = driver->Prepare(ref_);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(gets_, 1);
+  ASSERT_TRUE(fs::exists(SpecPath()));
+  EXPECT_TRUE(cdi::CheckSpecText(*ReadWholeFile(SpecPath())).empty());
+  auto again = driver->Prepare(ref_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(gets_, 1);
+}
+
+TEST_F(DriverFiles, RefusedClaimWritesNothing) {
+  Allocate({"gpu-0000-99-00-0"});
+  auto driver = Make();
+  EXPECT_FALSE(driver->Prepare(ref_).ok());
+  EXPECT_FALSE(fs::exists(SpecPath()));
+  EXPECT_FALSE(fs::exists(driver->CheckpointPath()));
+}
+
+TEST_F(DriverFiles, RestartedDriverKnowsPreparedClaimsAndUnprepares) {
+  Allocate({node_.devices[0].name});
+  PreparedClaim prepared;
+  {
+    auto driver = Make();
+    auto result = driver->Prepare(ref_);
+    ASSERT_TRUE(result.ok());
+    prepared = *result;
+  }
+  claim_ = "{}";  // the claim object is gone: neither call may need it now
+  auto restarted = Make();
+  auto again = restarted->Prepare(ref_);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*again, prepared);
+  ASSERT_TRUE(restarted->Unprepare(ref_).ok());
+  EXPECT_FALSE(fs::exists(SpecPath()));
+  auto checkpoint = ReadCheckpoint(restarted->CheckpointPath());
+  ASSERT_TRUE(checkpoint.ok());
+  EXPECT_TRUE(checkpoint->empty());
+  // Unknown claims unprepare successfully (kubelet retries after a lost answer).
+  EXPECT_TRUE(restarted->Unprepare(ClaimRef{"x", "y", "never-prepared"}).ok());
+}
+
+TEST_F(DriverFiles, StateChangesReportWhetherThePublishedSetChanged) {
+  auto driver = Make();
+  EXPECT_EQ(driver->Published().size(), 8u);
+  DeviceState state;
+  state.unhealthy.insert(node_.devices[0].pci_address);
+  EXPECT_TRUE(driver->SetState(state));
+  EXPECT_EQ(driver->Published().size(), 7u);
+  EXPECT_FALSE(driver->SetState(state));
+  EXPECT_TRUE(driver->SetState({}));
+  EXPECT_EQ(driver->Published().size(), 8u);
+}
+
+}  // namespace
+}  // namespace tessera::dra
