@@ -119,7 +119,7 @@ TEST_F(PodmanCdi, DriverModeGivesOneGpuItsNodeTheControlNodesEnvAndReadOnlyDrive
                           "' /proc/mounts | cut -d' ' -f2,4 | cut -d, -f1-3 | sort; "
                           "test -S /run/nvidia-persistenced/socket && echo socket; "
                           "test -f /lib/firmware/nvidia/580.65.06/gsp_ga10x.bin && echo firmware; "
-                          "echo x > /usr/bin/nvidia-smi 2>/dev/null || echo read-only");
+                          "(echo x > /usr/bin/nvidia-smi) 2>/dev/null || echo read-only");
   ExpectLine(out, "/dev/nvidia0 " + CharDevice(195, 0));
   ExpectLine(out, "/dev/nvidiactl " + CharDevice(195, 255));
   const auto& uvm = Shared(inv, "nvidia-uvm");
