@@ -355,7 +355,8 @@ TEST_F(PluginTest, RemovedDeviceNodeIsUnhealthyAndRecovers) {
   std::string aside = host_.root() + "/nvidia3.removed";
   ASSERT_EQ(std::rename(node.c_str(), aside.c_str()), 0);
   auto list = client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; }, kEventTimeout);
+      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; },
+      kEventTimeout);
   ASSERT_TRUE(list) << "not Unhealthy";
   EXPECT_EQ(HealthOf(*list, Uuid(2)), "Healthy");
   v1beta1::AllocateResponse response;
@@ -378,7 +379,8 @@ TEST_F(PluginTest, RemovedSysfsEntryIsUnhealthyAndRecovers) {
   std::string aside = host_.root() + "/sys/bus/pci/unplugged-" + kPci[6];
   ASSERT_EQ(std::rename(entry.c_str(), aside.c_str()), 0);
   auto list = client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(6)) == "Unhealthy"; }, kEventTimeout);
+      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(6)) == "Unhealthy"; },
+      kEventTimeout);
   ASSERT_TRUE(list) << "not Unhealthy";
   ASSERT_EQ(std::rename(aside.c_str(), entry.c_str()), 0);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << "not Healthy again";
@@ -528,7 +530,8 @@ TEST_F(PluginTest, CriticalXidFromNvmlIsUnhealthyApplicationXidIsNot) {
 
   ASSERT_TRUE(WriteFileAtomically(events, std::string(kPci[3]) + " 13\n" + kPci[3] + " 79\n").ok());
   ASSERT_TRUE(client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; }, kEventTimeout))
+      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; },
+      kEventTimeout))
       << "critical Xid not Unhealthy; log:\n"
       << plugin_->Log();
   v1beta1::AllocateResponse response;

@@ -18,8 +18,7 @@ using tessera::testing::TesseraBinary;
 std::map<std::string, nlohmann::json> Probe(const std::string& conf, int* status,
                                             std::string* out) {
   *out = RunCommand(
-      "CONTAINERS_CONF=" + conf + " " + TesseraBinary() + " doctor --probe --format json",
-      status);
+      "CONTAINERS_CONF=" + conf + " " + TesseraBinary() + " doctor --probe --format json", status);
   std::map<std::string, nlohmann::json> checks;
   auto doc = nlohmann::json::parse(*out, nullptr, false);
   if (doc.is_discarded()) return checks;
