@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "inventory/inventory.h"
 
@@ -214,7 +215,9 @@ std::string Serialize(const Spec& spec, Format format);
 std::string SpecFileName(const Spec& spec, Format format);
 
 // Writes atomically (temp file + rename in the same directory), mode 0644, creating `dir` when
-// missing. Returns whether the file changed: an identical file is left alone.
-Result<bool> WriteSpecFile(const std::string& path, const std::string& content);
+// missing. Returns whether the file changed: an identical file is left alone. `durability`: see
+// common/atomic_file.h (a spec rebuilt after every boot need not survive a power loss).
+Result<bool> WriteSpecFile(const std::string& path, const std::string& content,
+                           Durability durability = Durability::kPowerLoss);
 
 }  // namespace tessera::cdi

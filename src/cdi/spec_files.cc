@@ -118,7 +118,8 @@ std::string SpecFileName(const Spec& spec, Format format) {
   return spec.Vendor() + "-" + spec.Class() + (format == Format::kYaml ? ".yaml" : ".json");
 }
 
-Result<bool> WriteSpecFile(const std::string& path, const std::string& content) {
+Result<bool> WriteSpecFile(const std::string& path, const std::string& content,
+                           Durability durability) {
   auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {
     std::string dir = path.substr(0, slash);
@@ -136,7 +137,8 @@ Result<bool> WriteSpecFile(const std::string& path, const std::string& content) 
     struct stat st;
     if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 07777) == 0644) return false;
   }
-  if (auto status = WriteFileAtomically(path, content, 0644); !status) return status.error();
+  if (auto status = WriteFileAtomically(path, content, 0644, durability); !status)
+    return status.error();
   return true;
 }
 

@@ -37,9 +37,10 @@ std::string DirectoryOf(const std::string& path) {
   return path.substr(0, slash);
 }
 
-// Writes `content` to a new temporary file next to `path`, fsynced and with `mode`; returns its
-// name.
-Result<std::string> WriteTemporary(const std::string& path, std::string_view content, mode_t mode) {
+// Writes `content` to a new temporary file next to `path`, with `mode` (and fsynced when `sync`);
+// returns its name.
+Result<std::string> WriteTemporary(const std::string& path, std::string_view content, mode_t mode,
+                                   bool sync = true) {
   std::random_device entropy;
   std::string temp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(entropy());
   FileDescriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
@@ -58,7 +59,7 @@ Result<std::string> WriteTemporary(const std::string& path, std::string_view con
     written += static_cast<size_t>(n);
   }
   if (::fchmod(fd.get(), mode) != 0) return fail("chmod");
-  if (::fsync(fd.get()) != 0) return fail("fsync");
+  if (sync && ::fsync(fd.get()) != 0) return fail("fsync");
   if (::close(fd.release()) != 0) return fail("close");
   return temp;
 }
@@ -71,15 +72,17 @@ void SyncDirectoryOf(const std::string& path) {
 
 }  // namespace
 
-Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode) {
-  auto temp = WriteTemporary(path, content, mode);
+Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
+                           Durability durability) {
+  const bool sync = durability == Durability::kPowerLoss;
+  auto temp = WriteTemporary(path, content, mode, sync);
   if (!temp) return temp.error();
   if (::rename(temp->c_str(), path.c_str()) != 0) {
     int saved = errno;
     ::unlink(temp->c_str());
     return ErrnoError("rename to " + path + " from " + *temp, saved);
   }
-  SyncDirectoryOf(path);
+  if (sync) SyncDirectoryOf(path);
   return Ok();
 }
 

@@ -10,9 +10,16 @@
 
 namespace tessera {
 
-// Writes `content` to a temporary file in the same directory as `path`, fsyncs it, sets `mode`,
-// renames it over `path` and fsyncs the directory so the rename itself survives a crash.
-Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode = 0644);
+// What a replacement must survive. Readers never see a torn file either way (rename(2)); a file
+// the process writes survives the process's own crash in the page cache. Surviving a power loss
+// as well takes an fsync of the file and of its directory: worth it for state, not for files
+// that are rebuilt after every boot.
+enum class Durability { kPowerLoss, kProcessCrash };
+
+// Writes `content` to a temporary file in the same directory as `path`, sets `mode`, renames it
+// over `path`; with kPowerLoss the file is fsynced before and the directory after the rename.
+Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode = 0644,
+                           Durability durability = Durability::kPowerLoss);
 
 // Like WriteFileAtomically, but never replaces: when `path` exists it fails with AlreadyExists
 // and leaves the file as it was (the temporary file is linked into place, and link(2) refuses

@@ -219,6 +219,9 @@ class Driver {
   std::string CheckpointPath() const;
 
  private:
+  // The claim's CDI spec from its prepared devices; with `only_if_missing`, only when the file
+  // is gone (a retry after a reboot, when the CDI dir is tmpfs).
+  Status WriteClaimSpec(const PreparedClaim& prepared, bool only_if_missing) const;
   const DriverConfig config_;
   const NodeDevices node_;
   ClaimFetcher fetch_;

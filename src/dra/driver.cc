@@ -23,11 +23,28 @@ Status Driver::Load() {
   return Ok();
 }
 
+Status Driver::WriteClaimSpec(const PreparedClaim& prepared, bool only_if_missing) const {
+  std::string spec_path = ClaimSpecPath(config_.cdi_dir, prepared.ref.uid);
+  if (only_if_missing && ::access(spec_path.c_str(), F_OK) == 0) return Ok();
+  auto spec = BuildClaimSpec(prepared, node_);
+  if (!spec) return spec.error();
+  // Not fsynced: the spec is rebuilt from the checkpoint whenever it is missing (after a reboot
+  // kubelet prepares its claims again, and the CDI dir is usually tmpfs anyway); rename keeps
+  // it whole if the plugin dies mid-write. The checkpoint is the state, and it is synced.
+  auto written = cdi::WriteSpecFile(spec_path, cdi::ToJson(*spec), Durability::kProcessCrash);
+  if (!written) return written.error();
+  return Ok();
+}
+
 Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   {
     std::lock_guard lock(mu_);
-    // kubelet retries after a timeout or a restart: a prepared claim answers the same.
-    if (auto it = checkpoint_.find(ref.uid); it != checkpoint_.end()) return it->second;
+    // kubelet retries after a timeout or a restart: a prepared claim answers the same, with its
+    // spec written again if it is gone.
+    if (auto it = checkpoint_.find(ref.uid); it != checkpoint_.end()) {
+      if (auto status = WriteClaimSpec(it->second, true); !status) return status.error();
+      return it->second;
+    }
   }
   // The GET runs without the lock: other claims go on while the API server answers.
   auto text = fetch_(ref.namespace_name, ref.name);
@@ -40,11 +57,8 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   PrepareContext context{config_.driver, config_.node_name, &node_, &state_};
   auto prepared = PlanPrepare(ref, *claim, context);
   if (!prepared) return prepared.error();
-  auto spec = BuildClaimSpec(*prepared, node_);
-  if (!spec) return spec.error();
-  std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
-  auto written = cdi::WriteSpecFile(spec_path, cdi::ToJson(*spec));
-  if (!written) return written.error();
+  if (auto status = WriteClaimSpec(*prepared, false); !status) return status.error();
+  const std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
   checkpoint_[ref.uid] = *prepared;
   if (auto saved = WriteCheckpoint(CheckpointPath(), checkpoint_); !saved) {
     // Without a checkpoint entry a restarted plugin would not know to remove the spec.

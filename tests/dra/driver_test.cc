@@ -82,6 +82,25 @@ TEST_F(DriverFiles, PrepareWritesTheSpecAndRetriesAnswerTheSameWithoutAGet) {
   EXPECT_EQ(gets_, 1);
 }
 
+TEST_F(DriverFiles, ARetryAfterTheSpecVanishedWritesItAgain) {
+  // After a reboot the CDI dir (tmpfs on real nodes) is empty while the checkpoint remains, and
+  // kubelet prepares the claim again: the CDI ID it gets back must resolve.
+  Allocate({node_.devices[0].name, node_.devices[1].name});
+  std::string written;
+  {
+    auto driver = Make();
+    ASSERT_TRUE(driver->Prepare(ref_).ok());
+    written = *ReadWholeFile(SpecPath());
+  }
+  ASSERT_TRUE(fs::remove(SpecPath()));
+  claim_ = "{}";  // answered from the checkpoint, without the claim
+  auto restarted = Make();
+  auto again = restarted->Prepare(ref_);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  ASSERT_TRUE(fs::exists(SpecPath()));
+  EXPECT_EQ(*ReadWholeFile(SpecPath()), written);
+}
+
 TEST_F(DriverFiles, RefusedClaimWritesNothing) {
   Allocate({"gpu-0000-99-00-0"});
   auto driver = Make();
