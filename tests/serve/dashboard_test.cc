@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 
+#include "serve/container_wait.h"
 #include "serve/serve_process.h"
 #include "support/cdp_client.h"
 #include "support/podman_harness.h"
@@ -146,17 +147,7 @@ class DashboardInChromium : public ::testing::Test {
   }
 
   json WaitForContainer(const std::string& id, const std::set<std::string>& states) {
-    auto deadline = Clock::now() + std::chrono::seconds(120);
-    json container;
-    while (Clock::now() < deadline) {
-      container = CallJson(*admin_, "GET", "/v1/containers/" + id);
-      if (container.is_object() && states.count(container.value("state", ""))) return container;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << "container " << id << " did not reach the state; last: " << container
-                  << "\nservice log:\n"
-                  << serve_->log();
-    return container;
+    return WaitForContainerState(*admin_, *serve_, id, states);
   }
 
   // /v1/ requests the page sent so far (Network.requestWillBeSent), by request id.

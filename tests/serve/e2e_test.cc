@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "serve/container_wait.h"
 #include "serve/serve_process.h"
 #include "support/podman_harness.h"
 #include "support/wait.h"
@@ -72,19 +73,8 @@ class ServeE2e : public ::testing::Test {
     return answer.value("id", "");
   }
 
-  json WaitFor(const std::string& id, const std::set<std::string>& states,
-               std::chrono::seconds timeout = std::chrono::seconds(120)) {
-    auto deadline = Clock::now() + timeout;
-    json container;
-    while (Clock::now() < deadline) {
-      container = CallJson(*admin_, "GET", "/v1/containers/" + id);
-      if (container.is_object() && states.count(container.value("state", ""))) return container;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << "container " << id << " did not reach the state; last: " << container
-                  << "\nservice log:\n"
-                  << serve_->log();
-    return container;
+  json WaitFor(const std::string& id, const std::set<std::string>& states) {
+    return WaitForContainerState(*admin_, *serve_, id, states);
   }
 
   std::map<std::string, json> Gpus() {
