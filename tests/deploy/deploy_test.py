@@ -5,6 +5,7 @@ Schema validation of the same objects is k8s_schema_test.
 
 usage: deploy_test.py SOURCE_DIR BUILD_DIR"""
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import yaml
 ROOT = sys.argv[1]
 BUILD = sys.argv[2]
 HELM = os.environ.get("HELM", "/usr/local/bin/helm")
+# The kubectl scripts/setup.sh installs, never an older one earlier on PATH (Debian's /usr/bin).
+KUBECTL = os.environ.get("KUBECTL", "/usr/local/bin/kubectl")
 CHART = os.path.join(ROOT, "deploy", "helm", "tessera")
 NAMESPACE = "tessera-system"
 failures = []
@@ -89,6 +92,13 @@ def flags_known(binary, args):
     return unknown
 
 
+# 0. The tools are the ones setup.sh installs.
+r = run([HELM, "version", "--template", "{{ .Version }}"])
+check(r.returncode == 0 and r.stdout.startswith("v4."), f"helm {r.stdout.strip()} (4.x)")
+r = run([KUBECTL, "version", "--client", "-o", "json"])
+client = json.loads(r.stdout)["clientVersion"] if r.returncode == 0 else {}
+check(client.get("major") == "1" and client.get("minor") == "35", f"kubectl {client.get('gitVersion')} (1.35)")
+
 # 1. The chart lints strictly, with the defaults and with every switch flipped.
 r = run([HELM, "lint", "--strict", CHART])
 check(r.returncode == 0, "helm lint --strict (defaults) " + (r.stdout + r.stderr).strip().splitlines()[-1])
@@ -110,6 +120,19 @@ check(sorted(map(key, committed)) == sorted(map(key, defaults)) and
 chart_crds = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CHART, "crds", "*.yaml")))
 check(chart_crds == sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "deploy", "crds", "*.yaml"))),
       f"chart crds/ hold deploy/crds: {chart_crds}")
+
+# kubectl 1.35 decodes every shipped manifest with its own scheme, offline (--local): each object
+# maps to a resource it knows (DeviceClass as resource.k8s.io).
+shipped = []
+for d in ["manifests", "dra", "device-plugin"]:
+    shipped += sorted(glob.glob(os.path.join(ROOT, "deploy", d, "*.yaml")))
+r = run([KUBECTL, "label", "--local", "-o", "name", "tessera.dev/checked=true"] +
+        [a for f in shipped for a in ("-f", f)])
+decoded = r.stdout.split()
+check(r.returncode == 0 and len(decoded) == len(objects(shipped)) and
+      "deviceclass.resource.k8s.io/gpu.tessera.dev" in decoded and
+      "poddisruptionbudget.policy/tessera-control-plane" in decoded,
+      f"kubectl decodes all {len(objects(shipped))} shipped objects " + r.stderr.strip())
 
 # 3. What the defaults render.
 kinds = sorted({o["kind"] for o in defaults})
