@@ -5,7 +5,8 @@
 #      (from ldd and dpkg), unpacked with their dependencies by mmdebstrap (variant extract: no
 #      shell, no package manager) from the Debian 12 mirror, documentation dropped, ld.so.cache
 #      made with ldconfig -r; cached as build/image/base-<hash of the package list>.tar;
-#   2. the binaries, stripped, added under /usr/local/bin, plus /etc/passwd, /etc/group and /tmp;
+#   2. shared objects that no binary loads dropped (glibc kept whole), the binaries, stripped,
+#      added under /usr/local/bin, plus /etc/passwd, /etc/group and /tmp;
 #   3. `podman import` of that tarball, labelled with a fingerprint of the base and the binaries.
 # An image whose fingerprint matches is kept as it is, so a rerun with unchanged binaries costs
 # a few seconds; changed binaries reuse the cached base and skip mmdebstrap.
@@ -76,17 +77,27 @@ library_packages() {
   done
   echo "$owners" | sed 's/[:,].*//' | sort -u
 }
+
+# File names of the shared objects the binaries load: the ldd path's name and its target's.
+loaded_libraries() {
+  local lib
+  for lib in $(ldd "${paths[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u); do
+    basename "$lib"
+    basename "$(readlink -f "$lib")"
+  done | sort -u
+}
 binaries_hash=$(sha256sum "${paths[@]}" | cut -d' ' -f1 | sha256sum | cut -c1-32)
 # The package list depends only on the binaries: kept per binaries hash (ldd + dpkg are slow).
 if [ -s "$cache/packages-$binaries_hash" ]; then
   packages=$(cat "$cache/packages-$binaries_hash")
 else
   packages=$(library_packages) || exit 1
-  rm -f "$cache"/packages-*
+  rm -f "$cache"/packages-* "$cache"/loaded-*
+  loaded_libraries > "$cache/loaded-$binaries_hash"
   echo "$packages" > "$cache/packages-$binaries_hash"
 fi
 # Bump the recipe tag when the steps below change what the base holds.
-recipe="extract-nodocs-ldconfig-1"
+recipe="extract-nodocs-ldconfig-2"
 base_key=$( { echo "$recipe"; printf '%s\n' "${sources[@]}"; echo "$packages"; } | sha256sum | cut -c1-16)
 fingerprint=$(echo "$base_key $binaries_hash" | sha256sum | cut -c1-32)
 
@@ -104,26 +115,33 @@ else
       bookworm "$cache/partial.tar" "${sources[@]}"
     mv "$cache/partial.tar" "$base"
   fi
-  staging=$(mktemp -d)
-  trap 'rm -rf "$staging"' EXIT
-  mkdir -p "$staging/usr/local/bin" "$staging/etc" "$staging/tmp"
-  chmod 1777 "$staging/tmp"
+  root=$(mktemp -d "$cache/root.XXXXXX")
+  trap 'rm -rf "$root" "$root.tar"' EXIT
+  tar -xf "$base" -C "$root"
+  # The library packages also ship shared objects nothing here loads (libgrpc with TLS,
+  # libprotoc, libdb, ...): dropped, except glibc's own files and plugin directories.
+  { cat "$cache/loaded-$binaries_hash"; dpkg-query -L libc6 | xargs -n1 basename; } | sort -u > "$root.keep"
+  for dir in "$root/lib/x86_64-linux-gnu" "$root/usr/lib/x86_64-linux-gnu"; do
+    [ -d "$dir" ] && [ ! -L "$dir" ] || continue
+    (cd "$dir" && find . -maxdepth 1 \( -type f -o -type l \) -name '*.so*' -printf '%f\n' |
+       { grep -vxF -f "$root.keep" || true; } | xargs -r rm -f --)
+  done
+  rm -f "$root.keep"
+  mkdir -p "$root/usr/local/bin" "$root/etc" "$root/tmp"
+  chmod 1777 "$root/tmp"
   for path in "${paths[@]}"; do
-    strip --strip-unneeded -o "$staging/usr/local/bin/$(basename "$path")" "$path"
+    strip --strip-unneeded -o "$root/usr/local/bin/$(basename "$path")" "$path"
   done
   printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' \
-    > "$staging/etc/passwd"
-  printf 'root:x:0:\nnogroup:x:65534:\n' > "$staging/etc/group"
-  cp "$base" "$staging.tar"
-  tar --append --file "$staging.tar" --owner=0 --group=0 --numeric-owner -C "$staging" \
-    ./usr/local/bin ./etc/passwd ./etc/group ./tmp
+    > "$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
+  tar -C "$root" --numeric-owner -cf "$root.tar" .
   podman import --quiet \
     --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
     --change 'CMD ["/usr/local/bin/tessera", "--help"]' \
     --change "LABEL dev.tessera.image.fingerprint=$fingerprint" \
     --change "LABEL org.opencontainers.image.title=tessera" \
-    "$staging.tar" "$image" >/dev/null
-  rm -f "$staging.tar"
+    "$root.tar" "$image" >/dev/null
   echo "build-image: built $image ($fingerprint)"
 fi
 size=$(podman image inspect --format '{{ .Size }}' "$image")
