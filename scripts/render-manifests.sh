@@ -30,11 +30,12 @@ if [ $check -eq 0 ]; then
 fi
 "$helm" template tessera "$chart" --namespace "$namespace" --output-dir "$out/helm" >/dev/null
 header="# Rendered by scripts/render-manifests.sh (helm template) from deploy/helm/tessera - do not edit."
+# helm starts every file with a document separator; the header comment takes its place.
 for file in "$out"/helm/tessera/templates/*.yaml; do
-  { echo "$header"; cat "$file"; } > "$out/manifests/$(basename "$file")"
+  { echo "$header"; sed '1{/^---$/d}' "$file"; } > "$out/manifests/$(basename "$file")"
 done
 { echo "$header"; "$helm" template tessera "$chart" --namespace "$namespace" \
-    --show-only templates/deviceclasses.yaml; } > "$out/dra/deviceclasses.yaml"
+    --show-only templates/deviceclasses.yaml | sed '1{/^---$/d}'; } > "$out/dra/deviceclasses.yaml"
 
 stale=0
 compare() {  # compare DIR_OR_FILE_RENDERED COMMITTED
