@@ -1,7 +1,8 @@
 // Prints every Kubernetes object the C++ code builds, one JSON object per line, so the schema
 // validator (tests/tools/k8s-schema/validate.mjs) can check them against current Kubernetes
 // schemas. Objects that depend on a host are built from the materialized fixture hosts.
-// A new builder gets a line in Objects() below; nothing else needs to change.
+// A new builder gets a line in one of the functions below (or a new function called from main);
+// the validator finds the schema from apiVersion/kind, so nothing else needs to change.
 //
 // usage: k8s_objects   (stdout: JSON lines; exit 1 when a builder fails)
 #include <iostream>
