@@ -3,10 +3,11 @@
 # Debian packages and the binaries in the build tree, with no registry involved:
 #   1. the Debian runtime libraries: the packages that own the shared libraries the binaries load
 #      (from ldd and dpkg), unpacked with their dependencies by mmdebstrap (variant extract: no
-#      shell, no package manager) from the Debian 12 mirror, documentation dropped, ld.so.cache
-#      made with ldconfig -r; cached as build/image/base-<hash of the package list>.tar;
-#   2. shared objects that no binary loads dropped (glibc kept whole), the binaries, stripped,
-#      added under /usr/local/bin, plus /etc/passwd, /etc/group and /tmp;
+#      shell, no package manager) from the Debian 12 mirror; cached as
+#      build/image/base-<hash of the package list>.tar;
+#   2. documentation and shared objects that no binary loads dropped (glibc kept whole), the
+#      binaries, stripped, added under /usr/local/bin, plus /etc/passwd, /etc/group and /tmp, and
+#      an ld.so.cache made with ldconfig -r;
 #   3. `podman import` of that tarball, labelled with a fingerprint of the base and the binaries.
 # An image whose fingerprint matches is kept as it is, so a rerun with unchanged binaries costs
 # a few seconds; changed binaries reuse the cached base and skip mmdebstrap.
@@ -96,10 +97,12 @@ else
   loaded_libraries > "$cache/loaded-$binaries_hash"
   echo "$packages" > "$cache/packages-$binaries_hash"
 fi
-# Bump the recipe tag when the steps below change what the base holds.
+# Bump the recipe tag when the steps below change what the base holds, the assembly tag when
+# they change what is added to or removed from it.
 recipe="extract-nodocs-ldconfig-2"
+assembly="3"
 base_key=$( { echo "$recipe"; printf '%s\n' "${sources[@]}"; echo "$packages"; } | sha256sum | cut -c1-16)
-fingerprint=$(echo "$base_key $binaries_hash" | sha256sum | cut -c1-32)
+fingerprint=$(echo "$base_key $assembly $binaries_hash" | sha256sum | cut -c1-32)
 
 current=$(podman image inspect --format '{{ index .Config.Labels "dev.tessera.image.fingerprint" }}' "$image" 2>/dev/null || true)
 if [ $force -eq 0 ] && [ "$current" = "$fingerprint" ]; then
@@ -110,14 +113,14 @@ else
     echo "build-image: Debian base with: $(echo $packages)"
     rm -f "$cache"/base-*.tar
     mmdebstrap --quiet --variant=extract --include="$(echo $packages | tr ' ' ',')" \
-      --customize-hook='rm -rf "$1"/usr/share/doc "$1"/usr/share/man "$1"/usr/share/info "$1"/usr/share/locale "$1"/usr/share/lintian "$1"/var/cache/apt "$1"/var/lib/apt/lists' \
-      --customize-hook='ldconfig -r "$1"' \
       bookworm "$cache/partial.tar" "${sources[@]}"
     mv "$cache/partial.tar" "$base"
   fi
   root=$(mktemp -d "$cache/root.XXXXXX")
   trap 'rm -rf "$root" "$root.tar"' EXIT
   tar -xf "$base" -C "$root"
+  rm -rf "$root"/usr/share/doc "$root"/usr/share/man "$root"/usr/share/info "$root"/usr/share/locale \
+    "$root"/usr/share/lintian "$root"/var/cache/apt "$root"/var/lib/apt/lists
   # The library packages also ship shared objects nothing here loads (libgrpc with TLS,
   # libprotoc, libdb, ...): dropped, except glibc's own files and plugin directories.
   { cat "$cache/loaded-$binaries_hash"; dpkg-query -L libc6 | xargs -n1 basename; } | sort -u > "$root.keep"
@@ -135,6 +138,7 @@ else
   printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' \
     > "$root/etc/passwd"
   printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
+  ldconfig -r "$root"
   tar -C "$root" --numeric-owner -cf "$root.tar" .
   podman import --quiet \
     --change 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
