@@ -60,6 +60,10 @@ struct NodeOptions {
 // "0000:18:00.0" -> "gpu-0000-18-00-0" (a DNS label: lowercase alphanumerics and '-').
 std::string DeviceNameFor(std::string_view pci_address);
 
+// Bytes of memory on a board identified by its PCI IDs, when the ID fixes it; nullopt otherwise
+// (the slice then omits the device's `memory` capacity).
+std::optional<uint64_t> KnownBoardMemory(uint16_t vendor_id, uint16_t device_id);
+
 // Pure: every NVIDIA GPU the CDI builder can serve in the chosen mode, in PCI order. GPUs it
 // cannot serve (no device node, no IOMMU group) are left out with a warning.
 struct NodeDevices {
