@@ -327,7 +327,7 @@ Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& o
   for (const std::string& arg : {std::string("--root"), options.host_root,
                                  std::string("--baseline-dir"), options.baseline_dir})
     command.push_back(arg);
-  for (const auto& id : lease.gpu_ids) {
+  for (const auto& id : DevicesToCheck(lease)) {
     command.push_back("--gpu");
     command.push_back(id);
   }

@@ -3,12 +3,17 @@
 // event only delays convergence.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "backends/kubernetes/kubernetes.h"
 
 namespace tessera::k8s {
 namespace {
+
+// status.allocatedDevices bounds (kubelet gives a container at most a node's devices).
+constexpr size_t kMaxAllocatedDevices = 64;
+constexpr size_t kMaxDeviceIdBytes = 256;
 
 // Every field of `desired` is present and equal in `live` (the API server adds defaults and
 // metadata, which must not count as drift).
@@ -90,10 +95,45 @@ LeaseSpec LeaseSpecOf(const Json& lease) {
   const Json& pod = s.value("podRef", Json::object());
   spec.pod_namespace = pod.value("namespace", "");
   spec.pod_name = pod.value("name", "");
+  // Written by the node agent from kubelet's answer: bounded like any outside input.
+  const Json& allocated =
+      lease.value("status", Json::object()).value("allocatedDevices", Json::array());
+  if (allocated.is_array() && allocated.size() <= kMaxAllocatedDevices) {
+    for (const auto& id : allocated) {
+      if (id.is_string() && !id.get<std::string>().empty() &&
+          id.get<std::string>().size() <= kMaxDeviceIdBytes)
+        spec.allocated_devices.push_back(id.get<std::string>());
+    }
+  }
   return spec;
 }
 
+std::string JoinIds(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const auto& id : ids)
+    out += (out.empty() ? "" : ",") + id;
+  return "[" + out + "]";
+}
+
 }  // namespace
+
+std::vector<std::string> DevicesToCheck(const LeaseSpec& lease) {
+  std::vector<std::string> out = lease.gpu_ids;
+  out.insert(out.end(), lease.allocated_devices.begin(), lease.allocated_devices.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string AllocationDifference(const LeaseSpec& lease) {
+  if (lease.allocated_devices.empty()) return {};
+  std::vector<std::string> leased = lease.gpu_ids, allocated = lease.allocated_devices;
+  std::sort(leased.begin(), leased.end());
+  std::sort(allocated.begin(), allocated.end());
+  allocated.erase(std::unique(allocated.begin(), allocated.end()), allocated.end());
+  if (leased == allocated) return {};
+  return "kubelet allocated " + JoinIds(allocated) + " but the lease names " + JoinIds(leased);
+}
 
 Result<Json> EnsureObject(Client& client, const Resource& resource, const std::string& ns,
                           const Json& desired) {
@@ -202,6 +242,9 @@ Result<std::string> ReconcileLease(Client& client, const Json& lease,
   LeaseSpec spec = LeaseSpecOf(lease);
   std::string state = lease.value("status", Json::object()).value("state", "reserved");
   if (state == "active") {
+    // The device plugin path: kubelet picks the IDs, so a difference from the lease is recorded
+    // as soon as the node agent reports it, and the check below covers both sides.
+    const std::string difference = AllocationDifference(spec);
     auto pod = client.Get(Resource::Pods(), spec.pod_namespace, spec.pod_name);
     std::string why;
     if (!pod) {
@@ -209,9 +252,18 @@ Result<std::string> ReconcileLease(Client& client, const Json& lease,
       why = "pod " + spec.pod_name + " gone";
     } else {
       std::string phase = (*pod).value("status", Json::object()).value("phase", "");
-      if (phase != "Succeeded" && phase != "Failed") return state;
+      if (phase != "Succeeded" && phase != "Failed") {
+        if (!difference.empty() &&
+            lease.value("status", Json::object()).value("reason", "") != difference) {
+          spdlog::warn("k8s: lease {}: {}", spec.name, difference);
+          if (auto s = PatchLeaseStatus(client, spec.name, "active", difference); !s)
+            return s.error();
+        }
+        return state;
+      }
       why = "pod " + spec.pod_name + " " + phase;
     }
+    if (!difference.empty()) why += "; " + difference;
     auto job = EnsureObject(client, Resource::Jobs(), options.namespace_,
                             BuildFirmwareCheckJob(spec, options));
     if (!job) return job.error();

@@ -116,6 +116,15 @@ Json GpuLeaseCrd() {
            {{"state", {{"type", "string"}, {"enum", states}}},
             {"reason", Str()},
             {"checkJob", Str()},
+            {"allocatedDevices",
+             {{"type", "array"},
+              {"maxItems", 64},
+              {"items",
+               {{"type", "string"},
+                {"maxLength", 256},
+                {"description",
+                 "a device kubelet gave the Pod (PodResources): PCI address, or the raw device "
+                 "ID when the node does not know it"}}}}},
             {"lastTransitionTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
   Json columns = Json::array(
       {Column("Tenancy", "string", ".spec.tenancy"), Column("Node", "string", ".spec.node"),

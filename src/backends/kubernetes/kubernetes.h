@@ -229,6 +229,9 @@ struct LeaseSpec {
   std::vector<std::string> gpu_ids;  // PCI addresses
   std::string pod_namespace, pod_name;
   std::string resource = "nvidia.com/gpu";
+  // status.allocatedDevices: what kubelet gave the Pod (PodResources, written by the node
+  // agent), as PCI addresses where the node knows the device; empty until reported.
+  std::vector<std::string> allocated_devices;
 };
 Json BuildGpuLease(const LeaseSpec& lease);
 Json BuildTenancy(const std::string& name, const std::vector<NfsEntitlement>& entitlements);
@@ -289,8 +292,20 @@ Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text);
 Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node);
 // The merge patch that sets the annotation on a Node.
 Json NodeGpusPatch(const std::string& annotation);
+// kubelet device IDs as the device plugin advertises them (GPU UUID or PCI address, replicas
+// "<id>::<n>") -> the node's PCI addresses, sorted and unique. An ID the node does not know is
+// kept as it is, so that it still shows as a difference from the lease.
+std::vector<std::string> PciAddressesOfDeviceIds(const std::vector<std::string>& ids,
+                                                 const NodeGpus& gpus);
 
 // ---------------------------------------------------------------- controllers
+
+// The devices a lease's firmware check covers: the leased ones and whatever kubelet gave the Pod
+// (sorted, unique), so a GPU the Pod used without the lease naming it is checked too.
+std::vector<std::string> DevicesToCheck(const LeaseSpec& lease);
+// Empty when kubelet's allocation matches the lease (or was not reported), else the reason
+// naming both sides.
+std::string AllocationDifference(const LeaseSpec& lease);
 
 // Creates or repairs one object: GET; 404 → POST; otherwise compares the fields tessera owns
 // (labels, spec, data) and PUTs the desired object over the live one when they drifted,
