@@ -251,7 +251,7 @@ TEST_F(DraPlugin, RefusedRegistrationIsLoggedWithKubeletsReason) {
   StartPlugin();
   DraKubelet kubelet(Registry(), "gpu.tessera.dev");
   std::string problem =
-      kubelet.Register(std::chrono::seconds(20), /*refuse=*/true, "driver name already in use");
+      kubelet.Register(std::chrono::seconds(60), /*refuse=*/true, "driver name already in use");
   EXPECT_EQ(problem, "driver name already in use");
   ASSERT_TRUE(WaitUntil([&] {
     return plugin_->Log().find("kubelet refused the registration: driver name already in use") !=

@@ -32,9 +32,10 @@ using testing::TempDir;
 const k8s::Resource kClaims{"/apis/resource.k8s.io/v1", "resourceclaims", true};
 const k8s::Resource kSlices{"/apis/resource.k8s.io/v1", "resourceslices", false};
 
-// Polls `ready` every 50 ms for up to 20 s: a generous bound on an event, not a timing test.
+// Polls `ready` every 50 ms for up to 60 s: a generous bound on an event (the plugin starts on
+// busy shared cores), not a timing test.
 inline bool WaitUntil(const std::function<bool()>& ready) {
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < 1200; ++i) {
     if (ready()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -80,7 +81,7 @@ class DraPlugin : public ::testing::Test {
   }
 
   void Register(DraKubelet& kubelet) {
-    std::string problem = kubelet.Register(std::chrono::seconds(20));
+    std::string problem = kubelet.Register(std::chrono::seconds(60));
     ASSERT_EQ(problem, "") << plugin_->Log();
   }
 
@@ -99,9 +100,16 @@ class DraPlugin : public ::testing::Test {
                   {"kind", "ResourceClaim"},
                   {"metadata", {{"name", name}, {"namespace", "team"}}},
                   {"spec", {{"devices", {{"requests", Json::array()}}}}}};
-    if (allocated) claim["status"] = {{"allocation", {{"devices", {{"results", results}}}}}};
     auto created = client_->Create(kClaims, "team", claim);
     EXPECT_TRUE(created.ok());
+    if (allocated) {
+      // The allocation goes through /status, as the scheduler writes it.
+      EXPECT_TRUE(client_
+                      ->Patch(kClaims, "team", name,
+                              {{"status", {{"allocation", {{"devices", {{"results", results}}}}}}}},
+                              k8s::PatchType::kMerge, "status")
+                      .ok());
+    }
     return ClaimRef{"team", name, (*created)["metadata"]["uid"]};
   }
 
