@@ -206,6 +206,8 @@ struct PodRequest {
   int gpus = 1;
   std::string node;        // from fleet placement
   std::string lease_name;  // the GpuLease that reserves the GPUs
+  // DRA: the pinned ResourceClaim (same namespace) the Pod references instead of a GPU limit.
+  std::string resource_claim;
   std::vector<VolumeRequest> volumes;
   NfsMode nfs_mode = NfsMode::kInline;
 };
@@ -232,6 +234,8 @@ struct LeaseSpec {
   // status.allocatedDevices: what kubelet gave the Pod (PodResources, written by the node
   // agent), as PCI addresses where the node knows the device; empty until reported.
   std::vector<std::string> allocated_devices;
+  // status.claim: the pinned ResourceClaim (DRA), once created.
+  std::string claim_name, claim_uid;
 };
 Json BuildGpuLease(const LeaseSpec& lease);
 Json BuildTenancy(const std::string& name, const std::vector<NfsEntitlement>& entitlements);
@@ -322,13 +326,17 @@ struct TenancyControllerOptions {
 Status ReconcileTenancy(Client& client, const Json& tenancy,
                         const TenancyControllerOptions& options);
 
-// Submission → GpuLease (reserved, owned by the control plane) → Pod → lease active.
+// Submission → GpuLease (reserved, owned by the control plane) → Pod → lease active. With
+// request.resource_claim (DRA), a ResourceClaim pinned to the leased GPUs is created before the
+// Pod and recorded in the lease's status.claim {name, uid}.
 Result<Json> StartPod(Client& client, const PodRequest& request,
                       const std::vector<NfsEntitlement>& entitlements, const LeaseSpec& lease);
 
 // One step of the lease state machine, from the lease and what the cluster says:
 // active + pod finished/missing → checking + firmware-check Job; checking + Job succeeded →
-// free; checking + Job failed → quarantined. Returns the lease's state afterwards.
+// free; checking + Job failed → quarantined. Returns the lease's state afterwards. With a
+// pinned claim: an allocation other than the leased GPUs deletes the Pod and is recorded as the
+// reason; the check runs on exactly the allocated GPUs; the claim is deleted after the check.
 Result<std::string> ReconcileLease(Client& client, const Json& lease,
                                    const FirmwareCheckOptions& options);
 
