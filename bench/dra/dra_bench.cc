@@ -78,12 +78,14 @@ int main(int argc, char** argv) {
                            {"device", node->devices[d].name}});
       }
       std::string name = "c" + std::to_string(count) + "-" + std::to_string(i);
-      auto created =
-          client.Create(kClaims, "team",
-                        {{"apiVersion", "resource.k8s.io/v1"},
-                         {"kind", "ResourceClaim"},
-                         {"metadata", {{"name", name}, {"namespace", "team"}}},
-                         {"status", {{"allocation", {{"devices", {{"results", results}}}}}}}});
+      auto created = client.Create(kClaims, "team",
+                                   {{"apiVersion", "resource.k8s.io/v1"},
+                                    {"kind", "ResourceClaim"},
+                                    {"metadata", {{"name", name}, {"namespace", "team"}}}});
+      // The allocation goes through /status, as the scheduler writes it.
+      (void)client.Patch(kClaims, "team", name,
+                         {{"status", {{"allocation", {{"devices", {{"results", results}}}}}}}},
+                         k8s::PatchType::kMerge, "status");
       dra::ClaimRef ref{"team", name, (*created)["metadata"]["uid"]};
       // The same GET the plugin makes, from this process: the API server's share of a prepare.
       auto get_start = Clock::now();

@@ -7,6 +7,8 @@
 // differs; unprepare must work without the claim (it may be gone); kubelet retries both calls.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -60,6 +62,10 @@ struct NodeOptions {
 // "0000:18:00.0" -> "gpu-0000-18-00-0" (a DNS label: lowercase alphanumerics and '-').
 std::string DeviceNameFor(std::string_view pci_address);
 
+// Bytes of memory on a board identified by its PCI IDs, when the ID fixes it; nullopt otherwise
+// (the slice then omits the device's `memory` capacity).
+std::optional<uint64_t> KnownBoardMemory(uint16_t vendor_id, uint16_t device_id);
+
 // Pure: every NVIDIA GPU the CDI builder can serve in the chosen mode, in PCI order. GPUs it
 // cannot serve (no device node, no IOMMU group) are left out with a warning.
 struct NodeDevices {
@@ -81,6 +87,24 @@ struct DeviceState {
 // claim UID asks whether it may be published at all).
 std::string WhyUnavailable(const NodeDevice& device, const DeviceState& state,
                            std::string_view claim_uid = {});
+
+// ---------------------------------------------------------------------------------------------
+// Device health as kubelet's DRAResourceHealth stream (v1alpha1) reports it: hardware health only
+// (the same `unhealthy` set that withdraws a device from the slice); leases are not health.
+
+enum class HealthStatus { kUnknown = 0, kHealthy = 1, kUnhealthy = 2 };  // the wire enum's values
+
+struct DeviceHealth {
+  std::string device_name;
+  HealthStatus health = HealthStatus::kUnknown;
+  int64_t changed_unix_seconds = 0;  // when this device's health last changed
+  friend bool operator==(const DeviceHealth&, const DeviceHealth&) = default;
+};
+
+struct HealthSnapshot {
+  uint64_t version = 0;  // grows with every change of any device's health
+  std::vector<DeviceHealth> devices;
+};
 
 // ---------------------------------------------------------------------------------------------
 // ResourceSlice (resource.k8s.io/v1).
@@ -214,6 +238,10 @@ class Driver {
   // Replaces health and lease state; returns whether the published devices changed.
   bool SetState(DeviceState state);
   std::vector<std::string> Published() const;
+  // Every device's health, from the state SetState was given.
+  HealthSnapshot Health() const;
+  // Returns when the health version differs from `seen` or after `timeout`.
+  void WaitForHealthChange(uint64_t seen, std::chrono::milliseconds timeout) const;
   const NodeDevices& node() const { return node_; }
   const DriverConfig& config() const { return config_; }
   std::string CheckpointPath() const;
@@ -225,9 +253,12 @@ class Driver {
   const DriverConfig config_;
   const NodeDevices node_;
   ClaimFetcher fetch_;
-  mutable std::mutex mu_;  // guards checkpoint_, state_ and the files they mirror
+  mutable std::mutex mu_;  // guards checkpoint_, state_, the health fields and the files
   Checkpoint checkpoint_;
   DeviceState state_;
+  std::map<std::string, int64_t> health_changed_;  // by device name, unix seconds
+  uint64_t health_version_ = 1;
+  mutable std::condition_variable health_changed_cv_;
 };
 
 }  // namespace tessera::dra

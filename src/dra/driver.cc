@@ -3,13 +3,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 
 #include "dra/dra.h"
 
 namespace tessera::dra {
 
 Driver::Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch)
-    : config_(std::move(config)), node_(std::move(node)), fetch_(std::move(fetch)) {}
+    : config_(std::move(config)), node_(std::move(node)), fetch_(std::move(fetch)) {
+  const int64_t now = std::time(nullptr);
+  for (const auto& device : node_.devices)
+    health_changed_[device.name] = now;
+}
 
 std::string Driver::CheckpointPath() const {
   return config_.plugin_dir + "/checkpoint.json";
@@ -82,8 +87,38 @@ Status Driver::Unprepare(const ClaimRef& ref) {
 bool Driver::SetState(DeviceState state) {
   std::lock_guard lock(mu_);
   auto before = PublishedDevices(node_, state_);
+  bool health_changed = false;
+  const int64_t now = std::time(nullptr);
+  for (const auto& device : node_.devices) {
+    if (state_.unhealthy.count(device.pci_address) != state.unhealthy.count(device.pci_address)) {
+      health_changed_[device.name] = now;
+      health_changed = true;
+    }
+  }
   state_ = std::move(state);
+  if (health_changed) {
+    ++health_version_;
+    health_changed_cv_.notify_all();
+  }
   return PublishedDevices(node_, state_) != before;
+}
+
+HealthSnapshot Driver::Health() const {
+  std::lock_guard lock(mu_);
+  HealthSnapshot snapshot;
+  snapshot.version = health_version_;
+  for (const auto& device : node_.devices) {
+    bool unhealthy = state_.unhealthy.count(device.pci_address) > 0;
+    snapshot.devices.push_back({device.name,
+                                unhealthy ? HealthStatus::kUnhealthy : HealthStatus::kHealthy,
+                                health_changed_.at(device.name)});
+  }
+  return snapshot;
+}
+
+void Driver::WaitForHealthChange(uint64_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  health_changed_cv_.wait_for(lock, timeout, [&] { return health_version_ != seen; });
 }
 
 std::vector<std::string> Driver::Published() const {

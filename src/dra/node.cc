@@ -101,6 +101,7 @@ Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
     device.product_name = gpu->model;
     device.type = *mode == cdi::Mode::kVfio ? "vfio" : "gpu";
     device.numa_node = gpu->numa_node;
+    device.memory_bytes = KnownBoardMemory(gpu->vendor_id, gpu->device_id);
     if (gpu->driver == "nvidia" && inventory.nvidia_driver &&
         !inventory.nvidia_driver->version.empty()) {
       device.driver_version = inventory.nvidia_driver->version;

@@ -3,7 +3,8 @@
 //  - serves DRAPlugin v1 + v1beta1 on <plugin-dir>/dra.sock, then Registration on
 //    <registry-dir>/<driver>-reg.sock (the endpoint must answer before kubelet can dial it);
 //  - recreates either socket when it is deleted;
-//  - publishes the node's ResourceSlice and re-publishes it when health or the lease file change.
+//  - publishes the node's ResourceSlice and re-publishes it when health or the lease file change;
+//    the same health feeds the DRAResourceHealth stream.
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -200,7 +201,8 @@ int main(int argc, char** argv) {
       auto served = dra::SocketServer::ServeDra(&driver, dra_socket);
       if (!served) return fail(served.error());
       dra_server = std::move(*served);
-      spdlog::info("serving DRAPlugin v1, v1beta1 on {}", dra_socket);
+      spdlog::info("serving DRAPlugin v1, v1beta1 and DRAResourceHealth v1alpha1 on {}",
+                   dra_socket);
     }
     if (!reg_server || !SocketPresent(reg_socket)) {
       if (reg_server) spdlog::warn("{} was removed; serving it again", reg_socket);

@@ -11,6 +11,7 @@
 #include <chrono>
 
 #include "common/untrusted_text.h"
+#include "dra/health/v1alpha1/api.grpc.pb.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "dra/v1beta1/api.grpc.pb.h"
 #include "pluginregistration/api.grpc.pb.h"
@@ -118,6 +119,47 @@ struct V1beta1 {
       ::k8s::io::kubelet::pkg::apis::dra::v1beta1::NodeUnprepareResourcesResponse;
 };
 
+// DRAResourceHealth (v1alpha1): the whole device list on connect, again on every change, and at
+// least every kHealthResend so that kubelet, which turns a device silent for
+// health_check_timeout_seconds into UNKNOWN, never does so while the plugin runs.
+constexpr auto kHealthResend = std::chrono::seconds(20);
+constexpr int64_t kHealthTimeoutSeconds = 60;
+// How often a waiting stream notices that kubelet went away or the server is stopping.
+constexpr auto kHealthCancelCheck = std::chrono::milliseconds(250);
+
+class HealthService final : public ::v1alpha1::DRAResourceHealth::Service {
+ public:
+  explicit HealthService(const Driver* driver) : driver_(driver) {}
+
+  grpc::Status NodeWatchResources(
+      grpc::ServerContext* context, const ::v1alpha1::NodeWatchResourcesRequest*,
+      grpc::ServerWriter<::v1alpha1::NodeWatchResourcesResponse>* writer) override {
+    const std::string& pool = driver_->config().node_name;
+    while (!context->IsCancelled()) {
+      HealthSnapshot snapshot = driver_->Health();
+      ::v1alpha1::NodeWatchResourcesResponse response;
+      for (const auto& device : snapshot.devices) {
+        auto* out = response.add_devices();
+        out->mutable_device()->set_pool_name(pool);
+        out->mutable_device()->set_device_name(device.device_name);
+        out->set_health(static_cast<::v1alpha1::HealthStatus>(device.health));
+        out->set_last_updated_time(device.changed_unix_seconds);
+        out->set_health_check_timeout_seconds(kHealthTimeoutSeconds);
+      }
+      if (!writer->Write(response)) break;  // kubelet closed the stream
+      auto resend_at = std::chrono::steady_clock::now() + kHealthResend;
+      while (!context->IsCancelled() && std::chrono::steady_clock::now() < resend_at &&
+             driver_->Health().version == snapshot.version) {
+        driver_->WaitForHealthChange(snapshot.version, kHealthCancelCheck);
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const Driver* driver_;
+};
+
 class RegistrationService final : public ::pluginregistration::Registration::Service {
  public:
   RegistrationService(PluginInfo info, std::function<void(bool, const std::string&)> on_status)
@@ -152,6 +194,7 @@ Result<std::unique_ptr<SocketServer>> SocketServer::ServeDra(Driver* driver,
   std::vector<std::unique_ptr<grpc::Service>> services;
   services.push_back(std::make_unique<DraService<V1>>(driver));
   services.push_back(std::make_unique<DraService<V1beta1>>(driver));
+  services.push_back(std::make_unique<HealthService>(driver));
   return Serve(std::move(services), socket_path);
 }
 

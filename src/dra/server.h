@@ -1,5 +1,6 @@
-// gRPC side of the DRA plugin: the DRAPlugin service (v1 and v1beta1) over a Driver, and the
-// plugin-watcher Registration service. Error categories become gRPC status codes only here.
+// gRPC side of the DRA plugin: the DRAPlugin service (v1 and v1beta1) and the DRAResourceHealth
+// stream (v1alpha1) over a Driver, and the plugin-watcher Registration service. Error categories
+// become gRPC status codes only here.
 #pragma once
 
 #include <functional>
@@ -27,7 +28,7 @@ struct PluginInfo {
 // replaced server's teardown never unlinks its successor's socket.
 class SocketServer {
  public:
-  // DRAPlugin v1 and v1beta1 over `driver`.
+  // DRAPlugin v1 and v1beta1 and DRAResourceHealth v1alpha1 over `driver`.
   static Result<std::unique_ptr<SocketServer>> ServeDra(Driver* driver,
                                                         const std::string& socket_path);
   // Registration; `on_status(registered, error)` runs on each NotifyRegistrationStatus.

@@ -35,6 +35,13 @@ std::string SemanticVersion(std::string_view version) {
   return out;
 }
 
+// A resource.Quantity: "80Gi" for whole GiB, else plain bytes.
+std::string MemoryQuantity(uint64_t bytes) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  if (bytes != 0 && bytes % kGiB == 0) return std::to_string(bytes / kGiB) + "Gi";
+  return std::to_string(bytes);
+}
+
 json Attributes(const NodeDevice& device) {
   json attributes = json::object();
   // Unqualified names get the driver's domain: CEL sees device.attributes["gpu.tessera.dev"].
@@ -90,7 +97,7 @@ std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::s
     if (!device) continue;
     json entry = {{"name", device->name}, {"attributes", Attributes(*device)}};
     if (device->memory_bytes) {
-      entry["capacity"] = {{"memory", {{"value", std::to_string(*device->memory_bytes)}}}};
+      entry["capacity"] = {{"memory", {{"value", MemoryQuantity(*device->memory_bytes)}}}};
     }
     devices.push_back(std::move(entry));
   }

@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 
+#include "dra/health/v1alpha1/api.grpc.pb.h"
 #include "dra/v1/api.grpc.pb.h"
 #include "dra/v1beta1/api.grpc.pb.h"
 #include "pluginregistration/api.grpc.pb.h"
@@ -191,6 +193,60 @@ std::map<std::string, std::string> DraKubelet::Unprepare(const std::vector<dra::
 
 std::string DraPluginBinary() {
   return std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-dra-plugin";
+}
+
+struct DraHealthWatch::State {
+  std::shared_ptr<grpc::Channel> channel;
+  grpc::ClientContext context;
+  std::thread reader;
+  mutable std::mutex mu;  // guards latest, messages, ended
+  std::map<std::string, Entry> latest;
+  int messages = 0;
+  std::string ended;
+};
+
+DraHealthWatch::DraHealthWatch(const std::string& endpoint) : state_(std::make_unique<State>()) {
+  state_->channel = grpc::CreateChannel("unix://" + endpoint, grpc::InsecureChannelCredentials());
+  state_->reader = std::thread([state = state_.get()] {
+    auto stub = ::v1alpha1::DRAResourceHealth::NewStub(state->channel);
+    auto stream =
+        stub->NodeWatchResources(&state->context, ::v1alpha1::NodeWatchResourcesRequest());
+    ::v1alpha1::NodeWatchResourcesResponse response;
+    while (stream->Read(&response)) {
+      std::map<std::string, Entry> latest;
+      for (const auto& device : response.devices()) {
+        latest[device.device().device_name()] =
+            Entry{device.device().pool_name(), static_cast<int>(device.health()),
+                  device.last_updated_time(), device.health_check_timeout_seconds()};
+      }
+      std::lock_guard lock(state->mu);
+      state->latest = std::move(latest);
+      ++state->messages;
+    }
+    auto status = stream->Finish();
+    std::lock_guard lock(state->mu);
+    state->ended = status.ok() ? "OK" : status.error_message();
+  });
+}
+
+DraHealthWatch::~DraHealthWatch() {
+  state_->context.TryCancel();
+  state_->reader.join();
+}
+
+std::map<std::string, DraHealthWatch::Entry> DraHealthWatch::Latest() const {
+  std::lock_guard lock(state_->mu);
+  return state_->latest;
+}
+
+int DraHealthWatch::Messages() const {
+  std::lock_guard lock(state_->mu);
+  return state_->messages;
+}
+
+std::string DraHealthWatch::Ended() const {
+  std::lock_guard lock(state_->mu);
+  return state_->ended;
 }
 
 }  // namespace tessera::testing

@@ -50,6 +50,29 @@ class DraKubelet {
   std::unique_ptr<Channel> channel_;
 };
 
+// kubelet's side of DRAResourceHealth (v1alpha1): one NodeWatchResources stream on `endpoint`,
+// read on its own thread until destruction.
+class DraHealthWatch {
+ public:
+  struct Entry {
+    std::string pool;
+    int health = 0;  // 0 UNKNOWN, 1 HEALTHY, 2 UNHEALTHY
+    int64_t last_updated_time = 0;
+    int64_t health_check_timeout_seconds = 0;
+  };
+  explicit DraHealthWatch(const std::string& endpoint);
+  ~DraHealthWatch();
+  // The latest message's devices by device name (empty before the first message).
+  std::map<std::string, Entry> Latest() const;
+  int Messages() const;
+  // The stream's final status message once it ended, else empty.
+  std::string Ended() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // <build>/src/cli/tessera-dra-plugin
 std::string DraPluginBinary();
 

@@ -144,5 +144,29 @@ TEST_F(DriverFiles, StateChangesReportWhetherThePublishedSetChanged) {
   EXPECT_EQ(driver->Published().size(), 8u);
 }
 
+TEST_F(DriverFiles, HealthFollowsTheUnhealthySetButNotLeases) {
+  auto driver = Make();
+  HealthSnapshot start = driver->Health();
+  ASSERT_EQ(start.devices.size(), 8u);
+  for (const auto& device : start.devices)
+    EXPECT_EQ(device.health, HealthStatus::kHealthy);
+  // A lease blocks publishing but is no health change: the version stays.
+  DeviceState leased;
+  leased.leases[node_.devices[1].pci_address].state = deviceplugin::LeaseState::kQuarantined;
+  driver->SetState(leased);
+  EXPECT_EQ(driver->Health().version, start.version);
+  DeviceState sick = leased;
+  sick.unhealthy.insert(node_.devices[0].pci_address);
+  driver->SetState(sick);
+  HealthSnapshot after = driver->Health();
+  EXPECT_NE(after.version, start.version);
+  EXPECT_EQ(after.devices[0].device_name, node_.devices[0].name);
+  EXPECT_EQ(after.devices[0].health, HealthStatus::kUnhealthy);
+  EXPECT_GE(after.devices[0].changed_unix_seconds, start.devices[0].changed_unix_seconds);
+  EXPECT_EQ(after.devices[1].health, HealthStatus::kHealthy);
+  // A waiter on an old version returns at once.
+  driver->WaitForHealthChange(start.version, std::chrono::hours(1));
+}
+
 }  // namespace
 }  // namespace tessera::dra

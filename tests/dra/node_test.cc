@@ -111,6 +111,30 @@ TEST(Slice, OnePoolPerNodeWithStandardAttributes) {
   EXPECT_TRUE(attributes.contains("productName"));
 }
 
+TEST(Slice, MemoryCapacityComesFromTheBoardIdAndIsOmittedWhenUnknown) {
+  // H100 SXM5 80GB (10de:2330): its BAR1 is 128 GiB, the board has 80 GiB.
+  auto hgx = Describe("hgx-h100-dgx");
+  ASSERT_TRUE(hgx.devices[0].memory_bytes);
+  EXPECT_EQ(*hgx.devices[0].memory_bytes, uint64_t{80} << 30);
+  json slice = json::parse(BuildResourceSlice(hgx, PublishedDevices(hgx, {}), {}));
+  EXPECT_EQ(slice["spec"]["devices"][0]["capacity"]["memory"]["value"], "80Gi");
+  // The vfio-bound boards are the same hardware.
+  auto vfio = Describe("hgx-h100-vfio");
+  EXPECT_EQ(vfio.devices[0].memory_bytes, hgx.devices[0].memory_bytes);
+  // A board whose ID does not fix its memory publishes no capacity at all.
+  auto inventory = Read("hgx-h100-dgx");
+  for (auto& device : inventory.devices) {
+    if (device.device_id == 0x2330) device.device_id = 0x2335;
+  }
+  auto unknown = DescribeNode(inventory, {});
+  ASSERT_TRUE(unknown.ok());
+  ASSERT_EQ(unknown->devices.size(), 8u);
+  EXPECT_FALSE(unknown->devices[0].memory_bytes);
+  slice = json::parse(BuildResourceSlice(*unknown, PublishedDevices(*unknown, {}), {}));
+  EXPECT_FALSE(slice["spec"]["devices"][0].contains("capacity"));
+  EXPECT_EQ(KnownBoardMemory(0x1002, 0x2330), std::nullopt);  // the ID is NVIDIA's only
+}
+
 TEST(Slice, UnhealthyAndBlockedDevicesAreWithdrawnAndComeBack) {
   auto node = Describe("hgx-h100-dgx");
   DeviceState state;

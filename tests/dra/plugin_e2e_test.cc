@@ -1,136 +1,11 @@
 // The real tessera-dra-plugin process on a fixture host, the DRA kubelet emulator over real unix
 // sockets, and the scripted API server holding ResourceClaims and the ResourceSlice.
-#include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <thread>
-
-#include "backends/kubernetes/kubernetes.h"
-#include "common/atomic_file.h"
-#include "deviceplugin/plugin_process.h"
-#include "dra/dra_kubelet.h"
-#include "kubernetes/fake_apiserver.h"
-#include "support/fixture_host.h"
+#include "dra/plugin_fixture.h"
 
 namespace tessera::dra {
 namespace {
 
-namespace fs = std::filesystem;
-using k8s::Json;
-using testing::DraKubelet;
-using testing::FakeApiServer;
-using testing::PluginProcess;
-using testing::TempDir;
-
-const k8s::Resource kClaims{"/apis/resource.k8s.io/v1", "resourceclaims", true};
-const k8s::Resource kSlices{"/apis/resource.k8s.io/v1", "resourceslices", false};
-
-// Polls `ready` every 50 ms for up to 20 s: a generous bound on an event, not a timing test.
-bool WaitUntil(const std::function<bool()>& ready) {
-  for (int i = 0; i < 400; ++i) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-class DraPlugin : public ::testing::Test {
- protected:
-  void SetUp() override {
-    root_ = testing::MaterializeHost("hgx-h100-dgx");
-    std::ofstream(dir_.path() + "/kubeconfig")
-        << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-           "    server: "
-        << server_.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
-    k8s::ClientConfig config;
-    config.server = server_.url();
-    client_ = std::make_unique<k8s::Client>(config);
-    inventory::ReadOptions read;
-    read.root = root_;
-    auto inv = inventory::ReadInventory(read);
-    ASSERT_TRUE(inv.ok());
-    auto node = DescribeNode(*inv, {});
-    ASSERT_TRUE(node.ok());
-    node_ = *node;
-    ASSERT_EQ(node_.devices.size(), 8u);
-  }
-
-  std::string Registry() const { return dir_.path() + "/registry"; }
-  std::string PluginDir() const { return dir_.path() + "/plugin"; }
-  std::string CdiDir() const { return dir_.path() + "/cdi"; }
-  std::string LeaseFile() const { return dir_.path() + "/leases.json"; }
-
-  void StartPlugin(const std::string& root = "") {
-    if (!root.empty()) root_ = root;
-    plugin_ = std::make_unique<PluginProcess>(
-        testing::DraPluginBinary(),
-        std::vector<std::string>{"--node-name", "node-a", "--root", root_, "--kubeconfig",
-                                 dir_.path() + "/kubeconfig", "--registry-dir", Registry(),
-                                 "--plugin-dir", PluginDir(), "--cdi-dir", CdiDir(), "--lease-file",
-                                 LeaseFile(), "--poll-ms", "100"},
-        dir_.path() + "/plugin.log");
-  }
-
-  void Register(DraKubelet& kubelet) {
-    std::string problem = kubelet.Register(std::chrono::seconds(20));
-    ASSERT_EQ(problem, "") << plugin_->Log();
-  }
-
-  // Creates a claim allocated to devices `indexes` of this node (status written directly, as
-  // the scheduler would), returns its reference with the server-assigned UID.
-  ClaimRef CreateClaim(const std::string& name, const std::vector<size_t>& indexes,
-                       bool allocated = true, const std::string& pool = "node-a") {
-    Json results = Json::array();
-    for (size_t i : indexes) {
-      results.push_back({{"request", "gpus"},
-                         {"driver", "gpu.tessera.dev"},
-                         {"pool", pool},
-                         {"device", i < 100 ? node_.devices[i].name : "gpu-0000-ff-00-0"}});
-    }
-    Json claim = {{"apiVersion", "resource.k8s.io/v1"},
-                  {"kind", "ResourceClaim"},
-                  {"metadata", {{"name", name}, {"namespace", "team"}}},
-                  {"spec", {{"devices", {{"requests", Json::array()}}}}}};
-    if (allocated) claim["status"] = {{"allocation", {{"devices", {{"results", results}}}}}};
-    auto created = client_->Create(kClaims, "team", claim);
-    EXPECT_TRUE(created.ok());
-    return ClaimRef{"team", name, (*created)["metadata"]["uid"]};
-  }
-
-  Json Slice() {
-    auto slice = client_->Get(kSlices, "", SliceName("gpu.tessera.dev", "node-a"));
-    return slice ? *slice : Json();
-  }
-  size_t SliceDevices() {
-    Json slice = Slice();
-    return slice.is_object() ? slice["spec"]["devices"].size() : 0;
-  }
-  int ClaimGets(const std::string& name) {
-    int gets = 0;
-    for (const auto& entry : server_.Log()) {
-      if (entry["method"] == "GET" &&
-          entry["path"] == "/apis/resource.k8s.io/v1/namespaces/team/resourceclaims/" + name) {
-        ++gets;
-      }
-    }
-    return gets;
-  }
-  bool SpecExists(const ClaimRef& ref) const {
-    return fs::exists(ClaimSpecPath(CdiDir(), ref.uid));
-  }
-
-  FakeApiServer server_;
-  TempDir dir_;
-  std::string root_;
-  std::unique_ptr<k8s::Client> client_;
-  NodeDevices node_;
-  std::unique_ptr<PluginProcess> plugin_;
-};
+using namespace e2e;
 
 TEST_F(DraPlugin, RegistersAndPublishesOnePoolWithEveryGpu) {
   StartPlugin();
@@ -144,6 +19,7 @@ TEST_F(DraPlugin, RegistersAndPublishesOnePoolWithEveryGpu) {
   EXPECT_EQ(slice["spec"]["pool"]["name"], "node-a");
   EXPECT_EQ(slice["spec"]["pool"]["resourceSliceCount"], 1);
   EXPECT_EQ(slice["spec"]["devices"][0]["name"], node_.devices[0].name);
+  EXPECT_EQ(slice["spec"]["devices"][0]["capacity"]["memory"]["value"], "80Gi");
   // An older kubelet that speaks only v1beta1 registers too.
   DraKubelet old_kubelet(Registry(), "gpu.tessera.dev", {"v1beta1.DRAPlugin"});
   Register(old_kubelet);
@@ -262,6 +138,45 @@ TEST_F(DraPlugin, VanishedGpuIsWithdrawnAndRestored) {
   EXPECT_EQ(kubelet.Prepare({ref})[ref.uid].error, "");
 }
 
+TEST_F(DraPlugin, HealthStreamReportsAVanishedGpuUnhealthyAndItsReturn) {
+  testing::TempHost host("hgx-h100-dgx");
+  StartPlugin(host.root());
+  DraKubelet kubelet(Registry(), "gpu.tessera.dev");
+  Register(kubelet);
+  testing::DraHealthWatch watch(kubelet.endpoint());
+  const std::string gpu0 = node_.devices[0].name, gpu1 = node_.devices[1].name;
+  auto health_of = [&](const std::string& device) {
+    auto latest = watch.Latest();
+    return latest.count(device) ? latest[device].health : -1;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return health_of(gpu0) == 1; })) << watch.Ended() << plugin_->Log();
+  auto first = watch.Latest();
+  EXPECT_EQ(first.size(), 8u);
+  EXPECT_EQ(first[gpu0].pool, "node-a");
+  EXPECT_GT(first[gpu0].last_updated_time, 0);
+  EXPECT_GT(first[gpu0].health_check_timeout_seconds, 0);
+
+  std::string node = host.root() + "/dev/nvidia0";
+  std::string moved = host.root() + "/dev/nvidia0.away";
+  ASSERT_EQ(::rename(node.c_str(), moved.c_str()), 0);
+  ASSERT_TRUE(WaitUntil([&] { return health_of(gpu0) == 2; })) << plugin_->Log();
+  EXPECT_EQ(health_of(gpu1), 1);  // only the vanished GPU
+  EXPECT_GE(watch.Latest()[gpu0].last_updated_time, first[gpu0].last_updated_time);
+  ASSERT_EQ(::rename(moved.c_str(), node.c_str()), 0);
+  ASSERT_TRUE(WaitUntil([&] { return health_of(gpu0) == 1; })) << plugin_->Log();
+  // A lease is not a health problem: a quarantined GPU leaves the slice but stays HEALTHY.
+  ASSERT_TRUE(WriteFileAtomically(LeaseFile(), R"({"version":1,"gpus":{")" +
+                                                   node_.devices[1].pci_address +
+                                                   R"(":{"state":"quarantined"}}})")
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 7; })) << plugin_->Log();
+  EXPECT_EQ(health_of(gpu1), 1);
+  EXPECT_EQ(watch.Ended(), "");  // the stream is still open
+  // An open stream does not hold the plugin up when it is told to stop.
+  EXPECT_EQ(plugin_->Stop(), 0);
+  ASSERT_TRUE(WaitUntil([&] { return !watch.Ended().empty(); }));
+}
+
 TEST_F(DraPlugin, SliceConflictIsReReadAndRetried) {
   StartPlugin();
   ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
@@ -336,7 +251,7 @@ TEST_F(DraPlugin, RefusedRegistrationIsLoggedWithKubeletsReason) {
   StartPlugin();
   DraKubelet kubelet(Registry(), "gpu.tessera.dev");
   std::string problem =
-      kubelet.Register(std::chrono::seconds(20), /*refuse=*/true, "driver name already in use");
+      kubelet.Register(std::chrono::seconds(60), /*refuse=*/true, "driver name already in use");
   EXPECT_EQ(problem, "driver name already in use");
   ASSERT_TRUE(WaitUntil([&] {
     return plugin_->Log().find("kubelet refused the registration: driver name already in use") !=

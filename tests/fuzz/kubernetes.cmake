@@ -1,2 +1,5 @@
 tessera_add_fuzzer(kubeconfig ${CMAKE_CURRENT_LIST_DIR}/kubernetes_kubeconfig.cc tessera_k8s)
 tessera_add_fuzzer(node_gpus ${CMAKE_CURRENT_LIST_DIR}/kubernetes_node_gpus.cc tessera_k8s)
+# A ResourceClaim's status as the control plane reads it back (the scheduler's allocation).
+tessera_add_fuzzer(claim_allocation ${CMAKE_CURRENT_LIST_DIR}/kubernetes_claim_allocation.cc
+  tessera_k8s)

@@ -211,8 +211,12 @@ Result<Json> BuildPod(const PodRequest& request, const std::vector<NfsEntitlemen
       env.push_back({{"name", k}, {"value", v}});
     container["env"] = env;
   }
-  if (request.gpus > 0)
+  if (!request.resource_claim.empty()) {
+    // The claim names the exact GPUs; the container takes all of them.
+    container["resources"] = {{"claims", Json::array({{{"name", "gpus"}}})}};
+  } else if (request.gpus > 0) {
     container["resources"] = {{"limits", {{request.gpu_resource, std::to_string(request.gpus)}}}};
+  }
   Json mounts = Json::array(), volumes = Json::array();
   for (const auto& volume : request.volumes) {
     const NfsEntitlement* e = FindEntitlement(entitlements, volume.name);
@@ -238,6 +242,10 @@ Result<Json> BuildPod(const PodRequest& request, const std::vector<NfsEntitlemen
                {"enableServiceLinks", false},
                {"containers", Json::array({container})}};
   if (!volumes.empty()) spec["volumes"] = volumes;
+  if (!request.resource_claim.empty()) {
+    spec["resourceClaims"] =
+        Json::array({{{"name", "gpus"}, {"resourceClaimName", request.resource_claim}}});
+  }
   if (auto runtime_class = RuntimeClassFor(request.isolation))
     spec["runtimeClassName"] = *runtime_class;
   if (!request.node.empty()) {
@@ -327,7 +335,7 @@ Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& o
   for (const std::string& arg : {std::string("--root"), options.host_root,
                                  std::string("--baseline-dir"), options.baseline_dir})
     command.push_back(arg);
-  for (const auto& id : lease.gpu_ids) {
+  for (const auto& id : DevicesToCheck(lease)) {
     command.push_back("--gpu");
     command.push_back(id);
   }
@@ -384,6 +392,11 @@ std::string LeaseFileFor(const Json& list, const std::string& node) {
         gpus[id.get<std::string>()] = {{"state", state},
                                        {"reason", status.value("reason", "")},
                                        {"tenancy", spec.value("tenancy", "")}};
+        // DRA: the node's plugin prepares these GPUs for the pinned claim only.
+        const Json& claim = status.value("claim", Json::object());
+        if (claim.is_object() && claim.value("uid", Json()).is_string() &&
+            !claim["uid"].get<std::string>().empty())
+          gpus[id.get<std::string>()]["claim"] = claim["uid"];
       }
     }
   }

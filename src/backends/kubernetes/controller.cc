@@ -3,12 +3,18 @@
 // event only delays convergence.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <ctime>
 
+#include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/kubernetes.h"
 
 namespace tessera::k8s {
 namespace {
+
+// status.allocatedDevices bounds (kubelet gives a container at most a node's devices).
+constexpr size_t kMaxAllocatedDevices = 64;
+constexpr size_t kMaxDeviceIdBytes = 256;
 
 // Every field of `desired` is present and equal in `live` (the API server adds defaults and
 // metadata, which must not count as drift).
@@ -90,10 +96,86 @@ LeaseSpec LeaseSpecOf(const Json& lease) {
   const Json& pod = s.value("podRef", Json::object());
   spec.pod_namespace = pod.value("namespace", "");
   spec.pod_name = pod.value("name", "");
+  const Json& claim = lease.value("status", Json::object()).value("claim", Json::object());
+  if (claim.is_object()) {
+    spec.claim_name = claim.value("name", "");
+    spec.claim_uid = claim.value("uid", "");
+  }
+  // Written by the node agent from kubelet's answer: bounded like any outside input.
+  const Json& allocated =
+      lease.value("status", Json::object()).value("allocatedDevices", Json::array());
+  if (allocated.is_array() && allocated.size() <= kMaxAllocatedDevices) {
+    for (const auto& id : allocated) {
+      if (id.is_string() && !id.get<std::string>().empty() &&
+          id.get<std::string>().size() <= kMaxDeviceIdBytes)
+        spec.allocated_devices.push_back(id.get<std::string>());
+    }
+  }
   return spec;
 }
 
+std::string JoinIds(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const auto& id : ids)
+    out += (out.empty() ? "" : ",") + id;
+  return "[" + out + "]";
+}
+
+// DRA: the pinned claim's allocation, when the scheduler has written one. `mismatch` gets why
+// it differs from the lease (or why it cannot be read), else stays empty.
+Result<std::optional<ClaimAllocation>> PinnedAllocation(Client& client, const LeaseSpec& spec,
+                                                        std::string* mismatch) {
+  auto claim = client.Get(ResourceClaims(), spec.pod_namespace, spec.claim_name);
+  if (!claim) {
+    if (claim.error().category == ErrorCategory::kNotFound) return std::optional<ClaimAllocation>();
+    return claim.error();
+  }
+  auto allocation = ClaimAllocationOf(*claim);
+  if (!allocation) {
+    *mismatch = allocation.error().message;
+    return std::optional<ClaimAllocation>();
+  }
+  if (!allocation->allocated) return std::optional<ClaimAllocation>();
+  PinnedClaim pinned{spec.claim_name, spec.pod_namespace, spec.node, spec.gpu_ids,
+                     false,           spec.name};
+  *mismatch = AllocationMismatch(pinned, *allocation);
+  return std::optional<ClaimAllocation>(std::move(*allocation));
+}
+
+// The lease as its firmware check sees it: with DRA, exactly the devices the claim was
+// allocated (the leased ones when it never was); otherwise the leased and kubelet's devices.
+Result<LeaseSpec> CheckedLease(Client& client, const LeaseSpec& spec, std::string* mismatch) {
+  if (spec.claim_name.empty()) return spec;
+  auto allocation = PinnedAllocation(client, spec, mismatch);
+  if (!allocation) return allocation.error();
+  LeaseSpec checked = spec;
+  checked.allocated_devices.clear();
+  if (*allocation) {
+    auto allocated = AllocatedPciAddresses(**allocation);
+    if (!allocated.empty()) checked.gpu_ids = std::move(allocated);
+  }
+  return checked;
+}
+
 }  // namespace
+
+std::vector<std::string> DevicesToCheck(const LeaseSpec& lease) {
+  std::vector<std::string> out = lease.gpu_ids;
+  out.insert(out.end(), lease.allocated_devices.begin(), lease.allocated_devices.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string AllocationDifference(const LeaseSpec& lease) {
+  if (lease.allocated_devices.empty()) return {};
+  std::vector<std::string> leased = lease.gpu_ids, allocated = lease.allocated_devices;
+  std::sort(leased.begin(), leased.end());
+  std::sort(allocated.begin(), allocated.end());
+  allocated.erase(std::unique(allocated.begin(), allocated.end()), allocated.end());
+  if (leased == allocated) return {};
+  return "kubelet allocated " + JoinIds(allocated) + " but the lease names " + JoinIds(leased);
+}
 
 Result<Json> EnsureObject(Client& client, const Resource& resource, const std::string& ns,
                           const Json& desired) {
@@ -182,6 +264,30 @@ Result<Json> StartPod(Client& client, const PodRequest& request,
       !s)
     return s.error();
   auto ns = (*pod)["metadata"].value("namespace", "");
+  if (!request.resource_claim.empty()) {
+    // DRA: the claim pins the leased GPUs before the Pod that references it exists.
+    PinnedClaim pinned{request.resource_claim,
+                       ns,
+                       lease.node,
+                       lease.gpu_ids,
+                       request.isolation == Isolation::kKata,
+                       lease.name};
+    auto claim = client.Create(ResourceClaims(), ns, BuildPinnedClaim(pinned));
+    if (!claim && claim.error().category == ErrorCategory::kAlreadyExists)
+      claim = client.Get(ResourceClaims(), ns, request.resource_claim);
+    if (!claim) {
+      (void)PatchLeaseStatus(client, lease.name, "free",
+                             "claim create failed: " + claim.error().message);
+      return claim.error();
+    }
+    Json recorded = {
+        {"status",
+         {{"claim",
+           {{"name", request.resource_claim}, {"uid", (*claim)["metadata"].value("uid", "")}}}}}};
+    auto patched =
+        client.Patch(Resource::GpuLeases(), "", lease.name, recorded, PatchType::kMerge, "status");
+    if (!patched) return patched.error();
+  }
   auto live = client.Create(Resource::Pods(), ns, *pod);
   if (!live) {
     if (live.error().category != ErrorCategory::kAlreadyExists) {
@@ -202,6 +308,15 @@ Result<std::string> ReconcileLease(Client& client, const Json& lease,
   LeaseSpec spec = LeaseSpecOf(lease);
   std::string state = lease.value("status", Json::object()).value("state", "reserved");
   if (state == "active") {
+    // The device plugin path: kubelet picks the IDs, so a difference from the lease is recorded
+    // as soon as the node agent reports it, and the check below covers both sides.
+    std::string difference = AllocationDifference(spec);
+    // The DRA path: the scheduler allocates the pinned claim; anything but the leased GPUs fails
+    // the container (its Pod is deleted) and is recorded.
+    std::string mismatch;
+    auto checked = CheckedLease(client, spec, &mismatch);
+    if (!checked) return checked.error();
+    if (!mismatch.empty()) difference = mismatch;
     auto pod = client.Get(Resource::Pods(), spec.pod_namespace, spec.pod_name);
     std::string why;
     if (!pod) {
@@ -209,11 +324,29 @@ Result<std::string> ReconcileLease(Client& client, const Json& lease,
       why = "pod " + spec.pod_name + " gone";
     } else {
       std::string phase = (*pod).value("status", Json::object()).value("phase", "");
-      if (phase != "Succeeded" && phase != "Failed") return state;
+      if (phase != "Succeeded" && phase != "Failed" && !mismatch.empty()) {
+        spdlog::warn("k8s: lease {}: {}; deleting pod {}/{}", spec.name, mismatch,
+                     spec.pod_namespace, spec.pod_name);
+        auto deleted = client.Delete(Resource::Pods(), spec.pod_namespace, spec.pod_name);
+        if (!deleted && deleted.error().category != ErrorCategory::kNotFound)
+          return deleted.error();
+        if (auto s = PatchLeaseStatus(client, spec.name, "active", mismatch); !s) return s.error();
+        return state;
+      }
+      if (phase != "Succeeded" && phase != "Failed") {
+        if (!difference.empty() &&
+            lease.value("status", Json::object()).value("reason", "") != difference) {
+          spdlog::warn("k8s: lease {}: {}", spec.name, difference);
+          if (auto s = PatchLeaseStatus(client, spec.name, "active", difference); !s)
+            return s.error();
+        }
+        return state;
+      }
       why = "pod " + spec.pod_name + " " + phase;
     }
+    if (!difference.empty()) why += "; " + difference;
     auto job = EnsureObject(client, Resource::Jobs(), options.namespace_,
-                            BuildFirmwareCheckJob(spec, options));
+                            BuildFirmwareCheckJob(*checked, options));
     if (!job) return job.error();
     if (auto s = PatchLeaseStatus(client, spec.name, "checking", why + "; firmware check running",
                                   FirmwareCheckJobName(spec.name));
@@ -226,8 +359,11 @@ Result<std::string> ReconcileLease(Client& client, const Json& lease,
     auto job = client.Get(Resource::Jobs(), options.namespace_, job_name);
     if (!job) {
       if (job.error().category != ErrorCategory::kNotFound) return job.error();
-      auto created =
-          client.Create(Resource::Jobs(), options.namespace_, BuildFirmwareCheckJob(spec, options));
+      std::string mismatch;
+      auto checked = CheckedLease(client, spec, &mismatch);
+      if (!checked) return checked.error();
+      auto created = client.Create(Resource::Jobs(), options.namespace_,
+                                   BuildFirmwareCheckJob(*checked, options));
       if (!created && created.error().category != ErrorCategory::kAlreadyExists)
         return created.error();
       return state;
@@ -246,6 +382,13 @@ Result<std::string> ReconcileLease(Client& client, const Json& lease,
     }
     if (auto s = PatchLeaseStatus(client, spec.name, next, reason, job_name); !s) return s.error();
     if (next == "free") (void)client.Delete(Resource::Jobs(), options.namespace_, job_name);
+    // The Pod is gone and its devices were checked: the pinned claim has served its purpose.
+    if (!spec.claim_name.empty()) {
+      auto deleted = client.Delete(ResourceClaims(), spec.pod_namespace, spec.claim_name);
+      if (!deleted && deleted.error().category != ErrorCategory::kNotFound)
+        spdlog::warn("k8s: lease {}: delete claim {}: {}", spec.name, spec.claim_name,
+                     deleted.error().message);
+    }
     return next;
   }
   return state;

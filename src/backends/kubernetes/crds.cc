@@ -116,6 +116,19 @@ Json GpuLeaseCrd() {
            {{"state", {{"type", "string"}, {"enum", states}}},
             {"reason", Str()},
             {"checkJob", Str()},
+            {"claim",
+             {{"type", "object"},
+              {"description", "the pinned ResourceClaim (DRA) in the tenant namespace"},
+              {"properties", {{"name", Str()}, {"uid", Str()}}}}},
+            {"allocatedDevices",
+             {{"type", "array"},
+              {"maxItems", 64},
+              {"items",
+               {{"type", "string"},
+                {"maxLength", 256},
+                {"description",
+                 "a device kubelet gave the Pod (PodResources): PCI address, or the raw device "
+                 "ID when the node does not know it"}}}}},
             {"lastTransitionTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
   Json columns = Json::array(
       {Column("Tenancy", "string", ".spec.tenancy"), Column("Node", "string", ".spec.node"),

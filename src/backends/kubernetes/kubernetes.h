@@ -206,6 +206,8 @@ struct PodRequest {
   int gpus = 1;
   std::string node;        // from fleet placement
   std::string lease_name;  // the GpuLease that reserves the GPUs
+  // DRA: the pinned ResourceClaim (same namespace) the Pod references instead of a GPU limit.
+  std::string resource_claim;
   std::vector<VolumeRequest> volumes;
   NfsMode nfs_mode = NfsMode::kInline;
 };
@@ -229,6 +231,11 @@ struct LeaseSpec {
   std::vector<std::string> gpu_ids;  // PCI addresses
   std::string pod_namespace, pod_name;
   std::string resource = "nvidia.com/gpu";
+  // status.allocatedDevices: what kubelet gave the Pod (PodResources, written by the node
+  // agent), as PCI addresses where the node knows the device; empty until reported.
+  std::vector<std::string> allocated_devices;
+  // status.claim: the pinned ResourceClaim (DRA), once created.
+  std::string claim_name, claim_uid;
 };
 Json BuildGpuLease(const LeaseSpec& lease);
 Json BuildTenancy(const std::string& name, const std::vector<NfsEntitlement>& entitlements);
@@ -289,8 +296,20 @@ Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text);
 Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node);
 // The merge patch that sets the annotation on a Node.
 Json NodeGpusPatch(const std::string& annotation);
+// kubelet device IDs as the device plugin advertises them (GPU UUID or PCI address, replicas
+// "<id>::<n>") -> the node's PCI addresses, sorted and unique. An ID the node does not know is
+// kept as it is, so that it still shows as a difference from the lease.
+std::vector<std::string> PciAddressesOfDeviceIds(const std::vector<std::string>& ids,
+                                                 const NodeGpus& gpus);
 
 // ---------------------------------------------------------------- controllers
+
+// The devices a lease's firmware check covers: the leased ones and whatever kubelet gave the Pod
+// (sorted, unique), so a GPU the Pod used without the lease naming it is checked too.
+std::vector<std::string> DevicesToCheck(const LeaseSpec& lease);
+// Empty when kubelet's allocation matches the lease (or was not reported), else the reason
+// naming both sides.
+std::string AllocationDifference(const LeaseSpec& lease);
 
 // Creates or repairs one object: GET; 404 → POST; otherwise compares the fields tessera owns
 // (labels, spec, data) and PUTs the desired object over the live one when they drifted,
@@ -307,13 +326,17 @@ struct TenancyControllerOptions {
 Status ReconcileTenancy(Client& client, const Json& tenancy,
                         const TenancyControllerOptions& options);
 
-// Submission → GpuLease (reserved, owned by the control plane) → Pod → lease active.
+// Submission → GpuLease (reserved, owned by the control plane) → Pod → lease active. With
+// request.resource_claim (DRA), a ResourceClaim pinned to the leased GPUs is created before the
+// Pod and recorded in the lease's status.claim {name, uid}.
 Result<Json> StartPod(Client& client, const PodRequest& request,
                       const std::vector<NfsEntitlement>& entitlements, const LeaseSpec& lease);
 
 // One step of the lease state machine, from the lease and what the cluster says:
 // active + pod finished/missing → checking + firmware-check Job; checking + Job succeeded →
-// free; checking + Job failed → quarantined. Returns the lease's state afterwards.
+// free; checking + Job failed → quarantined. Returns the lease's state afterwards. With a
+// pinned claim: an allocation other than the leased GPUs deletes the Pod and is recorded as the
+// reason; the check runs on exactly the allocated GPUs; the claim is deleted after the check.
 Result<std::string> ReconcileLease(Client& client, const Json& lease,
                                    const FirmwareCheckOptions& options);
 

@@ -4,18 +4,25 @@
 //    GPUs under check or quarantined Unhealthy.
 //  - Publishes this node's GPUs (inventory of --root) as the tessera.dev/gpus annotation of its
 //    Node, re-reading the inventory every --inventory-interval-ms and patching only on change.
+//  - Reads kubelet's PodResources List every --pod-resources-interval-ms and writes the devices
+//    kubelet gave each leased Pod into its GpuLease's status.allocatedDevices (PCI addresses):
+//    with the device plugin, kubelet picks the IDs, and the firmware check must follow them.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "backends/kubernetes/kubernetes.h"
 #include "common/atomic_file.h"
 #include "inventory/inventory.h"
+#include "podresources/podresources.h"
 #include "topology/topology.h"
 
 namespace {
@@ -61,12 +68,79 @@ Result<bool> PublishNodeGpus(k8s::Client& client, const std::string& node,
   return true;
 }
 
+// The leases of this node whose Pod may hold devices now.
+bool HoldsDevices(const k8s::Json& lease) {
+  std::string state = lease.value("status", k8s::Json::object()).value("state", "reserved");
+  return state == "reserved" || state == "active";
+}
+
+std::vector<std::string> AllocatedDevicesOf(const k8s::Json& lease) {
+  std::vector<std::string> out;
+  const k8s::Json& status = lease.value("status", k8s::Json::object());
+  for (const auto& id : status.value("allocatedDevices", k8s::Json::array())) {
+    if (id.is_string()) out.push_back(id.get<std::string>());
+  }
+  return out;
+}
+
+// One round: List once, then patch every lease whose Pod's devices differ from what its status
+// says. Returns the problem of this round, or empty.
+std::string ReportAllocations(k8s::Client& client, const std::map<std::string, k8s::Json>& leases,
+                              const std::string& socket, k8s::NodeGpus& gpus,
+                              const std::string& root,
+                              const std::optional<topology::PartitionTable>& table) {
+  bool wanted = false;
+  for (const auto& [name, lease] : leases)
+    wanted = wanted || HoldsDevices(lease);
+  if (!wanted) return {};
+  auto list = podresources::List(socket, std::chrono::seconds(5));
+  if (!list) return list.error().message;
+  for (const auto& warning : list->warnings)
+    std::fprintf(stderr, "tessera-lease-sync: PodResources: %s\n", warning.c_str());
+  for (const auto& [name, lease] : leases) {
+    if (!HoldsDevices(lease)) continue;
+    const k8s::Json& spec = lease.value("spec", k8s::Json::object());
+    const k8s::Json& pod_ref = spec.value("podRef", k8s::Json::object());
+    const auto* pod = list->Find(pod_ref.value("namespace", ""), pod_ref.value("name", ""));
+    if (!pod) continue;  // not started yet, or already gone
+    auto ids = podresources::DeviceIds(*pod, spec.value("resource", "nvidia.com/gpu"));
+    if (ids.empty()) continue;
+    auto allocated = k8s::PciAddressesOfDeviceIds(ids, gpus);
+    // An ID this node does not know yet may be a GPU that appeared since the last inventory.
+    auto known = [&](const std::string& pci) {
+      for (const auto& gpu : gpus.gpus)
+        if (gpu.pci_address == pci) return true;
+      return false;
+    };
+    bool unknown = !std::all_of(allocated.begin(), allocated.end(), known);
+    if (unknown) {
+      if (auto fresh = ReadNodeGpus(root, table)) {
+        gpus = std::move(*fresh);
+        allocated = k8s::PciAddressesOfDeviceIds(ids, gpus);
+      }
+    }
+    if (allocated == AllocatedDevicesOf(lease)) continue;
+    auto patched = client.Patch(k8s::Resource::GpuLeases(), "", name,
+                                {{"status", {{"allocatedDevices", allocated}}}},
+                                k8s::PatchType::kMerge, "status");
+    if (!patched) return "lease " + name + ": " + patched.error().message;
+    std::string joined;
+    for (const auto& id : allocated)
+      joined += (joined.empty() ? "" : ",") + id;
+    std::fprintf(stderr, "tessera-lease-sync: lease %s: kubelet allocated %s\n", name.c_str(),
+                 joined.c_str());
+  }
+  return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string kubeconfig, node, lease_file = "/run/tessera/leases.json";
   std::string root = "/", partition_table;
   int inventory_interval_ms = 60000;
+  std::string pod_resources_socket = podresources::kDefaultSocket;
+  int pod_resources_interval_ms = 10000;
   CLI::App app{"tessera-lease-sync: GpuLeases of this node -> the node lease file"};
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig (default: in-cluster service account)");
   app.add_option("--node", node, "This node's name (default: $NODE_NAME)");
@@ -79,6 +153,12 @@ int main(int argc, char** argv) {
                  "GPUs");
   app.add_option("--inventory-interval-ms", inventory_interval_ms,
                  "Re-read the inventory this often; 0: publish once")
+      ->capture_default_str();
+  app.add_option("--pod-resources-socket", pod_resources_socket,
+                 "kubelet's PodResources socket, read for the devices kubelet gave leased Pods")
+      ->capture_default_str();
+  app.add_option("--pod-resources-interval-ms", pod_resources_interval_ms,
+                 "Read PodResources this often; 0: never")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
@@ -137,10 +217,37 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  k8s::Client client(*config);
+  std::mutex leases_mu;                     // guards leases
   std::map<std::string, k8s::Json> leases;  // by name, this node's only
+  // kubelet's allocations -> GpuLease status, in its own thread with its own client.
+  std::thread reporter([&] {
+    if (pod_resources_interval_ms <= 0) return;
+    k8s::Client client(*config);
+    k8s::NodeGpus gpus;
+    if (auto read = ReadNodeGpus(root, table)) gpus = std::move(*read);
+    std::string last_problem;
+    while (!g_stop) {
+      std::map<std::string, k8s::Json> snapshot;
+      {
+        std::lock_guard lock(leases_mu);
+        snapshot = leases;
+      }
+      std::string problem =
+          ReportAllocations(client, snapshot, pod_resources_socket, gpus, root, table);
+      // A kubelet that is down says so every round: log each new problem once.
+      if (!problem.empty() && problem != last_problem)
+        std::fprintf(stderr, "tessera-lease-sync: %s\n", problem.c_str());
+      last_problem = problem;
+      auto until =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(pod_resources_interval_ms);
+      while (!g_stop && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  k8s::Client client(*config);
   std::string written;
   auto handle = [&](const k8s::WatchEvent& event) {
+    std::lock_guard lock(leases_mu);
     if (event.type == "SYNC") {
       leases.clear();
       for (const auto& item : event.object.value("items", k8s::Json::array())) {
@@ -174,6 +281,7 @@ int main(int argc, char** argv) {
   auto status = client.ListWatch(k8s::Resource::GpuLeases(), "", "", handle, &g_stop);
   g_stop = true;
   publisher.join();
+  reporter.join();
   if (!status) {
     std::fprintf(stderr, "tessera-lease-sync: %s\n", status.error().message.c_str());
     return 4;

@@ -1,5 +1,7 @@
 // The node GPU inventory annotation: what the node agent publishes on its Node and what the
 // control plane places from. Pure: values in, text or JSON out.
+#include <algorithm>
+
 #include "backends/kubernetes/kubernetes.h"
 
 namespace tessera::k8s {
@@ -93,6 +95,24 @@ Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node) {
 
 Json NodeGpusPatch(const std::string& annotation) {
   return {{"metadata", {{"annotations", {{kNodeGpusAnnotation, annotation}}}}}};
+}
+
+std::vector<std::string> PciAddressesOfDeviceIds(const std::vector<std::string>& ids,
+                                                 const NodeGpus& gpus) {
+  std::vector<std::string> out;
+  for (const auto& id : ids) {
+    std::string physical = id.substr(0, id.find("::"));
+    std::string pci = physical;
+    for (const auto& gpu : gpus.gpus) {
+      if (gpu.pci_address == physical || (!gpu.uuid.empty() && gpu.uuid == physical)) {
+        pci = gpu.pci_address;
+      }
+    }
+    out.push_back(std::move(pci));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace tessera::k8s

@@ -1,0 +1,178 @@
+// The device-plugin path's truth: tessera-lease-sync (a real process) reads kubelet's
+// PodResources List over a real unix socket (the emulator) and writes the devices kubelet gave a
+// leased Pod into the GpuLease's status.allocatedDevices on the scripted API server; the lease
+// controller then records a difference from the lease and checks the union of both.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "backends/kubernetes/kubernetes.h"
+#include "inventory/inventory.h"
+#include "kubernetes/fake_apiserver.h"
+#include "podresources/podresources_kubelet.h"
+#include "support/fixture_host.h"
+#include "support/wait.h"
+
+namespace tessera::k8s {
+namespace {
+
+using testing::FakeApiServer;
+using testing::PodResourcesKubelet;
+using testing::TempDir;
+
+class LeaseSyncProcess {
+ public:
+  explicit LeaseSyncProcess(const std::vector<std::string>& args) {
+    std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-lease-sync";
+    std::vector<std::string> argv = {binary};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      std::vector<char*> raw;
+      for (auto& arg : argv)
+        raw.push_back(arg.data());
+      raw.push_back(nullptr);
+      ::execv(binary.c_str(), raw.data());
+      ::_exit(127);
+    }
+  }
+  ~LeaseSyncProcess() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+std::vector<std::string> Command(const Json& job) {
+  return job["spec"]["template"]["spec"]["containers"][0]["command"]
+      .get<std::vector<std::string>>();
+}
+
+std::vector<std::string> CheckedGpus(const Json& job) {
+  std::vector<std::string> gpus;
+  auto command = Command(job);
+  for (size_t i = 0; i + 1 < command.size(); ++i) {
+    if (command[i] == "--gpu") gpus.push_back(command[i + 1]);
+  }
+  return gpus;
+}
+
+TEST(LeaseSyncPodResources, KubeletsDevicesReachTheLeaseAndTheCheckCoversBothSides) {
+  FakeApiServer server;
+  server.SetWatchSeconds(0.5);
+  TempDir dir;
+  std::ofstream(dir.path() + "/kubeconfig")
+      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
+         "    server: "
+      << server.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  ClientConfig config;
+  config.server = server.url();
+  Client client(config);
+
+  std::string root = testing::MaterializeHost("hgx-h100-dgx");
+  inventory::ReadOptions read;
+  read.root = root;
+  auto inv = inventory::ReadInventory(read);
+  ASSERT_TRUE(inv.ok());
+  auto gpus = inv->Gpus();
+  ASSERT_GE(gpus.size(), 6u);
+  for (int i : {0, 1, 2, 5})
+    ASSERT_TRUE(gpus[i]->gpu_uuid.has_value());
+
+  PodRequest request;
+  request.tenancy = "team-a";
+  request.name = "train-1";
+  request.image = "cuda";
+  request.gpus = 2;
+  request.node = "node-1";
+  request.lease_name = "lease-train-1";
+  LeaseSpec lease = {"lease-train-1", "team-a",
+                     "node-1",        {gpus[0]->pci_address, gpus[1]->pci_address},
+                     "tenant-team-a", "train-1"};
+  ASSERT_TRUE(StartPod(client, request, {}, lease).ok());
+
+  // kubelet gave the Pod GPU 0 and GPU 2 (by the device plugin's UUID IDs, one as a replica),
+  // not the leased GPU 1; another node-local Pod holds GPU 5.
+  PodResourcesKubelet kubelet(dir.path() + "/kubelet.sock");
+  ASSERT_TRUE(kubelet.ok());
+  kubelet.SetPods({{"tenant-team-a",
+                    "train-1",
+                    {{"main", "nvidia.com/gpu", {*gpus[0]->gpu_uuid, *gpus[2]->gpu_uuid + "::1"}},
+                     {"main", "example.com/nic", {"nic-0"}}}},
+                   {"default", "other", {{"c", "nvidia.com/gpu", {*gpus[5]->gpu_uuid}}}}});
+  LeaseSyncProcess sync({"--kubeconfig", dir.path() + "/kubeconfig", "--node", "node-1",
+                         "--lease-file", dir.path() + "/leases.json", "--root", root,
+                         "--inventory-interval-ms", "0", "--pod-resources-socket",
+                         kubelet.socket_path(), "--pod-resources-interval-ms", "100"});
+
+  const std::vector<std::string> allocated = {gpus[0]->pci_address, gpus[2]->pci_address};
+  auto lease_status = [&] {
+    auto live = client.Get(Resource::GpuLeases(), "", "lease-train-1");
+    return live ? (*live).value("status", Json::object()) : Json::object();
+  };
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return lease_status().value("allocatedDevices", Json::array()) == Json(allocated);
+  })) << lease_status().dump();
+  EXPECT_GT(kubelet.ListCalls(), 0);
+
+  FirmwareCheckOptions check;
+  auto live = client.Get(Resource::GpuLeases(), "", "lease-train-1");
+  ASSERT_TRUE(live.ok());
+  // While the Pod runs, the difference is recorded on the lease.
+  EXPECT_EQ(*ReconcileLease(client, *live, check), "active");
+  std::string reason = lease_status().value("reason", "");
+  EXPECT_NE(
+      reason.find("kubelet allocated [" + gpus[0]->pci_address + "," + gpus[2]->pci_address + "]"),
+      std::string::npos)
+      << reason;
+  EXPECT_NE(
+      reason.find("the lease names [" + gpus[0]->pci_address + "," + gpus[1]->pci_address + "]"),
+      std::string::npos)
+      << reason;
+
+  // When it ends, the firmware check covers the leased and the allocated GPUs.
+  ASSERT_TRUE(client
+                  .Patch(Resource::Pods(), "tenant-team-a", "train-1",
+                         {{"status", {{"phase", "Succeeded"}}}}, PatchType::kMerge, "status")
+                  .ok());
+  live = client.Get(Resource::GpuLeases(), "", "lease-train-1");
+  EXPECT_EQ(*ReconcileLease(client, *live, check), "checking");
+  auto job = client.Get(Resource::Jobs(), check.namespace_, FirmwareCheckJobName("lease-train-1"));
+  ASSERT_TRUE(job.ok());
+  std::vector<std::string> expected = {gpus[0]->pci_address, gpus[1]->pci_address,
+                                       gpus[2]->pci_address};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(CheckedGpus(*job), expected);
+  EXPECT_NE(lease_status().value("reason", "").find("kubelet allocated"), std::string::npos);
+}
+
+TEST(LeaseAllocation, MatchingAllocationIsNoDifferenceAndUnknownIdsStayVisible) {
+  LeaseSpec lease;
+  lease.gpu_ids = {"0000:2a:00.0", "0000:18:00.0"};
+  EXPECT_EQ(AllocationDifference(lease), "");  // not reported yet
+  lease.allocated_devices = {"0000:18:00.0", "0000:2a:00.0"};
+  EXPECT_EQ(AllocationDifference(lease), "");
+  EXPECT_EQ(DevicesToCheck(lease), (std::vector<std::string>{"0000:18:00.0", "0000:2a:00.0"}));
+
+  NodeGpus node;
+  node.gpus.push_back({"0000:18:00.0", "GPU-aaaa", "H100", 0, {}});
+  node.gpus.push_back({"0000:2a:00.0", "", "H100", 0, {}});
+  // UUIDs, PCI addresses and replicas map to PCI; an unknown ID stays as it is.
+  EXPECT_EQ(PciAddressesOfDeviceIds({"GPU-aaaa::3", "0000:2a:00.0", "GPU-zzzz"}, node),
+            (std::vector<std::string>{"0000:18:00.0", "0000:2a:00.0", "GPU-zzzz"}));
+  lease.allocated_devices = {"0000:18:00.0", "GPU-zzzz"};
+  EXPECT_NE(AllocationDifference(lease).find("GPU-zzzz"), std::string::npos);
+  EXPECT_EQ(DevicesToCheck(lease),
+            (std::vector<std::string>{"0000:18:00.0", "0000:2a:00.0", "GPU-zzzz"}));
+}
+
+}  // namespace
+}  // namespace tessera::k8s
