@@ -69,9 +69,6 @@ TEST(DraManifests, DeviceClassesSelectOurDriverAndType) {
   EXPECT_EQ(
       expressions["vfio.gpu.tessera.dev"],
       R"(device.driver == "gpu.tessera.dev" && device.attributes["gpu.tessera.dev"].type == "vfio")");
-  EXPECT_EQ(
-      expressions["mig.gpu.tessera.dev"],
-      R"(device.driver == "gpu.tessera.dev" && device.attributes["gpu.tessera.dev"].type == "mig")");
 }
 
 }  // namespace
