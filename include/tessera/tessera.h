@@ -16,7 +16,7 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
-#define TESSERA_API_VERSION 1
+#define TESSERA_API_VERSION 2 /* 2: MIG devices */
 
 typedef enum tessera_status {
   TESSERA_OK = 0,
@@ -52,6 +52,27 @@ typedef struct tessera_device_info {
   size_t warning_count;
 } tessera_device_info;
 
+/* One MIG device (a compute instance in a GPU instance) of an NVIDIA GPU. Strings are owned by
+ * the inventory. Facts that come from NVML are "" or -1 when NVML could not be asked. */
+typedef struct tessera_mig_device_info {
+  uint32_t index; /* NVML's MIG handle index: the <mig> of CDI name "<gpu>:<mig>" */
+  uint32_t gpu_instance_id;
+  uint32_t compute_instance_id;
+  const char* profile;           /* "1g.10gb", "1g.10gb+me"; "" when unknown */
+  int32_t profile_id;            /* nvidia-smi GPU instance profile ID (19 = 1g.10gb on H100); -1 */
+  int32_t placement_start;       /* first memory slice; -1 when unknown */
+  int32_t placement_size;        /* memory slices covered; -1 when unknown */
+  const char* uuid;              /* "MIG-..."; "" when unknown */
+  uint64_t memory_bytes;         /* 0 when unknown */
+  uint32_t multiprocessors;      /* 0 when unknown */
+  const char* gpu_instance_node; /* "/dev/nvidia-caps/nvidia-cap<N>"; "" when unknown */
+  uint32_t gpu_instance_node_major;
+  uint32_t gpu_instance_node_minor;
+  const char* compute_instance_node; /* "" when unknown */
+  uint32_t compute_instance_node_major;
+  uint32_t compute_instance_node_minor;
+} tessera_mig_device_info;
+
 /* Library version; also the API version it implements in *api_version when not NULL. */
 const char* tessera_version(int* api_version);
 
@@ -62,6 +83,10 @@ const char* tessera_status_string(tessera_status status);
  * *error_message (when not NULL) receives a message to free with tessera_string_free. */
 tessera_status tessera_inventory_create(const char* root, tessera_inventory** out,
                                         char** error_message);
+/* As tessera_inventory_create, naming the NVML library to ask for MIG facts ("" or NULL: none,
+ * procfs only). tessera_inventory_create uses libnvidia-ml.so.1 for root "/" and none else. */
+tessera_status tessera_inventory_create_with_nvml(const char* root, const char* nvml_library,
+                                                  tessera_inventory** out, char** error_message);
 void tessera_inventory_destroy(tessera_inventory* inventory);
 
 tessera_status tessera_inventory_device_count(const tessera_inventory* inventory, size_t* count);
@@ -74,6 +99,15 @@ tessera_status tessera_inventory_device_node(const tessera_inventory* inventory,
 /* NVIDIA driver version, or NOT_FOUND when no NVIDIA driver is loaded. Owned by the inventory. */
 tessera_status tessera_inventory_nvidia_driver_version(const tessera_inventory* inventory,
                                                        const char** version);
+/* MIG mode of device `index`: *current and *pending are 1 enabled, 0 disabled, -1 unknown.
+ * NOT_FOUND when the device does not support MIG (or is no NVIDIA GPU). */
+tessera_status tessera_inventory_mig_mode(const tessera_inventory* inventory, size_t index,
+                                          int* current, int* pending);
+/* MIG devices of device `index` (0 when it has none or no MIG). */
+tessera_status tessera_inventory_mig_device_count(const tessera_inventory* inventory, size_t index,
+                                                  size_t* count);
+tessera_status tessera_inventory_mig_device(const tessera_inventory* inventory, size_t index,
+                                            size_t mig_index, tessera_mig_device_info* info);
 /* The whole inventory as the JSON of docs/inventory-schema.md; free with tessera_string_free. */
 tessera_status tessera_inventory_to_json(const tessera_inventory* inventory, char** json);
 

@@ -55,6 +55,33 @@ struct Builder {
     return nullptr;
   }
 
+  // Each MIG device of `gpu` (PCI index `index`), named as nvidia-ctk names it: "<gpu>:<mig>"
+  // and "MIG-<uuid>". A container needs the parent's nodes plus the GPU instance's and the
+  // compute instance's nvidia-cap nodes.
+  void AddMigUnits(const PciDevice& gpu, size_t index, const std::vector<DeviceNode>& parent_nodes,
+                   const std::string& kind, std::vector<Unit>& units) {
+    if (!gpu.mig || gpu.mig->enabled == false) return;
+    for (const inventory::MigDevice& mig : gpu.mig->devices) {
+      std::string name = std::to_string(index) + ":" + std::to_string(mig.index);
+      const auto& gi = mig.gpu_instance_node;
+      const auto& ci = mig.compute_instance_node;
+      if (!gi || !ci || !gi->exists || !ci->exists) {
+        warnings->push_back(gpu.pci_address + " MIG GI " + std::to_string(mig.gpu_instance_id) +
+                            " CI " + std::to_string(mig.compute_instance_id) +
+                            ": capability device nodes not present; " + name + " left out of " +
+                            kind);
+        continue;
+      }
+      Unit unit;
+      unit.edits.device_nodes = parent_nodes;
+      unit.edits.device_nodes.push_back(Node(*gi));
+      unit.edits.device_nodes.push_back(Node(*ci));
+      unit.names = {name};
+      if (!mig.uuid.empty()) unit.names.push_back(mig.uuid);
+      units.push_back(std::move(unit));
+    }
+  }
+
   // ---- driver mode ----
   Spec Driver(const std::vector<const PciDevice*>& gpus, const std::string& kind) {
     std::vector<Unit> units;
@@ -72,6 +99,7 @@ struct Builder {
       }
       // Index names follow PCI order, as NVML numbers GPUs.
       unit.names = {std::to_string(i), StableName(gpu)};
+      AddMigUnits(gpu, i, unit.edits.device_nodes, kind, units);
       units.push_back(std::move(unit));
     }
     Spec spec = Assemble(kind, std::move(units));

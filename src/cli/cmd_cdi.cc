@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "cdi/cdi.h"
@@ -18,6 +19,7 @@ namespace {
 
 struct GenerateFlags {
   std::string root = "/";
+  std::optional<std::string> nvml;  // MIG facts; default: libnvidia-ml.so.1 for root "/" only
   std::string mode = "auto";
   std::string kind;
   std::string nvswitch_kind = "nvidia.com/nvswitch";
@@ -47,6 +49,7 @@ class Generator {
   Status Run() {
     inventory::ReadOptions read;
     read.root = flags_.root;
+    read.nvml_library = flags_.nvml ? *flags_.nvml : inventory::DefaultNvmlLibrary(flags_.root);
     auto inv = inventory::ReadInventory(read);
     if (!inv) return inv.error();
     auto built = cdi::BuildSpecs(*inv, options_);
@@ -177,6 +180,9 @@ void AddCdiCommand(CLI::App& app) {
       "generate", "Write CDI specs for the host's GPUs, NVSwitches and accelerators");
   generate->add_option("--root", flags->root, "Host root to read (a fixture tree in tests)")
       ->capture_default_str();
+  generate->add_option("--nvml", flags->nvml,
+                       "NVML library for MIG devices' UUIDs (default libnvidia-ml.so.1 for root "
+                       "/, none for another root)");
   generate
       ->add_option("--mode", flags->mode,
                    "auto: per device from its driver; driver: /dev/nvidia* and driver "

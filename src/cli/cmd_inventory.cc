@@ -1,5 +1,6 @@
 // `tessera inventory`: print what the host has.
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "inventory/inventory.h"
@@ -10,6 +11,7 @@ void AddInventoryCommand(CLI::App& app) {
   struct Options {
     std::string root = "/";
     std::string format = "table";
+    std::optional<std::string> nvml;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("inventory",
@@ -20,9 +22,13 @@ void AddInventoryCommand(CLI::App& app) {
   cmd->add_option("--format", options->format, "Output format")
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
+  cmd->add_option("--nvml", options->nvml,
+                  "NVML library for MIG facts (default libnvidia-ml.so.1 for root /, none for "
+                  "another root; \"\" = none)");
   cmd->callback([options] {
     inventory::ReadOptions read;
     read.root = options->root;
+    read.nvml_library = options->nvml ? *options->nvml : inventory::DefaultNvmlLibrary(read.root);
     auto inv = inventory::ReadInventory(read);
     if (!inv) Fail(inv.error());
     if (options->format == "json") {

@@ -26,5 +26,6 @@ void AddDoctorCommand(CLI::App& app);
 void AddDevicePluginCommand(CLI::App& app);
 void AddDraPluginCommand(CLI::App& app);
 void AddGpuCheckCommand(CLI::App& app);  // the firmware check (cmd_gpu_check.cc)
+void AddMigCommand(CLI::App& app);       // `tessera mig apply` (cmd_mig.cc)
 
 }  // namespace tessera::cli

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddDevicePluginCommand(app);
   tessera::cli::AddDraPluginCommand(app);
   tessera::cli::AddGpuCheckCommand(app);
+  tessera::cli::AddMigCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -114,6 +114,7 @@ Result<std::unique_ptr<ResourceManager>> CreateManager(const Config& config) {
   }
   inventory::ReadOptions read;
   read.root = config.root;
+  read.nvml_library = config.health.nvml_library;  // MIG devices' profiles and UUIDs
   auto inventory = inventory::ReadInventory(read);
   if (!inventory) return inventory.error().WithContext("inventory of " + config.root);
   auto table = LoadPartitionTable(config.topology);

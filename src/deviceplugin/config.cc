@@ -349,11 +349,11 @@ Result<Config> ParseConfig(std::string_view yaml) {
   Config config;
   if (root.IsNull()) return config;
   try {
-    if (auto s =
-            RejectUnknown(root, "",
-                          {"version", "root", "socketDir", "cdiDir", "writeCdiSpecs", "leaseFile",
-                           "deviceListStrategy", "annotationPlugin", "allocationPolicy",
-                           "resources", "sharing", "topology", "health", "grpcThreads"});
+    if (auto s = RejectUnknown(
+            root, "",
+            {"version", "root", "socketDir", "cdiDir", "writeCdiSpecs", "leaseFile",
+             "deviceListStrategy", "annotationPlugin", "allocationPolicy", "migStrategy",
+             "resources", "sharing", "topology", "health", "grpcThreads"});
         !s) {
       return s.error();
     }
@@ -389,6 +389,13 @@ Result<Config> ParseConfig(std::string_view yaml) {
       auto policy = ParseAllocationPolicy(*s);
       if (!policy) return policy.error().WithContext("allocationPolicy");
       config.allocation_policy = *policy;
+    }
+    if (root["migStrategy"]) {
+      auto s = String(root["migStrategy"], "migStrategy");
+      if (!s) return s.error();
+      auto strategy = ParseMigStrategy(*s);
+      if (!strategy) return strategy.error().WithContext("migStrategy");
+      config.mig_strategy = *strategy;
     }
     if (const auto list = root["resources"]) {
       if (!list.IsSequence()) return InvalidArgument("resources: want a list of naming rules");
@@ -446,6 +453,11 @@ Status ApplyEnvironment(const std::map<std::string, std::string>& env, Config* c
     auto policy = ParseAllocationPolicy(*value);
     if (!policy) return policy.error().WithContext("TESSERA_DP_ALLOCATION_POLICY");
     config->allocation_policy = *policy;
+  }
+  if (const std::string* value = get("TESSERA_DP_MIG_STRATEGY"); value && !value->empty()) {
+    auto strategy = ParseMigStrategy(*value);
+    if (!strategy) return strategy.error().WithContext("TESSERA_DP_MIG_STRATEGY");
+    config->mig_strategy = *strategy;
   }
   if (const std::string* value = get("TESSERA_DP_PARTITION_TABLE"); value) {
     config->topology.partition_table = *value;

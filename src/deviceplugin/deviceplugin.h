@@ -43,6 +43,13 @@ enum class ListStrategy {
 const char* ListStrategyName(ListStrategy strategy);
 Result<ListStrategy> ParseListStrategy(std::string_view name);
 
+// How MIG devices are advertised (NVIDIA's device plugin strategies): none = whole GPUs only;
+// single = every MIG device as nvidia.com/gpu (all MIG GPUs must hold one profile); mixed =
+// nvidia.com/mig-<profile> per profile ('+' written '.'), GPUs with MIG off as nvidia.com/gpu.
+enum class MigStrategy { kNone, kSingle, kMixed };
+const char* MigStrategyName(MigStrategy strategy);
+Result<MigStrategy> ParseMigStrategy(std::string_view name);
+
 // How replicas of shared devices are preferred.
 enum class AllocationPolicy { kDistributed, kPacked };
 const char* AllocationPolicyName(AllocationPolicy policy);
@@ -98,6 +105,7 @@ struct Config {
   std::vector<ListStrategy> device_list_strategy = {ListStrategy::kCdiCri};
   std::string annotation_plugin = "tessera";  // cdi.k8s.io/<plugin>_<id>
   AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
+  MigStrategy mig_strategy = MigStrategy::kNone;
   std::vector<NamingRule> resources;
   SharingConfig sharing;
   TopologyConfig topology;
@@ -169,6 +177,8 @@ struct PhysicalDevice {
   cdi::ContainerEdits edits;
   // What must exist for the device to be healthy: its sysfs entry and device nodes (host paths).
   std::vector<std::string> watch_paths;
+  // A MIG device of the GPU at pci_address (whose presence, Xids and lease it shares).
+  bool mig = false;
 };
 
 struct Resource {
@@ -296,8 +306,11 @@ class ResourceManager {
 // ---------------------------------------------------------------------------------------------
 // Health probes (I/O).
 
-// Which watched paths exist: pci_address -> all of the device's watch paths exist.
+// Which watched paths exist: PresenceKey -> all of the device's watch paths exist.
 std::map<std::string, bool> ProbePresence(const std::vector<PhysicalDevice>& devices);
+// The PCI address, or for a MIG device "<parent PCI>#<ID>": each MIG slice has its own presence
+// (its capability nodes) on top of its parent's.
+std::string PresenceKey(const PhysicalDevice& device);
 
 // Critical Xid events from NVML, loaded with dlopen at run time (never linked). Start() returns
 // Unavailable when the library or a symbol is missing, or nvmlInit fails; callers go on without.

@@ -11,6 +11,10 @@
 
 namespace tessera::deviceplugin {
 
+std::string PresenceKey(const PhysicalDevice& device) {
+  return device.mig ? device.pci_address + "#" + device.id : device.pci_address;
+}
+
 std::map<std::string, bool> ProbePresence(const std::vector<PhysicalDevice>& devices) {
   std::map<std::string, bool> out;
   for (const auto& device : devices) {
@@ -23,7 +27,7 @@ std::map<std::string, bool> ProbePresence(const std::vector<PhysicalDevice>& dev
         break;
       }
     }
-    out[device.pci_address] = present;
+    out[PresenceKey(device)] = present;
   }
   return out;
 }

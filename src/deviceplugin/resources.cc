@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "deviceplugin/deviceplugin.h"
+#include "deviceplugin/mig_resources.h"
 
 namespace tessera::deviceplugin {
 namespace {
@@ -125,9 +126,13 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
     manager->warnings_.push_back("CDI specs: " + built.error().message);
   }
 
+  auto mig = PlanMigDevices(inventory, config.mig_strategy);
+  if (!mig) return mig.error();
+
   std::map<std::string, std::vector<int>> by_resource;
   for (const PciDevice& device : inventory.devices) {
     if (!UsableDriver(device.driver)) continue;
+    if (mig->replaced_gpus.count(device.pci_address)) continue;  // advertised as its MIG devices
     std::string name;
     for (const auto& rule : config.resources) {
       if (Matches(rule, device)) {
@@ -181,6 +186,11 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
     by_resource[name].push_back(static_cast<int>(manager->devices_.size()));
     manager->devices_.push_back(std::move(physical));
   }
+  for (const MigPlan::Device& entry : mig->devices) {
+    by_resource[entry.resource].push_back(static_cast<int>(manager->devices_.size()));
+    manager->devices_.push_back(
+        MigPhysicalDevice(inventory, entry, manager->cdi_specs_, manager->warnings_));
+  }
 
   std::set<std::string> advertised;
   for (auto& [name, devices] : by_resource) {
@@ -224,7 +234,10 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
     resource.socket_name = ResourceSocketName(resource.name);
 
     // Topology-aware choice for whole devices; precomputed here once.
-    if (resource.replicas == 1 &&
+    // (MIG slices share their parent's links: there is no topology to score among them.)
+    bool mig_resource = std::any_of(devices.begin(), devices.end(),
+                                    [&](int i) { return manager->devices_[i].mig; });
+    if (resource.replicas == 1 && !mig_resource &&
         resource.devices.size() <= static_cast<size_t>(topology::kMaxGpus)) {
       topology::GpuTopology gpus;
       std::set<std::string> pcis;
@@ -302,7 +315,7 @@ bool ResourceManager::SetPresence(const std::map<std::string, bool>& present_by_
   std::lock_guard lock(mutex_);
   bool changed = false;
   for (size_t i = 0; i < devices_.size(); ++i) {
-    auto it = present_by_pci.find(devices_[i].pci_address);
+    auto it = present_by_pci.find(PresenceKey(devices_[i]));
     if (it == present_by_pci.end() || present_[i] == it->second) continue;
     present_[i] = it->second;
     // A device that went away and came back was reset or replaced: an earlier Xid is history.

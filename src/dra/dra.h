@@ -50,12 +50,19 @@ struct NodeDevice {
   std::optional<int> nvlink_module;
   std::vector<uint32_t> partition_ids;  // fabric partitions containing this GPU's module
   std::optional<uint64_t> memory_bytes;
+  // MIG devices (type "mig"): the slice's profile, its parent GPU's UUID, its SM count and the
+  // memory slices it covers (capacity memorySlice<i>); name "gpu-<pci>-mig-<gi>-<ci>".
+  std::string profile;
+  std::string parent_uuid;
+  std::optional<uint32_t> multiprocessors;
+  std::vector<uint32_t> memory_slices;
   cdi::ContainerEdits edits;         // the device's own edits (device nodes)
   cdi::ContainerEdits shared_edits;  // spec-level edits of its mode (nvidiactl, libraries, ...)
 };
 
 struct NodeOptions {
   cdi::Mode mode = cdi::Mode::kAuto;  // auto: nvidia -> gpu, vfio-pci -> vfio
+  // A GPU with MIG on is published as its MIG devices (type "mig"), not whole.
   std::optional<topology::PartitionTable> partitions;
 };
 

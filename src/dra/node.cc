@@ -26,6 +26,49 @@ std::optional<cdi::Mode> ModeOf(const PciDevice& gpu, cdi::Mode wanted) {
   return std::nullopt;
 }
 
+// The MIG devices of `gpu` (whose whole-GPU entry is `parent`), with the CDI edits of the device
+// the builder names "<gpu>:<mig>" / "MIG-<uuid>": the parent's node plus both capability nodes.
+void AddMigDevices(const PciDevice& gpu, const NodeDevice& parent, const cdi::Spec& spec,
+                   NodeDevices& node) {
+  for (const inventory::MigDevice& mig : gpu.mig->devices) {
+    std::string index_suffix = ":" + std::to_string(mig.index);
+    const cdi::Device* cdi_device = nullptr;
+    for (const auto& candidate : spec.devices) {
+      bool by_uuid = !mig.uuid.empty() && candidate.name == mig.uuid;
+      bool by_index =
+          candidate.name.size() > index_suffix.size() && candidate.name.ends_with(index_suffix) &&
+          candidate.container_edits.device_nodes.size() == parent.edits.device_nodes.size() + 2;
+      if (by_uuid || (mig.uuid.empty() && by_index)) cdi_device = &candidate;
+    }
+    if (!cdi_device || mig.profile.empty()) {
+      node.warnings.push_back(gpu.pci_address + " MIG GI " + std::to_string(mig.gpu_instance_id) +
+                              ": " + (cdi_device ? "profile unknown (no NVML)" : "no CDI device") +
+                              "; not published");
+      continue;
+    }
+    NodeDevice device = parent;
+    device.name = parent.name + "-mig-" + std::to_string(mig.gpu_instance_id) + "-" +
+                  std::to_string(mig.compute_instance_id);
+    device.type = "mig";
+    device.uuid = mig.uuid;
+    device.parent_uuid = parent.uuid;
+    device.profile = mig.profile;
+    device.product_name = parent.product_name + " MIG " + mig.profile;
+    device.memory_bytes = mig.memory_bytes ? std::optional(mig.memory_bytes) : std::nullopt;
+    device.multiprocessors =
+        mig.multiprocessors ? std::optional(mig.multiprocessors) : std::nullopt;
+    device.memory_slices.clear();
+    if (mig.placement) {
+      for (uint32_t s = 0; s < mig.placement->size && s < 16; ++s)
+        device.memory_slices.push_back(mig.placement->start + s);
+    }
+    device.nvlink_module.reset();
+    device.partition_ids.clear();
+    device.edits = cdi_device->container_edits;
+    node.devices.push_back(std::move(device));
+  }
+}
+
 }  // namespace
 
 std::string DeviceNameFor(std::string_view pci_address) {
@@ -121,6 +164,12 @@ Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
     }
     device.edits = cdi_device->container_edits;
     device.shared_edits = spec->second.container_edits;
+    if (*mode == cdi::Mode::kDriver && gpu->mig && gpu->mig->enabled != false &&
+        !gpu->mig->devices.empty()) {
+      // A MIG-enabled GPU runs CUDA only through its slices.
+      AddMigDevices(*gpu, device, spec->second, node);
+      continue;
+    }
     node.devices.push_back(std::move(device));
   }
   return node;

@@ -108,6 +108,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--lease-file", lease_file, "Node lease file")->capture_default_str();
   app.add_option("--mode", mode, "auto, driver or vfio")->capture_default_str();
+  std::string nvml_library = "libnvidia-ml.so.1";
+  app.add_option("--nvml", nvml_library, "NVML library for MIG devices (\"\" = none)")
+      ->capture_default_str();
   app.add_option("--poll-ms", poll_ms, "Socket, health and lease check interval")
       ->capture_default_str();
   app.add_option("--log-level", log_level)->capture_default_str();
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
 
   inventory::ReadOptions read;
   read.root = root;
+  read.nvml_library = nvml_library;  // MIG devices' profiles, UUIDs and sizes
   auto inventory = inventory::ReadInventory(read);
   if (!inventory) return fail(inventory.error().WithContext("inventory of " + root));
   dra::NodeOptions node_options;

@@ -53,6 +53,8 @@ json Attributes(const NodeDevice& device) {
   if (auto version = SemanticVersion(device.driver_version); !version.empty()) {
     attributes["driverVersion"] = {{"version", version}};
   }
+  if (!device.profile.empty()) attributes["profile"] = {{"string", device.profile}};
+  if (!device.parent_uuid.empty()) attributes["parentUUID"] = {{"string", device.parent_uuid}};
   if (device.nvlink_module) {
     attributes["nvlinkModule"] = {{"int", *device.nvlink_module}};
     // One bool per partition so that a selector can say
@@ -98,6 +100,14 @@ std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::s
     json entry = {{"name", device->name}, {"attributes", Attributes(*device)}};
     if (device->memory_bytes) {
       entry["capacity"] = {{"memory", {{"value", MemoryQuantity(*device->memory_bytes)}}}};
+    }
+    if (device->multiprocessors) {
+      entry["capacity"]["multiprocessors"] = {{"value", std::to_string(*device->multiprocessors)}};
+    }
+    // One capacity per memory slice a MIG device covers, so that claims can see which slices of
+    // the parent a device takes.
+    for (uint32_t slice : device->memory_slices) {
+      entry["capacity"]["memorySlice" + std::to_string(slice)] = {{"value", "1"}};
     }
     devices.push_back(std::move(entry));
   }

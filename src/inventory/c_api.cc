@@ -62,12 +62,19 @@ const char* tessera_status_string(tessera_status status) {
 
 tessera_status tessera_inventory_create(const char* root, tessera_inventory** out,
                                         char** error_message) {
+  std::string nvml = tessera::inventory::DefaultNvmlLibrary(root ? root : "/");
+  return tessera_inventory_create_with_nvml(root, nvml.c_str(), out, error_message);
+}
+
+tessera_status tessera_inventory_create_with_nvml(const char* root, const char* nvml_library,
+                                                  tessera_inventory** out, char** error_message) {
   if (error_message) *error_message = nullptr;
   if (!out) return TESSERA_ERROR_INVALID_ARGUMENT;
   *out = nullptr;
   try {
     tessera::inventory::ReadOptions options;
     options.root = root ? root : "/";
+    options.nvml_library = nvml_library ? nvml_library : "";
     auto inventory = tessera::inventory::ReadInventory(options);
     if (!inventory) {
       if (error_message) *error_message = CopyString(inventory.error().message);
@@ -131,6 +138,60 @@ tessera_status tessera_inventory_nvidia_driver_version(const tessera_inventory* 
   if (!inventory || !version) return TESSERA_ERROR_INVALID_ARGUMENT;
   if (!inventory->value.nvidia_driver) return TESSERA_ERROR_NOT_FOUND;
   *version = inventory->value.nvidia_driver->version.c_str();
+  return TESSERA_OK;
+}
+
+tessera_status tessera_inventory_mig_mode(const tessera_inventory* inventory, size_t index,
+                                          int* current, int* pending) {
+  if (!inventory || !current || !pending || index >= inventory->value.devices.size()) {
+    return TESSERA_ERROR_INVALID_ARGUMENT;
+  }
+  const auto& mig = inventory->value.devices[index].mig;
+  if (!mig) return TESSERA_ERROR_NOT_FOUND;
+  auto as_int = [](const std::optional<bool>& on) { return on ? (*on ? 1 : 0) : -1; };
+  *current = as_int(mig->enabled);
+  *pending = as_int(mig->pending);
+  return TESSERA_OK;
+}
+
+tessera_status tessera_inventory_mig_device_count(const tessera_inventory* inventory, size_t index,
+                                                  size_t* count) {
+  if (!inventory || !count || index >= inventory->value.devices.size()) {
+    return TESSERA_ERROR_INVALID_ARGUMENT;
+  }
+  const auto& mig = inventory->value.devices[index].mig;
+  *count = mig ? mig->devices.size() : 0;
+  return TESSERA_OK;
+}
+
+tessera_status tessera_inventory_mig_device(const tessera_inventory* inventory, size_t index,
+                                            size_t mig_index, tessera_mig_device_info* info) {
+  if (!inventory || !info || index >= inventory->value.devices.size()) {
+    return TESSERA_ERROR_INVALID_ARGUMENT;
+  }
+  const auto& mig = inventory->value.devices[index].mig;
+  if (!mig || mig_index >= mig->devices.size()) return TESSERA_ERROR_INVALID_ARGUMENT;
+  const tessera::inventory::MigDevice& m = mig->devices[mig_index];
+  info->index = m.index;
+  info->gpu_instance_id = m.gpu_instance_id;
+  info->compute_instance_id = m.compute_instance_id;
+  info->profile = m.profile.c_str();
+  info->profile_id = m.profile_id ? static_cast<int32_t>(*m.profile_id) : -1;
+  info->placement_start = m.placement ? static_cast<int32_t>(m.placement->start) : -1;
+  info->placement_size = m.placement ? static_cast<int32_t>(m.placement->size) : -1;
+  info->uuid = m.uuid.c_str();
+  info->memory_bytes = m.memory_bytes;
+  info->multiprocessors = m.multiprocessors;
+  auto node = [](const std::optional<tessera::inventory::DeviceNode>& n, const char** path,
+                 uint32_t* major, uint32_t* minor) {
+    *path = n ? n->path.c_str() : "";
+    *major = n ? n->major : 0;
+    *minor = n ? n->minor : 0;
+  };
+  node(m.gpu_instance_node, &info->gpu_instance_node, &info->gpu_instance_node_major,
+       &info->gpu_instance_node_minor);
+  node(m.compute_instance_node, &info->compute_instance_node, &info->compute_instance_node_major,
+       &info->compute_instance_node_minor);
   return TESSERA_OK;
 }
 

@@ -30,6 +30,10 @@ std::string HostPath(const std::string& root, const std::string& path) {
   return base + path;
 }
 
+std::string DefaultNvmlLibrary(const std::string& root) {
+  return root.empty() || root == "/" ? "libnvidia-ml.so.1" : "";
+}
+
 const PciDevice* Inventory::FindDevice(const std::string& pci_address) const {
   for (const auto& device : devices) {
     if (device.pci_address == pci_address) return &device;
@@ -92,6 +96,7 @@ Result<Inventory> ReadInventory(const ReadOptions& options) {
     }
   }
   AttachDeviceNodes(host, inventory);
+  AttachMig(host, inventory, options.nvml_library);
   if (options.read_driver_files) {
     inventory.nvidia_driver = ReadNvidiaDriver(host, inventory.warnings);
   }

@@ -52,6 +52,38 @@ struct PcieLink {
   int max_width = 0;
 };
 
+// One MIG device of an NVIDIA GPU: a compute instance (CI) inside a GPU instance (GI). A
+// container needs the parent's /dev/nvidia<minor> plus both capability nodes.
+struct MigPlacement {
+  uint32_t start = 0;  // first memory slice
+  uint32_t size = 0;   // memory slices covered
+  friend bool operator==(const MigPlacement&, const MigPlacement&) = default;
+};
+
+struct MigDevice {
+  uint32_t index = 0;  // NVML's MIG handle index (nvidia-ctk's <mig> in "<gpu>:<mig>")
+  uint32_t gpu_instance_id = 0;
+  uint32_t compute_instance_id = 0;
+  // From NVML; empty / nullopt / 0 when NVML could not be asked.
+  std::string profile;                 // "1g.10gb", "1g.10gb+me", "1c.3g.40gb"
+  std::optional<uint32_t> profile_id;  // nvidia-smi's GPU instance profile ID (19 = 1g.10gb)
+  std::optional<MigPlacement> placement;
+  std::string uuid;  // "MIG-…"
+  uint64_t memory_bytes = 0;
+  uint32_t multiprocessors = 0;
+  // /dev/nvidia-caps/nvidia-cap<N> of the GI and of the CI (minors from procfs); absent when
+  // procfs has no capability file for the instance.
+  std::optional<DeviceNode> gpu_instance_node;
+  std::optional<DeviceNode> compute_instance_node;
+};
+
+struct MigState {
+  // nullopt = unknown (NVML could not be asked).
+  std::optional<bool> enabled;
+  std::optional<bool> pending;
+  std::vector<MigDevice> devices;  // by GI then CI
+};
+
 struct PciDevice {
   std::string pci_address;  // canonical "0000:18:00.0", lowercase hex
   uint16_t vendor_id = 0;
@@ -74,6 +106,8 @@ struct PciDevice {
   // NVIDIA, from /proc/driver/nvidia/gpus/<bdf>/information when the nvidia driver owns it.
   std::optional<std::string> gpu_uuid;
   std::optional<int> nvidia_minor;
+  // NVIDIA GPUs that support MIG (NVML says so, or procfs lists MIG instances).
+  std::optional<MigState> mig;
   std::vector<std::string> warnings;  // "<file>: <problem>" for partial or bad input
 
   bool is_nvidia() const { return vendor_id == 0x10de; }
@@ -125,7 +159,14 @@ struct ReadOptions {
   std::string root = "/";
   bool read_pci_ids = true;       // resolve names from <root>/usr/share/misc/pci.ids
   bool read_driver_files = true;  // ld.so.cache, binaries, firmware
+  // NVML to dlopen for MIG facts (profiles, UUIDs, sizes, mode); empty = procfs only. NVML
+  // describes the machine this process runs on, so it is meant for root "/" only.
+  std::string nvml_library;
 };
+
+// The NVML library `tessera inventory` uses for a root: libnvidia-ml.so.1 for "/", none for a
+// fixture tree or another host's root.
+std::string DefaultNvmlLibrary(const std::string& root);
 
 // Reads the host under `options.root`. Fails only when the root itself is unusable; every
 // per-device problem becomes a warning on that device.

@@ -28,6 +28,34 @@ ordered NodeJson(const DeviceNode& node) {
           {"exists", node.exists}};
 }
 
+ordered OptionalNode(const std::optional<DeviceNode>& node) {
+  return node ? NodeJson(*node) : ordered(nullptr);
+}
+
+ordered MigJson(const std::optional<MigState>& mig) {
+  if (!mig) return nullptr;
+  auto mode = [](const std::optional<bool>& on) {
+    return on ? ordered(*on ? "enabled" : "disabled") : ordered(nullptr);
+  };
+  ordered devices = ordered::array();
+  for (const MigDevice& m : mig->devices) {
+    ordered placement = nullptr;
+    if (m.placement) placement = {{"start", m.placement->start}, {"size", m.placement->size}};
+    devices.push_back({{"index", m.index},
+                       {"gpu_instance_id", m.gpu_instance_id},
+                       {"compute_instance_id", m.compute_instance_id},
+                       {"profile", m.profile.empty() ? ordered(nullptr) : ordered(m.profile)},
+                       {"profile_id", m.profile_id ? ordered(*m.profile_id) : ordered(nullptr)},
+                       {"placement", placement},
+                       {"uuid", m.uuid.empty() ? ordered(nullptr) : ordered(m.uuid)},
+                       {"memory_bytes", m.memory_bytes},
+                       {"multiprocessors", m.multiprocessors},
+                       {"gpu_instance_node", OptionalNode(m.gpu_instance_node)},
+                       {"compute_instance_node", OptionalNode(m.compute_instance_node)}});
+  }
+  return {{"mode", mode(mig->enabled)}, {"pending_mode", mode(mig->pending)}, {"devices", devices}};
+}
+
 ordered DeviceJson(const PciDevice& d) {
   ordered bars = ordered::array();
   for (const Bar& bar : d.bars) {
@@ -65,6 +93,7 @@ ordered DeviceJson(const PciDevice& d) {
           {"device_nodes", nodes},
           {"gpu_uuid", d.gpu_uuid ? ordered(*d.gpu_uuid) : ordered(nullptr)},
           {"nvidia_minor", d.nvidia_minor ? ordered(*d.nvidia_minor) : ordered(nullptr)},
+          {"mig", MigJson(d.mig)},
           {"warnings", d.warnings}};
 }
 
@@ -143,6 +172,60 @@ DeviceNode ParseNode(Reader r, const json& j) {
   node.type = type[0];
   node.exists = r.Field(j, "exists", json::value_t::boolean).get<bool>();
   return node;
+}
+
+std::optional<bool> ParseMode(Reader r, const json& j, const char* name) {
+  const json& mode = r.Field(j, name, json::value_t::string, true);
+  if (mode.is_null()) return std::nullopt;
+  if (mode == "enabled") return true;
+  if (mode == "disabled") return false;
+  throw JsonFieldError{std::string(name) + ": expected \"enabled\", \"disabled\" or null"};
+}
+
+// "mig" is optional on input: snapshots written before MIG support lack it.
+std::optional<MigState> ParseMig(Reader r, const json& device) {
+  auto it = device.find("mig");
+  if (it == device.end() || it->is_null()) return std::nullopt;
+  Reader mr = r.At(".mig");
+  const json& j = *it;
+  MigState state;
+  state.enabled = ParseMode(mr, j, "mode");
+  state.pending = ParseMode(mr, j, "pending_mode");
+  const json& devices = mr.Field(j, "devices", json::value_t::array);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    Reader d = mr.At(".devices[" + std::to_string(i) + "]");
+    const json& m = devices[i];
+    auto u32 = [&](const json& object, const char* name) {
+      return d.Field(object, name, json::value_t::number_unsigned).get<uint32_t>();
+    };
+    MigDevice device;
+    device.index = u32(m, "index");
+    device.gpu_instance_id = u32(m, "gpu_instance_id");
+    device.compute_instance_id = u32(m, "compute_instance_id");
+    const json& profile = d.Field(m, "profile", json::value_t::string, true);
+    if (!profile.is_null()) device.profile = profile.get<std::string>();
+    const json& profile_id = d.Field(m, "profile_id", json::value_t::number_unsigned, true);
+    if (!profile_id.is_null()) device.profile_id = profile_id.get<uint32_t>();
+    const json& placement = d.Field(m, "placement", json::value_t::object, true);
+    if (!placement.is_null()) {
+      Reader pr = d.At(".placement");
+      device.placement =
+          MigPlacement{pr.Field(placement, "start", json::value_t::number_unsigned).get<uint32_t>(),
+                       pr.Field(placement, "size", json::value_t::number_unsigned).get<uint32_t>()};
+    }
+    const json& uuid = d.Field(m, "uuid", json::value_t::string, true);
+    if (!uuid.is_null()) device.uuid = uuid.get<std::string>();
+    device.memory_bytes =
+        d.Field(m, "memory_bytes", json::value_t::number_unsigned).get<uint64_t>();
+    device.multiprocessors = u32(m, "multiprocessors");
+    for (auto [name, slot] : {std::pair{"gpu_instance_node", &device.gpu_instance_node},
+                              std::pair{"compute_instance_node", &device.compute_instance_node}}) {
+      const json& node = d.Field(m, name, json::value_t::object, true);
+      if (!node.is_null()) *slot = ParseNode(d.At(std::string(".") + name), node);
+    }
+    state.devices.push_back(std::move(device));
+  }
+  return state;
 }
 
 }  // namespace
@@ -270,6 +353,7 @@ Result<Inventory> FromJson(const std::string& text) {
       if (!uuid.is_null()) device.gpu_uuid = uuid.get<std::string>();
       const json& minor = d.Field(j, "nvidia_minor", json::value_t::number_unsigned, true);
       if (!minor.is_null()) device.nvidia_minor = minor.get<int>();
+      device.mig = ParseMig(d, j);
       device.warnings = d.Strings(j, "warnings");
       inventory.devices.push_back(std::move(device));
     }
@@ -340,6 +424,21 @@ std::string ToTable(const Inventory& inventory) {
                   d.iommu_group ? std::to_string(*d.iommu_group).c_str() : "-", d.numa_node,
                   nodes.c_str(), d.model.c_str());
     out += line;
+    if (d.mig) {
+      auto mode = [](const std::optional<bool>& on) { return on ? (*on ? "on" : "off") : "?"; };
+      out += std::string("  MIG ") + mode(d.mig->enabled) + " (pending " + mode(d.mig->pending) +
+             ")\n";
+      for (const MigDevice& m : d.mig->devices) {
+        std::snprintf(line, sizeof line, "  MIG %u  GI %-2u CI %-2u %-12s %-40s %s%s%s\n", m.index,
+                      m.gpu_instance_id, m.compute_instance_id,
+                      m.profile.empty() ? "?" : m.profile.c_str(),
+                      m.uuid.empty() ? "?" : m.uuid.c_str(),
+                      m.gpu_instance_node ? m.gpu_instance_node->path.c_str() : "-",
+                      m.compute_instance_node ? " " : "",
+                      m.compute_instance_node ? m.compute_instance_node->path.c_str() : "");
+        out += line;
+      }
+    }
   }
   if (inventory.devices.empty()) out += "(no GPUs, accelerators or NVSwitches found)\n";
   if (inventory.nvidia_driver) {

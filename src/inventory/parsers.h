@@ -44,6 +44,26 @@ Result<std::string> ParseNvidiaDriverVersion(std::string_view text);
 // /proc/driver/nvidia/capabilities/mig/{config,monitor}: "DeviceFileMinor: 1".
 Result<uint32_t> ParseNvidiaCapabilityMinor(std::string_view text);
 
+// The MIG capability files of one GPU, relative to /proc/driver/nvidia/capabilities/gpu<minor>/mig:
+// "gi<g>/access" and "gi<g>/ci<c>/access", each with a "DeviceFileMinor:" line.
+struct MigCapabilityFile {
+  std::string relative_path;
+  std::string content;
+};
+struct MigCapabilityMinors {
+  uint32_t gpu_instance_id = 0;
+  uint32_t compute_instance_id = 0;
+  uint32_t gpu_instance_minor = 0;
+  uint32_t compute_instance_minor = 0;
+};
+// One entry per compute instance whose GI and CI files both parse, sorted by GI then CI. A GPU
+// instance without compute instances is no MIG device yet and is left out silently; a bad file
+// becomes a warning naming its relative path.
+std::vector<MigCapabilityMinors> ParseMigCapabilities(const std::vector<MigCapabilityFile>& files,
+                                                      std::vector<std::string>& warnings);
+// "gi12" with prefix "gi" → 12; nullopt for other names or numbers above 1023.
+std::optional<uint32_t> ParseMigInstanceName(std::string_view name, std::string_view prefix);
+
 // glibc ld.so.cache: the "glibc-ld.so.cache1.1" format, optionally after the legacy "ld.so-1.7.0"
 // table. Each entry maps a library name (usually a SONAME) to the path the linker uses.
 struct LdCacheEntry {

@@ -26,6 +26,10 @@ std::optional<DeviceKind> ClassifyPciFunction(uint16_t vendor_id, uint32_t class
 // Fills per-device nodes (NVIDIA, DRM, VFIO) and the shared nodes of the driver stacks.
 void AttachDeviceNodes(const HostRoot& host, Inventory& inventory);
 
+// MIG state of each NVIDIA GPU: capability minors from procfs, and from NVML (when
+// `nvml_library` is not empty) the mode, profiles, placements, UUIDs and sizes.
+void AttachMig(const HostRoot& host, Inventory& inventory, const std::string& nvml_library);
+
 // The NVIDIA driver's version and user-space files; nullopt when no NVIDIA driver is loaded.
 std::optional<NvidiaDriver> ReadNvidiaDriver(const HostRoot& host,
                                              std::vector<std::string>& warnings);

@@ -8,6 +8,7 @@
 
 #include "cdi/cdi.h"
 #include "inventory/inventory.h"
+#include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
 #include "support/podman_harness.h"
 
@@ -158,6 +159,35 @@ TEST_F(PodmanCdi, DriverModeAllAndUuidNamesSelectTheRightGpus) {
       RunIn({kind + "=" + *gpus[3]->gpu_uuid, kind + "=6"}, "ls /dev | grep -E '^nvidia[0-9]+$'");
   EXPECT_EQ(two, "nvidia" + std::to_string(*gpus[3]->nvidia_minor) + "\nnvidia" +
                      std::to_string(*gpus[6]->nvidia_minor) + "\n");
+}
+
+// The MIG device "0:1" of the mixed H100 fixture is its 2g.20gb slice: GPU instance 5, whose
+// capability minors are 48 (GI) and 49 (CI). Names and UUIDs come from the stand-in NVML.
+TEST_F(PodmanCdi, AMigDeviceGivesExactlyTheParentNodeAndItsTwoCapabilityNodes) {
+  std::string root = MaterializeHost("h100-mig-mixed");
+  tessera::testing::FakeNvmlState nvml("h100-mig-mixed");
+  std::string kind = UniqueTestKind();
+  GeneratedSpecs specs(root, {"--mode", "driver", "--kind", kind, "--nvml", FAKE_NVML});
+  ASSERT_EQ(specs.size(), 1u);
+
+  const std::string list =
+      "for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do [ -e \"$n\" ] && "
+      "echo \"$n $(stat -c '%F %t:%T' $n)\"; done; true";
+  std::string by_index = RunIn({kind + "=0:1"}, list);
+  EXPECT_EQ(by_index, "/dev/nvidia0 " + CharDevice(195, 0) + "\n" +
+                          "/dev/nvidia-caps/nvidia-cap48 " + CharDevice(509, 48) + "\n" +
+                          "/dev/nvidia-caps/nvidia-cap49 " + CharDevice(509, 49) + "\n");
+
+  // The same slice by its MIG UUID, as NVML reports it.
+  std::string uuid = "MIG-8e2c3d4b-0005-4000-8004-000000000000";
+  EXPECT_EQ(RunIn({kind + "=" + uuid}, list), by_index);
+
+  // The 1g.10gb slice (GPU instance 13: minors 120 and 121) with the whole second GPU.
+  std::string two = RunIn({kind + "=0:2", kind + "=1"}, list);
+  EXPECT_EQ(two, "/dev/nvidia0 " + CharDevice(195, 0) + "\n" + "/dev/nvidia1 " +
+                     CharDevice(195, 1) + "\n" + "/dev/nvidia-caps/nvidia-cap120 " +
+                     CharDevice(509, 120) + "\n" + "/dev/nvidia-caps/nvidia-cap121 " +
+                     CharDevice(509, 121) + "\n");
 }
 
 TEST_F(PodmanCdi, VfioModeGivesTheGroupNodeWithTheFixturesVfioMajor) {

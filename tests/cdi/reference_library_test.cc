@@ -101,6 +101,9 @@ TEST(ReferenceLibrary, LoadsEverySpecTesseraGenerates) {
       {"workstation-intel-nvidia", "--mode driver --format yaml", 1},
       {"amd-gpu", "", 1},
       {"amd-gpu", "--mode dri --format yaml", 1},
+      // MIG devices named "<gpu>:<mig>" (no NVML for a fixture root, so no MIG-<uuid> names).
+      {"h100-mig-mixed", "", 1},
+      {"a100-mig", "--mode driver --format yaml", 1},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.host) + " " + c.flags);

@@ -29,7 +29,10 @@ static int device_count;
 static long events_consumed; /* lines of the events file already delivered */
 static int event_set;
 
+void FakeNvmlMigLoad(void); /* fake_nvml_mig.c: reads the MIG state file */
+
 int nvmlInit_v2(void) {
+  FakeNvmlMigLoad();
   return 0;
 }
 int nvmlShutdown(void) {

@@ -42,6 +42,28 @@ int main(int argc, char** argv) {
       printf(" %s=%u:%u", path, major, minor);
     }
     printf("\n");
+    int current = 0, pending = 0;
+    tessera_status mig = tessera_inventory_mig_mode(inventory, i, &current, &pending);
+    size_t mig_count = 99;
+    CHECK(tessera_inventory_mig_device_count(inventory, i, &mig_count) == TESSERA_OK);
+    if (mig == TESSERA_ERROR_NOT_FOUND) {
+      CHECK(mig_count == 0);
+      continue;
+    }
+    CHECK(mig == TESSERA_OK);
+    printf("mig %s current=%d pending=%d devices=%zu\n", info.pci_address, current, pending,
+           mig_count);
+    for (size_t m = 0; m < mig_count; ++m) {
+      tessera_mig_device_info d;
+      CHECK(tessera_inventory_mig_device(inventory, i, m, &d) == TESSERA_OK);
+      printf("mig-device %u gi=%u ci=%u profile=%s id=%d gi-node=%s=%u:%u ci-node=%s=%u:%u\n",
+             d.index, d.gpu_instance_id, d.compute_instance_id, d.profile, d.profile_id,
+             d.gpu_instance_node, d.gpu_instance_node_major, d.gpu_instance_node_minor,
+             d.compute_instance_node, d.compute_instance_node_major, d.compute_instance_node_minor);
+    }
+    tessera_mig_device_info beyond;
+    CHECK(tessera_inventory_mig_device(inventory, i, mig_count, &beyond) ==
+          TESSERA_ERROR_INVALID_ARGUMENT);
   }
   tessera_device_info unused;
   CHECK(tessera_inventory_device(inventory, count, &unused) == TESSERA_ERROR_INVALID_ARGUMENT);

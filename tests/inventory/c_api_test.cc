@@ -31,4 +31,20 @@ TEST(CApi, CProgramOnAHostWithoutNvidiaReportsNotFound) {
   EXPECT_NE(out.find("driver not found"), std::string::npos) << out;
 }
 
+TEST(CApi, CProgramListsMigDevicesWithTheirCapabilityNodes) {
+  std::string root = tessera::testing::MaterializeHost("h100-mig-mixed");
+  int status = -1;
+  std::string out = tessera::testing::RunCommand(
+      std::string(TESSERA_BINARY_DIR) + "/tests/inventory/c_api_program " + root, &status);
+  ASSERT_EQ(status, 0) << out;
+  // A fixture root gets no NVML: mode unknown, profile unknown, nodes from procfs.
+  EXPECT_NE(out.find("mig 0000:18:00.0 current=-1 pending=-1 devices=3"), std::string::npos) << out;
+  EXPECT_NE(out.find("mig-device 2 gi=13 ci=0 profile= id=-1 "
+                     "gi-node=/dev/nvidia-caps/nvidia-cap120=509:120 "
+                     "ci-node=/dev/nvidia-caps/nvidia-cap121=509:121"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("mig 0000:2a:00.0"), std::string::npos) << out;
+}
+
 }  // namespace

@@ -1,0 +1,141 @@
+// The subset of NVIDIA's management library ABI (nvml.h) that tessera calls, declared from its
+// documented types and constants. NVML is opened with dlopen at run time only, so nothing here
+// is linked; the layouts below must match the library's byte for byte.
+#pragma once
+
+namespace tessera::nvml::abi {
+
+using Return = int;
+using Device = struct DeviceOpaque*;
+using GpuInstanceHandle = struct GpuInstanceOpaque*;
+using ComputeInstanceHandle = struct ComputeInstanceOpaque*;
+
+constexpr Return kSuccess = 0;
+constexpr Return kErrorInvalidArgument = 2;
+constexpr Return kErrorNotSupported = 3;
+constexpr Return kErrorNotFound = 6;
+constexpr Return kErrorInsufficientSize = 7;
+constexpr Return kErrorInUse = 19;
+
+constexpr unsigned int kMigDisable = 0;
+constexpr unsigned int kMigEnable = 1;
+
+// nvmlGpuInstanceProfile: profile *indices* 0..9 (NVML_GPU_INSTANCE_PROFILE_1_SLICE = 0,
+// 2_SLICE, 3_SLICE, 4_SLICE, 7_SLICE, 8_SLICE, 6_SLICE, 1_SLICE_REV1, 2_SLICE_REV1,
+// 1_SLICE_REV2). The profile *ID* nvidia-smi prints (19 for 1g.10gb on H100) is the `id` field
+// of the info an index returns; NVML's instance calls take that ID.
+constexpr unsigned int kGpuInstanceProfileCount = 10;
+// nvmlComputeInstanceProfile indices: 1_SLICE = 0, 2_SLICE, 3_SLICE, 4_SLICE, 7_SLICE, 8_SLICE,
+// 6_SLICE, 1_SLICE_REV1.
+constexpr unsigned int kComputeInstanceProfileCount = 8;
+constexpr unsigned int kComputeInstanceEngineProfileShared = 0;
+
+constexpr unsigned int kDeviceUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+constexpr unsigned int kDeviceNameV2BufferSize = 96;
+
+struct GpuInstancePlacement {
+  unsigned int start;
+  unsigned int size;
+};
+
+// nvmlGpuInstanceProfileInfo_v2_t, requested through nvmlDeviceGetGpuInstanceProfileInfoV with
+// version = sizeof | 2 << 24 (NVML_STRUCT_VERSION).
+struct GpuInstanceProfileInfoV2 {
+  unsigned int version;
+  unsigned int id;
+  unsigned int is_p2p_supported;
+  unsigned int slice_count;
+  unsigned int instance_count;
+  unsigned int multiprocessor_count;
+  unsigned int copy_engine_count;
+  unsigned int decoder_count;
+  unsigned int encoder_count;
+  unsigned int jpeg_count;
+  unsigned int ofa_count;
+  unsigned long long memory_size_mb;
+  char name[kDeviceNameV2BufferSize];
+};
+constexpr unsigned int kGpuInstanceProfileInfoV2Version =
+    static_cast<unsigned int>(sizeof(GpuInstanceProfileInfoV2)) | (2u << 24);
+
+// nvmlGpuInstanceProfileInfo_t (the unversioned call, for drivers without the V entry point).
+struct GpuInstanceProfileInfo {
+  unsigned int id;
+  unsigned int is_p2p_supported;
+  unsigned int slice_count;
+  unsigned int instance_count;
+  unsigned int multiprocessor_count;
+  unsigned int copy_engine_count;
+  unsigned int decoder_count;
+  unsigned int encoder_count;
+  unsigned int jpeg_count;
+  unsigned int ofa_count;
+  unsigned long long memory_size_mb;
+};
+
+struct GpuInstanceInfo {
+  Device device;
+  unsigned int id;
+  unsigned int profile_id;
+  GpuInstancePlacement placement;
+};
+
+struct ComputeInstanceProfileInfo {
+  unsigned int id;
+  unsigned int slice_count;
+  unsigned int instance_count;
+  unsigned int multiprocessor_count;
+  unsigned int shared_copy_engine_count;
+  unsigned int shared_decoder_count;
+  unsigned int shared_encoder_count;
+  unsigned int shared_jpeg_count;
+  unsigned int shared_ofa_count;
+};
+
+struct ComputeInstancePlacement {
+  unsigned int start;
+  unsigned int size;
+};
+
+struct ComputeInstanceInfo {
+  Device device;
+  GpuInstanceHandle gpu_instance;
+  unsigned int id;
+  unsigned int profile_id;
+  ComputeInstancePlacement placement;
+};
+
+// nvmlDeviceAttributes_t: what a MIG device handle reports about its slice.
+struct DeviceAttributes {
+  unsigned int multiprocessor_count;
+  unsigned int shared_copy_engine_count;
+  unsigned int shared_decoder_count;
+  unsigned int shared_encoder_count;
+  unsigned int shared_jpeg_count;
+  unsigned int shared_ofa_count;
+  unsigned int gpu_instance_slice_count;
+  unsigned int compute_instance_slice_count;
+  unsigned long long memory_size_mb;
+};
+
+struct Memory {
+  unsigned long long total;
+  unsigned long long free;
+  unsigned long long used;
+};
+
+// nvmlProcessInfo_t (the _v3 entry points).
+struct ProcessInfo {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+
+static_assert(sizeof(GpuInstanceProfileInfoV2) == 152);
+static_assert(sizeof(GpuInstanceInfo) == 24);
+static_assert(sizeof(ComputeInstanceInfo) == 32);
+static_assert(sizeof(DeviceAttributes) == 40);
+static_assert(sizeof(ProcessInfo) == 24);
+
+}  // namespace tessera::nvml::abi

@@ -1,0 +1,56 @@
+#include "support/fake_nvml_state.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace tessera::testing {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+}  // namespace
+
+FakeNvmlState::FakeNvmlState(const std::string& fixture)
+    : state_(dir_.path() + "/nvml.state"), log_(dir_.path() + "/nvml.log") {
+  std::string text;
+  if (!fixture.empty()) {
+    text = Slurp(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hosts/" + fixture + ".nvml");
+  }
+  Write(state_, text);
+  Write(log_, "");
+  ::setenv("TESSERA_FAKE_NVML_STATE", state_.c_str(), 1);
+  ::setenv("TESSERA_FAKE_NVML_LOG", log_.c_str(), 1);
+}
+
+FakeNvmlState::~FakeNvmlState() {
+  ::unsetenv("TESSERA_FAKE_NVML_STATE");
+  ::unsetenv("TESSERA_FAKE_NVML_LOG");
+}
+
+std::string FakeNvmlState::State() const {
+  return Slurp(state_);
+}
+std::string FakeNvmlState::Log() const {
+  return Slurp(log_);
+}
+void FakeNvmlState::Append(const std::string& line) const {
+  Write(state_, State() + line + "\n");
+}
+void FakeNvmlState::Replace(const std::string& from, const std::string& to) const {
+  std::string text = State();
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+    text.replace(at, from.size(), to);
+  Write(state_, text);
+}
+
+}  // namespace tessera::testing

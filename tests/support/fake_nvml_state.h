@@ -1,0 +1,34 @@
+// The stand-in NVML's state for one test (tests/deviceplugin/fake_nvml_mig.c): a private copy of
+// a fixture host's <name>.nvml, named by TESSERA_FAKE_NVML_STATE, and a log of every
+// state-changing NVML call, named by TESSERA_FAKE_NVML_LOG. Child processes inherit both.
+#pragma once
+
+#include <string>
+
+#include "support/fixture_host.h"
+
+namespace tessera::testing {
+
+class FakeNvmlState {
+ public:
+  // Copies tests/fixtures/hosts/<fixture>.nvml; an empty name starts from no GPUs at all.
+  explicit FakeNvmlState(const std::string& fixture);
+  FakeNvmlState(const FakeNvmlState&) = delete;
+  FakeNvmlState& operator=(const FakeNvmlState&) = delete;
+  ~FakeNvmlState();
+
+  const std::string& state_path() const { return state_; }
+  const std::string& log_path() const { return log_; }
+  std::string State() const;                   // the state file now
+  std::string Log() const;                     // state-changing calls so far, one per line
+  void Append(const std::string& line) const;  // e.g. "fail nvmlGpuInstanceDestroy 19"
+  // Replaces `from` with `to` in the state file (e.g. "processes=0" -> "processes=2").
+  void Replace(const std::string& from, const std::string& to) const;
+
+ private:
+  TempDir dir_;
+  std::string state_;
+  std::string log_;
+};
+
+}  // namespace tessera::testing
