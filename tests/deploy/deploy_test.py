@@ -231,9 +231,11 @@ sync = container(pod, "lease-sync")
 check("--root" in sync["command"] and sync["command"][sync["command"].index("--root") + 1] == "/host"
       and {"name": "host", "mountPath": "/host", "readOnly": True} in sync["volumeMounts"],
       "lease-sync reads the host's inventory from a read-only /host")
-plugin = container(pod, "device-plugin")
-check(host_paths(pod, plugin["volumeMounts"]).get("/var/lib/kubelet/pod-resources") ==
-      ("/var/lib/kubelet/pod-resources", True), "device plugin reads kubelet's pod-resources dir, read-only")
+check(host_paths(pod, sync["volumeMounts"]).get("/var/lib/kubelet/pod-resources") ==
+      ("/var/lib/kubelet/pod-resources", True), "lease-sync reads kubelet's pod-resources dir, read-only")
+check("patch" in agent_verbs.get("gpuleases/status", set()) and
+      "patch" not in agent_verbs.get("gpuleases", set()),
+      "node agent may patch only the status of leases (allocatedDevices)")
 
 dra = container(pod, "dra-plugin")
 dra_mounts = host_paths(pod, dra["volumeMounts"] if dra else [])
