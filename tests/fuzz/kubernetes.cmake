@@ -1,2 +1,3 @@
 tessera_add_fuzzer(kubeconfig ${CMAKE_CURRENT_LIST_DIR}/kubernetes_kubeconfig.cc tessera_k8s)
 tessera_add_fuzzer(node_gpus ${CMAKE_CURRENT_LIST_DIR}/kubernetes_node_gpus.cc tessera_k8s)
+tessera_add_fuzzer(state_objects ${CMAKE_CURRENT_LIST_DIR}/kubernetes_state_objects.cc tessera_backend_kubernetes)
