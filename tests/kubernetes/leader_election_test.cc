@@ -41,7 +41,7 @@ Json ReadLease(const FakeApiServer& server) {
   return lease ? *lease : Json();
 }
 
-TEST(LeaderElection, RejectsDeadlinesThatOutlastTheLease) {
+TEST(KubernetesLeaderElection, RejectsDeadlinesThatOutlastTheLease) {
   auto options = Short("a");
   options.renew_deadline = options.lease_duration;
   EXPECT_FALSE(CheckLeaderElectionOptions(options).ok());
@@ -53,7 +53,7 @@ TEST(LeaderElection, RejectsDeadlinesThatOutlastTheLease) {
   EXPECT_TRUE(CheckLeaderElectionOptions(Short("a")).ok());
 }
 
-TEST(LeaderElection, CreatesTheLeaseAndRenewsIt) {
+TEST(KubernetesLeaderElection, CreatesTheLeaseAndRenewsIt) {
   FakeApiServer server;
   std::atomic<int> started{0};
   LeaderElector elector(
@@ -84,7 +84,7 @@ TEST(LeaderElection, CreatesTheLeaseAndRenewsIt) {
   EXPECT_TRUE(update_seen);
 }
 
-TEST(LeaderElection, OneLeaderAtATimeAndATakeoverAfterTheHolderStops) {
+TEST(KubernetesLeaderElection, OneLeaderAtATimeAndATakeoverAfterTheHolderStops) {
   FakeApiServer server;
   auto first = std::make_unique<LeaderElector>(Plain(server), Short("replica-a"), nullptr, nullptr);
   ASSERT_TRUE(testing::WaitUntil([&] { return first->IsLeader(); }));
@@ -106,7 +106,7 @@ TEST(LeaderElection, OneLeaderAtATimeAndATakeoverAfterTheHolderStops) {
   EXPECT_EQ(lease["spec"]["leaseTransitions"], 1);
 }
 
-TEST(LeaderElection, AConflictOnRenewalEndsLeadership) {
+TEST(KubernetesLeaderElection, AConflictOnRenewalEndsLeadership) {
   FakeApiServer server;
   std::atomic<int> stopped{0};
   LeaderElector elector(Plain(server), Short("replica-a"), nullptr, [&] { ++stopped; });
@@ -122,7 +122,7 @@ TEST(LeaderElection, AConflictOnRenewalEndsLeadership) {
   ASSERT_TRUE(testing::WaitUntil([&] { return elector.IsLeader(); }));
 }
 
-TEST(LeaderElection, AStaleUpdateOfTheLeaseIsRefused) {
+TEST(KubernetesLeaderElection, AStaleUpdateOfTheLeaseIsRefused) {
   FakeApiServer server;
   Client client(Plain(server));
   Json lease = {{"apiVersion", "coordination.k8s.io/v1"},

@@ -40,7 +40,7 @@ void PublishNode(k8s::Client& admin, const std::string& name, const std::string&
   ASSERT_TRUE(admin.Create(Resource::Nodes(), "", node).ok());
 }
 
-class Replicas : public ::testing::Test {
+class ServeKubernetesReplicas : public ::testing::Test {
  protected:
   void SetUp() override {
     std::ofstream(dir_.path() + "/kubeconfig")
@@ -119,7 +119,7 @@ class Replicas : public ::testing::Test {
   std::unique_ptr<k8s::Client> admin_;
 };
 
-TEST_F(Replicas, AStandbyPlacesNothingAndTakesOverAfterTheLeaderIsKilled) {
+TEST_F(ServeKubernetesReplicas, AStandbyPlacesNothingAndTakesOverAfterTheLeaderIsKilled) {
   auto a = StartReplica("replica-a");
   ASSERT_TRUE(WaitUntil([&] { return Holder() == "replica-a"; }));
   auto b = StartReplica("replica-b");
@@ -143,7 +143,7 @@ TEST_F(Replicas, AStandbyPlacesNothingAndTakesOverAfterTheLeaderIsKilled) {
   EXPECT_EQ((*lease)["spec"]["leaseTransitions"], 1);
 }
 
-TEST_F(Replicas, ALeaderWokenAfterItsLeasePlacesNothing) {
+TEST_F(ServeKubernetesReplicas, ALeaderWokenAfterItsLeasePlacesNothing) {
   auto a = StartReplica("replica-a");
   ASSERT_TRUE(WaitUntil([&] { return Holder() == "replica-a"; }));
   auto b = StartReplica("replica-b");

@@ -33,7 +33,7 @@ fleet::ContainerRecord Sample() {
   return c;
 }
 
-TEST(StateObjects, ASubmissionSurvivesTheGpuContainer) {
+TEST(KubernetesStateObjects, ASubmissionSurvivesTheGpuContainer) {
   const auto record = Sample();
   Json object = GpuContainerObject(record);
   EXPECT_EQ(object["kind"], "GpuContainer");
@@ -49,7 +49,7 @@ TEST(StateObjects, ASubmissionSurvivesTheGpuContainer) {
   EXPECT_EQ(*back, record);
 }
 
-TEST(StateObjects, IdempotentIdsArePerIncarnationAndKey) {
+TEST(KubernetesStateObjects, IdempotentIdsArePerIncarnationAndKey) {
   const std::string id = IdempotentContainerId("uid-1", "key");
   EXPECT_EQ(id, IdempotentContainerId("uid-1", "key"));
   EXPECT_NE(id, IdempotentContainerId("uid-2", "key"));
@@ -58,7 +58,7 @@ TEST(StateObjects, IdempotentIdsArePerIncarnationAndKey) {
   EXPECT_EQ(id.substr(0, 2), "c-");
 }
 
-TEST(StateObjects, RefusesObjectsItDoesNotWrite) {
+TEST(KubernetesStateObjects, RefusesObjectsItDoesNotWrite) {
   Json object = GpuContainerObject(Sample());
   Json bad = object;
   bad["spec"]["gpus"] = 99;
@@ -85,7 +85,7 @@ TEST(StateObjects, RefusesObjectsItDoesNotWrite) {
   EXPECT_FALSE(ContainerRecordOf(Json{{"spec", 1}}).ok());
 }
 
-TEST(StateObjects, TokensAndTheAdminHashLiveInSecrets) {
+TEST(KubernetesStateObjects, TokensAndTheAdminHashLiveInSecrets) {
   fleet::TokenRecord token{"t-0a1b2c3d", fleet::Sha256Hex("tsr_secret"), "team-a", 1763900000123,
                            "5e1f00aa"};
   Json secret = TokenSecret(token, "tessera-system");
