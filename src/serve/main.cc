@@ -328,6 +328,13 @@ int Main(const Flags& flags) {
 
   std::unique_ptr<backends::ContainerBackend> backend;
   std::optional<k8s::ClientConfig> k8s_config;
+  // The elector once it exists (--leader-elect): asked by the scheduler before each placement and
+  // by the backend's tenancy controller.
+  std::atomic<k8s::LeaderElector*> elected{nullptr};
+  auto leading = [&elected] {
+    auto* current = elected.load();
+    return current && current->IsLeader();
+  };
   if (flags.backend == "local") {
     backends::LocalOptions local;
     local.instance =
@@ -351,6 +358,7 @@ int Main(const Flags& flags) {
     auto nfs_mode = k8s::ParseNfsMode(flags.k8s_nfs_mode);
     if (!nfs_mode) Die(nfs_mode.error());
     k8s_options.nfs_mode = *nfs_mode;
+    if (flags.leader_elect) k8s_options.leading = leading;
     backend = backends::CreateKubernetesBackend(std::move(k8s_options));
   } else {
     Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
@@ -363,7 +371,6 @@ int Main(const Flags& flags) {
   (*service)->SetAdminTokenHash(fleet::Sha256Hex(*admin));
   // With leader election only the replica holding the Lease runs placement, the lease flow and
   // the checks; it is asked again right before every placement.
-  std::atomic<k8s::LeaderElector*> elected{nullptr};
   std::unique_ptr<k8s::LeaderElector> elector;
   if (flags.leader_elect) {
     if (!k8s_config) Die(InvalidArgument("--leader-elect needs --backend kubernetes"));
@@ -381,10 +388,7 @@ int Main(const Flags& flags) {
     election.retry_period = std::chrono::milliseconds(flags.retry_period_ms);
     if (auto status = k8s::CheckLeaderElectionOptions(election); !status) Die(status.error());
     serve::Service* target = service->get();
-    target->SetLeadershipCheck([&elected] {
-      auto* current = elected.load();
-      return current && current->IsLeader();
-    });
+    target->SetLeadershipCheck(leading);
     elector = std::make_unique<k8s::LeaderElector>(
         *k8s_config, election, [target] { target->StartLeading(); },
         [target] { target->StopLeading(); });
