@@ -7,9 +7,12 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@
 
 #include "api/api.h"
 #include "backends/kubernetes/kubernetes_backend.h"
+#include "backends/kubernetes/leader_election.h"
 #include "backends/local/local.h"
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
@@ -62,7 +66,19 @@ struct Flags {
   size_t retain_finished_per_tenancy = 10000;
   std::string retention_sweep_interval = "1m";
   int start_workers = 8;
+  // --backend kubernetes: several replicas, one leader (coordination.k8s.io/v1 Lease).
+  bool leader_elect = false;
+  std::string leader_elect_namespace;  // default $POD_NAMESPACE, else tessera-system
+  std::string leader_elect_identity;   // default $POD_NAME, else <hostname>-<pid>
+  int lease_duration_ms = 15000;
+  int renew_deadline_ms = 10000;
+  int retry_period_ms = 2000;
 };
+
+std::string EnvOr(const char* name, std::string fallback) {
+  const char* value = std::getenv(name);
+  return value && *value ? std::string(value) : std::move(fallback);
+}
 
 // spdlog flag %j: the message as a JSON string body, so every line is one JSON object.
 class JsonMessage final : public spdlog::custom_flag_formatter {
@@ -312,6 +328,13 @@ int Main(const Flags& flags) {
 
   std::unique_ptr<backends::ContainerBackend> backend;
   std::optional<k8s::ClientConfig> k8s_config;
+  // The elector once it exists (--leader-elect): asked by the scheduler before each placement and
+  // by the backend's tenancy controller.
+  std::atomic<k8s::LeaderElector*> elected{nullptr};
+  auto leading = [&elected] {
+    auto* current = elected.load();
+    return current && current->IsLeader();
+  };
   if (flags.backend == "local") {
     backends::LocalOptions local;
     local.instance =
@@ -335,6 +358,7 @@ int Main(const Flags& flags) {
     auto nfs_mode = k8s::ParseNfsMode(flags.k8s_nfs_mode);
     if (!nfs_mode) Die(nfs_mode.error());
     k8s_options.nfs_mode = *nfs_mode;
+    if (flags.leader_elect) k8s_options.leading = leading;
     backend = backends::CreateKubernetesBackend(std::move(k8s_options));
   } else {
     Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
@@ -345,7 +369,35 @@ int Main(const Flags& flags) {
                                         std::move(backend));
   if (!service) Die(service.error());
   (*service)->SetAdminTokenHash(fleet::Sha256Hex(*admin));
-  (*service)->Start();
+  // With leader election only the replica holding the Lease runs placement, the lease flow and
+  // the checks; it is asked again right before every placement.
+  std::unique_ptr<k8s::LeaderElector> elector;
+  if (flags.leader_elect) {
+    if (!k8s_config) Die(InvalidArgument("--leader-elect needs --backend kubernetes"));
+    k8s::LeaderElectionOptions election;
+    election.ns = flags.leader_elect_namespace.empty() ? EnvOr("POD_NAMESPACE", "tessera-system")
+                                                       : flags.leader_elect_namespace;
+    char hostname[256] = {};
+    ::gethostname(hostname, sizeof hostname - 1);
+    election.identity =
+        flags.leader_elect_identity.empty()
+            ? EnvOr("POD_NAME", std::string(hostname) + "-" + std::to_string(::getpid()))
+            : flags.leader_elect_identity;
+    election.lease_duration = std::chrono::milliseconds(flags.lease_duration_ms);
+    election.renew_deadline = std::chrono::milliseconds(flags.renew_deadline_ms);
+    election.retry_period = std::chrono::milliseconds(flags.retry_period_ms);
+    if (auto status = k8s::CheckLeaderElectionOptions(election); !status) Die(status.error());
+    serve::Service* target = service->get();
+    target->SetLeadershipCheck(leading);
+    elector = std::make_unique<k8s::LeaderElector>(
+        *k8s_config, election, [target] { target->StartLeading(); },
+        [target] { target->StopLeading(); });
+    elected = elector.get();
+    spdlog::info("leader election: {} in namespace {}, Lease tessera-control-plane",
+                 election.identity, election.ns);
+  } else {
+    (*service)->Start();
+  }
   std::unique_ptr<backends::NodeGpuWatch> node_watch;
   if (k8s_config) {
     serve::Service* target = service->get();
@@ -385,6 +437,8 @@ int Main(const Flags& flags) {
   // The service (and its store's pending callbacks) goes before the server they answer through;
   // the node watch, which calls into the service, before both.
   node_watch.reset();
+  elected = nullptr;
+  elector.reset();
   service->reset();
   server->reset();
   spdlog::info("stopped");
@@ -467,6 +521,22 @@ int main(int argc, char** argv) {
   app.add_option("--start-workers", flags.start_workers,
                  "Container starts and stops run this many at a time")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_flag("--leader-elect", flags.leader_elect,
+               "--backend kubernetes: run placement, the lease flow and checks only while this "
+               "replica holds the coordination.k8s.io/v1 Lease tessera-control-plane");
+  app.add_option("--leader-elect-namespace", flags.leader_elect_namespace,
+                 "Namespace of the Lease (default $POD_NAMESPACE, else tessera-system)");
+  app.add_option("--leader-elect-identity", flags.leader_elect_identity,
+                 "This replica's holderIdentity (default $POD_NAME, else <hostname>-<pid>)");
+  app.add_option("--leader-elect-lease-duration-ms", flags.lease_duration_ms,
+                 "How long a Lease not renewed keeps others out (whole seconds)")
+      ->capture_default_str();
+  app.add_option("--leader-elect-renew-deadline-ms", flags.renew_deadline_ms,
+                 "A leader stops placing when it has not renewed for this long (< lease duration)")
+      ->capture_default_str();
+  app.add_option("--leader-elect-retry-period-ms", flags.retry_period_ms,
+                 "Between attempts to take or renew the Lease")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return Main(flags);

@@ -23,6 +23,11 @@ Scheduler::~Scheduler() {
   Stop();
 }
 
+void Scheduler::SetPlacementGuard(std::function<bool()> may_place) {
+  std::lock_guard lock(model_.mu);
+  may_place_ = std::move(may_place);
+}
+
 void Scheduler::Start() {
   std::lock_guard lock(model_.mu);
   if (thread_.joinable()) return;
@@ -92,6 +97,7 @@ void Scheduler::Loop() {
     // large ones); containers without GPUs never wait for GPUs.
     std::vector<std::string> to_start;
     bool gpu_blocked = false;
+    bool refused = false;
     for (auto it = model_.pending.begin(); it != model_.pending.end();) {
       auto found = model_.containers.find(*it);
       if (found == model_.containers.end() || found->second.state != ContainerState::kPending ||
@@ -103,6 +109,12 @@ void Scheduler::Loop() {
       if (container.spec.gpus > 0 && gpu_blocked) {
         ++it;
         continue;
+      }
+      if (may_place_ && !may_place_()) {
+        // No longer (or not surely) the leader: nothing is placed; the replica that leads places
+        // what is pending, or this one once it leads again.
+        refused = true;
+        break;
       }
       if (!TryPlace(container, mutations)) {
         gpu_blocked = true;
@@ -120,6 +132,12 @@ void Scheduler::Loop() {
       StartOnPoolLocked(id, mutations);
     if (!mutations.empty()) model_.Commit(std::move(mutations), nullptr);
     model_.idle.notify_all();
+    if (refused) {
+      // Asked again later rather than spun on: leadership returns through the elector.
+      model_.reschedule = true;
+      model_.scheduler_wake.wait_for(lock, std::chrono::milliseconds(100),
+                                     [this] { return stopping_; });
+    }
   }
 }
 

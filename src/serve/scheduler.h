@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,6 +27,10 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
+  // Placement is written only while `may_place` says so (checked under the model's lock right
+  // before each placement): a replica that has lost, or may have lost, the leadership never
+  // places. Unset: always (one replica).
+  void SetPlacementGuard(std::function<bool()> may_place);
   void Start();
   // Joins the thread, then the pool after the starts and stops already handed to it returned.
   void Stop();
@@ -47,6 +52,7 @@ class Scheduler {
   Model& model_;
   backends::ContainerBackend& backend_;
   bool stopping_ = false;                               // guarded by model_.mu
+  std::function<bool()> may_place_;                     // guarded by model_.mu
   std::chrono::steady_clock::time_point next_sweep_{};  // scheduler thread only
   std::thread thread_;
   // Backend starts, stops and removals; created in Start(), joined in Stop().

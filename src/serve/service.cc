@@ -204,13 +204,25 @@ void Service::Reconcile() {
 }
 
 void Service::Start() {
+  StartLeading();
+}
+
+void Service::StartLeading() {
   scheduler_.Start();
   checker_.Start();
 }
 
-void Service::Stop() {
+void Service::StopLeading() {
   scheduler_.Stop();
   checker_.Stop();
+}
+
+void Service::SetLeadershipCheck(std::function<bool()> is_leader) {
+  scheduler_.SetPlacementGuard(std::move(is_leader));
+}
+
+void Service::Stop() {
+  StopLeading();
 }
 
 // ---------------------------------------------------------------------------------------------

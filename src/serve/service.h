@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,8 +54,14 @@ class Service {
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
 
-  // Starts the scheduler and checker threads.
+  // Starts the scheduler and checker threads (StartLeading).
   void Start();
+  // The parts only the leading replica runs: placement with the lease flow (scheduler) and the
+  // end of each lease (firmware checker). Stopping waits for the starts already under way.
+  void StartLeading();
+  void StopLeading();
+  // Checked right before every placement: false stops placing at once (see Scheduler).
+  void SetLeadershipCheck(std::function<bool()> is_leader);
   // Fleet mode: the nodes that publish GPUs now (all of them, each call). New GPUs are added
   // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
   // (never placed) but keep their records and leases.

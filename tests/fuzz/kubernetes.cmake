@@ -3,3 +3,4 @@ tessera_add_fuzzer(node_gpus ${CMAKE_CURRENT_LIST_DIR}/kubernetes_node_gpus.cc t
 # A ResourceClaim's status as the control plane reads it back (the scheduler's allocation).
 tessera_add_fuzzer(claim_allocation ${CMAKE_CURRENT_LIST_DIR}/kubernetes_claim_allocation.cc
   tessera_k8s)
+tessera_add_fuzzer(state_objects ${CMAKE_CURRENT_LIST_DIR}/kubernetes_state_objects.cc tessera_backend_kubernetes)

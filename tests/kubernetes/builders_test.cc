@@ -33,6 +33,7 @@ std::string Validate(const Json& objects, int* status) {
   // JSON is YAML: the validator's CRD loader reads these as YAML documents.
   std::ofstream(dir.path() + "/crds/tenancy.yaml") << TenancyCrd().dump();
   std::ofstream(dir.path() + "/crds/gpulease.yaml") << GpuLeaseCrd().dump();
+  std::ofstream(dir.path() + "/crds/gpucontainer.yaml") << GpuContainerCrd().dump();
   std::ofstream(dir.path() + "/objects.json") << objects.dump();
   return RunCommand(Validator() + " --crds " + dir.path() + "/crds --crds " + TESSERA_SOURCE_DIR +
                         "/tests/tools/k8s/crds " + dir.path() + "/objects.json 2>&1",
@@ -245,7 +246,7 @@ namespace {
 // deploy/crds/*.yaml are these builders' output as YAML (the chart copies them). Set
 // TESSERA_UPDATE_DEPLOY=1 to rewrite them after changing the CRDs.
 TEST(Builders, DeployCrdsMatchTheBuilders) {
-  for (const Json& crd : {TenancyCrd(), GpuLeaseCrd()}) {
+  for (const Json& crd : {TenancyCrd(), GpuLeaseCrd(), GpuContainerCrd()}) {
     std::string path = std::string(TESSERA_SOURCE_DIR) + "/deploy/crds/" +
                        crd["metadata"]["name"].get<std::string>() + ".yaml";
     TempDir dir;

@@ -230,6 +230,15 @@ Resource Resource::Tenancies() {
 Resource Resource::GpuLeases() {
   return {std::string("/apis/") + kGroup + "/" + kVersion, "gpuleases", false};
 }
+Resource Resource::GpuContainers() {
+  return {std::string("/apis/") + kGroup + "/" + kVersion, "gpucontainers", false};
+}
+Resource Resource::Leases() {
+  return {"/apis/coordination.k8s.io/v1", "leases", true};
+}
+Resource Resource::Secrets() {
+  return {"/api/v1", "secrets", true};
+}
 Resource Resource::RuntimeClasses() {
   return {"/apis/node.k8s.io/v1", "runtimeclasses", false};
 }

@@ -32,9 +32,11 @@ Json Crd(const std::string& plural, const std::string& singular, const std::stri
 }
 
 Json Column(const std::string& name, const std::string& type, const std::string& path,
-            const std::string& description = "") {
+            const std::string& description = "", int priority = 0) {
   Json c = {{"name", name}, {"type", type}, {"jsonPath", path}};
   if (!description.empty()) c["description"] = description;
+  // Priority 1: shown by `kubectl get -o wide` only.
+  if (priority > 0) c["priority"] = priority;
   return c;
 }
 
@@ -136,6 +138,63 @@ Json GpuLeaseCrd() {
        Column("Reason", "string", ".status.reason", "why the state"),
        Column("Age", "date", ".metadata.creationTimestamp")});
   return Crd("gpuleases", "gpulease", "GpuLease", Json::array({"gl"}), schema, columns);
+}
+
+// One submission (tessera serve --backend kubernetes): spec is what the tenant asked for, status
+// what became of it. Named after the container ID; a submission with an Idempotency-Key gets a
+// name derived from (tenancy incarnation, key), so the API server's AlreadyExists keeps keys
+// unique per tenancy.
+Json GpuContainerCrd() {
+  Json states = Json::array({"pending", "running", "exited", "failed"});
+  Json volume = {
+      {"type", "object"},
+      {"required", Json::array({"name", "mountPath"})},
+      {"properties", {{"name", Str()}, {"mountPath", Str()}, {"readOnly", {{"type", "boolean"}}}}}};
+  Json schema = {
+      {"type", "object"},
+      {"required", Json::array({"spec"})},
+      {"properties",
+       {{"apiVersion", Str()},
+        {"kind", Str()},
+        {"metadata", {{"type", "object"}}},
+        {"spec",
+         {{"type", "object"},
+          {"required", Json::array({"id", "tenancy", "tenancyUid", "image"})},
+          {"properties",
+           {{"id", {{"type", "string"}, {"description", "the container ID in the API"}}},
+            {"tenancy", {{"type", "string"}, {"maxLength", 63}}},
+            {"tenancyUid", {{"type", "string"}, {"description", "the tenancy's incarnation"}}},
+            {"idempotencyKey", Str()},
+            {"image", {{"type", "string"}, {"maxLength", 512}}},
+            {"gpus", {{"type", "integer"}, {"minimum", 0}, {"maximum", 8}}},
+            {"isolation", {{"type", "string"}, {"enum", Json::array({"runc", "gvisor", "kata"})}}},
+            {"network", {{"type", "string"}, {"enum", Json::array({"tenancy", "none"})}}},
+            {"command", {{"type", "array"}, {"items", Str()}}},
+            {"env", {{"type", "object"}, {"additionalProperties", Str()}}},
+            {"volumes", {{"type", "array"}, {"items", volume}}},
+            {"stopRequested", {{"type", "boolean"}}},
+            {"createdTime", {{"type", "string"}, {"format", "date-time"}}}}}}},
+        {"status",
+         {{"type", "object"},
+          {"properties",
+           {{"state", {{"type", "string"}, {"enum", states}}},
+            {"started", {{"type", "boolean"}}},
+            {"node", Str()},
+            {"gpus", {{"type", "array"}, {"items", Str()}}},
+            {"claim", {{"type", "string"}, {"description", "the GpuLease holding its GPUs"}}},
+            {"exitCode", {{"type", "integer"}}},
+            {"reason", Str()},
+            {"startedTime", {{"type", "string"}, {"format", "date-time"}}},
+            {"finishedTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
+  Json columns = Json::array(
+      {Column("ID", "string", ".spec.id"), Column("Tenancy", "string", ".spec.tenancy"),
+       Column("Image", "string", ".spec.image", "", 1), Column("GPUs", "integer", ".spec.gpus"),
+       Column("State", "string", ".status.state"), Column("Node", "string", ".status.node"),
+       Column("Exit", "integer", ".status.exitCode", "exit code", 1),
+       Column("Reason", "string", ".status.reason", "why it failed or stopped", 1),
+       Column("Age", "date", ".metadata.creationTimestamp")});
+  return Crd("gpucontainers", "gpucontainer", "GpuContainer", Json::array({"gpuc"}), schema,
+             columns);
 }
 
 }  // namespace tessera::k8s

@@ -77,6 +77,9 @@ struct Resource {
   static Resource Jobs();
   static Resource Tenancies();
   static Resource GpuLeases();
+  static Resource GpuContainers();
+  static Resource Leases();  // coordination.k8s.io/v1
+  static Resource Secrets();
   static Resource CustomResourceDefinitions();
   static Resource RuntimeClasses();
   static Resource Nodes();
@@ -259,6 +262,7 @@ std::string FirmwareCheckJobName(const std::string& lease_name);
 
 Json TenancyCrd();
 Json GpuLeaseCrd();
+Json GpuContainerCrd();
 
 // The node lease file (/run/tessera/leases.json) for `node` from a GpuLease list.
 std::string LeaseFileFor(const Json& gpu_lease_list, const std::string& node);

@@ -479,6 +479,7 @@ class KubernetesBackend final : public ContainerBackend {
     k8s::Client client(options_.client);
     k8s::TenancyControllerOptions reconcile{options_.cilium, options_.nfs_mode};
     auto reconcile_one = [&](const Json& tenancy) {
+      if (options_.leading && !options_.leading()) return;
       auto status = k8s::ReconcileTenancy(client, tenancy, reconcile);
       if (!status)
         spdlog::warn("tenancy {}: {}", tenancy["metadata"].value("name", ""),

@@ -30,6 +30,9 @@ struct KubernetesBackendOptions {
   bool tenancy_controller = true;
   k8s::NfsMode nfs_mode = k8s::NfsMode::kInline;
   std::chrono::milliseconds tenancy_resync{30000};
+  // With several replicas: whether this one leads (only the leader reconciles tenancies; a new
+  // leader catches up at its next resync). Unset: always.
+  std::function<bool()> leading;
 };
 
 std::unique_ptr<ContainerBackend> CreateKubernetesBackend(KubernetesBackendOptions options);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A scripted Kubernetes API server for tests: an in-memory object store behind the REST paths
 of the API (create/get/list/replace/merge-patch/delete, /status subresources, watch streams
-with resourceVersion), response bodies shaped like the API reference's (Status objects, *List
+with resourceVersion, for every kind: core objects, Secrets, coordination.k8s.io Leases and the
+tessera.dev custom resources), resourceVersion preconditions on every update and patch (409
+Conflict when stale), response bodies shaped like the API reference's (Status objects, *List
 kinds), optional TLS with client-certificate verification and bearer-token checks, and a
 control API under /_tessera/ to inject faults (one-shot status codes, Retry-After), compact the
 event history (watch from an older resourceVersion gets 410 Gone) and read the request log.
@@ -153,9 +155,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                              "creationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
                 if ns:
                     meta["namespace"] = ns
-                # Objects with a status subresource start without one; the scheduler (played by a
-                # test) writes a ResourceClaim's allocation through /status.
-                obj.pop("status", None) if sub == "" and plural in ("tenancies", "gpuleases", "resourceclaims") else None
+                # Kinds with a status subresource ignore status on create, like the API server; the
+                # scheduler (played by a test) writes a ResourceClaim's allocation through /status.
+                obj.pop("status", None) if sub == "" and plural in ("tenancies", "gpuleases", "gpucontainers", "resourceclaims") else None
                 STORE[key] = obj
                 record(collection, "ADDED", obj)
                 return self.send_json(201, obj)
@@ -172,6 +174,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if method == "GET":
                 return self.send_json(200, live)
             if method == "DELETE":
+                # DeleteOptions.preconditions.resourceVersion, as the API server checks it.
+                want = (((payload or {}).get("preconditions")) or {}).get("resourceVersion")
+                if want and want != live["metadata"]["resourceVersion"]:
+                    return self.send_json(409, status_body(409, "Conflict",
+                        f'Precondition failed: resourceVersion {want} of {plural} "{name}" is stale', name, plural))
                 del STORE[key]
                 record(collection, "DELETED", live)
                 return self.send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -194,6 +201,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 record(collection, "MODIFIED", obj)
                 return self.send_json(200, obj)
             if method == "PATCH":
+                # A merge patch carrying metadata.resourceVersion is a precondition, as on PUT.
+                want = ((payload or {}).get("metadata") or {}).get("resourceVersion")
+                if want and want != live["metadata"]["resourceVersion"]:
+                    return self.send_json(409, status_body(409, "Conflict",
+                        f'Operation cannot be fulfilled on {plural} "{name}": the object has been modified; please apply your changes to the latest version and try again', name, plural))
                 if sub == "status":
                     obj = copy.deepcopy(live)
                     obj["status"] = merge_patch(live.get("status"), (payload or {}).get("status", {}))

@@ -1,0 +1,293 @@
+#include "backends/kubernetes/state_objects.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+namespace tessera::k8s {
+namespace {
+
+constexpr size_t kMaxField = 4096;  // any one string read back from an object
+constexpr size_t kMaxItems = 256;   // command, env, volumes, gpus
+
+const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64(const std::string& in) {
+  std::string out;
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    unsigned v =
+        (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
+    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63],
+            kAlphabet[v & 63]};
+  }
+  if (i + 1 == in.size()) {
+    unsigned v = (unsigned char)in[i] << 16;
+    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], '=', '='};
+  } else if (i + 2 == in.size()) {
+    unsigned v = (unsigned char)in[i] << 16 | (unsigned char)in[i + 1] << 8;
+    out += {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63], '='};
+  }
+  return out;
+}
+
+Result<std::string> Unbase64(const std::string& in, const std::string& field) {
+  if (in.size() > kMaxField) return InvalidArgument(field + ": too long");
+  std::string out;
+  unsigned bits = 0;
+  int count = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    const char* at = std::strchr(kAlphabet, c);
+    if (!at || c == '\0') return InvalidArgument(field + ": not base64");
+    bits = bits << 6 | unsigned(at - kAlphabet);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out += char((bits >> count) & 0xff);
+    }
+  }
+  return out;
+}
+
+// RFC 3339 seconds (the CRD's date-time) from Unix milliseconds, and back; 0 = absent.
+std::string Rfc3339(int64_t ms) {
+  std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[40];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", utc.tm_year + 1900,
+                utc.tm_mon + 1, utc.tm_mday, utc.tm_hour, utc.tm_min, utc.tm_sec,
+                static_cast<int>(ms % 1000));
+  return text;
+}
+
+Result<int64_t> UnixMs(const Json& object, const std::string& key, const std::string& field) {
+  if (!object.contains(key)) return int64_t{0};
+  if (!object[key].is_string()) return InvalidArgument(field + ": not a string");
+  const std::string text = object[key];
+  std::tm utc{};
+  int millis = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &utc.tm_year, &utc.tm_mon,
+                  &utc.tm_mday, &utc.tm_hour, &utc.tm_min, &utc.tm_sec, &millis) < 6)
+    return InvalidArgument(field + ": not an RFC 3339 time");
+  utc.tm_year -= 1900;
+  utc.tm_mon -= 1;
+  const int64_t ms = static_cast<int64_t>(timegm(&utc)) * 1000 + millis;
+  // Only the form this control plane writes: anything else (out-of-range fields, other zones,
+  // times before 1970) is not one of its objects.
+  if (ms < 0 || Rfc3339(ms) != text) return InvalidArgument(field + ": not a time tessera wrote");
+  return ms;
+}
+
+// A bounded string field; absent = "".
+Result<std::string> Text(const Json& object, const std::string& key, const std::string& field) {
+  if (!object.is_object() || !object.contains(key)) return std::string();
+  const Json& value = object[key];
+  if (!value.is_string()) return InvalidArgument(field + ": not a string");
+  if (value.get_ref<const std::string&>().size() > kMaxField)
+    return InvalidArgument(field + ": longer than " + std::to_string(kMaxField) + " bytes");
+  return value.get<std::string>();
+}
+
+Result<std::vector<std::string>> Texts(const Json& object, const std::string& key,
+                                       const std::string& field) {
+  std::vector<std::string> out;
+  if (!object.contains(key)) return out;
+  const Json& value = object[key];
+  if (!value.is_array() || value.size() > kMaxItems)
+    return InvalidArgument(field + ": want an array of at most " + std::to_string(kMaxItems));
+  for (const auto& item : value) {
+    if (!item.is_string() || item.get_ref<const std::string&>().size() > kMaxField)
+      return InvalidArgument(field + ": want bounded strings");
+    out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key) {
+  return "c-" + fleet::Sha256Hex(tenancy_uid + '\n' + key).substr(0, 16);
+}
+
+Json GpuContainerObject(const fleet::ContainerRecord& c) {
+  Json volumes = Json::array();
+  for (const auto& v : c.spec.volumes) {
+    Json volume = {{"name", v.name}, {"mountPath", v.mount_path}};
+    if (v.read_only) volume["readOnly"] = *v.read_only;
+    volumes.push_back(volume);
+  }
+  Json labels = {{kManagedBy, "tessera"}, {kTenancyLabel, c.spec.tenancy}};
+  // Label values hold 63 characters: the key's hash, for finding the object by its key.
+  if (!c.idempotency_key.empty())
+    labels[kIdempotencyLabel] = fleet::Sha256Hex(c.idempotency_key).substr(0, 32);
+  Json spec = {{"id", c.id},
+               {"tenancy", c.spec.tenancy},
+               {"tenancyUid", c.tenancy_uid},
+               {"image", c.spec.image},
+               {"gpus", c.spec.gpus},
+               {"isolation", fleet::IsolationName(c.spec.isolation)},
+               {"network", tenancy::NetworkModeName(c.spec.network)},
+               {"command", c.spec.command},
+               {"env", c.spec.env},
+               {"volumes", volumes},
+               {"stopRequested", c.stop_requested},
+               {"createdTime", Rfc3339(c.created_ms)}};
+  if (!c.idempotency_key.empty()) spec["idempotencyKey"] = c.idempotency_key;
+  Json status = {
+      {"state", fleet::ContainerStateName(c.state)}, {"started", c.started}, {"gpus", c.gpus}};
+  if (c.exit_code) status["exitCode"] = *c.exit_code;
+  if (!c.reason.empty()) status["reason"] = c.reason;
+  if (c.started_ms) status["startedTime"] = Rfc3339(c.started_ms);
+  if (c.finished_ms) status["finishedTime"] = Rfc3339(c.finished_ms);
+  // The node is the GPUs' ("<PCI>@<node>"); the claim is the GpuLease the backend creates.
+  if (!c.gpus.empty()) {
+    const auto at = c.gpus.front().find('@');
+    if (at != std::string::npos) status["node"] = c.gpus.front().substr(at + 1);
+    status["claim"] = "lease-tessera-" + c.id;
+  }
+  return {{"apiVersion", std::string(kGroup) + "/" + kVersion},
+          {"kind", "GpuContainer"},
+          {"metadata", {{"name", c.id}, {"labels", labels}}},
+          {"spec", spec},
+          {"status", status}};
+}
+
+Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
+  if (!object.is_object() || !object.value("spec", Json()).is_object())
+    return InvalidArgument("GpuContainer: no spec");
+  const Json& spec = object["spec"];
+  const Json status = object.value("status", Json::object());
+  if (!status.is_object()) return InvalidArgument("GpuContainer status: not an object");
+  fleet::ContainerRecord c;
+  auto field = [](const char* name) { return std::string("GpuContainer ") + name; };
+#define TESSERA_TAKE(target, expr)    \
+  {                                   \
+    auto taken = (expr);              \
+    if (!taken) return taken.error(); \
+    target = std::move(*taken);       \
+  }
+  TESSERA_TAKE(c.id, Text(spec, "id", field("spec.id")));
+  if (c.id.empty()) return InvalidArgument(field("spec.id") + ": missing");
+  TESSERA_TAKE(c.spec.tenancy, Text(spec, "tenancy", field("spec.tenancy")));
+  if (auto problem = fleet::CheckTenancyName(c.spec.tenancy); !problem.empty())
+    return InvalidArgument(field("spec.tenancy") + ": " + problem);
+  TESSERA_TAKE(c.tenancy_uid, Text(spec, "tenancyUid", field("spec.tenancyUid")));
+  TESSERA_TAKE(c.spec.image, Text(spec, "image", field("spec.image")));
+  TESSERA_TAKE(c.idempotency_key, Text(spec, "idempotencyKey", field("spec.idempotencyKey")));
+  const Json gpus = spec.value("gpus", Json(0));
+  if (!gpus.is_number_integer() || gpus.get<int64_t>() < 0 ||
+      gpus.get<int64_t>() > fleet::kMaxGpusPerContainer)
+    return InvalidArgument(field("spec.gpus") + ": want 0.." +
+                           std::to_string(fleet::kMaxGpusPerContainer));
+  c.spec.gpus = gpus.get<int>();
+  std::string text;
+  TESSERA_TAKE(text, Text(spec, "isolation", field("spec.isolation")));
+  TESSERA_TAKE(c.spec.isolation, fleet::ParseIsolation(text.empty() ? "runc" : text));
+  TESSERA_TAKE(text, Text(spec, "network", field("spec.network")));
+  TESSERA_TAKE(c.spec.network, tenancy::ParseNetworkMode(text.empty() ? "tenancy" : text));
+  TESSERA_TAKE(c.spec.command, Texts(spec, "command", field("spec.command")));
+  if (spec.contains("env")) {
+    const Json& env = spec["env"];
+    if (!env.is_object() || env.size() > kMaxItems)
+      return InvalidArgument(field("spec.env") + ": want an object of bounded size");
+    for (auto it = env.begin(); it != env.end(); ++it) {
+      if (!it.value().is_string() || it.key().size() > kMaxField ||
+          it.value().get_ref<const std::string&>().size() > kMaxField)
+        return InvalidArgument(field("spec.env") + ": want bounded strings");
+      c.spec.env[it.key()] = it.value().get<std::string>();
+    }
+  }
+  if (spec.contains("volumes")) {
+    TESSERA_TAKE(c.spec.volumes, tenancy::VolumeRequestsFromJson(spec["volumes"], "volumes"));
+  }
+  const Json stop = spec.value("stopRequested", Json(false));
+  if (!stop.is_boolean()) return InvalidArgument(field("spec.stopRequested") + ": not a boolean");
+  c.stop_requested = stop.get<bool>();
+  TESSERA_TAKE(c.created_ms, UnixMs(spec, "createdTime", field("spec.createdTime")));
+  TESSERA_TAKE(text, Text(status, "state", field("status.state")));
+  TESSERA_TAKE(c.state, fleet::ParseContainerState(text.empty() ? "pending" : text));
+  const Json started = status.value("started", Json(false));
+  if (!started.is_boolean()) return InvalidArgument(field("status.started") + ": not a boolean");
+  c.started = started.get<bool>();
+  TESSERA_TAKE(c.gpus, Texts(status, "gpus", field("status.gpus")));
+  if (status.contains("exitCode")) {
+    if (!status["exitCode"].is_number_integer() || status["exitCode"].get<int64_t>() < -255 ||
+        status["exitCode"].get<int64_t>() > 255)
+      return InvalidArgument(field("status.exitCode") + ": not an exit code");
+    c.exit_code = status["exitCode"].get<int>();
+  }
+  TESSERA_TAKE(c.reason, Text(status, "reason", field("status.reason")));
+  TESSERA_TAKE(c.started_ms, UnixMs(status, "startedTime", field("status.startedTime")));
+  TESSERA_TAKE(c.finished_ms, UnixMs(status, "finishedTime", field("status.finishedTime")));
+#undef TESSERA_TAKE
+  return c;
+}
+
+Json TokenSecret(const fleet::TokenRecord& token, const std::string& ns) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"type", "Opaque"},
+          {"metadata",
+           {{"name", "tessera-token-" + token.id.substr(token.id.rfind('-') + 1)},
+            {"namespace", ns},
+            {"labels",
+             {{kManagedBy, "tessera"},
+              {kTokenSecretLabel, "tenancy"},
+              {kTenancyLabel, token.tenancy}}}}},
+          {"data",
+           {{"id", Base64(token.id)},
+            {"sha256", Base64(token.sha256)},
+            {"tenancy", Base64(token.tenancy)},
+            {"tenancyUid", Base64(token.tenancy_uid)},
+            {"created", Base64(std::to_string(token.created_ms))}}}};
+}
+
+Result<fleet::TokenRecord> TokenRecordOf(const Json& secret) {
+  const Json data = secret.is_object() ? secret.value("data", Json::object()) : Json();
+  if (!data.is_object()) return InvalidArgument("token Secret: no data");
+  auto entry = [&](const char* key) -> Result<std::string> {
+    auto text = Text(data, key, std::string("token Secret data.") + key);
+    if (!text) return text.error();
+    return Unbase64(*text, std::string("token Secret data.") + key);
+  };
+  fleet::TokenRecord token;
+  for (auto [key, target] :
+       {std::pair{"id", &token.id}, std::pair{"sha256", &token.sha256},
+        std::pair{"tenancy", &token.tenancy}, std::pair{"tenancyUid", &token.tenancy_uid}}) {
+    auto value = entry(key);
+    if (!value) return value.error();
+    *target = std::move(*value);
+  }
+  if (token.sha256.size() != 64) return InvalidArgument("token Secret data.sha256: not a SHA-256");
+  auto created = entry("created");
+  if (!created) return created.error();
+  token.created_ms = std::strtoll(created->c_str(), nullptr, 10);
+  return token;
+}
+
+Json AdminTokenSecret(const std::string& sha256, const std::string& ns) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Secret"},
+          {"type", "Opaque"},
+          {"metadata",
+           {{"name", kAdminTokenSecret},
+            {"namespace", ns},
+            {"labels", {{kManagedBy, "tessera"}, {kTokenSecretLabel, "admin"}}}}},
+          {"data", {{"sha256", Base64(sha256)}}}};
+}
+
+Result<std::string> AdminTokenHashOf(const Json& secret) {
+  const Json data = secret.is_object() ? secret.value("data", Json::object()) : Json();
+  if (!data.is_object()) return InvalidArgument("admin token Secret: no data");
+  auto text = Text(data, "sha256", "admin token Secret data.sha256");
+  if (!text) return text.error();
+  auto hash = Unbase64(*text, "admin token Secret data.sha256");
+  if (!hash) return hash.error();
+  if (hash->size() != 64) return InvalidArgument("admin token Secret data.sha256: not a SHA-256");
+  return hash;
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,32 @@
+// Fuzzes the readers of the control plane's records from cluster objects: whoever may write
+// GpuContainers or Secrets in the control plane's namespace writes what every replica reads.
+// Any JSON is a record or an error naming the field; what reads back writes to an object that
+// reads to the same record.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "backends/kubernetes/state_objects.h"
+#include "common/untrusted_text.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (!tessera::CheckJsonNesting(text).ok()) return 0;
+  auto json = tessera::k8s::Json::parse(text, nullptr, false);
+  if (json.is_discarded()) return 0;
+  auto container = tessera::k8s::ContainerRecordOf(json);
+  if (!container.ok()) {
+    if (container.error().message.empty()) std::abort();
+  } else {
+    auto again = tessera::k8s::ContainerRecordOf(tessera::k8s::GpuContainerObject(*container));
+    if (!again.ok() || !(*again == *container)) std::abort();
+  }
+  auto token = tessera::k8s::TokenRecordOf(json);
+  if (token.ok()) {
+    auto again = tessera::k8s::TokenRecordOf(tessera::k8s::TokenSecret(*token, "ns"));
+    if (!again.ok() || !(*again == *token)) std::abort();
+  }
+  (void)tessera::k8s::AdminTokenHashOf(json);
+  return 0;
+}

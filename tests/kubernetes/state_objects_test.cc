@@ -1,0 +1,112 @@
+// The control plane's records as cluster objects: a submission survives the trip through a
+// GpuContainer, tokens through Secrets, idempotent IDs are stable per (incarnation, key), and
+// objects that are not what this control plane writes are refused, naming the field.
+#include "backends/kubernetes/state_objects.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::k8s {
+namespace {
+
+fleet::ContainerRecord Sample() {
+  fleet::ContainerRecord c;
+  c.id = "c-0123456789abcdef";
+  c.spec.image = "registry.example/team/app:1.2";
+  c.spec.tenancy = "team-a";
+  c.spec.gpus = 2;
+  c.spec.isolation = fleet::Isolation::kGvisor;
+  c.spec.command = {"python", "train.py"};
+  c.spec.env = {{"EPOCHS", "3"}};
+  c.spec.network = tenancy::NetworkMode::kNone;
+  c.spec.volumes = {{"datasets", "/data", true}};
+  c.tenancy_uid = "5e1f00aa";
+  c.state = fleet::ContainerState::kExited;
+  c.gpus = {"0000:18:00.0@node-1", "0000:2a:00.0@node-1"};
+  c.exit_code = 3;
+  c.reason = "stopped by request";
+  c.idempotency_key = "retry-7";
+  c.stop_requested = true;
+  c.started = true;
+  c.created_ms = 1763900000123;
+  c.started_ms = 1763900001456;
+  c.finished_ms = 1763900009789;
+  return c;
+}
+
+TEST(KubernetesStateObjects, ASubmissionSurvivesTheGpuContainer) {
+  const auto record = Sample();
+  Json object = GpuContainerObject(record);
+  EXPECT_EQ(object["kind"], "GpuContainer");
+  EXPECT_EQ(object["apiVersion"], "tessera.dev/v1alpha1");
+  EXPECT_EQ(object["metadata"]["name"], record.id);
+  EXPECT_EQ(object["metadata"]["labels"][kTenancyLabel], "team-a");
+  EXPECT_EQ(object["status"]["node"], "node-1");
+  EXPECT_EQ(object["status"]["claim"], "lease-tessera-c-0123456789abcdef");
+  EXPECT_EQ(object["status"]["finishedTime"], "2025-11-23T12:13:29.789Z");
+  // Through JSON text, as the API server hands it back.
+  auto back = ContainerRecordOf(Json::parse(object.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, record);
+}
+
+TEST(KubernetesStateObjects, IdempotentIdsArePerIncarnationAndKey) {
+  const std::string id = IdempotentContainerId("uid-1", "key");
+  EXPECT_EQ(id, IdempotentContainerId("uid-1", "key"));
+  EXPECT_NE(id, IdempotentContainerId("uid-2", "key"));
+  EXPECT_NE(id, IdempotentContainerId("uid-1", "key2"));
+  ASSERT_EQ(id.size(), 18u);
+  EXPECT_EQ(id.substr(0, 2), "c-");
+}
+
+TEST(KubernetesStateObjects, RefusesObjectsItDoesNotWrite) {
+  Json object = GpuContainerObject(Sample());
+  Json bad = object;
+  bad["spec"]["gpus"] = 99;
+  auto refused = ContainerRecordOf(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("spec.gpus"), std::string::npos);
+  bad = object;
+  bad["spec"]["tenancy"] = "../../etc";
+  EXPECT_FALSE(ContainerRecordOf(bad).ok());
+  bad = object;
+  bad["status"]["state"] = "exploded";
+  EXPECT_FALSE(ContainerRecordOf(bad).ok());
+  bad = object;
+  bad["spec"]["image"] = std::string(100000, 'a');
+  refused = ContainerRecordOf(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_LT(refused.error().message.size(), 200u);  // the value is not echoed
+  bad = object;
+  bad["spec"]["command"] = Json::array();
+  for (int i = 0; i < 1000; ++i)
+    bad["spec"]["command"].push_back("x");
+  EXPECT_FALSE(ContainerRecordOf(bad).ok());
+  EXPECT_FALSE(ContainerRecordOf(Json::array()).ok());
+  EXPECT_FALSE(ContainerRecordOf(Json{{"spec", 1}}).ok());
+}
+
+TEST(KubernetesStateObjects, TokensAndTheAdminHashLiveInSecrets) {
+  fleet::TokenRecord token{"t-0a1b2c3d", fleet::Sha256Hex("tsr_secret"), "team-a", 1763900000123,
+                           "5e1f00aa"};
+  Json secret = TokenSecret(token, "tessera-system");
+  EXPECT_EQ(secret["kind"], "Secret");
+  EXPECT_EQ(secret["metadata"]["namespace"], "tessera-system");
+  EXPECT_EQ(secret["metadata"]["name"], "tessera-token-0a1b2c3d");
+  // Only the hash is stored, never the secret.
+  EXPECT_EQ(secret.dump().find("tsr_secret"), std::string::npos);
+  auto back = TokenRecordOf(Json::parse(secret.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, token);
+  Json bad = secret;
+  bad["data"]["sha256"] = "!!!";
+  EXPECT_FALSE(TokenRecordOf(bad).ok());
+
+  const std::string hash = fleet::Sha256Hex("admin");
+  auto admin = AdminTokenHashOf(AdminTokenSecret(hash, "tessera-system"));
+  ASSERT_TRUE(admin.ok());
+  EXPECT_EQ(*admin, hash);
+  EXPECT_FALSE(AdminTokenHashOf(Json{{"data", {{"sha256", "YWJj"}}}}).ok());
+}
+
+}  // namespace
+}  // namespace tessera::k8s
