@@ -67,7 +67,7 @@ struct SchedulerOptions {
   double half_life_s = 3600;  // of recent usage
   // Requests that do not fit and get a reservation, in dispatch order, per pass. Zero turns
   // reservations off (plain backfill: anything that fits runs).
-  int max_reservations = 4;
+  int max_reservations = 8;
   bool preemption = false;
 };
 Status ValidateSchedulerOptions(const SchedulerOptions& options);
