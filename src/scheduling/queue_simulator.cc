@@ -214,12 +214,22 @@ Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet, std::vector<
   };
   std::map<std::string, Accumulator> tenants;
   std::map<int, std::vector<double>> waits_by_size;
-  double served_total = 0;
+  // Shares are of the GPU-time leased within the arrival window, while tenancies compete; after
+  // it the queue only drains, and every tenancy ends up with all it asked for.
+  const double window_start = requests.empty() ? 0 : requests.front().arrival_s;
+  const double window_end = requests.empty() ? 0 : requests.back().arrival_s;
+  std::map<std::string, double> window_gpu_seconds, offered_window_gpu_seconds;
+  double window_total = 0;
+  auto inside_window = [&](double from, double to) {
+    return std::max(0.0, std::min(to, window_end) - std::max(from, window_start));
+  };
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     Accumulator& a = tenants[r.tenancy];
     ++a.stats.requests;
     a.backlog_events.push_back({r.arrival_s, +1});
+    offered_window_gpu_seconds[r.tenancy] +=
+        r.gpus * inside_window(r.arrival_s, r.arrival_s + r.duration_s);
     if (std::isnan(starts[i])) continue;
     ++a.stats.admitted;
     const double wait = starts[i] - r.arrival_s;
@@ -227,15 +237,15 @@ Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet, std::vector<
     a.waits_by_size[r.gpus].push_back(wait);
     waits_by_size[r.gpus].push_back(wait);
     a.stats.gpu_hours += r.gpus * r.duration_s / 3600.0;
-    served_total += r.gpus * r.duration_s / 3600.0;
+    const double inside = inside_window(starts[i], starts[i] + r.duration_s);
+    window_gpu_seconds[r.tenancy] += r.gpus * inside;
+    window_total += r.gpus * inside;
     a.backlog_events.push_back({starts[i], -1});
   }
-  const double window_start = requests.empty() ? 0 : requests.front().arrival_s;
-  const double window_end = requests.empty() ? 0 : requests.back().arrival_s;
   std::vector<double> normalized;
   for (auto& [name, a] : tenants) {
     TenancyStats& s = a.stats;
-    s.share = served_total > 0 ? s.gpu_hours / served_total : 0;
+    s.share = window_total > 0 ? window_gpu_seconds[name] / window_total : 0;
     s.wait_max_s = a.waits.empty() ? 0 : *std::max_element(a.waits.begin(), a.waits.end());
     s.wait_p50_s = Percentile(a.waits, 0.50);
     s.wait_p95_s = Percentile(a.waits, 0.95);
@@ -255,7 +265,9 @@ Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet, std::vector<
     }
     const double window = window_end - window_start;
     s.backlogged_fraction = window > 0 ? std::min(1.0, backlogged / window) : 0;
-    if (s.backlogged_fraction >= 0.5) {
+    // Backlogged: it got clearly less GPU-time in the window than it offered (it would have had
+    // with no wait at all).
+    if (window_gpu_seconds[name] < 0.95 * offered_window_gpu_seconds[name]) {
       out.backlogged.push_back(name);
       auto policy = options.tenancies.find(name);
       const double weight = policy == options.tenancies.end() ? 1 : policy->second.weight;

@@ -205,6 +205,14 @@ class HiddenGpus {
     hidden_[node] = (hidden_[node] & ~shown) | still_free;
     return placed;
   }
+  // Gives `mask`'s hidden GPUs on `node` back to the fleet for the rest of the pass.
+  void Show(int node, GpuMask mask) {
+    const GpuMask shown = hidden_[node] & mask;
+    if (!shown) return;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) | shown);
+    hidden_[node] &= ~shown;
+    total_ -= MaskSize(shown);
+  }
   GpuMask hidden(int node) const { return hidden_[node]; }
   int total() const { return total_; }
 
@@ -214,6 +222,35 @@ class HiddenGpus {
   std::vector<int> touched_;
   int total_ = 0;
 };
+
+// `gpus` GPUs on `node` out of `allowed` as the node's own chooser gives them (a whole partition,
+// the best-linked set, or the lowest GPUs); false when they do not fit.
+bool PlaceOnNode(const Fleet& fleet, int node, GpuMask allowed, int gpus, Placement* out) {
+  const auto& spec = fleet.node(node);
+  out->node = node;
+  out->partition_id.reset();
+  if (spec.partitions) {
+    const topology::PartitionChoice* choice = spec.partitions->Best(allowed, gpus);
+    if (!choice) return false;
+    out->gpus = choice->modules;
+    out->partition_id = choice->partition_id;
+    return true;
+  }
+  if (MaskSize(allowed) < gpus) return false;
+  if (spec.scorer) {
+    auto chosen = spec.scorer->Choose(allowed, gpus);
+    if (!chosen) return false;
+    out->gpus = *chosen;
+    return true;
+  }
+  out->gpus = 0;
+  for (int i = 0; i < gpus; ++i) {
+    const GpuMask low = allowed & (~allowed + 1);
+    out->gpus |= low;
+    allowed &= ~low;
+  }
+  return true;
+}
 
 // Whether `gpus` GPUs could be given on `node` from `free`.
 bool FitsIn(const Fleet& fleet, int node, GpuMask free, int gpus) {
@@ -230,6 +267,92 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
   PassResult result;
   if (pending_.empty()) return result;
   const bool fair = options_.mode == Mode::kFair;
+
+  HiddenGpus hidden(fleet);
+  std::vector<GpuMask> reserved(fleet.node_count(), 0);
+  int free_visible = fleet.free_gpus();
+  // Per size: 1 when nothing visible fits (stays true: a pass only takes GPUs away), and
+  // whether the size can ever be placed (-1 unknown).
+  std::array<bool, 65> no_fit{};
+  std::array<int, 65> placeable;
+  placeable.fill(-1);
+  int position = 0;
+
+  // Reservations of the last pass whose holders still wait keep their GPUs, with their time
+  // worked out again from what runs there now.
+  std::unordered_map<RequestId, int> held;  // holder -> index into result.reservations
+  std::vector<bool> released;               // per reservation: its holder started
+  for (const Reservation& kept : kept_) {
+    auto it = pending_.find(kept.holder);
+    if (it == pending_.end() || kept.node >= fleet.node_count()) continue;
+    const Tenancy& owner = tenancies_[it->second.tenancy];
+    if (fair && owner.in_use + it->second.request.gpus > owner.policy.quota_gpus) continue;
+    if (kept.gpus & reserved[kept.node]) continue;
+    Reservation again = kept;
+    again.ready_s = now_s;
+    bool usable = true;
+    for (GpuMask m = kept.gpus; m; m &= m - 1) {
+      const int gpu = __builtin_ctzll(m);
+      if (gpu >= fleet.node(kept.node).gpu_count) {
+        usable = false;
+        break;
+      }
+      if ((fleet.free_mask(kept.node) >> gpu) & 1) continue;
+      const placement::GpuState state = fleet.state(kept.node, gpu);
+      if (state == placement::GpuState::kQuarantined || state == placement::GpuState::kDraining) {
+        usable = false;
+        break;
+      }
+      const bool known = state == placement::GpuState::kLeased && gpu_owner_[kept.node][gpu] != 0;
+      again.ready_s = std::max(again.ready_s, known ? gpu_ends_[kept.node][gpu] : kUnknownTime);
+    }
+    if (!usable) continue;
+    reserved[again.node] |= again.gpus;
+    free_visible -= hidden.Hide(again.node, again.gpus);
+    held[again.holder] = static_cast<int>(result.reservations.size());
+    result.reservations.push_back(again);
+    released.push_back(false);
+  }
+
+  auto admit = [&](Pending& pending, const Placement& placement, bool backfill) {
+    result.admitted.push_back({pending.request.id, placement, backfill});
+    const PendingRequest& r = pending.request;
+    free_visible -= backfill ? 0 : r.gpus;
+    Running running;
+    running.tenancy = pending.tenancy;
+    running.placement = placement;
+    running.gpus = r.gpus;
+    running.started_s = now_s;
+    running.ends_s = r.max_duration_s == kUnknownTime ? kUnknownTime : now_s + r.max_duration_s;
+    running.priority = r.priority;
+    running.preemptible = r.preemptible;
+    tenancies_[pending.tenancy].in_use += r.gpus;
+    SetGpuOwner(placement, running.ends_s, r.id);
+    running_.emplace(r.id, std::move(running));
+  };
+
+  // Holders whose reserved GPUs are free start first, on them, before anything else is walked:
+  // otherwise the next request of the same tenancy would reserve the GPUs they leave in the same
+  // pass, and a tenancy could hold a node from one of its requests to the next.
+  for (size_t i = 0; i < result.reservations.size(); ++i) {
+    Reservation& mine = result.reservations[i];
+    Pending& pending = pending_.at(mine.holder);
+    Placement placement;
+    if (!PlaceOnNode(fleet, mine.node, hidden.hidden(mine.node) & mine.gpus, pending.request.gpus,
+                     &placement)) {
+      continue;
+    }
+    ++result.decisions;
+    hidden.Show(mine.node, mine.gpus);
+    (void)fleet.SetFreeMask(mine.node, fleet.free_mask(mine.node) & ~placement.gpus);
+    reserved[mine.node] &= ~mine.gpus;
+    released[i] = true;
+    held.erase(mine.holder);
+    admit(pending, placement, false);
+    tenancies_[pending.tenancy].queue.erase(QueueKey(pending));
+    pending_.erase(mine.holder);
+  }
+  free_visible = fleet.free_gpus() - hidden.total();
 
   // Dispatch order: a merge of the tenancies' own queues. Fair: the tenancy with the lowest
   // (recent usage + GPUs in use + GPUs of its requests already passed in this walk) / weight
@@ -255,33 +378,6 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
     }
   }
 
-  HiddenGpus hidden(fleet);
-  std::vector<GpuMask> reserved(fleet.node_count(), 0);
-  int free_visible = fleet.free_gpus();
-  // Per size: 1 when nothing visible fits (stays true: a pass only takes GPUs away), and
-  // whether the size can ever be placed (-1 unknown).
-  std::array<bool, 65> no_fit{};
-  std::array<int, 65> placeable;
-  placeable.fill(-1);
-  int position = 0;
-
-  auto admit = [&](Pending& pending, const Placement& placement, bool backfill) {
-    result.admitted.push_back({pending.request.id, placement, backfill});
-    const PendingRequest& r = pending.request;
-    free_visible -= backfill ? 0 : r.gpus;
-    Running running;
-    running.tenancy = pending.tenancy;
-    running.placement = placement;
-    running.gpus = r.gpus;
-    running.started_s = now_s;
-    running.ends_s = r.max_duration_s == kUnknownTime ? kUnknownTime : now_s + r.max_duration_s;
-    running.priority = r.priority;
-    running.preemptible = r.preemptible;
-    tenancies_[pending.tenancy].in_use += r.gpus;
-    SetGpuOwner(placement, running.ends_s, r.id);
-    running_.emplace(r.id, std::move(running));
-  };
-
   while (!order.empty()) {
     const int t = order.top().tenancy;
     order.pop();
@@ -303,6 +399,25 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
       wait.kind = WaitKind::kQuotaGpus;
       wait.in_use = tenancy.in_use;
       wait.quota = tenancy.policy.quota_gpus;
+    } else if (auto own = held.find(id); own != held.end()) {
+      // A holder starts on its own reserved GPUs (or anywhere else that fits now), or keeps
+      // waiting for them.
+      Reservation& mine = result.reservations[own->second];
+      Placement placement;
+      admitted = hidden.PlaceWith(mine.node, mine.gpus, gpus, options_.placement, &placement) ||
+                 (!no_fit[gpus] && free_visible >= gpus &&
+                  fleet.TryPlace(gpus, options_.placement, &placement));
+      if (admitted) {
+        admit(pending, placement, false);
+        // Its reservation ends: what it did not use goes back to everyone.
+        reserved[mine.node] &= ~mine.gpus;
+        hidden.Show(mine.node, mine.gpus);
+        released[own->second] = true;
+        free_visible = fleet.free_gpus() - hidden.total();
+      } else {
+        wait.kind = WaitKind::kReservation;
+        wait.reservation = own->second;
+      }
     } else {
       Placement placement;
       if (!no_fit[gpus]) {
@@ -344,6 +459,7 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
           wait.kind = WaitKind::kReservation;
           wait.reservation = static_cast<int>(result.reservations.size());
           result.reservations.push_back(reservation);
+          released.push_back(false);
         } else {
           wait.kind = WaitKind::kNoCapacity;
           wait.free_gpus = free_visible;
@@ -375,6 +491,9 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
     }
   }
   hidden.ShowAll();
+  kept_.clear();
+  for (size_t i = 0; i < result.reservations.size(); ++i)
+    if (!released[i]) kept_.push_back(result.reservations[i]);
   if (options_.preemption) {
     result.preemptions = ChoosePreemptions(fleet, result, reserved, now_s);
   }

@@ -6,7 +6,8 @@
 //    where recent usage decays with a configurable half-life. Inside a tenancy: priority (bounded
 //    by the tenancy's maximum), then age.
 //  - Reservations: a request that does not fit reserves the node and partition it will get first;
-//    later requests run only where they do not delay it. A request with a duration limit may use
+//    later requests run only where they do not delay it, and the reservation is kept from pass
+//    to pass until its holder starts (or leaves the queue). A request with a duration limit may use
 //    reserved GPUs only when it ends before the reservation needs them; a request without a limit
 //    never does.
 //  - Preemption (optional): running preemptible requests that may be stopped so a higher-priority
@@ -237,6 +238,9 @@ class Scheduler {
   // (0: nobody known to the scheduler).
   std::vector<std::vector<double>> gpu_ends_;
   std::vector<std::vector<RequestId>> gpu_owner_;
+  // The reservations of the last pass: kept for their holders while they wait, so requests that
+  // come earlier in a later pass's order cannot take GPUs a reservation has drained.
+  std::vector<Reservation> kept_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -264,7 +268,7 @@ struct TenancyStats {
   int64_t requests = 0;
   int64_t admitted = 0;
   double gpu_hours = 0;  // served
-  double share = 0;      // of all served GPU-hours
+  double share = 0;      // of the GPU-time leased within the arrival window
   double wait_p50_s = 0, wait_p95_s = 0, wait_max_s = 0;
   std::map<int, double> wait_p95_s_by_size;
   double backlogged_fraction = 0;  // of the arrival window with a request of it waiting
@@ -275,8 +279,8 @@ struct QueueSimulationResult {
   std::string scheduling;
   std::map<std::string, TenancyStats> per_tenancy;
   std::map<int, double> wait_p95_s_by_size;
-  // Tenancies with a request waiting for at least half of the arrival window, and Jain's index
-  // of share / weight over them.
+  // Tenancies that got less than 95 % of the GPU-time they offered within the arrival window
+  // (what they would have had with no wait), and Jain's index of share / weight over them.
   std::vector<std::string> backlogged;
   double jain_fairness = 1;
 };

@@ -111,9 +111,10 @@ TEST(FleetSimulateCli, TenanciesFromTheTraceAndFairScheduling) {
     EXPECT_EQ(doc["per_tenancy"]["flood"]["requests"], 4);
     EXPECT_EQ(doc["per_tenancy"]["a"]["admitted"], 1);
     // FIFO: each queued 8-GPU request takes the whole node in turn, so a starts at t=400. Fair:
-    // a is below its share and starts as soon as the first request ends, at t=100.
+    // the second flood request reserved the node before a arrived and keeps it (starting at
+    // t=100); a is below its share, so the next reservation is a's and it starts at t=200.
     const double wait = doc["per_tenancy"]["a"]["wait_max_s"];
-    EXPECT_DOUBLE_EQ(wait, std::string(mode) == "fair" ? 96.0 : 396.0);
+    EXPECT_DOUBLE_EQ(wait, std::string(mode) == "fair" ? 196.0 : 396.0);
   }
   Output bad = Tessera("fleet simulate --nodes 1 --trace " + path + " --scheduling fair");
   EXPECT_NE(bad.exit_code, 0);

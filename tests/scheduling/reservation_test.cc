@@ -181,3 +181,46 @@ TEST(Reservation, SizesNoNodeCanGiveNeverReserve) {
 
 }  // namespace
 }  // namespace tessera::scheduling
+
+namespace tessera::scheduling {
+namespace {
+
+using namespace testing;
+
+TEST(Reservation, IsKeptAgainstRequestsThatComeEarlierInALaterPass) {
+  placement::Fleet fleet = HgxFleet(2);
+  Scheduler scheduler = MakeScheduler();
+  // flood holds everything; its 8-GPU request reserves node-1, which drains first.
+  StartRunning(scheduler, fleet, 100, "flood", 0, 0xFF, 0, 1000);
+  StartRunning(scheduler, fleet, 101, "flood", 1, 0x0F, 0, 50);
+  StartRunning(scheduler, fleet, 102, "flood", 1, 0xF0, 0, 60);
+  ASSERT_TRUE(scheduler.Enqueue(Request(1, "flood", 8, 0)).ok());
+  PassResult first = scheduler.Schedule(fleet, 1);
+  ASSERT_EQ(first.reservations.size(), 1u);
+  EXPECT_EQ(first.reservations[0].node, 1);
+  // Half of node-1 frees; tenancy a (far below its share, so first in order) asks for 1 GPU.
+  scheduler.Finished(101, 50);
+  ASSERT_TRUE(fleet.SetFreeMask(1, 0x0F).ok());
+  ASSERT_TRUE(scheduler.Enqueue(Request(2, "a", 1, 50)).ok());
+  PassResult second = scheduler.Schedule(fleet, 50);
+  EXPECT_TRUE(second.admitted.empty());
+  EXPECT_EQ(WaitingOrder(second), (std::vector<RequestId>{2, 1}));
+  // a's request reserves elsewhere: node-1's free half stays with the holder.
+  ASSERT_EQ(WaitOf(second, 2)->kind, WaitKind::kReservation);
+  EXPECT_EQ(second.reservations[WaitOf(second, 2)->reservation].node, 0);
+  EXPECT_EQ(WaitOf(second, 1)->kind, WaitKind::kReservation);
+  EXPECT_DOUBLE_EQ(second.reservations[WaitOf(second, 1)->reservation].ready_s, 60);
+  // The rest frees: the holder starts on its node, and its reservation is gone.
+  scheduler.Finished(102, 60);
+  ASSERT_TRUE(fleet.SetFreeMask(1, 0xFF).ok());
+  PassResult third = scheduler.Schedule(fleet, 60);
+  ASSERT_EQ(third.admitted.size(), 1u);
+  EXPECT_EQ(third.admitted[0].id, 1u);
+  EXPECT_EQ(third.admitted[0].placement.node, 1);
+  PassResult fourth = scheduler.Schedule(fleet, 61);
+  EXPECT_EQ(fourth.reservations.size(), 1u);  // a's own now, on node-0
+  EXPECT_EQ(fourth.reservations[0].holder, 2u);
+}
+
+}  // namespace
+}  // namespace tessera::scheduling
