@@ -126,7 +126,5 @@ int main(int argc, char** argv) {
   Measure("fair, fleet 70 % busy, full report", scheduling::Mode::kFair, 0.70, true, false, passes);
   Measure("fair, fleet 100 % busy, full report", scheduling::Mode::kFair, 1.0, true, false, passes);
   Measure("fifo, fleet 95 % busy, full report", scheduling::Mode::kFifo, 0.95, true, false, passes);
-  Measure("fair, fleet 95 % busy, stop when full", scheduling::Mode::kFair, 0.95, false, false,
-          passes);
   return 0;
 }
