@@ -1,0 +1,250 @@
+#include "serve/gpus.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "firmware/firmware.h"
+
+namespace tessera::serve {
+
+using fleet::ContainerState;
+using fleet::GpuRecord;
+using fleet::LeaseState;
+using fleet::Mutation;
+
+Result<GpuAction> ParseGpuAction(std::string_view name) {
+  if (name == "drain") return GpuAction::kDrain;
+  if (name == "undrain") return GpuAction::kUndrain;
+  if (name == "quarantine") return GpuAction::kQuarantine;
+  if (name == "release") return GpuAction::kRelease;
+  return NotFound("GPU action \"" + std::string(name) +
+                  "\" is unknown (drain, undrain, quarantine, release)");
+}
+
+Status Gpus::CheckRequest(int gpus) const {
+  std::lock_guard lock(model_.mu);
+  if (model_.options.fleet) return CheckFleetRequestLocked(gpus);
+  if (static_cast<size_t>(gpus) > model_.gpus.size())
+    return FailedPrecondition("gpus: this host has " + std::to_string(model_.gpus.size()) +
+                              " GPUs, " + std::to_string(gpus) + " requested");
+  if (model_.chooser && model_.chooser->planner() && !model_.chooser->planner()->HasSize(gpus))
+    return FailedPrecondition("gpus: no fabric partition has " + std::to_string(gpus) + " GPUs");
+  return Ok();
+}
+
+void Gpus::RebuildFleetLocked() {
+  model_.placement.reset();
+  model_.placement_nodes.clear();
+  std::vector<placement::NodeSpec> specs;
+  for (size_t n = 0; n < model_.nodes.size(); ++n) {
+    const Model::Node& node = model_.nodes[n];
+    if (!node.chooser || node.gpus.empty()) continue;
+    if (!model_.options.only_node.empty() && node.name != model_.options.only_node) continue;
+    placement::NodeSpec spec;
+    spec.name = node.name;
+    spec.gpu_count =
+        node.planner ? node.planner->module_count() : static_cast<int>(node.gpus.size());
+    spec.partitions = node.planner;
+    specs.push_back(std::move(spec));
+    model_.placement_nodes.push_back(n);
+  }
+  if (specs.empty()) return;
+  auto created = placement::Fleet::Create(std::move(specs));
+  if (!created) {
+    spdlog::error("placement: {}", created.error().message);
+    model_.placement_nodes.clear();
+    return;
+  }
+  model_.placement = std::move(*created);
+}
+
+Status Gpus::CheckFleetRequestLocked(int gpus) const {
+  int largest = 0;
+  for (size_t f = 0; f < model_.placement_nodes.size(); ++f) {
+    const Model::Node& node = model_.nodes[model_.placement_nodes[f]];
+    largest = std::max(largest, static_cast<int>(node.gpus.size()));
+    if (static_cast<int>(node.gpus.size()) < gpus) continue;
+    if (!node.planner || node.planner->HasSize(gpus)) return Ok();
+  }
+  if (largest >= gpus)
+    return FailedPrecondition("gpus: no node has a fabric partition of " + std::to_string(gpus) +
+                              " GPUs");
+  return FailedPrecondition("gpus: no node of the fleet has " + std::to_string(gpus) +
+                            " GPUs (the largest has " + std::to_string(largest) + ")");
+}
+
+void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
+  std::lock_guard lock(model_.mu);
+  std::vector<Mutation> mutations;
+  std::set<std::string> listed;  // GPU IDs the nodes publish now
+  std::vector<Model::Node> updated;
+  for (auto& inventory : nodes) {
+    Model::Node node;
+    node.name = inventory.name;
+    for (size_t i = 0; i < inventory.gpus.size(); ++i) {
+      GpuRecord& gpu = inventory.gpus[i];
+      gpu.node = inventory.name;
+      gpu.index = static_cast<int>(i);
+      listed.insert(gpu.id());
+      GpuRecord* existing = model_.FindGpu(gpu.id());
+      if (existing) {
+        bool changed = existing->model != gpu.model || existing->cdi_device != gpu.cdi_device ||
+                       existing->index != gpu.index;
+        existing->model = gpu.model;
+        existing->cdi_device = gpu.cdi_device;
+        existing->index = gpu.index;
+        if (!existing->available) {
+          spdlog::info("GPU {}: available again", existing->id());
+          existing->available = true;
+        }
+        if (changed) mutations.push_back(*existing);
+      } else {
+        // The option ROM of a GPU on another node is not readable here: its post-lease check is
+        // the backend's (firmware-check Job on the node), which keeps its own baseline.
+        gpu.state = LeaseState::kFree;
+        gpu.firmware_baseline = "checked on node " + inventory.name;
+        gpu.updated_ms = fleet::NowMs();
+        spdlog::info("GPU {}: new ({})", gpu.id(), gpu.model);
+        model_.gpus.push_back(gpu);
+        mutations.push_back(gpu);
+        model_.MarkLeasesChanged();
+      }
+      node.gpus.push_back(static_cast<size_t>(model_.FindGpu(gpu.id()) - model_.gpus.data()));
+    }
+    if (!node.gpus.empty()) {
+      auto chooser = topology::GpuChooser::Create(inventory.topology, inventory.partition_table);
+      if (chooser) {
+        node.chooser = std::move(*chooser);
+        if (inventory.partition_table) {
+          auto planner = topology::PartitionPlanner::Create(*inventory.partition_table);
+          if (planner) {
+            node.planner = *planner;
+            for (const auto& gpu : inventory.gpus) {
+              int module = 0;
+              for (const auto& [m, address] : inventory.partition_table->pci_addresses)
+                if (address == gpu.pci_address) module = m;
+              node.module_of.push_back(module);
+            }
+          }
+          // A GPU without a module is never free in partition mode (the chooser says the same).
+          if (std::find(node.module_of.begin(), node.module_of.end(), 0) != node.module_of.end() ||
+              !node.planner) {
+            spdlog::warn("node {}: GPUs and partition table do not match; not placed on",
+                         node.name);
+            node.chooser.reset();
+          }
+        }
+      } else {
+        spdlog::warn("node {}: {}; not placed on", node.name, chooser.error().message);
+      }
+    }
+    updated.push_back(std::move(node));
+  }
+  for (auto& gpu : model_.gpus) {
+    if (gpu.node.empty() || !gpu.available || listed.count(gpu.id())) continue;
+    spdlog::warn("GPU {}: no longer published by node {}; unavailable", gpu.id(), gpu.node);
+    gpu.available = false;
+  }
+  model_.nodes = std::move(updated);
+  RebuildFleetLocked();
+  model_.reschedule = true;
+  model_.Commit(std::move(mutations), nullptr);
+  model_.scheduler_wake.notify_one();
+}
+
+std::vector<GpuRecord> Gpus::List(const Caller& caller) const {
+  std::lock_guard lock(model_.mu);
+  std::vector<GpuRecord> out = model_.gpus;
+  if (!caller.admin) {
+    for (auto& gpu : out) {
+      // The holder's name is not enough: an earlier owner of the name is someone else.
+      auto holder = model_.containers.find(gpu.container_id);
+      if (holder == model_.containers.end() || !caller.Sees(holder->second)) {
+        gpu.tenancy.clear();
+        gpu.container_id.clear();
+      }
+      gpu.firmware_baseline.clear();
+    }
+  }
+  return out;
+}
+
+void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction action,
+                 std::string reason, Done<GpuRecord> done) {
+  if (!caller.admin) return done(PermissionDenied("GPU administration needs the admin token"));
+  std::lock_guard lock(model_.mu);
+  auto* gpu = model_.FindGpu(gpu_id);
+  if (!gpu) return done(NotFound("GPU " + gpu_id + " not found"));
+  const std::string& pci_address = gpu_id;
+  std::vector<Mutation> mutations;
+  const LeaseState state = gpu->state;
+  const bool held = state == LeaseState::kReserved || state == LeaseState::kActive;
+  switch (action) {
+    case GpuAction::kDrain:
+      if (state == LeaseState::kFree) {
+        model_.SetGpuState(*gpu, LeaseState::kDraining,
+                           reason.empty() ? "drained by an operator" : reason, mutations);
+      } else if (gpu->leased()) {
+        gpu->drain_requested = true;
+        mutations.push_back(*gpu);
+      }
+      break;
+    case GpuAction::kUndrain:
+      if (state == LeaseState::kDraining) {
+        model_.SetGpuState(*gpu, LeaseState::kFree, "", mutations);
+        model_.reschedule = true;
+      } else if (gpu->leased()) {
+        gpu->drain_requested = false;
+        mutations.push_back(*gpu);
+      } else if (state == LeaseState::kQuarantined) {
+        return done(FailedPrecondition("GPU " + pci_address +
+                                       " is quarantined, not draining; release it instead"));
+      }
+      break;
+    case GpuAction::kQuarantine:
+      if (state == LeaseState::kFree || state == LeaseState::kDraining) {
+        model_.SetGpuState(*gpu, LeaseState::kQuarantined,
+                           reason.empty() ? "quarantined by an operator" : reason, mutations);
+      } else if (gpu->leased()) {
+        gpu->quarantine_requested = true;
+        mutations.push_back(*gpu);
+      }
+      break;
+    case GpuAction::kRelease:
+      if (state == LeaseState::kQuarantined || state == LeaseState::kDraining) {
+        // The operator vouches for the firmware as it is now: it becomes the new baseline (on
+        // another node, the backend's check keeps its own).
+        if (gpu->node.empty()) {
+          auto digest = firmware::HashOptionRom(model_.options.root, gpu->pci_address);
+          if (!digest) return done(digest.error());
+          gpu->firmware_baseline = *digest;
+        }
+        gpu->drain_requested = gpu->quarantine_requested = false;
+        model_.SetGpuState(*gpu, LeaseState::kFree, "", mutations);
+        model_.reschedule = true;
+      } else if (held) {
+        // End the lease the normal way: stop the holder; its exit runs the check.
+        auto it = model_.containers.find(gpu->container_id);
+        if (it != model_.containers.end() && !fleet::IsTerminal(it->second.state)) {
+          it->second.stop_requested = true;
+          mutations.push_back(it->second);
+          if (it->second.state == ContainerState::kRunning) model_.to_stop.push_back(it->first);
+        }
+      } else if (state == LeaseState::kReleasing || state == LeaseState::kChecking) {
+        return done(FailedPrecondition("GPU " + pci_address + " is " +
+                                       fleet::LeaseStateName(state) +
+                                       "; its firmware check decides what comes next"));
+      }
+      break;
+  }
+  model_.scheduler_wake.notify_one();
+  GpuRecord result = *gpu;
+  model_.Commit(std::move(mutations), [done = std::move(done), result](Status status) {
+    if (!status) return done(status.error());
+    done(result);
+  });
+}
+
+}  // namespace tessera::serve

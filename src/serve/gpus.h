@@ -1,0 +1,36 @@
+// The GPUs: the fleet's nodes as they publish themselves (fleet mode), whether a request can ever
+// fit, the listing tenants and the admin see, and the operator's actions (drain, undrain,
+// quarantine, release).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "serve/model.h"
+#include "serve/types.h"
+
+namespace tessera::serve {
+
+class Gpus {
+ public:
+  explicit Gpus(Model& model) : model_(model) {}
+
+  // Fleet mode: the nodes that publish GPUs now (all of them, each call). New GPUs are added
+  // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
+  // (never placed) but keep their records and leases.
+  void UpdateNodes(std::vector<NodeInventory> nodes);
+  // FailedPrecondition when no host or node could ever hold `gpus` GPUs.
+  Status CheckRequest(int gpus) const;
+  std::vector<fleet::GpuRecord> List(const Caller& caller) const;
+  // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
+  void Admin(const Caller& caller, const std::string& gpu_id, GpuAction action, std::string reason,
+             Done<fleet::GpuRecord> done);
+
+ private:
+  void RebuildFleetLocked();
+  Status CheckFleetRequestLocked(int gpus) const;
+
+  Model& model_;
+};
+
+}  // namespace tessera::serve

@@ -1,0 +1,159 @@
+#include "serve/model.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.h"
+
+namespace tessera::serve {
+
+using fleet::ContainerRecord;
+using fleet::ContainerState;
+using fleet::GpuRecord;
+using fleet::LeaseState;
+using fleet::Mutation;
+
+tenancy::StorageEntitlements Model::StorageOf(const fleet::Tenancy& record) {
+  auto it = record.extensions.find(std::string(tenancy::kStorageExtension));
+  if (it == record.extensions.end()) return {};
+  auto parsed = tenancy::ParseStorageEntitlements(it->second);
+  if (!parsed) {
+    spdlog::warn("tenancy {}: stored storage entitlements unreadable: {}", record.name,
+                 parsed.error().message);
+    return {};
+  }
+  return std::move(*parsed);
+}
+
+GpuRecord* Model::FindGpu(const std::string& gpu_id) {
+  // Split the ID ("<PCI>" or "<PCI>@<node>", GpuRecord::GpuId) once rather than building every
+  // GPU's ID: with a fleet of nodes this runs over hundreds of GPUs per lookup.
+  const auto at = gpu_id.find('@');
+  const std::string_view pci = std::string_view(gpu_id).substr(0, at);
+  const std::string_view node =
+      at == std::string::npos ? std::string_view() : std::string_view(gpu_id).substr(at + 1);
+  for (auto& gpu : gpus)
+    if (gpu.pci_address == pci && gpu.node == node) return &gpu;
+  return nullptr;
+}
+
+void Model::SetGpuState(GpuRecord& gpu, LeaseState state, std::string reason,
+                        std::vector<Mutation>& out) {
+  if (auto status = fleet::CheckLeaseTransition(gpu.state, state); !status) {
+    spdlog::error("GPU {}: {}", gpu.id(), status.error().message);
+  }
+  spdlog::info("GPU {}: {} -> {}{}{}", gpu.id(), fleet::LeaseStateName(gpu.state),
+               fleet::LeaseStateName(state), reason.empty() ? "" : ": ", reason);
+  gpu.state = state;
+  gpu.reason = std::move(reason);
+  if (state == LeaseState::kFree || state == LeaseState::kDraining ||
+      state == LeaseState::kQuarantined) {
+    gpu.tenancy.clear();
+    gpu.container_id.clear();
+  }
+  gpu.updated_ms = fleet::NowMs();
+  lease_dirty_ = true;
+  out.push_back(gpu);
+}
+
+void Model::SetContainerState(ContainerRecord& container, ContainerState state) {
+  container_counts[static_cast<int>(container.state)]--;
+  container.state = state;
+  container_counts[static_cast<int>(state)]++;
+}
+
+void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
+  for (const auto& id : container.gpus) {
+    auto* gpu = FindGpu(id);
+    if (!gpu || gpu->container_id != container.id) continue;
+    if (gpu->state == LeaseState::kReserved || gpu->state == LeaseState::kActive) {
+      SetGpuState(*gpu, LeaseState::kReleasing, "", out);
+      to_check.push_back(id);
+    }
+  }
+  checker_wake.notify_one();
+}
+
+void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo& info,
+                            std::vector<Mutation>& out) {
+  if (fleet::IsTerminal(container.state)) return;
+  if (info.failed) {
+    SetContainerState(container, ContainerState::kFailed);
+    container.reason = info.reason;
+  } else {
+    SetContainerState(container, ContainerState::kExited);
+    container.exit_code = info.exit_code;
+    if (container.stop_requested) container.reason = "stopped by request";
+  }
+  container.finished_ms = fleet::NowMs();
+  spdlog::info("container {}: {}{}{}", container.id, fleet::ContainerStateName(container.state),
+               container.exit_code ? " with code " + std::to_string(*container.exit_code) : "",
+               container.reason.empty() ? "" : ": " + container.reason);
+  ReleaseGpus(container, out);
+  out.push_back(container);
+}
+
+void Model::AddContainer(ContainerRecord container) {
+  container_counts[static_cast<int>(container.state)]++;
+  if (!container.idempotency_key.empty())
+    idempotency[container.tenancy_uid + '\n' + container.idempotency_key] = container.id;
+  container_position[container.id] = container_order.size();
+  container_order.push_back(container.id);
+  std::string id = container.id;
+  containers.emplace(std::move(id), std::move(container));
+}
+
+Result<const fleet::Tenancy*> Model::EnsureTenancy(const std::string& name,
+                                                   std::vector<Mutation>& out) {
+  if (auto it = tenancies.find(name); it != tenancies.end()) return &it->second;
+  auto uid = fleet::RandomHex(8);
+  if (!uid) return uid.error();
+  fleet::Tenancy tenancy;
+  tenancy.name = name;
+  tenancy.uid = std::move(*uid);
+  tenancy.created_ms = fleet::NowMs();
+  out.push_back(tenancy);
+  return &(tenancies[name] = std::move(tenancy));
+}
+
+void Model::Commit(std::vector<Mutation> mutations, std::function<void(Status)> done) {
+  if (lease_dirty_) WriteLeaseFile();
+  store.Commit(std::move(mutations), std::move(done));
+}
+
+void Model::WriteLeaseFile() {
+  lease_dirty_ = false;
+  if (options.lease_file.empty()) return;
+  // Format shared with the device plugin, which reports checking/quarantined/draining GPUs as
+  // Unhealthy: {"version":1,"gpus":{"<PCI address>":{"state","reason","tenancy"}}}.
+  nlohmann::json doc = {{"version", 1}, {"gpus", nlohmann::json::object()}};
+  for (const auto& gpu : gpus) {
+    if (!gpu.node.empty()) continue;  // other nodes' lease files are written by their agents
+    doc["gpus"][gpu.pci_address] = {{"state", fleet::LeaseStateName(gpu.state)},
+                                    {"reason", gpu.reason},
+                                    {"tenancy", gpu.tenancy}};
+  }
+  std::string text = doc.dump(2) + "\n";
+  if (text == lease_file_written_) return;
+  std::error_code error;
+  std::filesystem::create_directories(std::filesystem::path(options.lease_file).parent_path(),
+                                      error);
+  if (auto status = WriteFileAtomically(options.lease_file, text, 0644); !status) {
+    spdlog::error("lease file: {}", status.error().message);
+    lease_dirty_ = true;
+    return;
+  }
+  lease_file_written_ = std::move(text);
+}
+
+void Model::OnExit(const std::string& id, const backends::ExitInfo& info) {
+  {
+    std::lock_guard lock(mu);
+    exits.push_back(ExitEvent{id, info});
+  }
+  scheduler_wake.notify_one();
+}
+
+}  // namespace tessera::serve

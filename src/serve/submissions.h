@@ -1,0 +1,35 @@
+// Submissions: containers as tenants ask for them (accepted pending, with an Idempotency-Key
+// scoped to the tenancy's incarnation), their records and pages of them, deletion (a stop for the
+// scheduler) and logs. Every replica accepts them; placing them is the scheduler's.
+#pragma once
+
+#include <string>
+
+#include "backends/backend.h"
+#include "serve/gpus.h"
+#include "serve/model.h"
+#include "serve/types.h"
+
+namespace tessera::serve {
+
+class Submissions {
+ public:
+  Submissions(Model& model, const Gpus& gpus, backends::ContainerBackend& backend)
+      : model_(model), gpus_(gpus), backend_(backend) {}
+
+  void Submit(const Caller& caller, fleet::ContainerSpec spec, std::string idempotency_key,
+              Done<SubmitResult> done);
+  Result<fleet::ContainerRecord> Get(const Caller& caller, const std::string& id) const;
+  // InvalidArgument when `after` names no container the caller sees.
+  Result<ContainerPage> List(const Caller& caller, const ContainerQuery& query) const;
+  void Delete(const Caller& caller, const std::string& id, Done<fleet::ContainerRecord> done);
+  // Blocks on the backend.
+  Result<std::string> Logs(const Caller& caller, const std::string& id);
+
+ private:
+  Model& model_;
+  const Gpus& gpus_;
+  backends::ContainerBackend& backend_;
+};
+
+}  // namespace tessera::serve

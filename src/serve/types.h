@@ -1,0 +1,118 @@
+// Values the service's parts and the API edge share: the service's options, who is calling, and
+// the results of its operations.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "fleet/fleet.h"
+#include "placement/placement.h"
+#include "serve/bounds.h"
+#include "topology/topology.h"
+
+namespace tessera::serve {
+
+struct FirmwareCheckOptions {
+  // Program run as `PROGRAM <PCI address>` for every GPU (exit 0 = pass); empty: compare the
+  // SHA-256 of the device's option ROM (sysfs `rom` under the host root) with its baseline.
+  std::string command;
+  std::map<std::string, std::string> per_gpu;  // PCI address -> program, overrides `command`
+  std::chrono::milliseconds timeout{60000};
+};
+
+struct ServiceOptions {
+  std::string root = "/";  // host root (a fixture tree in tests)
+  std::string data_dir = "tessera-data";
+  std::string lease_file = "/run/tessera/leases.json";
+  std::string cdi_kind = "nvidia.com/gpu";  // GPUs are given as <cdi_kind>=<UUID or PCI address>
+  std::optional<topology::PartitionTable> partition_table;  // partition mode when set
+  FirmwareCheckOptions firmware;
+  std::chrono::seconds stop_grace{10};
+  // Fleet mode (Kubernetes backend): the GPUs are those the nodes publish (UpdateNodes), not this
+  // host's; placement chooses a node by `policy`, then GPUs on it with the topology chooser.
+  bool fleet = false;
+  std::string only_node;  // fleet mode: place only on this node (empty: any)
+  placement::Policy policy = placement::Policy::kBinpack;
+  RetentionOptions retention;
+  // Backend starts and stops run this many at a time, so one slow start (an image pull) does not
+  // hold back every other tenancy's.
+  int start_workers = 8;
+};
+
+// Who is calling: the admin, or one tenancy's token.
+struct Caller {
+  bool admin = false;
+  std::string tenancy;      // when !admin
+  std::string tenancy_uid;  // the incarnation of `tenancy` its token was made for
+
+  // A tenant sees only its own incarnation: a tenancy deleted and created again under the same
+  // name is someone else's. The admin sees everything, history included.
+  bool Sees(const fleet::Tenancy& record) const {
+    return admin || (record.name == tenancy && record.uid == tenancy_uid);
+  }
+  bool Sees(const fleet::ContainerRecord& record) const {
+    return admin || (!tenancy_uid.empty() && record.tenancy_uid == tenancy_uid);
+  }
+};
+
+struct SubmitResult {
+  fleet::ContainerRecord container;
+  bool replayed = false;  // an earlier submission with the same Idempotency-Key
+};
+
+// One page of GET /v1/containers: containers in creation order (or newest first), optionally
+// filtered; `after` is the last ID of the previous page. Pages keep a listing's memory bounded
+// however many containers the store holds.
+struct ContainerQuery {
+  static constexpr size_t kDefaultLimit = 500;
+  static constexpr size_t kMaxLimit = 1000;
+  // A page also ends once its rendered JSON would pass this many bytes (estimated), so a few
+  // large records cannot make one answer of tens of MiB; it holds at least one record.
+  static constexpr size_t kMaxPageBytes = 4u << 20;
+  size_t limit = kDefaultLimit;
+  size_t max_bytes = kMaxPageBytes;
+  std::string after;
+  bool newest_first = false;
+  std::vector<fleet::ContainerState> states;  // empty: every state
+  std::string tenancy;                        // empty: every tenancy the caller sees
+};
+
+struct ContainerPage {
+  std::vector<fleet::ContainerRecord> containers;
+  std::string next;  // the `after` of the next page; empty on the last page
+};
+
+struct CreatedToken {
+  fleet::TokenRecord record;
+  std::string secret;  // shown once
+};
+
+enum class GpuAction { kDrain, kUndrain, kQuarantine, kRelease };
+Result<GpuAction> ParseGpuAction(std::string_view name);
+
+struct Counts {
+  std::array<int64_t, fleet::kLeaseStateCount> gpus{};
+  std::array<int64_t, 4> containers{};
+  fleet::StoreStats store;
+};
+
+// One node of the fleet as it publishes itself (fleet mode).
+struct NodeInventory {
+  std::string name;
+  std::vector<fleet::GpuRecord> gpus;  // topology order: pci_address, model, cdi_device
+  topology::GpuTopology topology;      // the same GPUs, the same order
+  std::optional<topology::PartitionTable> partition_table;  // with this node's PCI addresses
+};
+
+template <typename T>
+using Done = std::function<void(Result<T>)>;
+
+}  // namespace tessera::serve
