@@ -274,6 +274,11 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
   // Per size: 1 when nothing visible fits (stays true: a pass only takes GPUs away), and
   // whether the size can ever be placed (-1 unknown).
   std::array<bool, 65> no_fit{};
+  // Per size: the earliest end that found no reserved GPUs to backfill into. A later request of
+  // that size ending no earlier finds none either: reserved GPUs a pass hides only ever come
+  // from capacity it could not use, and backfill only takes them away.
+  std::array<double, 65> backfill_failed_end;
+  backfill_failed_end.fill(kUnknownTime);
   std::array<int, 65> placeable;
   placeable.fill(-1);
   int position = 0;
@@ -429,7 +434,8 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
         }
       }
       // Backfill into reserved GPUs: only a request that ends before the reservation needs them.
-      if (!admitted && hidden.total() > 0 && pending.request.max_duration_s != kUnknownTime) {
+      if (!admitted && hidden.total() > 0 && pending.request.max_duration_s != kUnknownTime &&
+          now_s + pending.request.max_duration_s < backfill_failed_end[gpus]) {
         const double ends = now_s + pending.request.max_duration_s;
         for (size_t i = 0; i < result.reservations.size() && !admitted; ++i) {
           const Reservation& r = result.reservations[i];
@@ -448,6 +454,7 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
             admitted = true;
           }
         }
+        if (!admitted) backfill_failed_end[gpus] = std::min(backfill_failed_end[gpus], ends);
       }
       if (!admitted) {
         Reservation reservation;
