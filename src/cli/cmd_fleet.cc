@@ -1,10 +1,13 @@
 // `tessera fleet simulate`: run a placement policy over a request trace and report what it
 // admitted.
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "common/atomic_file.h"
 #include "placement/placement.h"
+#include "scheduling/scheduling.h"
 #include "topology/topology.h"
 
 namespace tessera::cli {
@@ -25,7 +28,36 @@ struct SimulateOptions {
   bool queue = false;
   bool no_timing = false;
   std::string write_trace;
+  // Tenancies (with --scheduling).
+  std::string scheduling;
+  std::vector<std::string> tenancy_weights;  // NAME=W
+  std::vector<std::string> tenancy_quotas;   // NAME=GPUS
+  std::vector<std::string> tenants;          // synthetic: NAME=LOAD
+  double half_life_s = 3600;
+  int reservations = 8;
+  bool no_duration_limits = false;
 };
+
+// "NAME=VALUE" with a trace tenancy name and a number.
+Result<std::pair<std::string, double>> NameAndNumber(const std::string& option,
+                                                     const std::string& text) {
+  const size_t eq = text.find('=');
+  const std::string name = text.substr(0, std::min(eq, size_t{64}));
+  auto bad = [&] {
+    return InvalidArgument(option + " " + text.substr(0, 80) +
+                           ": expected NAME=NUMBER with NAME of a-z, 0-9 and '-'");
+  };
+  if (eq == std::string::npos || eq == 0 || eq > placement::kMaxTraceTenancyLength) return bad();
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return bad();
+  const std::string number = text.substr(eq + 1);
+  char* end = nullptr;
+  const double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value)) {
+    return bad();
+  }
+  return std::make_pair(name, value);
+}
 
 Result<std::shared_ptr<const topology::PartitionPlanner>> LoadPartitions(
     const SimulateOptions& options) {
@@ -50,6 +82,60 @@ Result<std::shared_ptr<const topology::PartitionPlanner>> LoadPartitions(
   return topology::PartitionPlanner::Create(std::move(*table));
 }
 
+void RunTenancySimulation(const SimulateOptions& options, placement::Policy policy,
+                          placement::Fleet fleet, std::vector<placement::Request> requests) {
+  auto mode = scheduling::ParseMode(options.scheduling);
+  if (!mode) Fail(mode.error());
+  scheduling::QueueSimulationOptions sim;
+  sim.scheduler.mode = *mode;
+  sim.scheduler.placement = policy;
+  sim.scheduler.half_life_s = options.half_life_s;
+  sim.scheduler.max_reservations = options.reservations;
+  sim.duration_limits = !options.no_duration_limits;
+  for (const std::string& text : options.tenancy_weights) {
+    auto parsed = NameAndNumber("--tenancy-weight", text);
+    if (!parsed) Fail(parsed.error());
+    sim.tenancies[parsed->first].weight = parsed->second;
+  }
+  for (const std::string& text : options.tenancy_quotas) {
+    auto parsed = NameAndNumber("--tenancy-quota", text);
+    if (!parsed) Fail(parsed.error());
+    if (parsed->second != std::floor(parsed->second) || parsed->second < 0 ||
+        parsed->second > scheduling::kMaxQuotaGpus) {
+      Fail(InvalidArgument("--tenancy-quota " + text.substr(0, 80) +
+                           ": GPUS must be a whole number 0.." +
+                           std::to_string(scheduling::kMaxQuotaGpus)));
+    }
+    sim.tenancies[parsed->first].quota_gpus = static_cast<int>(parsed->second);
+  }
+  for (const auto& [name, policy] : sim.tenancies) {
+    if (auto valid = scheduling::ValidateTenancyPolicy(policy); !valid) {
+      Fail(valid.error().WithContext("tenancy " + name));
+    }
+  }
+  if (*mode == scheduling::Mode::kFifo && !options.tenancy_quotas.empty()) {
+    Fail(InvalidArgument("--tenancy-quota needs --scheduling fair (fifo is the plain queue)"));
+  }
+  auto result = scheduling::SimulateQueue(std::move(fleet), std::move(requests), sim);
+  if (!result) Fail(result.error());
+  if (options.format == "json") {
+    std::cout << scheduling::QueueSimulationToJson(*result, !options.no_timing) << '\n';
+    return;
+  }
+  const auto& r = *result;
+  std::cout << "scheduling         " << r.scheduling << " (placement " << r.base.policy << ")\n"
+            << "fleet              " << r.base.nodes << " nodes, " << r.base.gpus << " GPUs\n"
+            << "requests           " << r.base.requests << ", admitted " << r.base.admitted << "\n"
+            << "GPU utilization    " << 100 * r.base.gpu_utilization << " %\n";
+  for (const auto& [name, t] : r.per_tenancy) {
+    std::cout << "tenancy " << name << ": " << t.admitted << "/" << t.requests
+              << " admitted, share " << 100 * t.share << " %, wait p50 " << t.wait_p50_s
+              << " s, p95 " << t.wait_p95_s << " s, max " << t.wait_max_s << " s\n";
+  }
+  std::cout << "Jain's index       " << r.jain_fairness << " over " << r.backlogged.size()
+            << " backlogged tenancies\n";
+}
+
 void RunSimulate(const SimulateOptions& options) {
   auto policy = placement::ParsePolicy(options.policy);
   if (!policy) Fail(policy.error());
@@ -58,6 +144,7 @@ void RunSimulate(const SimulateOptions& options) {
   auto fleet = placement::Fleet::Uniform(options.nodes, options.gpus_per_node, *planner);
   if (!fleet) Fail(fleet.error());
 
+  const bool tenancies = !options.scheduling.empty();
   std::vector<placement::Request> requests;
   if (!options.trace.empty()) {
     auto text = ReadWholeFile(options.trace);
@@ -73,15 +160,31 @@ void RunSimulate(const SimulateOptions& options) {
     synthetic.requests = options.requests;
     synthetic.duration_median_s = options.duration_median_s;
     synthetic.duration_sigma = options.duration_sigma;
-    auto generated = placement::SyntheticTrace(synthetic);
-    if (!generated) Fail(generated.error());
-    requests = std::move(*generated);
+    if (options.tenants.empty()) {
+      auto generated = placement::SyntheticTrace(synthetic);
+      if (!generated) Fail(generated.error());
+      requests = std::move(*generated);
+    } else {
+      std::vector<scheduling::TenantLoad> loads;
+      for (const std::string& text : options.tenants) {
+        auto parsed = NameAndNumber("--tenant", text);
+        if (!parsed) Fail(parsed.error());
+        loads.push_back({parsed->first, parsed->second});
+      }
+      auto generated = scheduling::SyntheticTenantTrace(synthetic, loads);
+      if (!generated) Fail(generated.error());
+      requests = std::move(*generated);
+    }
   }
   if (!options.write_trace.empty()) {
     if (auto written = WriteFileAtomically(options.write_trace, placement::TraceToCsv(requests));
         !written) {
       Fail(written.error());
     }
+  }
+  if (tenancies) {
+    RunTenancySimulation(options, *policy, std::move(*fleet), std::move(requests));
+    return;
   }
   placement::SimulationOptions sim;
   sim.policy = *policy;
@@ -161,9 +264,40 @@ void AddFleetCommand(CLI::App& app) {
                 "Leave out decisions_per_second so equal inputs give byte-identical output");
   cmd->add_option("--write-trace", options->write_trace,
                   "Also write the trace that was simulated to this CSV file");
+  cmd->add_option("--scheduling", options->scheduling,
+                  "With --queue: the queue's policy, fifo (as without this option, plus "
+                  "per-tenancy figures) or fair (shares, quotas, reservations)")
+      ->check(CLI::IsMember({"fifo", "fair"}));
+  cmd->add_option("--tenancy-weight", options->tenancy_weights,
+                  "NAME=W: a tenancy's fair-share weight (repeatable; default 1)");
+  cmd->add_option("--tenancy-quota", options->tenancy_quotas,
+                  "NAME=GPUS: most GPUs a tenancy may use at once (repeatable; fair only)");
+  cmd->add_option("--tenant", options->tenants,
+                  "Synthetic multi-tenant trace: NAME=LOAD, each tenant its own stream offering "
+                  "LOAD of the fleet (repeatable; requests split by load)");
+  cmd->add_option("--half-life", options->half_life_s, "Fair: half-life of recent usage in seconds")
+      ->check(CLI::Range(1.0, 365.0 * 24 * 3600))
+      ->capture_default_str();
+  cmd->add_option("--reservations", options->reservations,
+                  "Fair: requests that do not fit and get a reservation per pass (0: none)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--no-duration-limits", options->no_duration_limits,
+                "Fair: requests declare no maxDurationSeconds (no backfill into reservations)");
   cmd->callback([options] {
     if (options->trace.empty() && !options->synthetic_seed) {
       Fail(InvalidArgument("fleet simulate: give --trace FILE or --synthetic SEED"));
+    }
+    const bool tenancy_options = !options->tenancy_weights.empty() ||
+                                 !options->tenancy_quotas.empty() || !options->tenants.empty();
+    if (!options->scheduling.empty() && !options->queue) {
+      Fail(InvalidArgument("--scheduling needs --queue"));
+    }
+    if (tenancy_options && options->scheduling.empty()) {
+      Fail(InvalidArgument("--tenancy-weight, --tenancy-quota and --tenant need --scheduling"));
+    }
+    if (!options->tenants.empty() && !options->trace.empty()) {
+      Fail(InvalidArgument("--tenant makes a synthetic trace: use it with --synthetic"));
     }
     RunSimulate(*options);
   });

@@ -143,14 +143,19 @@ class Fleet {
 // ---------------------------------------------------------------------------------------------
 // Traces and the simulator.
 
+inline constexpr const char* kDefaultTenancy = "default";
+inline constexpr size_t kMaxTraceTenancyLength = 63;
+
 struct Request {
   double arrival_s = 0;
   double duration_s = 0;
   int gpus = 0;
+  std::string tenancy = kDefaultTenancy;
 };
 
-// CSV, one request per line: `arrival_s,duration_s,gpus` (docs/fleet-simulate.md). An optional
-// header line with those names, blank lines and `#` comments are allowed. Errors name the line.
+// CSV, one request per line: `arrival_s,duration_s,gpus[,tenancy]` (docs/fleet-simulate.md). An
+// optional header line with those names, blank lines and `#` comments are allowed. A tenancy is
+// 1..63 characters of [a-z0-9-]; without the column it is `default`. Errors name the line.
 Result<std::vector<Request>> ParseTraceCsv(std::string_view text);
 std::string TraceToCsv(const std::vector<Request>& requests);
 
@@ -172,6 +177,9 @@ struct SimulationOptions {
   Policy policy = Policy::kBinpack;
   bool queue =
       false;  // requests that do not fit wait (FIFO with backfill) instead of being rejected
+  // When set: per request, in arrival order (a stable sort of the input), when it started; NaN
+  // for requests that never did.
+  std::vector<double>* start_times = nullptr;
 };
 
 struct SimulationResult {

@@ -50,6 +50,7 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
   result.gpus = fleet.total_gpus();
   result.queue = options.queue;
   result.requests = static_cast<int64_t>(requests.size());
+  if (options.start_times) options.start_times->assign(requests.size(), NAN);
   if (requests.empty()) return result;
 
   const double window_start = requests.front().arrival_s;
@@ -76,6 +77,7 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
     ++result.admitted_by_size[r.gpus];
     result.served_gpu_hours += r.gpus * r.duration_s / 3600.0;
     total_wait += now - r.arrival_s;
+    if (options.start_times) (*options.start_times)[index] = now;
     busy += r.gpus;
     departures.push({now + r.duration_s, sequence++, placement, r.gpus});
   };

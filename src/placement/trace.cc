@@ -31,6 +31,14 @@ std::optional<double> Number(std::string_view text) {
   return value;
 }
 
+bool IsTenancyName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxTraceTenancyLength) return false;
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
 // SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and the same sequence everywhere.
 class Rng {
  public:
@@ -67,22 +75,22 @@ Result<std::vector<Request>> ParseTraceCsv(std::string_view text) {
     ++line_number;
     if (line.empty() || line.front() == '#') continue;
     const std::string where = "line " + std::to_string(line_number);
-    std::string_view fields[3];
+    std::string_view fields[4];
     size_t count = 0;
     while (true) {
       size_t comma = line.find(',');
-      if (count == 3)
-        return InvalidArgument(where + ": more than 3 fields (arrival_s,duration_s,gpus)");
+      if (count == 4)
+        return InvalidArgument(where + ": more than 4 fields (arrival_s,duration_s,gpus,tenancy)");
       fields[count++] = Trim(line.substr(0, comma));
       if (comma == std::string_view::npos) break;
       line = line.substr(comma + 1);
     }
-    if (count != 3) {
+    if (count != 3 && count != 4) {
       return InvalidArgument(where + ": " + std::to_string(count) +
-                             " fields, expected 3 (arrival_s,duration_s,gpus)");
+                             " fields, expected 3 or 4 (arrival_s,duration_s,gpus[,tenancy])");
     }
     if (!seen_data && fields[0] == "arrival_s" && fields[1] == "duration_s" &&
-        fields[2] == "gpus") {
+        fields[2] == "gpus" && (count == 3 || fields[3] == "tenancy")) {
       seen_data = true;
       continue;
     }
@@ -106,17 +114,31 @@ Result<std::vector<Request>> ParseTraceCsv(std::string_view text) {
     request.arrival_s = *arrival;
     request.duration_s = *duration;
     request.gpus = static_cast<int>(*gpus);
-    requests.push_back(request);
+    if (count == 4) {
+      if (!IsTenancyName(fields[3])) {
+        return InvalidArgument(where + ": tenancy is not 1.." +
+                               std::to_string(kMaxTraceTenancyLength) +
+                               " characters of a-z, 0-9 and '-'");
+      }
+      request.tenancy = std::string(fields[3]);
+    }
+    requests.push_back(std::move(request));
   }
   return requests;
 }
 
 std::string TraceToCsv(const std::vector<Request>& requests) {
-  std::string out = "arrival_s,duration_s,gpus\n";
+  bool tenancies = false;
+  for (const Request& r : requests)
+    tenancies = tenancies || r.tenancy != kDefaultTenancy;
+  std::string out =
+      tenancies ? "arrival_s,duration_s,gpus,tenancy\n" : "arrival_s,duration_s,gpus\n";
   char line[96];
   for (const Request& r : requests) {
-    std::snprintf(line, sizeof line, "%.3f,%.3f,%d\n", r.arrival_s, r.duration_s, r.gpus);
+    std::snprintf(line, sizeof line, "%.3f,%.3f,%d", r.arrival_s, r.duration_s, r.gpus);
     out += line;
+    if (tenancies) out += "," + r.tenancy;
+    out += '\n';
   }
   return out;
 }

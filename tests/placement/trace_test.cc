@@ -43,17 +43,35 @@ TEST_P(BadTraces, NameTheLineAndField) {
 
 INSTANTIATE_TEST_SUITE_P(
     TraceCsv, BadTraces,
-    ::testing::Values(BadLine{"0,1\n", "line 1: 2 fields, expected 3"},
-                      BadLine{"0,1,1,1\n", "line 1: more than 3 fields"},
-                      BadLine{"0,1,1\nx,1,1\n", "line 2: arrival_s \"x\" is not a number >= 0"},
-                      BadLine{"-1,1,1", "arrival_s \"-1\""},
-                      BadLine{"0,0,1", "duration_s \"0\" is not a number > 0"},
-                      BadLine{"0,nan,1", "duration_s \"nan\""},
-                      BadLine{"0,inf,1", "duration_s \"inf\""},
-                      BadLine{"0,1e999,1", "duration_s \"1e999\""},
-                      BadLine{"0,1,1.5", "gpus \"1.5\" is not a whole number 1..64"},
-                      BadLine{"0,1,0", "gpus \"0\""}, BadLine{"0,1,65", "gpus \"65\""},
-                      BadLine{"0,1,", "gpus \"\""}, BadLine{"0x10,1,1", "arrival_s \"0x10\""}));
+    ::testing::Values(
+        BadLine{"0,1\n", "line 1: 2 fields, expected 3 or 4"},
+        BadLine{"0,1,1,a,b\n", "line 1: more than 4 fields"},
+        BadLine{"0,1,1,\n", "line 1: tenancy is not 1..63 characters"},
+        BadLine{"0,1,1,Flood\n", "line 1: tenancy"}, BadLine{"0,1,1,a/b\n", "line 1: tenancy"},
+        BadLine{"0,1,1,aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+                "line 1: tenancy"},
+        BadLine{"0,1,1\nx,1,1\n", "line 2: arrival_s \"x\" is not a number >= 0"},
+        BadLine{"-1,1,1", "arrival_s \"-1\""},
+        BadLine{"0,0,1", "duration_s \"0\" is not a number > 0"},
+        BadLine{"0,nan,1", "duration_s \"nan\""}, BadLine{"0,inf,1", "duration_s \"inf\""},
+        BadLine{"0,1e999,1", "duration_s \"1e999\""},
+        BadLine{"0,1,1.5", "gpus \"1.5\" is not a whole number 1..64"},
+        BadLine{"0,1,0", "gpus \"0\""}, BadLine{"0,1,65", "gpus \"65\""},
+        BadLine{"0,1,", "gpus \"\""}, BadLine{"0x10,1,1", "arrival_s \"0x10\""}));
+
+TEST(TraceCsv, TheFourthColumnNamesTheTenancy) {
+  auto trace =
+      ParseTraceCsv("arrival_s,duration_s,gpus,tenancy\n0,1,1,flood\n1,1,2, team-7 \n2,1,1\n");
+  ASSERT_TRUE(trace.ok()) << trace.error().message;
+  ASSERT_EQ(trace->size(), 3u);
+  EXPECT_EQ((*trace)[0].tenancy, "flood");
+  EXPECT_EQ((*trace)[1].tenancy, "team-7");
+  EXPECT_EQ((*trace)[2].tenancy, kDefaultTenancy);
+  auto again = ParseTraceCsv(TraceToCsv(*trace));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)[1].tenancy, "team-7");
+  EXPECT_EQ(TraceToCsv({{0, 1, 1}}).find("tenancy"), std::string::npos);
+}
 
 TEST(TraceCsv, RoundTripsThroughTraceToCsv) {
   std::vector<Request> requests = {{0, 10, 1}, {1.25, 3600, 8}};

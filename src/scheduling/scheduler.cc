@@ -1,0 +1,510 @@
+// The queue and the scheduling pass: dispatch order, quotas, admission, reservations and
+// backfill.
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+#include "scheduling/scheduling.h"
+
+namespace tessera::scheduling {
+
+using placement::Fleet;
+using placement::GpuMask;
+using placement::Placement;
+using topology::MaskSize;
+
+Result<Scheduler> Scheduler::Create(SchedulerOptions options) {
+  if (auto valid = ValidateSchedulerOptions(options); !valid) return valid.error();
+  Scheduler scheduler(options);
+  scheduler.tau_s_ = options.half_life_s / std::log(2.0);
+  return scheduler;
+}
+
+int Scheduler::FindTenancy(const std::string& name) const {
+  auto it = tenancy_index_.find(name);
+  return it == tenancy_index_.end() ? -1 : it->second;
+}
+
+int Scheduler::TenancyIndex(const std::string& name) {
+  auto [it, inserted] = tenancy_index_.emplace(name, static_cast<int>(tenancies_.size()));
+  if (inserted) {
+    tenancies_.emplace_back();
+    tenancies_.back().name = name;
+  }
+  return it->second;
+}
+
+Status Scheduler::SetTenancy(const std::string& name, const TenancyPolicy& policy) {
+  if (auto valid = ValidateTenancyPolicy(policy); !valid) return valid.error();
+  Tenancy& tenancy = tenancies_[TenancyIndex(name)];
+  const bool rekey = tenancy.policy.max_priority != policy.max_priority;
+  tenancy.policy = policy;
+  if (rekey) {
+    // Priorities above the new maximum count as the maximum from now on.
+    decltype(tenancy.queue) queue;
+    for (const auto& entry : tenancy.queue)
+      queue.insert(QueueKey(pending_.at(std::get<3>(entry))));
+    tenancy.queue = std::move(queue);
+  }
+  return Ok();
+}
+
+TenancyPolicy Scheduler::GetTenancy(const std::string& name) const {
+  const int index = FindTenancy(name);
+  return index < 0 ? TenancyPolicy{} : tenancies_[index].policy;
+}
+
+std::tuple<int, double, uint64_t, RequestId> Scheduler::QueueKey(const Pending& pending) const {
+  if (options_.mode == Mode::kFifo) return {0, 0.0, pending.sequence, pending.request.id};
+  const int bound = tenancies_[pending.tenancy].policy.max_priority;
+  const int priority = std::clamp(pending.request.priority, kMinPriority, bound);
+  return {-priority, pending.request.submitted_s, pending.sequence, pending.request.id};
+}
+
+Status Scheduler::CheckSubmit(const PendingRequest& request) const {
+  if (request.gpus < 1 || request.gpus > 64) {
+    return InvalidArgument("gpus: " + std::to_string(request.gpus) + " (expected 1..64)");
+  }
+  const int index = FindTenancy(request.tenancy);
+  const TenancyPolicy policy = index < 0 ? TenancyPolicy{} : tenancies_[index].policy;
+  if (request.priority < kMinPriority || request.priority > policy.max_priority) {
+    return InvalidArgument("priority: " + std::to_string(request.priority) + " (tenancy " +
+                           request.tenancy + " allows " + std::to_string(kMinPriority) + ".." +
+                           std::to_string(policy.max_priority) + ")");
+  }
+  if (request.max_duration_s != kUnknownTime &&
+      !(request.max_duration_s >= 1 && request.max_duration_s <= kMaxDurationLimitSeconds)) {
+    return InvalidArgument("maxDurationSeconds: expected 1.." +
+                           std::to_string(static_cast<int64_t>(kMaxDurationLimitSeconds)));
+  }
+  const int pending = index < 0 ? 0 : static_cast<int>(tenancies_[index].queue.size());
+  if (pending >= policy.quota_pending) {
+    return FailedPrecondition("tenancy quota: " + std::to_string(pending) + "/" +
+                              std::to_string(policy.quota_pending) + " requests pending");
+  }
+  return Ok();
+}
+
+Status Scheduler::Enqueue(PendingRequest request) {
+  if (request.id == 0) return InvalidArgument("request ID 0 is reserved");
+  if (pending_.count(request.id) || running_.count(request.id)) {
+    return AlreadyExists("request " + std::to_string(request.id) + " is already known");
+  }
+  if (request.gpus < 1 || request.gpus > 64) {
+    return InvalidArgument("gpus: " + std::to_string(request.gpus) + " (expected 1..64)");
+  }
+  Pending pending;
+  pending.tenancy = TenancyIndex(request.tenancy);
+  pending.sequence = next_sequence_++;
+  pending.request = std::move(request);
+  auto [it, inserted] = pending_.emplace(pending.request.id, std::move(pending));
+  tenancies_[it->second.tenancy].queue.insert(QueueKey(it->second));
+  return Ok();
+}
+
+bool Scheduler::Cancel(RequestId id) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return false;
+  tenancies_[it->second.tenancy].queue.erase(QueueKey(it->second));
+  pending_.erase(it);
+  return true;
+}
+
+void Scheduler::EnsureNodes(const Fleet& fleet) {
+  if (static_cast<int>(gpu_ends_.size()) == fleet.node_count()) return;
+  gpu_ends_.resize(fleet.node_count());
+  gpu_owner_.resize(fleet.node_count());
+  for (int node = 0; node < fleet.node_count(); ++node) {
+    gpu_ends_[node].resize(fleet.node(node).gpu_count, kUnknownTime);
+    gpu_owner_[node].resize(fleet.node(node).gpu_count, 0);
+  }
+}
+
+void Scheduler::SetGpuOwner(const Placement& placement, double ends_s, RequestId owner) {
+  if (placement.node < 0) return;
+  if (placement.node >= static_cast<int>(gpu_ends_.size())) {
+    gpu_ends_.resize(placement.node + 1);
+    gpu_owner_.resize(placement.node + 1);
+  }
+  auto& ends = gpu_ends_[placement.node];
+  auto& owners = gpu_owner_[placement.node];
+  for (GpuMask m = placement.gpus; m; m &= m - 1) {
+    const size_t gpu = __builtin_ctzll(m);
+    if (gpu >= ends.size()) {
+      ends.resize(gpu + 1, kUnknownTime);
+      owners.resize(gpu + 1, 0);
+    }
+    ends[gpu] = ends_s;
+    owners[gpu] = owner;
+  }
+}
+
+void Scheduler::Started(RequestId id, const std::string& tenancy, const Placement& placement,
+                        int gpus, double started_s, double max_duration_s, int priority,
+                        bool preemptible) {
+  Advance(started_s);
+  Cancel(id);
+  if (running_.count(id)) Finished(id, started_s);
+  Running running;
+  running.tenancy = TenancyIndex(tenancy);
+  running.placement = placement;
+  running.gpus = gpus;
+  running.started_s = started_s;
+  running.ends_s = max_duration_s == kUnknownTime ? kUnknownTime : started_s + max_duration_s;
+  running.priority = priority;
+  running.preemptible = preemptible;
+  tenancies_[running.tenancy].in_use += gpus;
+  SetGpuOwner(placement, running.ends_s, id);
+  running_.emplace(id, std::move(running));
+}
+
+void Scheduler::Finished(RequestId id, double now_s) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;
+  Advance(now_s);
+  tenancies_[it->second.tenancy].in_use -= it->second.gpus;
+  SetGpuOwner(it->second.placement, kUnknownTime, 0);
+  running_.erase(it);
+}
+
+namespace {
+
+// The fleet's free masks with reserved GPUs taken out for the length of one pass, so the
+// placement policy never sees them; put back when the pass ends.
+class HiddenGpus {
+ public:
+  explicit HiddenGpus(Fleet& fleet) : fleet_(fleet), hidden_(fleet.node_count(), 0) {}
+  ~HiddenGpus() { ShowAll(); }
+  void ShowAll() {
+    for (int node : touched_) {
+      if (hidden_[node]) (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) | hidden_[node]);
+      hidden_[node] = 0;
+    }
+    touched_.clear();
+    total_ = 0;
+  }
+  // Hides the free GPUs of `mask` on `node`; returns how many were free.
+  int Hide(int node, GpuMask mask) {
+    const GpuMask free = fleet_.free_mask(node) & mask;
+    if (!free) return 0;
+    if (!hidden_[node]) touched_.push_back(node);
+    hidden_[node] |= free;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) & ~free);
+    total_ += MaskSize(free);
+    return MaskSize(free);
+  }
+  // Shows `mask`'s hidden GPUs on `node` for one placement attempt, then hides what is left.
+  bool PlaceWith(int node, GpuMask mask, int gpus, placement::Policy policy, Placement* out) {
+    const GpuMask shown = hidden_[node] & mask;
+    if (!shown) return false;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) | shown);
+    const bool placed = fleet_.TryPlace(gpus, policy, out);
+    const GpuMask still_free = fleet_.free_mask(node) & shown;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) & ~still_free);
+    total_ -= MaskSize(shown) - MaskSize(still_free);
+    hidden_[node] = (hidden_[node] & ~shown) | still_free;
+    return placed;
+  }
+  // Gives `mask`'s hidden GPUs on `node` back to the fleet for the rest of the pass.
+  void Show(int node, GpuMask mask) {
+    const GpuMask shown = hidden_[node] & mask;
+    if (!shown) return;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) | shown);
+    hidden_[node] &= ~shown;
+    total_ -= MaskSize(shown);
+  }
+  GpuMask hidden(int node) const { return hidden_[node]; }
+  int total() const { return total_; }
+
+ private:
+  Fleet& fleet_;
+  std::vector<GpuMask> hidden_;
+  std::vector<int> touched_;
+  int total_ = 0;
+};
+
+// `gpus` GPUs on `node` out of `allowed` as the node's own chooser gives them (a whole partition,
+// the best-linked set, or the lowest GPUs); false when they do not fit.
+bool PlaceOnNode(const Fleet& fleet, int node, GpuMask allowed, int gpus, Placement* out) {
+  const auto& spec = fleet.node(node);
+  out->node = node;
+  out->partition_id.reset();
+  if (spec.partitions) {
+    const topology::PartitionChoice* choice = spec.partitions->Best(allowed, gpus);
+    if (!choice) return false;
+    out->gpus = choice->modules;
+    out->partition_id = choice->partition_id;
+    return true;
+  }
+  if (MaskSize(allowed) < gpus) return false;
+  if (spec.scorer) {
+    auto chosen = spec.scorer->Choose(allowed, gpus);
+    if (!chosen) return false;
+    out->gpus = *chosen;
+    return true;
+  }
+  out->gpus = 0;
+  for (int i = 0; i < gpus; ++i) {
+    const GpuMask low = allowed & (~allowed + 1);
+    out->gpus |= low;
+    allowed &= ~low;
+  }
+  return true;
+}
+
+// Whether `gpus` GPUs could be given on `node` from `free`.
+bool FitsIn(const Fleet& fleet, int node, GpuMask free, int gpus) {
+  const auto& spec = fleet.node(node);
+  if (spec.partitions) return spec.partitions->Best(free, gpus) != nullptr;
+  return MaskSize(free) >= gpus;
+}
+
+}  // namespace
+
+PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
+  Advance(now_s);
+  EnsureNodes(fleet);
+  PassResult result;
+  if (pending_.empty()) return result;
+  const bool fair = options_.mode == Mode::kFair;
+
+  HiddenGpus hidden(fleet);
+  std::vector<GpuMask> reserved(fleet.node_count(), 0);
+  int free_visible = fleet.free_gpus();
+  // Per size: 1 when nothing visible fits (stays true: a pass only takes GPUs away), and
+  // whether the size can ever be placed (-1 unknown).
+  std::array<bool, 65> no_fit{};
+  // Per size: the earliest end that found no reserved GPUs to backfill into. A later request of
+  // that size ending no earlier finds none either: reserved GPUs a pass hides only ever come
+  // from capacity it could not use, and backfill only takes them away.
+  std::array<double, 65> backfill_failed_end;
+  backfill_failed_end.fill(kUnknownTime);
+  std::array<int, 65> placeable;
+  placeable.fill(-1);
+  int position = 0;
+
+  // Reservations of the last pass whose holders still wait keep their GPUs, with their time
+  // worked out again from what runs there now.
+  std::unordered_map<RequestId, int> held;  // holder -> index into result.reservations
+  std::vector<bool> released;               // per reservation: its holder started
+  for (const Reservation& kept : kept_) {
+    auto it = pending_.find(kept.holder);
+    if (it == pending_.end() || kept.node >= fleet.node_count()) continue;
+    const Tenancy& owner = tenancies_[it->second.tenancy];
+    if (fair && owner.in_use + it->second.request.gpus > owner.policy.quota_gpus) continue;
+    if (kept.gpus & reserved[kept.node]) continue;
+    Reservation again = kept;
+    again.ready_s = now_s;
+    bool usable = true;
+    for (GpuMask m = kept.gpus; m; m &= m - 1) {
+      const int gpu = __builtin_ctzll(m);
+      if (gpu >= fleet.node(kept.node).gpu_count) {
+        usable = false;
+        break;
+      }
+      if ((fleet.free_mask(kept.node) >> gpu) & 1) continue;
+      const placement::GpuState state = fleet.state(kept.node, gpu);
+      if (state == placement::GpuState::kQuarantined || state == placement::GpuState::kDraining) {
+        usable = false;
+        break;
+      }
+      const bool known = state == placement::GpuState::kLeased && gpu_owner_[kept.node][gpu] != 0;
+      again.ready_s = std::max(again.ready_s, known ? gpu_ends_[kept.node][gpu] : kUnknownTime);
+    }
+    if (!usable) continue;
+    reserved[again.node] |= again.gpus;
+    free_visible -= hidden.Hide(again.node, again.gpus);
+    held[again.holder] = static_cast<int>(result.reservations.size());
+    result.reservations.push_back(again);
+    released.push_back(false);
+  }
+
+  auto admit = [&](Pending& pending, const Placement& placement, bool backfill) {
+    result.admitted.push_back({pending.request.id, placement, backfill});
+    const PendingRequest& r = pending.request;
+    free_visible -= backfill ? 0 : r.gpus;
+    Running running;
+    running.tenancy = pending.tenancy;
+    running.placement = placement;
+    running.gpus = r.gpus;
+    running.started_s = now_s;
+    running.ends_s = r.max_duration_s == kUnknownTime ? kUnknownTime : now_s + r.max_duration_s;
+    running.priority = r.priority;
+    running.preemptible = r.preemptible;
+    tenancies_[pending.tenancy].in_use += r.gpus;
+    SetGpuOwner(placement, running.ends_s, r.id);
+    running_.emplace(r.id, std::move(running));
+  };
+
+  // Holders whose reserved GPUs are free start first, on them, before anything else is walked:
+  // otherwise the next request of the same tenancy would reserve the GPUs they leave in the same
+  // pass, and a tenancy could hold a node from one of its requests to the next.
+  for (size_t i = 0; i < result.reservations.size(); ++i) {
+    Reservation& mine = result.reservations[i];
+    Pending& pending = pending_.at(mine.holder);
+    Placement placement;
+    if (!PlaceOnNode(fleet, mine.node, hidden.hidden(mine.node) & mine.gpus, pending.request.gpus,
+                     &placement)) {
+      continue;
+    }
+    ++result.decisions;
+    hidden.Show(mine.node, mine.gpus);
+    (void)fleet.SetFreeMask(mine.node, fleet.free_mask(mine.node) & ~placement.gpus);
+    reserved[mine.node] &= ~mine.gpus;
+    released[i] = true;
+    held.erase(mine.holder);
+    admit(pending, placement, false);
+    tenancies_[pending.tenancy].queue.erase(QueueKey(pending));
+    pending_.erase(mine.holder);
+  }
+  free_visible = fleet.free_gpus() - hidden.total();
+
+  // Dispatch order: a merge of the tenancies' own queues. Fair: the tenancy with the lowest
+  // (recent usage + GPUs in use + GPUs of its requests already passed in this walk) / weight
+  // goes next, so positions interleave as shares would fill. FIFO: lowest sequence first.
+  struct Cursor {
+    double key;
+    int tenancy;
+    bool operator>(const Cursor& other) const {
+      return key != other.key ? key > other.key : tenancy > other.tenancy;
+    }
+  };
+  std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> order;
+  std::vector<decltype(Tenancy::queue)::iterator> next(tenancies_.size());
+  std::vector<double> walked_gpus(tenancies_.size(), 0);
+  auto head_key = [&](int t) {
+    if (fair) return ShareKey(tenancies_[t], walked_gpus[t]);
+    return static_cast<double>(std::get<2>(*next[t]));
+  };
+  for (size_t t = 0; t < tenancies_.size(); ++t) {
+    next[t] = tenancies_[t].queue.begin();
+    if (next[t] != tenancies_[t].queue.end()) {
+      order.push({head_key(static_cast<int>(t)), static_cast<int>(t)});
+    }
+  }
+
+  while (!order.empty()) {
+    const int t = order.top().tenancy;
+    order.pop();
+    Tenancy& tenancy = tenancies_[t];
+    const auto entry = next[t]++;
+    const RequestId id = std::get<3>(*entry);
+    Pending& pending = pending_.at(id);
+    const int gpus = pending.request.gpus;
+    ++result.decisions;
+
+    Wait wait;
+    wait.id = id;
+    int& can = placeable[gpus];
+    if (can < 0) can = fleet.CanEverPlace(gpus).ok() ? 1 : 0;
+    bool admitted = false;
+    if (!can) {
+      wait.kind = WaitKind::kNeverPlaceable;
+    } else if (fair && tenancy.in_use + gpus > tenancy.policy.quota_gpus) {
+      wait.kind = WaitKind::kQuotaGpus;
+      wait.in_use = tenancy.in_use;
+      wait.quota = tenancy.policy.quota_gpus;
+    } else if (auto own = held.find(id); own != held.end()) {
+      // A holder starts on its own reserved GPUs (or anywhere else that fits now), or keeps
+      // waiting for them.
+      Reservation& mine = result.reservations[own->second];
+      Placement placement;
+      admitted = hidden.PlaceWith(mine.node, mine.gpus, gpus, options_.placement, &placement) ||
+                 (!no_fit[gpus] && free_visible >= gpus &&
+                  fleet.TryPlace(gpus, options_.placement, &placement));
+      if (admitted) {
+        admit(pending, placement, false);
+        // Its reservation ends: what it did not use goes back to everyone.
+        reserved[mine.node] &= ~mine.gpus;
+        hidden.Show(mine.node, mine.gpus);
+        released[own->second] = true;
+        free_visible = fleet.free_gpus() - hidden.total();
+      } else {
+        wait.kind = WaitKind::kReservation;
+        wait.reservation = own->second;
+      }
+    } else {
+      Placement placement;
+      if (!no_fit[gpus]) {
+        if (free_visible >= gpus && fleet.TryPlace(gpus, options_.placement, &placement)) {
+          admit(pending, placement, false);
+          admitted = true;
+        } else {
+          no_fit[gpus] = true;
+        }
+      }
+      // Backfill into reserved GPUs: only a request that ends before the reservation needs them.
+      if (!admitted && hidden.total() > 0 && pending.request.max_duration_s != kUnknownTime &&
+          now_s + pending.request.max_duration_s < backfill_failed_end[gpus]) {
+        const double ends = now_s + pending.request.max_duration_s;
+        for (size_t i = 0; i < result.reservations.size() && !admitted; ++i) {
+          const Reservation& r = result.reservations[i];
+          if (r.ready_s == kUnknownTime || ends > r.ready_s) continue;
+          // Every reservation on that node this request would not delay.
+          GpuMask allowed = 0;
+          for (const Reservation& other : result.reservations) {
+            if (other.node == r.node && other.ready_s != kUnknownTime && ends <= other.ready_s)
+              allowed |= other.gpus;
+          }
+          if (!FitsIn(fleet, r.node, fleet.free_mask(r.node) | (hidden.hidden(r.node) & allowed),
+                      gpus))
+            continue;
+          if (hidden.PlaceWith(r.node, allowed, gpus, options_.placement, &placement)) {
+            admit(pending, placement, true);
+            admitted = true;
+          }
+        }
+        if (!admitted) backfill_failed_end[gpus] = std::min(backfill_failed_end[gpus], ends);
+      }
+      if (!admitted) {
+        Reservation reservation;
+        if (static_cast<int>(result.reservations.size()) < options_.max_reservations &&
+            ChooseReservation(fleet, gpus, reserved, now_s, &reservation)) {
+          reservation.holder = id;
+          reserved[reservation.node] |= reservation.gpus;
+          free_visible -= hidden.Hide(reservation.node, reservation.gpus);
+          wait.kind = WaitKind::kReservation;
+          wait.reservation = static_cast<int>(result.reservations.size());
+          result.reservations.push_back(reservation);
+          released.push_back(false);
+        } else {
+          wait.kind = WaitKind::kNoCapacity;
+          wait.free_gpus = free_visible;
+          // Reserved for someone else when it would fit with a reservation's GPUs shown.
+          for (size_t i = 0; i < result.reservations.size(); ++i) {
+            const Reservation& r = result.reservations[i];
+            if (FitsIn(fleet, r.node, fleet.free_mask(r.node) | hidden.hidden(r.node), gpus)) {
+              wait.kind = WaitKind::kReserved;
+              wait.reservation = static_cast<int>(i);
+              break;
+            }
+          }
+        }
+      }
+    }
+    if (!admitted) {
+      walked_gpus[t] += gpus;
+      wait.position = ++position;
+      if (report) result.waiting.push_back(wait);
+    } else {
+      tenancy.queue.erase(entry);
+      pending_.erase(id);
+    }
+    if (next[t] != tenancy.queue.end()) order.push({head_key(t), t});
+    // Nothing more can start: no visible GPU, none reserved and free, no reservation left.
+    if (!report && free_visible <= 0 && hidden.total() == 0 &&
+        static_cast<int>(result.reservations.size()) >= options_.max_reservations) {
+      break;
+    }
+  }
+  hidden.ShowAll();
+  kept_.clear();
+  for (size_t i = 0; i < result.reservations.size(); ++i)
+    if (!released[i]) kept_.push_back(result.reservations[i]);
+  if (options_.preemption) {
+    result.preemptions = ChoosePreemptions(fleet, result, reserved, now_s);
+  }
+  return result;
+}
+
+}  // namespace tessera::scheduling

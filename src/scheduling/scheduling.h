@@ -1,0 +1,296 @@
+// Scheduling policy: which pending GPU request goes next. Pure logic, no I/O, shared by the
+// control plane (`serve`) and the fleet simulator.
+//
+//  - Per-tenancy quotas: GPUs in use, and pending requests (checked at submission).
+//  - Weighted fair share: tenancies are served lowest (recent usage + GPUs in use) / weight first,
+//    where recent usage decays with a configurable half-life. Inside a tenancy: priority (bounded
+//    by the tenancy's maximum), then age.
+//  - Reservations: a request that does not fit reserves the node and partition it will get first;
+//    later requests run only where they do not delay it, and the reservation is kept from pass
+//    to pass until its holder starts (or leaves the queue). A request with a duration limit may use
+//    reserved GPUs only when it ends before the reservation needs them; a request without a limit
+//    never does.
+//  - Preemption (optional): running preemptible requests that may be stopped so a higher-priority
+//    request, or one of a tenancy below its share, can start.
+//  - Every pending request gets its place in dispatch order and why it waits.
+//
+// Placement inside a node stays with placement::Fleet (and the topology module under it): the
+// scheduler decides order, admission and reservations, and asks the fleet where a request goes.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/error.h"
+#include "placement/placement.h"
+
+namespace tessera::scheduling {
+
+using RequestId = uint64_t;
+
+// Bounds on every number a tenant or operator can set; the API refuses values outside them.
+inline constexpr int kMinPriority = -1000;
+inline constexpr int kMaxPriority = 1000;
+inline constexpr double kMinWeight = 0.001;
+inline constexpr double kMaxWeight = 1000;
+inline constexpr int kMaxQuotaGpus = 1000000;
+inline constexpr int kMaxQuotaPending = 1000000;
+inline constexpr double kMaxDurationLimitSeconds = 366.0 * 24 * 3600;
+inline constexpr int kUnlimited = std::numeric_limits<int>::max();
+inline constexpr double kUnknownTime = std::numeric_limits<double>::infinity();
+
+enum class Mode {
+  kFifo,  // submission order; no quotas on order, priorities ignored
+  kFair,  // weighted fair share, priorities, quotas
+};
+const char* ModeName(Mode mode);
+Result<Mode> ParseMode(std::string_view name);
+
+struct TenancyPolicy {
+  double weight = 1;
+  int quota_gpus = kUnlimited;     // GPUs in use at once
+  int quota_pending = kUnlimited;  // requests waiting at once
+  int max_priority = 0;            // highest priority its submissions may ask for
+};
+// InvalidArgument naming the field when a value is outside the bounds above.
+Status ValidateTenancyPolicy(const TenancyPolicy& policy);
+
+struct SchedulerOptions {
+  Mode mode = Mode::kFair;
+  placement::Policy placement = placement::Policy::kBinpack;
+  double half_life_s = 3600;  // of recent usage
+  // Requests that do not fit and get a reservation, in dispatch order, per pass. Zero turns
+  // reservations off (plain backfill: anything that fits runs).
+  int max_reservations = 8;
+  bool preemption = false;
+};
+Status ValidateSchedulerOptions(const SchedulerOptions& options);
+
+struct PendingRequest {
+  RequestId id = 0;
+  std::string tenancy;
+  std::string label;  // how reasons name it ("c-1234"); the ID when empty
+  int gpus = 1;
+  int priority = 0;
+  double submitted_s = 0;
+  // The backend stops the request at this limit; kUnknownTime when it has none.
+  double max_duration_s = kUnknownTime;
+  bool preemptible = false;
+};
+
+// Why a request is still pending after a pass.
+enum class WaitKind {
+  kNone,           // admitted in this pass
+  kQuotaGpus,      // its tenancy is at its GPU quota
+  kReservation,    // it holds a reservation and waits for it to drain
+  kReserved,       // it would fit, but only in GPUs reserved for an earlier request
+  kNoCapacity,     // no node has that many free GPUs that can be given together
+  kNeverPlaceable  // no node can ever give that many GPUs
+};
+
+struct Reservation {
+  RequestId holder = 0;
+  int node = -1;
+  placement::GpuMask gpus = 0;
+  std::optional<uint32_t> partition_id;
+  // When its GPUs are expected to be free (latest known end of what runs on them);
+  // kUnknownTime when something on them has no duration limit.
+  double ready_s = kUnknownTime;
+};
+
+struct Wait {
+  RequestId id = 0;
+  int position = 0;  // 1-based place in dispatch order among what still waits
+  WaitKind kind = WaitKind::kNone;
+  int in_use = 0;        // kQuotaGpus: the tenancy's GPUs in use
+  int quota = 0;         // kQuotaGpus: its quota
+  int reservation = -1;  // kReservation / kReserved: index into PassResult::reservations
+  int free_gpus = 0;     // kNoCapacity: free GPUs the fleet had at that point
+};
+
+struct Admission {
+  RequestId id = 0;
+  placement::Placement placement;
+  bool backfill = false;  // placed in GPUs reserved for a later-starting request
+};
+
+struct Preemption {
+  RequestId for_request = 0;
+  std::vector<RequestId> victims;
+};
+
+struct PassResult {
+  std::vector<Admission> admitted;        // in dispatch order; their GPUs are leased
+  std::vector<Wait> waiting;              // in dispatch order (empty when !report)
+  std::vector<Reservation> reservations;  // in dispatch order
+  std::vector<Preemption> preemptions;    // chosen victims (options.preemption)
+  int64_t decisions = 0;                  // requests considered
+};
+
+struct TenancyUsage {
+  std::string name;
+  double weight = 1;
+  int in_use = 0;
+  int pending = 0;
+  double recent_gpus = 0;  // decayed average of GPUs in use over the half-life
+  double share = 0;        // of the fleet's recent usage, 0..1
+  double target = 0;       // weight / sum of weights of tenancies with work, 0..1
+};
+
+class Scheduler {
+ public:
+  static Result<Scheduler> Create(SchedulerOptions options);
+
+  const SchedulerOptions& options() const { return options_; }
+
+  // Creates or changes a tenancy; tenancies not set explicitly get the defaults on first use.
+  Status SetTenancy(const std::string& name, const TenancyPolicy& policy);
+  TenancyPolicy GetTenancy(const std::string& name) const;
+
+  // Whether `request` may join the queue: InvalidArgument for a priority outside
+  // kMinPriority..the tenancy's maximum, a size below 1 or a bad duration limit;
+  // FailedPrecondition naming the quota when the tenancy already has its maximum pending.
+  Status CheckSubmit(const PendingRequest& request) const;
+  // Adds a request (after CheckSubmit). AlreadyExists for an ID already known.
+  Status Enqueue(PendingRequest request);
+  // Drops a pending request (cancelled); false when it is not pending.
+  bool Cancel(RequestId id);
+
+  // Usage accounting. Time only moves forward; earlier times are taken as `now`.
+  void Advance(double now_s);
+  // A request that runs (admitted by a pass, or adopted after a restart): counts against its
+  // tenancy's quota and share until Finished. A pending request of that ID leaves the queue.
+  void Started(RequestId id, const std::string& tenancy, const placement::Placement& placement,
+               int gpus, double started_s, double max_duration_s, int priority, bool preemptible);
+  void Finished(RequestId id, double now_s);
+
+  // One scheduling pass at `now_s` over `fleet` (whose free GPUs are the truth about what can
+  // be given). Admitted requests are leased in the fleet and counted as started. With
+  // `report`, every pending request gets its position and reason; without it the pass stops
+  // as soon as nothing more can start (the simulator's fast path).
+  PassResult Schedule(placement::Fleet& fleet, double now_s, bool report = true);
+
+  // "waiting: tenancy quota 8/8 GPUs in use", "waiting: reserved for c-7 (8 GPUs on node-3)", ...
+  std::string Describe(const Wait& wait, const PassResult& pass,
+                       const placement::Fleet& fleet) const;
+
+  size_t pending_count() const { return pending_.size(); }
+  size_t running_count() const { return running_.size(); }
+  std::vector<TenancyUsage> Usage() const;
+
+ private:
+  struct Tenancy {
+    std::string name;
+    TenancyPolicy policy;
+    int in_use = 0;
+    double decayed_gpu_seconds = 0;  // integral of GPUs in use, decayed by the half-life
+    // Pending request IDs in this tenancy's own order.
+    std::set<std::tuple<int, double, uint64_t, RequestId>> queue;
+  };
+  struct Pending {
+    PendingRequest request;
+    int tenancy = -1;
+    uint64_t sequence = 0;
+  };
+  struct Running {
+    int tenancy = -1;
+    placement::Placement placement;
+    int gpus = 0;
+    double started_s = 0;
+    double ends_s = kUnknownTime;
+    int priority = 0;
+    bool preemptible = false;
+  };
+
+  explicit Scheduler(SchedulerOptions options) : options_(options) {}
+  int TenancyIndex(const std::string& name);
+  int FindTenancy(const std::string& name) const;
+  std::tuple<int, double, uint64_t, RequestId> QueueKey(const Pending& pending) const;
+  double ShareKey(const Tenancy& tenancy, double extra_gpus) const;
+  void EnsureNodes(const placement::Fleet& fleet);
+  void SetGpuOwner(const placement::Placement& placement, double ends_s, RequestId owner);
+  // Reservation choice (reservation.cc): the node and GPUs that can give `gpus` earliest, not
+  // overlapping `taken` (per node); false when no node ever can.
+  bool ChooseReservation(const placement::Fleet& fleet, int gpus,
+                         const std::vector<placement::GpuMask>& taken, double now_s,
+                         Reservation* out) const;
+  // Preemption choice (preemption.cc).
+  std::vector<Preemption> ChoosePreemptions(const placement::Fleet& fleet, const PassResult& pass,
+                                            const std::vector<placement::GpuMask>& reserved,
+                                            double now_s) const;
+
+  SchedulerOptions options_;
+  double tau_s_ = 0;  // half-life / ln 2
+  double now_s_ = 0;
+  uint64_t next_sequence_ = 0;
+  std::vector<Tenancy> tenancies_;
+  std::unordered_map<std::string, int> tenancy_index_;
+  std::unordered_map<RequestId, Pending> pending_;
+  std::unordered_map<RequestId, Running> running_;
+  // Per node, per GPU: when what runs there ends (kUnknownTime: no limit) and who holds it
+  // (0: nobody known to the scheduler).
+  std::vector<std::vector<double>> gpu_ends_;
+  std::vector<std::vector<RequestId>> gpu_owner_;
+  // The reservations of the last pass: kept for their holders while they wait, so requests that
+  // come earlier in a later pass's order cannot take GPUs a reservation has drained.
+  std::vector<Reservation> kept_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The fleet simulator with tenancies (`tessera fleet simulate --queue --scheduling ...`).
+
+struct TenantLoad {
+  std::string name;
+  double load = 0;  // offered GPU demand / fleet GPUs
+};
+// One synthetic stream per tenant (placement::SyntheticTrace with that tenant's load and a seed
+// derived from `base.seed` and its position), requests split in proportion to load, merged in
+// arrival order. Deterministic for the same options.
+Result<std::vector<placement::Request>> SyntheticTenantTrace(
+    const placement::SyntheticOptions& base, const std::vector<TenantLoad>& tenants);
+
+struct QueueSimulationOptions {
+  SchedulerOptions scheduler;                      // mode kFifo: placement::Simulate exactly
+  std::map<std::string, TenancyPolicy> tenancies;  // weights and GPU quotas
+  // Requests declare their duration as maxDurationSeconds (so they may backfill into reserved
+  // GPUs they leave in time); off: no request has a limit.
+  bool duration_limits = true;
+};
+
+struct TenancyStats {
+  int64_t requests = 0;
+  int64_t admitted = 0;
+  double gpu_hours = 0;  // served
+  double share = 0;      // of the GPU-time leased within the arrival window
+  double wait_p50_s = 0, wait_p95_s = 0, wait_max_s = 0;
+  std::map<int, double> wait_p95_s_by_size;
+  double backlogged_fraction = 0;  // of the arrival window with a request of it waiting
+};
+
+struct QueueSimulationResult {
+  placement::SimulationResult base;
+  std::string scheduling;
+  std::map<std::string, TenancyStats> per_tenancy;
+  std::map<int, double> wait_p95_s_by_size;
+  // Tenancies that got less than 95 % of the GPU-time they offered within the arrival window
+  // (what they would have had with no wait), and Jain's index of share / weight over them.
+  std::vector<std::string> backlogged;
+  double jain_fairness = 1;
+};
+
+Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet,
+                                            std::vector<placement::Request> requests,
+                                            const QueueSimulationOptions& options);
+std::string QueueSimulationToJson(const QueueSimulationResult& result, bool include_timing);
+
+// Jain's fairness index of `values`: (sum x)^2 / (n * sum x^2); 1 when all are equal.
+double JainIndex(const std::vector<double>& values);
+
+}  // namespace tessera::scheduling

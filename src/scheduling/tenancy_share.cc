@@ -1,0 +1,61 @@
+// Fair share: recent usage decayed with a half-life, the order key of a tenancy, and the usage
+// report.
+#include <cmath>
+
+#include "scheduling/scheduling.h"
+
+namespace tessera::scheduling {
+
+void Scheduler::Advance(double now_s) {
+  if (!(now_s > now_s_)) return;
+  const double dt = now_s - now_s_;
+  now_s_ = now_s;
+  // Exact for GPUs in use held constant over dt: U' = U d + g tau (1 - d), d = e^(-dt/tau).
+  const double decay = std::exp(-dt / tau_s_);
+  for (Tenancy& tenancy : tenancies_) {
+    tenancy.decayed_gpu_seconds =
+        tenancy.decayed_gpu_seconds * decay + tenancy.in_use * tau_s_ * (1 - decay);
+  }
+}
+
+// Lower goes first. Recent usage over tau is the average number of GPUs in use over the recent
+// window; GPUs in use now are added so an admission counts at once, not only as it decays in.
+double Scheduler::ShareKey(const Tenancy& tenancy, double extra_gpus) const {
+  const double recent = tenancy.decayed_gpu_seconds / tau_s_;
+  return (recent + tenancy.in_use + extra_gpus) / tenancy.policy.weight;
+}
+
+std::vector<TenancyUsage> Scheduler::Usage() const {
+  std::vector<TenancyUsage> out;
+  double total_recent = 0, active_weight = 0;
+  for (const Tenancy& tenancy : tenancies_) {
+    TenancyUsage usage;
+    usage.name = tenancy.name;
+    usage.weight = tenancy.policy.weight;
+    usage.in_use = tenancy.in_use;
+    usage.pending = static_cast<int>(tenancy.queue.size());
+    usage.recent_gpus = tenancy.decayed_gpu_seconds / tau_s_;
+    total_recent += usage.recent_gpus + usage.in_use;
+    if (usage.in_use > 0 || usage.pending > 0) active_weight += usage.weight;
+    out.push_back(std::move(usage));
+  }
+  for (TenancyUsage& usage : out) {
+    if (total_recent > 0) usage.share = (usage.recent_gpus + usage.in_use) / total_recent;
+    if (active_weight > 0 && (usage.in_use > 0 || usage.pending > 0))
+      usage.target = usage.weight / active_weight;
+  }
+  return out;
+}
+
+double JainIndex(const std::vector<double>& values) {
+  if (values.empty()) return 1;
+  double sum = 0, squares = 0;
+  for (double x : values) {
+    sum += x;
+    squares += x * x;
+  }
+  if (squares <= 0) return 1;
+  return sum * sum / (static_cast<double>(values.size()) * squares);
+}
+
+}  // namespace tessera::scheduling

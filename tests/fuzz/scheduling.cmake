@@ -1,0 +1,1 @@
+tessera_add_fuzzer(scheduling_trace ${CMAKE_CURRENT_LIST_DIR}/scheduling_trace.cc tessera_scheduling)
