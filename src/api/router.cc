@@ -167,13 +167,14 @@ constexpr std::array<const char*, 5> kMethodNames = {"GET", "POST", "PUT", "DELE
 constexpr size_t kMaxPathSegment = 253;
 
 // The routes served without a token.
-enum class PublicRoute { kNone, kDashboard, kMetrics, kHealth, kOpenApi };
+enum class PublicRoute { kNone, kDashboard, kMetrics, kHealth, kReady, kOpenApi };
 
 PublicRoute PublicRouteOf(const std::vector<std::string>& parts) {
   if (parts.empty() || (parts.size() == 1 && parts[0] == "index.html"))
     return PublicRoute::kDashboard;
   if (parts.size() == 1 && parts[0] == "metrics") return PublicRoute::kMetrics;
   if (parts.size() == 1 && parts[0] == "healthz") return PublicRoute::kHealth;
+  if (parts.size() == 1 && parts[0] == "readyz") return PublicRoute::kReady;
   if (parts.size() == 2 && parts[0] == "v1" && parts[1] == "openapi.json")
     return PublicRoute::kOpenApi;
   return PublicRoute::kNone;
@@ -391,6 +392,10 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       return respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
     case PublicRoute::kHealth:
       return respond(MakeResponse(http::status::ok, "ok\n", "text/plain"));
+    // The listener opens only after the store is loaded and reconciled, so a replica that
+    // answers at all can take traffic.
+    case PublicRoute::kReady:
+      return respond(MakeResponse(http::status::ok, "ready\n", "text/plain"));
     case PublicRoute::kOpenApi:
       return respond(MakeResponse(http::status::ok, OpenApiJson()));
     case PublicRoute::kNone:

@@ -155,11 +155,9 @@ check(kata is not None and kata["overhead"]["podFixed"]["memory"] == "2560Mi",
 deploy = find(defaults, "Deployment", "tessera-control-plane")
 cp_pod = deploy["spec"]["template"]["spec"]
 serve = container(cp_pod, "serve")
-check(deploy["spec"]["replicas"] == 2, "control plane: 2 replicas")
-pdb = find(defaults, "PodDisruptionBudget", "tessera-control-plane")
-check(pdb is not None and pdb["spec"]["minAvailable"] == 1 and
-      pdb["spec"]["selector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"],
-      "PodDisruptionBudget minAvailable 1 over the control plane's Pods")
+# One replica by default: until the store lives in the cluster each replica has its own.
+check(deploy["spec"]["replicas"] == 1, "control plane: 1 replica by default")
+check("--leader-elect" in serve["command"], "control plane replicas elect a leader")
 anti = cp_pod.get("affinity", {}).get("podAntiAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution", [])
 check(len(anti) == 1 and anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname" and
       anti[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == deploy["spec"]["selector"]["matchLabels"],
@@ -173,7 +171,7 @@ check(env.get("POD_NAME") == "metadata.name" and env.get("POD_NAMESPACE") == "me
 volumes = cp_pod.get("volumes", [])
 check(all(set(v) <= {"name", "emptyDir"} for v in volumes) and
       all(v["emptyDir"].get("sizeLimit") for v in volumes),
-      "control plane mounts no host path, PVC or unbounded emptyDir (state lives in the cluster)")
+      "control plane mounts no host path, PVC or unbounded emptyDir")
 data_dir = next((a.split("=", 1)[1] for a in serve["command"] if a.startswith("--data-dir=")), None)
 scratch = [m["mountPath"] for m in serve.get("volumeMounts", [])]
 check(data_dir is not None and any(data_dir.startswith(p.rstrip("/") + "/") for p in scratch),
@@ -288,8 +286,10 @@ check(config["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4, "time-s
 vdeploy = find(varied, "Deployment", "tessera-control-plane")
 check("--k8s-cilium" in container(vdeploy["spec"]["template"]["spec"], "serve")["command"],
       "control plane told to create Cilium policies")
-check(vdeploy["spec"]["replicas"] == 3 and find(varied, "PodDisruptionBudget", "tessera-control-plane") is not None,
-      "3 replicas keep their PodDisruptionBudget")
+pdb = find(varied, "PodDisruptionBudget", "tessera-control-plane")
+check(vdeploy["spec"]["replicas"] == 3 and pdb is not None and pdb["spec"]["minAvailable"] == 1 and
+      pdb["spec"]["selector"]["matchLabels"] == vdeploy["spec"]["selector"]["matchLabels"],
+      "3 replicas keep a PodDisruptionBudget (minAvailable 1) over the control plane's Pods")
 agent = container(find(varied, "DaemonSet", "tessera-node-agent")["spec"]["template"]["spec"], "device-plugin")
 check(agent["resources"]["limits"]["memory"] == "256Mi", "node agent memory from values")
 check(agent["image"] == "registry.example.com/tessera:9.9.9", f"image from values: {agent['image']}")

@@ -377,6 +377,18 @@ TEST_F(ServeApi, DashboardIsServedAtTheRoot) {
   EXPECT_NE(response->body.find("/v1/gpus"), std::string::npos);
 }
 
+TEST_F(ServeApi, HealthAndReadinessAnswerWithoutAToken) {
+  auto anonymous = serve_->Connect("");
+  for (const std::string path : {"/healthz", "/readyz"}) {
+    auto response = anonymous->Call("GET", path);
+    ASSERT_TRUE(response.ok()) << path;
+    EXPECT_EQ(response->status, 200) << path;
+  }
+  auto unknown = anonymous->Call("GET", "/readyzz");
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->status, 401);
+}
+
 TEST(ServeLocalBackend, KataWithoutAKataRuntimeIs409WithTheReason) {
   TempDir dir;
   ServeProcess serve(dir.path(), {"--root", MaterializeHost("no-gpu"), "--cdi-dir",
