@@ -1,0 +1,105 @@
+// Prints every Kubernetes object the C++ code builds, one JSON object per line, so the schema
+// validator (tests/tools/k8s-schema/validate.mjs) can check them against current Kubernetes
+// schemas. Objects that depend on a host are built from the materialized fixture hosts.
+// A new builder gets a line in one of the functions below (or a new function called from main);
+// the validator finds the schema from apiVersion/kind, so nothing else needs to change.
+//
+// usage: k8s_objects   (stdout: JSON lines; exit 1 when a builder fails)
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "backends/kubernetes/kubernetes.h"
+#include "dra/dra.h"
+#include "inventory/inventory.h"
+#include "support/fixture_host.h"
+#include "topology/topology.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<k8s::NfsEntitlement> kEntitlements = {
+    {"datasets", "10.0.0.5", "/exports/datasets", true},
+    {"scratch", "nfs.storage.example.com", "/exports/scratch", false},
+};
+
+void KubernetesBackendObjects(std::vector<json>& out) {
+  out.push_back(k8s::BuildNamespace("team-a"));
+  out.push_back(k8s::BuildCiliumNetworkPolicy("team-a", kEntitlements));
+  out.push_back(k8s::BuildNetworkPolicy("team-a", kEntitlements));
+  out.push_back(k8s::BuildNetworkPolicy("team-b", {}));
+  for (auto isolation : {k8s::Isolation::kRunc, k8s::Isolation::kGvisor, k8s::Isolation::kKata}) {
+    for (auto mode : {k8s::NfsMode::kInline, k8s::NfsMode::kPersistentVolume}) {
+      k8s::PodRequest request;
+      request.tenancy = "team-a";
+      request.name = "job-" + std::to_string(int(isolation)) + "-" + std::to_string(int(mode));
+      request.image = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04";
+      request.command = {"nvidia-smi"};
+      request.env = {{"NCCL_DEBUG", "INFO"}};
+      request.isolation = isolation;
+      request.gpu_resource =
+          isolation == k8s::Isolation::kKata ? "nvidia.com/pgpu" : "nvidia.com/gpu";
+      request.gpus = 2;
+      request.node = "gpu-node-1";
+      request.lease_name = "lease-1";
+      request.volumes = {{"datasets", "/data", false}, {"scratch", "/scratch", false}};
+      request.nfs_mode = mode;
+      auto pod = k8s::BuildPod(request, kEntitlements);
+      if (!pod) throw std::runtime_error("BuildPod: " + pod.error().message);
+      out.push_back(*pod);
+    }
+  }
+  for (const auto& e : kEntitlements) {
+    out.push_back(k8s::BuildNfsPersistentVolume("team-a", e));
+    out.push_back(k8s::BuildNfsPersistentVolumeClaim("team-a", e));
+  }
+  k8s::LeaseSpec lease{"lease-1",       "team-a", "gpu-node-1",    {"0000:18:00.0", "0000:2a:00.0"},
+                       "tenant-team-a", "job-1",  "nvidia.com/gpu"};
+  out.push_back(k8s::BuildGpuLease(lease));
+  out.push_back(k8s::BuildTenancy("team-a", kEntitlements));
+  out.push_back(k8s::BuildFirmwareCheckJob(lease, k8s::FirmwareCheckOptions{}));
+  out.push_back(k8s::TenancyCrd());
+  out.push_back(k8s::GpuLeaseCrd());
+}
+
+// The DRA plugin's ResourceSlice on a driver host (with NVLink partitions) and a VFIO host.
+void DraObjects(std::vector<json>& out) {
+  for (const char* fixture : {"hgx-h100-dgx", "hgx-h100-vfio"}) {
+    inventory::ReadOptions read;
+    read.root = testing::MaterializeHost(fixture);
+    auto inv = inventory::ReadInventory(read);
+    if (!inv) throw std::runtime_error(std::string(fixture) + ": " + inv.error().message);
+    dra::NodeOptions options;
+    options.partitions = topology::HgxH100Table();
+    auto first = dra::DescribeNode(*inv, {});
+    if (!first) throw std::runtime_error("DescribeNode: " + first.error().message);
+    // Modules 1..8 in PCI order: any mapping gives each device its module and partitions.
+    for (size_t i = 0; i < first->devices.size(); ++i)
+      options.partitions->pci_addresses[int(i) + 1] = first->devices[i].pci_address;
+    auto node = dra::DescribeNode(*inv, options);
+    if (!node) throw std::runtime_error("DescribeNode: " + node.error().message);
+    dra::SliceOptions slice;
+    slice.node_name = std::string("node-") + fixture;
+    slice.generation = 3;
+    out.push_back(json::parse(
+        dra::BuildResourceSlice(*node, dra::PublishedDevices(*node, dra::DeviceState{}), slice)));
+  }
+}
+
+}  // namespace
+}  // namespace tessera
+
+int main() {
+  try {
+    std::vector<nlohmann::json> objects;
+    tessera::KubernetesBackendObjects(objects);
+    tessera::DraObjects(objects);
+    for (const auto& object : objects)
+      std::cout << object.dump() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "k8s_objects: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
