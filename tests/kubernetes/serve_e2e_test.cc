@@ -182,6 +182,9 @@ TEST(ServeKubernetes, PlacesAcrossNodesByBinpackAndNeverDoubleLeasesAcrossRestar
   auto connection = serve->Connect(serve->admin_token());
   Json gpus = WaitForGpus(*connection, 10);
   ASSERT_EQ(gpus.size(), 10u) << gpus.dump();
+  // The scripted API server serves no discovery document: the device plugin, said in the log.
+  EXPECT_NE(serve->log().find("GPU API device-plugin (API discovery failed"), std::string::npos)
+      << serve->log();
   std::set<std::string> ids;
   for (const auto& gpu : gpus)
     ids.insert(gpu["id"].get<std::string>());
@@ -280,6 +283,7 @@ TEST(ServeKubernetes, DraPinsTheLeasedGpusAndAnotherAllocationFailsTheContainer)
   ASSERT_TRUE(serve.Start(&log)) << log;
   auto connection = serve.Connect(serve.admin_token());
   ASSERT_EQ(WaitForGpus(*connection, 8).size(), 8u);
+  EXPECT_NE(serve.log().find("GPU API dra (--k8s-gpu-api)"), std::string::npos) << serve.log();
   int status = 0;
   CallJson(*connection, "PUT", "/v1/tenancies/team-a", "{}", &status);
   ASSERT_EQ(status, 200);
