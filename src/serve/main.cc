@@ -44,6 +44,7 @@ struct Flags {
   std::string k8s_node;
   bool k8s_cilium = false;
   std::string k8s_nfs_mode = "inline";
+  std::string k8s_gpu_api;  // empty: from API discovery
   std::string placement_policy = "binpack";
   std::string lease_file = "/run/tessera/leases.json";
   std::string admin_token_file;  // default <data-dir>/admin.token
@@ -359,6 +360,9 @@ int Main(const Flags& flags) {
     if (!nfs_mode) Die(nfs_mode.error());
     k8s_options.nfs_mode = *nfs_mode;
     if (flags.leader_elect) k8s_options.leading = leading;
+    auto gpu_api = backends::ChooseGpuApi(k8s_options.client, flags.k8s_gpu_api);
+    if (!gpu_api) Die(gpu_api.error());
+    k8s_options.gpu_api = *gpu_api;
     backend = backends::CreateKubernetesBackend(std::move(k8s_options));
   } else {
     Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
@@ -473,6 +477,10 @@ int main(int argc, char** argv) {
                  "NFS entitlements as inline nfs volumes or a PV/PVC pair each")
       ->check(CLI::IsMember({"inline", "pv"}))
       ->capture_default_str();
+  app.add_option("--k8s-gpu-api", flags.k8s_gpu_api,
+                 "How Pods get their GPUs: dra (a ResourceClaim pinned to the leased GPUs) or "
+                 "device-plugin (default: dra when the cluster serves resource.k8s.io/v1)")
+      ->check(CLI::IsMember({"dra", "device-plugin"}));
   app.add_option("--lease-file", flags.lease_file, "Node-local lease file for the device plugin")
       ->capture_default_str();
   app.add_flag("--no-tenant-firewall", flags.no_tenant_firewall,

@@ -2,12 +2,16 @@
 // GPUs are those the Nodes publish (tessera.dev/gpus); a container submitted over the REST API is
 // placed on a node by the placement policy and becomes a GpuLease and a Pod in the tenant
 // namespace (gVisor runtime class, GPU limit, node affinity); when the Pod ends, the service sees
-// the exit code and the lease goes to checking with a firmware-check Job.
+// the exit code and the lease goes to checking with a firmware-check Job. With
+// --k8s-gpu-api dra the Pod references a ResourceClaim pinned to the leased GPUs instead, and an
+// allocation other than the lease fails the container.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
+#include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/kubernetes_backend.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
@@ -178,6 +182,9 @@ TEST(ServeKubernetes, PlacesAcrossNodesByBinpackAndNeverDoubleLeasesAcrossRestar
   auto connection = serve->Connect(serve->admin_token());
   Json gpus = WaitForGpus(*connection, 10);
   ASSERT_EQ(gpus.size(), 10u) << gpus.dump();
+  // The scripted API server serves no discovery document: the device plugin, said in the log.
+  EXPECT_NE(serve->log().find("GPU API device-plugin (API discovery failed"), std::string::npos)
+      << serve->log();
   std::set<std::string> ids;
   for (const auto& gpu : gpus)
     ids.insert(gpu["id"].get<std::string>());
@@ -236,6 +243,176 @@ TEST(ServeKubernetes, PlacesAcrossNodesByBinpackAndNeverDoubleLeasesAcrossRestar
   ASSERT_EQ(gpus.size(), 10u);
   for (const auto& gpu : gpus)
     EXPECT_EQ(gpu["available"], gpu["node"] != "node-a") << gpu.dump();
+}
+
+// The test plays the scheduler: it writes the claim's allocation through /status.
+void AllocateClaim(k8s::Client& admin, const std::string& ns, const std::string& claim,
+                   const std::string& pool, const std::vector<std::string>& pci_addresses) {
+  Json results = Json::array();
+  for (const auto& pci : pci_addresses)
+    results.push_back({{"request", k8s::kClaimRequestName},
+                       {"driver", k8s::kDraDriver},
+                       {"pool", pool},
+                       {"device", k8s::DraDeviceName(pci)}});
+  ASSERT_TRUE(admin
+                  .Patch(k8s::ResourceClaims(), ns, claim,
+                         {{"status", {{"allocation", {{"devices", {{"results", results}}}}}}}},
+                         k8s::PatchType::kMerge, "status")
+                  .ok());
+}
+
+std::vector<std::string> Strings(const Json& list) {
+  std::vector<std::string> out;
+  for (const auto& item : list)
+    out.push_back(item.get<std::string>());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(ServeKubernetes, DraPinsTheLeasedGpusAndAnotherAllocationFailsTheContainer) {
+  FakeApiServer api;
+  TempDir dir;
+  const std::string kubeconfig = WriteKubeconfig(dir.path(), api.url());
+  k8s::ClientConfig config;
+  config.server = api.url();
+  k8s::Client admin(config);
+  CreateNode(admin, "gpu-node-1", FixtureGpus("hgx-h100-dgx"));
+  ServeProcess serve(dir.path(), {"--backend", "kubernetes", "--kubeconfig", kubeconfig,
+                                  "--k8s-gpu-api", "dra", "--cdi-dir", dir.path() + "/cdi"});
+  std::string log;
+  ASSERT_TRUE(serve.Start(&log)) << log;
+  auto connection = serve.Connect(serve.admin_token());
+  ASSERT_EQ(WaitForGpus(*connection, 8).size(), 8u);
+  EXPECT_NE(serve.log().find("GPU API dra (--k8s-gpu-api)"), std::string::npos) << serve.log();
+  int status = 0;
+  CallJson(*connection, "PUT", "/v1/tenancies/team-a", "{}", &status);
+  ASSERT_EQ(status, 200);
+  const std::string ns = "tenant-team-a";
+
+  // Submits 2 GPUs and returns the container ID after checking what the backend created: a
+  // claim pinned to the leased GPUs, recorded in the lease, and a Pod that references it.
+  struct Submitted {
+    std::string id, pod, lease;
+    std::vector<std::string> gpus;
+  };
+  auto submit = [&]() -> Submitted {
+    Json submitted = CallJson(
+        *connection, "POST", "/v1/containers",
+        R"({"image":"cuda","tenancy":"team-a","gpus":2,"command":["nvidia-smi"]})", &status);
+    EXPECT_EQ(status / 100, 2) << submitted.dump();
+    Submitted out;
+    out.id = submitted.value("id", "");
+    out.pod = backends::PodNameFor(out.id);
+    out.lease = "lease-" + out.pod;
+    Json pod = WaitForPod(admin, ns, out.pod);
+    EXPECT_TRUE(pod.is_object()) << serve.log();
+    if (!pod.is_object()) return out;
+    auto lease = admin.Get(Resource::GpuLeases(), "", out.lease);
+    EXPECT_TRUE(lease.ok());
+    if (!lease) return out;
+    out.gpus = Strings((*lease)["spec"]["gpuIds"]);
+    EXPECT_EQ(out.gpus.size(), 2u);
+    auto claim = admin.Get(k8s::ResourceClaims(), ns, out.lease);
+    EXPECT_TRUE(claim.ok()) << serve.log();
+    if (!claim) return out;
+    const Json& exactly = (*claim)["spec"]["devices"]["requests"][0]["exactly"];
+    EXPECT_EQ(exactly["deviceClassName"], k8s::kGpuDeviceClass);
+    EXPECT_EQ(exactly["count"], 2);
+    EXPECT_EQ(exactly["selectors"][0]["cel"]["expression"], k8s::PinnedSelector(out.gpus));
+    EXPECT_EQ((*lease)["status"]["claim"]["name"], out.lease);
+    EXPECT_EQ((*lease)["status"]["claim"]["uid"], (*claim)["metadata"]["uid"]);
+    EXPECT_EQ(pod["spec"]["resourceClaims"][0]["resourceClaimName"], out.lease);
+    const Json& resources = pod["spec"]["containers"][0]["resources"];
+    EXPECT_EQ(resources["claims"][0]["name"], pod["spec"]["resourceClaims"][0]["name"]);
+    EXPECT_FALSE(resources.contains("limits")) << resources.dump();
+    EXPECT_EQ(AffinityNode(pod), "gpu-node-1");
+    return out;
+  };
+
+  // Allocated exactly as leased: the container runs and exits; the firmware check covers
+  // exactly those GPUs and the claim is deleted once the check has run.
+  Submitted pinned = submit();
+  ASSERT_FALSE(pinned.gpus.empty());
+  AllocateClaim(admin, ns, pinned.lease, "gpu-node-1", pinned.gpus);
+  testing::WaitUntil([&] {
+    return serve.log().find("container " + pinned.id + ": claim allocated exactly") !=
+           std::string::npos;
+  });
+  ASSERT_NE(serve.log().find("container " + pinned.id + ": claim allocated exactly"),
+            std::string::npos)
+      << serve.log();
+  ASSERT_TRUE(admin
+                  .Patch(Resource::Pods(), ns, pinned.pod, {{"status", {{"phase", "Running"}}}},
+                         k8s::PatchType::kMerge, "status")
+                  .ok());
+  Json container;
+  testing::WaitUntil([&] {
+    container = CallJson(*connection, "GET", "/v1/containers/" + pinned.id);
+    return container.value("state", "") == "running";
+  });
+  EXPECT_EQ(container["state"], "running") << container.dump();
+  Json finished = {
+      {"status",
+       {{"phase", "Succeeded"},
+        {"containerStatuses",
+         Json::array({{{"name", "main"}, {"state", {{"terminated", {{"exitCode", 0}}}}}}})}}}};
+  ASSERT_TRUE(
+      admin.Patch(Resource::Pods(), ns, pinned.pod, finished, k8s::PatchType::kMerge, "status")
+          .ok());
+  testing::WaitUntil([&] {
+    container = CallJson(*connection, "GET", "/v1/containers/" + pinned.id);
+    return container.value("state", "") == "exited";
+  });
+  EXPECT_EQ(container["state"], "exited") << container.dump();
+  EXPECT_EQ(container["exit_code"], 0) << container.dump();
+  const std::string job_name = k8s::FirmwareCheckJobName(pinned.lease);
+  Json job;
+  testing::WaitUntil([&] {
+    auto got = admin.Get(Resource::Jobs(), k8s::FirmwareCheckOptions{}.namespace_, job_name);
+    if (got) job = *got;
+    return got.ok();
+  });
+  ASSERT_TRUE(job.is_object()) << serve.log();
+  std::vector<std::string> checked;
+  const Json& command = job["spec"]["template"]["spec"]["containers"][0]["command"];
+  for (size_t i = 0; i + 1 < command.size(); ++i)
+    if (command[i] == "--gpu") checked.push_back(command[i + 1]);
+  EXPECT_EQ(checked, pinned.gpus);
+  EXPECT_TRUE(admin.Get(k8s::ResourceClaims(), ns, pinned.lease).ok());  // until the check ran
+  ASSERT_TRUE(admin
+                  .Patch(Resource::Jobs(), k8s::FirmwareCheckOptions{}.namespace_, job_name,
+                         {{"status", {{"succeeded", 1}}}}, k8s::PatchType::kMerge, "status")
+                  .ok());
+  testing::WaitUntil([&] { return !admin.Get(k8s::ResourceClaims(), ns, pinned.lease).ok(); });
+  EXPECT_FALSE(admin.Get(k8s::ResourceClaims(), ns, pinned.lease).ok());
+
+  // Allocated another GPU than leased: the container fails with that reason before it runs,
+  // and its Pod is deleted.
+  Submitted other = submit();
+  ASSERT_FALSE(other.gpus.empty());
+  std::string stranger;
+  for (const auto& gpu : FixtureGpus("hgx-h100-dgx").gpus) {
+    if (std::find(other.gpus.begin(), other.gpus.end(), gpu.pci_address) == other.gpus.end() &&
+        std::find(pinned.gpus.begin(), pinned.gpus.end(), gpu.pci_address) == pinned.gpus.end())
+      stranger = gpu.pci_address;
+  }
+  ASSERT_FALSE(stranger.empty());
+  AllocateClaim(admin, ns, other.lease, "gpu-node-1", {other.gpus[0], stranger});
+  testing::WaitUntil([&] {
+    container = CallJson(*connection, "GET", "/v1/containers/" + other.id);
+    return container.value("state", "") == "failed";
+  });
+  EXPECT_EQ(container["state"], "failed") << container.dump() << serve.log();
+  std::string reason = container.value("reason", "");
+  EXPECT_NE(reason.find(k8s::DraDeviceName(stranger)), std::string::npos) << container.dump();
+  EXPECT_NE(reason.find("the lease pins"), std::string::npos) << container.dump();
+  auto pod = admin.Get(Resource::Pods(), ns, other.pod);
+  ASSERT_FALSE(pod.ok());
+  EXPECT_EQ(pod.error().category, ErrorCategory::kNotFound);
+  auto lease = admin.Get(Resource::GpuLeases(), "", other.lease);
+  ASSERT_TRUE(lease.ok());
+  EXPECT_NE((*lease)["status"].value("reason", "").find("the lease pins"), std::string::npos)
+      << lease->dump();
 }
 
 }  // namespace

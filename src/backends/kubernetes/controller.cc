@@ -253,6 +253,43 @@ Status ReconcileTenancy(Client& client, const Json& tenancy,
   return Ok();
 }
 
+Result<std::optional<std::string>> PinnedClaimMismatch(Client& client, const Json& lease) {
+  LeaseSpec spec = LeaseSpecOf(lease);
+  if (spec.claim_name.empty()) return std::optional<std::string>();
+  std::string mismatch;
+  auto allocation = PinnedAllocation(client, spec, &mismatch);
+  if (!allocation) return allocation.error();
+  // An unreadable allocation is a mismatch too; an unallocated claim is not decided yet.
+  if (!mismatch.empty() || *allocation) return std::optional<std::string>(mismatch);
+  return std::optional<std::string>();
+}
+
+Result<Json> CreatePinnedClaim(Client& client, const PodRequest& request, const LeaseSpec& lease,
+                               const std::string& ns) {
+  PinnedClaim pinned{request.resource_claim,
+                     ns,
+                     lease.node,
+                     lease.gpu_ids,
+                     request.isolation == Isolation::kKata,
+                     lease.name};
+  auto claim = client.Create(ResourceClaims(), ns, BuildPinnedClaim(pinned));
+  if (!claim && claim.error().category == ErrorCategory::kAlreadyExists)
+    claim = client.Get(ResourceClaims(), ns, request.resource_claim);
+  if (!claim) {
+    (void)PatchLeaseStatus(client, lease.name, "free",
+                           "claim create failed: " + claim.error().message);
+    return claim.error();
+  }
+  Json recorded = {
+      {"status",
+       {{"claim",
+         {{"name", request.resource_claim}, {"uid", (*claim)["metadata"].value("uid", "")}}}}}};
+  auto patched =
+      client.Patch(Resource::GpuLeases(), "", lease.name, recorded, PatchType::kMerge, "status");
+  if (!patched) return patched.error();
+  return claim;
+}
+
 Result<Json> StartPod(Client& client, const PodRequest& request,
                       const std::vector<NfsEntitlement>& entitlements, const LeaseSpec& lease) {
   // Build first: a refused volume must not leave a lease behind.
@@ -266,27 +303,7 @@ Result<Json> StartPod(Client& client, const PodRequest& request,
   auto ns = (*pod)["metadata"].value("namespace", "");
   if (!request.resource_claim.empty()) {
     // DRA: the claim pins the leased GPUs before the Pod that references it exists.
-    PinnedClaim pinned{request.resource_claim,
-                       ns,
-                       lease.node,
-                       lease.gpu_ids,
-                       request.isolation == Isolation::kKata,
-                       lease.name};
-    auto claim = client.Create(ResourceClaims(), ns, BuildPinnedClaim(pinned));
-    if (!claim && claim.error().category == ErrorCategory::kAlreadyExists)
-      claim = client.Get(ResourceClaims(), ns, request.resource_claim);
-    if (!claim) {
-      (void)PatchLeaseStatus(client, lease.name, "free",
-                             "claim create failed: " + claim.error().message);
-      return claim.error();
-    }
-    Json recorded = {
-        {"status",
-         {{"claim",
-           {{"name", request.resource_claim}, {"uid", (*claim)["metadata"].value("uid", "")}}}}}};
-    auto patched =
-        client.Patch(Resource::GpuLeases(), "", lease.name, recorded, PatchType::kMerge, "status");
-    if (!patched) return patched.error();
+    if (auto claim = CreatePinnedClaim(client, request, lease, ns); !claim) return claim.error();
   }
   auto live = client.Create(Resource::Pods(), ns, *pod);
   if (!live) {

@@ -330,6 +330,17 @@ struct TenancyControllerOptions {
 Status ReconcileTenancy(Client& client, const Json& tenancy,
                         const TenancyControllerOptions& options);
 
+// DRA: creates (or finds) request.resource_claim in `ns`, pinned to the lease's GPUs (the vfio
+// class under Kata), and records its name and UID in the lease's status.claim. A failure frees
+// the lease with the reason. Returns the live claim.
+Result<Json> CreatePinnedClaim(Client& client, const PodRequest& request, const LeaseSpec& lease,
+                               const std::string& ns);
+
+// DRA: what the scheduler made of a lease's pinned claim. nullopt while the lease has no claim
+// or the claim is not allocated (or gone); else the reason the allocation differs from the
+// lease (unreadable included), empty when it is exactly the leased GPUs.
+Result<std::optional<std::string>> PinnedClaimMismatch(Client& client, const Json& lease);
+
 // Submission → GpuLease (reserved, owned by the control plane) → Pod → lease active. With
 // request.resource_claim (DRA), a ResourceClaim pinned to the leased GPUs is created before the
 // Pod and recorded in the lease's status.claim {name, uid}.

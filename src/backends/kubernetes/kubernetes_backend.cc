@@ -15,6 +15,8 @@
 #include <optional>
 #include <thread>
 
+#include "common/untrusted_text.h"
+
 namespace tessera::backends {
 namespace {
 
@@ -107,6 +109,9 @@ class KubernetesBackend final : public ContainerBackend {
     // The node the fleet placement chose; without GPUs, the --k8s-node restriction (or any).
     pod.node = request.node.empty() ? options_.node : request.node;
     pod.lease_name = "lease-" + pod.name;
+    // DRA: the Pod references a claim pinned to the leased GPUs (named after the lease).
+    if (options_.gpu_api == k8s::GpuApi::kDra && !request.gpu_pci_addresses.empty())
+      pod.resource_claim = pod.lease_name;
     // The volumes were checked against the tenancy's entitlements by the control plane; the
     // exports they name become nfs volumes (or PV/PVC pairs) and NFS egress exceptions.
     // The namespace policy covers every export the tenancy is entitled to (PrepareTenancy),
@@ -159,7 +164,8 @@ class KubernetesBackend final : public ContainerBackend {
     k8s::PodRequest with_labels = pod;
     auto created = StartWithLabels(with_labels, entitlements, lease, labels, request.id);
     if (!created) return created.error();
-    Follow(request.id, *ns, pod.name, lease.gpu_ids.empty() ? "" : lease.name, std::move(on_exit));
+    Follow(request.id, *ns, pod.name, lease.gpu_ids.empty() ? "" : lease.name,
+           !pod.resource_claim.empty(), std::move(on_exit));
     return Ok();
   }
 
@@ -211,8 +217,9 @@ class KubernetesBackend final : public ContainerBackend {
     if (!pod) return pod.error();
     std::string lease =
         (*pod)["metadata"].value("labels", Json::object()).value("tessera.dev/lease", "");
+    const Json& claims = (*pod)["spec"].value("resourceClaims", Json::array());
     Follow(id, (*pod)["metadata"].value("namespace", ""), (*pod)["metadata"].value("name", ""),
-           lease, std::move(on_exit));
+           lease, claims.is_array() && !claims.empty(), std::move(on_exit));
     return Ok();
   }
 
@@ -314,6 +321,11 @@ class KubernetesBackend final : public ContainerBackend {
 
   struct Followed {
     std::string ns, pod, lease;
+    // DRA: the lease's pinned claim has not been seen allocated yet; until it is, the driver
+    // compares its allocation with the lease.
+    bool claim_undecided = false;
+    // Why the container is failed whatever its Pod does (a claim allocated other GPUs).
+    std::string failure;
     ExitCallback on_exit;
     bool exited = false;     // the exit was seen (queued or delivered)
     bool delivered = false;  // on_exit ran
@@ -343,6 +355,11 @@ class KubernetesBackend final : public ContainerBackend {
     auto created = client_.Create(Resource::GpuLeases(), "", k8s::BuildGpuLease(lease));
     if (!created && created.error().category != ErrorCategory::kAlreadyExists)
       return created.error();
+    // DRA: then the claim the Pod references, pinned to the leased GPUs.
+    if (!request.resource_claim.empty()) {
+      auto claim = k8s::CreatePinnedClaim(client_, request, lease, lease.pod_namespace);
+      if (!claim) return claim.error();
+    }
     auto live = client_.Create(Resource::Pods(), lease.pod_namespace, *pod);
     if (!live) return live.error();
     Json status = {
@@ -383,10 +400,11 @@ class KubernetesBackend final : public ContainerBackend {
   // Registers the container and, when the Pod watch already saw it end (it may end before its
   // start returns, or between a restart's List and Watch), queues the exit at once.
   void Follow(const std::string& id, const std::string& ns, const std::string& pod,
-              const std::string& lease, ExitCallback on_exit) {
+              const std::string& lease, bool pinned_claim, ExitCallback on_exit) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      followed_[id] = Followed{ns, pod, lease, std::move(on_exit)};
+      followed_[id] =
+          Followed{ns, pod, lease, pinned_claim && !lease.empty(), "", std::move(on_exit)};
       auto seen = seen_.find(id);
       if (seen != seen_.end()) {
         if (seen->second.deleted) {
@@ -405,6 +423,7 @@ class KubernetesBackend final : public ContainerBackend {
     auto it = followed_.find(id);
     if (it == followed_.end() || it->second.exited) return;
     it->second.exited = true;
+    if (!it->second.failure.empty()) info = ExitInfo{std::nullopt, true, it->second.failure};
     exits_.emplace_back(id, std::move(info));
   }
 
@@ -539,10 +558,15 @@ class KubernetesBackend final : public ContainerBackend {
       lock.lock();
       if (!delivered && std::chrono::steady_clock::now() < next_walk) continue;
       next_walk = std::chrono::steady_clock::now() + options_.lease_interval;
-      std::vector<std::pair<std::string, std::string>> leases;  // id, lease
-      for (const auto& [id, f] : followed_)
+      std::vector<std::pair<std::string, std::string>> leases;     // id, lease
+      std::vector<std::pair<std::string, std::string>> undecided;  // id, lease
+      for (const auto& [id, f] : followed_) {
         if (f.delivered && !f.lease.empty()) leases.emplace_back(id, f.lease);
+        if (!f.exited && f.claim_undecided) undecided.emplace_back(id, f.lease);
+      }
       lock.unlock();
+      for (const auto& [id, name] : undecided)
+        CheckPinnedClaim(id, name);
       std::vector<std::string> done;
       for (const auto& [id, name] : leases) {
         std::lock_guard<std::mutex> client_lock(client_mu_);
@@ -557,6 +581,43 @@ class KubernetesBackend final : public ContainerBackend {
         if (it != followed_.end()) it->second.lease.clear();
       }
     }
+  }
+
+  // DRA, while the container has not ended: once the scheduler allocated its pinned claim,
+  // anything but the leased GPUs fails it (ReconcileLease deletes the Pod and records why); it
+  // never runs on other GPUs. Polled only until the allocation is seen.
+  void CheckPinnedClaim(const std::string& id, const std::string& lease_name) {
+    std::lock_guard<std::mutex> client_lock(client_mu_);
+    auto lease = client_.Get(Resource::GpuLeases(), "", lease_name);
+    if (!lease) return;
+    auto mismatch = k8s::PinnedClaimMismatch(client_, *lease);
+    if (!mismatch) {
+      spdlog::warn("lease {}: claim: {}", lease_name, mismatch.error().message);
+      return;
+    }
+    if (!*mismatch) return;  // not allocated yet
+    const std::string& reason = **mismatch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = followed_.find(id);
+      if (it == followed_.end()) return;
+      // Recorded before the Pod is deleted, so its deletion reaches the caller as this reason.
+      it->second.failure = reason;
+      if (reason.empty()) it->second.claim_undecided = false;
+    }
+    if (reason.empty()) {
+      spdlog::info("container {}: claim allocated exactly the leased GPUs", id);
+      return;
+    }
+    spdlog::warn("container {}: {}", id, reason);
+    auto state = k8s::ReconcileLease(client_, *lease, options_.firmware_check);
+    if (!state) {
+      spdlog::warn("lease {}: {}", lease_name, state.error().message);
+      return;  // tried again at the next walk
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = followed_.find(id);
+    if (it != followed_.end()) it->second.claim_undecided = false;
   }
 
   KubernetesBackendOptions options_;
@@ -653,6 +714,32 @@ std::string PodNameFor(const std::string& id) {
   while (name.back() == '-')
     name.pop_back();
   return name;
+}
+
+Result<k8s::GpuApi> ChooseGpuApi(const k8s::ClientConfig& config, const std::string& flag) {
+  if (!flag.empty()) {
+    auto api = k8s::ParseGpuApi(flag);
+    if (api) spdlog::info("kubernetes: GPU API {} (--k8s-gpu-api)", k8s::GpuApiName(*api));
+    return api;
+  }
+  k8s::Client client(config);
+  auto groups = client.GetText("/apis");
+  std::string why;
+  Json list;
+  if (!groups) {
+    why = "API discovery failed: " + groups.error().message;
+  } else if (auto nesting = CheckJsonNesting(*groups, "/apis"); !nesting) {
+    why = nesting.error().message;
+  } else {
+    list = Json::parse(*groups, nullptr, false);
+    if (list.is_discarded()) why = "API discovery answered no JSON";
+  }
+  k8s::GpuApi api = k8s::DefaultGpuApi(list);
+  if (why.empty())
+    why = api == k8s::GpuApi::kDra ? "API discovery lists resource.k8s.io/v1"
+                                   : "API discovery does not list resource.k8s.io/v1";
+  spdlog::info("kubernetes: GPU API {} ({})", k8s::GpuApiName(api), why);
+  return api;
 }
 
 std::unique_ptr<ContainerBackend> CreateKubernetesBackend(KubernetesBackendOptions options) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/kubernetes.h"
 
 namespace tessera::backends {
@@ -33,7 +34,15 @@ struct KubernetesBackendOptions {
   // With several replicas: whether this one leads (only the leader reconciles tenancies; a new
   // leader catches up at its next resync). Unset: always.
   std::function<bool()> leading;
+  // How Pods get their GPUs: an extended-resource limit (device plugin), or a ResourceClaim
+  // pinned to the leased GPUs that the Pod references (DRA); a claim allocated anything else
+  // fails the container.
+  k8s::GpuApi gpu_api = k8s::GpuApi::kDevicePlugin;
 };
+
+// The GPU API for --k8s-gpu-api `flag`; empty: dra when the cluster's API discovery (GET /apis)
+// lists resource.k8s.io/v1, else device-plugin (also when discovery fails). Logs the choice.
+Result<k8s::GpuApi> ChooseGpuApi(const k8s::ClientConfig& config, const std::string& flag);
 
 std::unique_ptr<ContainerBackend> CreateKubernetesBackend(KubernetesBackendOptions options);
 

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/kubernetes.h"
 #include "dra/dra.h"
 #include "inventory/inventory.h"
@@ -54,9 +55,40 @@ void KubernetesBackendObjects(std::vector<json>& out) {
     out.push_back(k8s::BuildNfsPersistentVolume("team-a", e));
     out.push_back(k8s::BuildNfsPersistentVolumeClaim("team-a", e));
   }
+  // DRA: the claim pinned to the leased GPUs (runc and Kata's vfio class) and the Pod that
+  // references it instead of a GPU limit.
+  for (bool vfio : {false, true}) {
+    k8s::PinnedClaim claim{vfio ? "claim-kata" : "claim-runc",
+                           "tenant-team-a",
+                           "gpu-node-1",
+                           {"0000:18:00.0", "0000:2a:00.0"},
+                           vfio,
+                           "lease-1"};
+    out.push_back(k8s::BuildPinnedClaim(claim));
+    k8s::PodRequest request;
+    request.tenancy = "team-a";
+    request.name = vfio ? "job-claimed-kata" : "job-claimed-runc";
+    request.image = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04";
+    request.command = {"nvidia-smi"};
+    request.isolation = vfio ? k8s::Isolation::kKata : k8s::Isolation::kRunc;
+    request.gpus = 2;
+    request.node = "gpu-node-1";
+    request.lease_name = "lease-1";
+    request.resource_claim = claim.name;
+    request.volumes = {{"datasets", "/data", false}};
+    auto pod = k8s::BuildPod(request, kEntitlements);
+    if (!pod) throw std::runtime_error("BuildPod (claim): " + pod.error().message);
+    out.push_back(*pod);
+  }
   k8s::LeaseSpec lease{"lease-1",       "team-a", "gpu-node-1",    {"0000:18:00.0", "0000:2a:00.0"},
                        "tenant-team-a", "job-1",  "nvidia.com/gpu"};
   out.push_back(k8s::BuildGpuLease(lease));
+  // The status a DRA lease carries once its claim exists (what StartPod patches in).
+  json claimed_lease = k8s::BuildGpuLease(lease);
+  claimed_lease["status"] = {{"state", "active"},
+                             {"reason", "pod tenant-team-a/job-1"},
+                             {"claim", {{"name", "claim-runc"}, {"uid", "4f1c9a52-0d8e-4c1b"}}}};
+  out.push_back(claimed_lease);
   out.push_back(k8s::BuildTenancy("team-a", kEntitlements));
   out.push_back(k8s::BuildFirmwareCheckJob(lease, k8s::FirmwareCheckOptions{}));
   out.push_back(k8s::TenancyCrd());
