@@ -131,13 +131,13 @@ r = run([KUBECTL, "label", "--local", "-o", "name", "tessera.dev/checked=true"] 
 decoded = r.stdout.split()
 check(r.returncode == 0 and len(decoded) == len(objects(shipped)) and
       "deviceclass.resource.k8s.io/gpu.tessera.dev" in decoded and
-      "poddisruptionbudget.policy/tessera-control-plane" in decoded,
+      "deployment.apps/tessera-control-plane" in decoded,
       f"kubectl decodes all {len(objects(shipped))} shipped objects " + r.stderr.strip())
 
 # 3. What the defaults render.
 kinds = sorted({o["kind"] for o in defaults})
 check(kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DeviceClass",
-                "Namespace", "PodDisruptionBudget", "Role", "RoleBinding", "RuntimeClass", "Service",
+                "Namespace", "Role", "RoleBinding", "RuntimeClass", "Service",
                 "ServiceAccount"], f"kinds: {kinds}")
 chart = yaml.safe_load(open(os.path.join(CHART, "Chart.yaml")))
 image = f"ghcr.io/tessera/tessera:{chart['appVersion']}"
@@ -229,6 +229,7 @@ sync = container(pod, "lease-sync")
 check("--root" in sync["command"] and sync["command"][sync["command"].index("--root") + 1] == "/host"
       and {"name": "host", "mountPath": "/host", "readOnly": True} in sync["volumeMounts"],
       "lease-sync reads the host's inventory from a read-only /host")
+plugin = container(pod, "device-plugin")
 check(host_paths(pod, sync["volumeMounts"]).get("/var/lib/kubelet/pod-resources") ==
       ("/var/lib/kubelet/pod-resources", True), "lease-sync reads kubelet's pod-resources dir, read-only")
 check("patch" in agent_verbs.get("gpuleases/status", set()) and
