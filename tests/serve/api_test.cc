@@ -386,7 +386,7 @@ TEST_F(ServeApi, HealthAndReadinessAnswerWithoutAToken) {
   }
   auto unknown = anonymous->Call("GET", "/readyzz");
   ASSERT_TRUE(unknown.ok());
-  EXPECT_EQ(unknown->status, 401);
+  EXPECT_EQ(unknown->status, 404);
 }
 
 TEST(ServeLocalBackend, KataWithoutAKataRuntimeIs409WithTheReason) {
