@@ -4,12 +4,12 @@
 #include <string.h>
 #include <tessera/tessera.h>
 
-#define CHECK(cond)                                            \
-  do {                                                         \
-    if (!(cond)) {                                             \
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    if (!(cond)) {                                                    \
       fprintf(stderr, "check failed line %d: %s\n", __LINE__, #cond); \
-      return 1;                                                \
-    }                                                          \
+      return 1;                                                       \
+    }                                                                 \
   } while (0)
 
 int main(int argc, char** argv) {
