@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/pci_address.h"
 #include "deviceplugin/deviceplugin.h"
 
 namespace tessera::deviceplugin {
@@ -11,16 +12,6 @@ namespace {
 constexpr LeaseState kStates[] = {
     LeaseState::kFree,     LeaseState::kReserved,    LeaseState::kActive,  LeaseState::kReleasing,
     LeaseState::kChecking, LeaseState::kQuarantined, LeaseState::kDraining};
-
-// Canonical PCI address: "0000:18:00.0", lowercase hex.
-bool IsPciAddress(const std::string& s) {
-  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11}) {
-    char c = s[i];
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return s[11] <= '7';
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/pci_address.h"
 #include "inventory/inventory.h"
 
 namespace tessera::inventory {
@@ -81,7 +82,6 @@ struct PciNames {
 };
 PciNames LookupPciIds(std::string_view pci_ids, uint16_t vendor_id, uint16_t device_id);
 
-// "0000:18:00.0" → true. Lowercase hex, 4-digit domain.
-bool IsPciAddress(std::string_view text);
+using ::tessera::IsPciAddress;
 
 }  // namespace tessera::inventory

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/pci_address.h"
 #include "mig/mig.h"
 
 namespace tessera::mig {
@@ -11,15 +12,6 @@ namespace {
 
 constexpr size_t kMaxEntries = 64;
 constexpr uint32_t kMaxCount = 64;
-
-bool IsPciAddress(const std::string& s) {
-  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
-  for (size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11}) {
-    char c = s[i];
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return s[11] <= '7';
-}
 
 std::string Short(const std::string& text) {
   return text.size() > 64 ? text.substr(0, 64) + "…" : text;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/pci_address.h"
 #include "topology/topology.h"
 
 namespace tessera::topology {
@@ -15,30 +16,6 @@ const FabricPartition* PartitionTable::Find(uint32_t id) const {
 }
 
 namespace {
-
-bool IsHex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-}
-
-// Canonical sysfs form "dddd:bb:dd.f", lowercase: the form the inventory uses.
-bool IsCanonicalPciAddress(const std::string& address) {
-  if (address.size() != 12) return false;
-  for (size_t i = 0; i < address.size(); ++i) {
-    char c = address[i];
-    if (i == 4 || i == 7) {
-      if (c != ':') return false;
-    } else if (i == 10) {
-      if (c != '.') return false;
-    } else if (i == 11) {
-      if (c < '0' || c > '7') return false;
-    } else if (!IsHex(c)) {
-      return false;
-    }
-  }
-  // Device number is 5 bits (0..31).
-  int device = std::stoi(address.substr(8, 2), nullptr, 16);
-  return device <= 31;
-}
 
 std::string SetString(const std::vector<int>& modules) {
   std::string out = "{";
@@ -112,7 +89,7 @@ Status ValidatePartitionTable(const PartitionTable& table) {
     if (module < 1 || module > table.module_count) {
       return InvalidArgument(where + ": unknown module ID " + std::to_string(module) + board_range);
     }
-    if (!IsCanonicalPciAddress(address)) {
+    if (!IsPciAddress(address)) {
       return InvalidArgument(where + ": \"" + address +
                              "\" is not a PCI address of the form 0000:18:00.0 (lowercase hex)");
     }
