@@ -12,11 +12,11 @@ Result<PodList> List(const std::string& socket_path, std::chrono::milliseconds t
   arguments.SetMaxReceiveMessageSize(static_cast<int>(kMaxAnswerBytes));
   auto channel = grpc::CreateCustomChannel("unix://" + socket_path,
                                            grpc::InsecureChannelCredentials(), arguments);
-  auto stub = ::v1::PodResourcesLister::NewStub(channel);
+  auto lister = ::v1::PodResourcesLister::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
   ::v1::ListPodResourcesResponse response;
-  auto status = stub->List(&context, ::v1::ListPodResourcesRequest(), &response);
+  auto status = lister->List(&context, ::v1::ListPodResourcesRequest(), &response);
   if (!status.ok()) {
     return Unavailable("PodResources List on " + socket_path + ": " + status.error_message());
   }

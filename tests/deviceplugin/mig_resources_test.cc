@@ -89,7 +89,7 @@ TEST(MigStrategy, SingleServesEverySliceOfOneProfileAsGpu) {
     EXPECT_EQ(id.rfind("MIG-", 0), 0u) << id;
 }
 
-TEST(MigStrategy, SingleRefusesAMixedLayoutSayingWhatToDo) {
+TEST(MigStrategy, SingleRefusesAMixedLayoutNamingTheMixedStrategy) {
   auto manager = Manager("h100-mig-mixed", MigStrategy::kSingle);
   ASSERT_FALSE(manager.ok());
   EXPECT_EQ(manager.error().category, ErrorCategory::kFailedPrecondition);

@@ -42,13 +42,13 @@ template <typename Pb>
 std::map<std::string, DraPrepareResult> PrepareWith(const std::shared_ptr<grpc::Channel>& channel,
                                                     const std::vector<dra::ClaimRef>& claims,
                                                     std::string* rpc_error) {
-  auto stub = Pb::DRAPlugin::NewStub(channel);
+  auto plugin = Pb::DRAPlugin::NewStub(channel);
   typename Pb::NodePrepareResourcesRequest request;
   Fill(claims, &request);
   typename Pb::NodePrepareResourcesResponse response;
   grpc::ClientContext context;
   context.set_deadline(Deadline());
-  auto status = stub->NodePrepareResources(&context, request, &response);
+  auto status = plugin->NodePrepareResources(&context, request, &response);
   std::map<std::string, DraPrepareResult> out;
   if (!status.ok()) {
     if (rpc_error) *rpc_error = status.error_message();
@@ -74,13 +74,13 @@ template <typename Pb>
 std::map<std::string, std::string> UnprepareWith(const std::shared_ptr<grpc::Channel>& channel,
                                                  const std::vector<dra::ClaimRef>& claims,
                                                  std::string* rpc_error) {
-  auto stub = Pb::DRAPlugin::NewStub(channel);
+  auto plugin = Pb::DRAPlugin::NewStub(channel);
   typename Pb::NodeUnprepareResourcesRequest request;
   Fill(claims, &request);
   typename Pb::NodeUnprepareResourcesResponse response;
   grpc::ClientContext context;
   context.set_deadline(Deadline());
-  auto status = stub->NodeUnprepareResources(&context, request, &response);
+  auto status = plugin->NodeUnprepareResources(&context, request, &response);
   std::map<std::string, std::string> out;
   if (!status.ok()) {
     if (rpc_error) *rpc_error = status.error_message();
@@ -129,12 +129,12 @@ std::string DraKubelet::Register(std::chrono::milliseconds timeout, bool refuse,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   auto channel = grpc::CreateChannel("unix://" + socket, grpc::InsecureChannelCredentials());
-  auto stub = ::pluginregistration::Registration::NewStub(channel);
+  auto registration = ::pluginregistration::Registration::NewStub(channel);
   ::pluginregistration::PluginInfo info;
   {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
-    auto status = stub->GetInfo(&context, ::pluginregistration::InfoRequest(), &info);
+    auto status = registration->GetInfo(&context, ::pluginregistration::InfoRequest(), &info);
     if (!status.ok()) return "GetInfo: " + status.error_message();
   }
   // The plugin watcher's validation: type, name, a version this kubelet speaks (the plugin's
@@ -160,7 +160,7 @@ std::string DraKubelet::Register(std::chrono::milliseconds timeout, bool refuse,
   ::pluginregistration::RegistrationStatusResponse ignored;
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + timeout);
-  auto sent = stub->NotifyRegistrationStatus(&context, status, &ignored);
+  auto sent = registration->NotifyRegistrationStatus(&context, status, &ignored);
   if (!sent.ok()) return "NotifyRegistrationStatus: " + sent.error_message();
   if (!problem.empty()) return problem;
   endpoint_ = info.endpoint();
@@ -208,9 +208,9 @@ struct DraHealthWatch::State {
 DraHealthWatch::DraHealthWatch(const std::string& endpoint) : state_(std::make_unique<State>()) {
   state_->channel = grpc::CreateChannel("unix://" + endpoint, grpc::InsecureChannelCredentials());
   state_->reader = std::thread([state = state_.get()] {
-    auto stub = ::v1alpha1::DRAResourceHealth::NewStub(state->channel);
+    auto health = ::v1alpha1::DRAResourceHealth::NewStub(state->channel);
     auto stream =
-        stub->NodeWatchResources(&state->context, ::v1alpha1::NodeWatchResourcesRequest());
+        health->NodeWatchResources(&state->context, ::v1alpha1::NodeWatchResourcesRequest());
     ::v1alpha1::NodeWatchResourcesResponse response;
     while (stream->Read(&response)) {
       std::map<std::string, Entry> latest;
