@@ -6,6 +6,7 @@
 // ID i+1, so GPU masks and the table's module masks are the same bits.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -200,6 +201,31 @@ struct SimulationResult {
   double mean_wait_s = 0;      // queue mode: mean wait of admitted requests
   int64_t decisions = 0;       // placement attempts
   double elapsed_s = 0;        // wall time of the event loop
+};
+
+// The running totals every simulation reports at its end: leased GPU-time inside the window from
+// the first to the last arrival (utilization), the waits of admitted requests, and the event
+// loop's wall time.
+class SimulationMeter {
+ public:
+  // `requests`: sorted by arrival, not empty.
+  explicit SimulationMeter(const std::vector<Request>& requests);
+  // Time moves on to `time`: the GPUs in use since the last call were busy until then.
+  void Advance(double time);
+  void Started(int gpus, double wait_s) {
+    busy_ += gpus;
+    total_wait_s_ += wait_s;
+  }
+  void Ended(int gpus) { busy_ -= gpus; }
+  // Fills gpu_utilization, offered_load, mean_wait_s and elapsed_s (result.gpus and
+  // result.admitted already set).
+  void Finish(const std::vector<Request>& requests, SimulationResult& result) const;
+
+ private:
+  double window_start_, window_end_, last_time_;
+  double busy_gpu_seconds_ = 0, total_wait_s_ = 0;
+  int busy_ = 0;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 };
 
 Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,

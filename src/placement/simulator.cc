@@ -53,22 +53,11 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
   if (options.start_times) options.start_times->assign(requests.size(), NAN);
   if (requests.empty()) return result;
 
-  const double window_start = requests.front().arrival_s;
-  const double window_end = requests.back().arrival_s;
-  double busy_gpu_seconds = 0;
-  int busy = 0;
-  double last_time = window_start;
-  auto advance = [&](double time) {
-    double from = std::clamp(last_time, window_start, window_end);
-    double to = std::clamp(time, window_start, window_end);
-    busy_gpu_seconds += busy * (to - from);
-    last_time = time;
-  };
+  SimulationMeter meter(requests);
 
   std::priority_queue<Departure, std::vector<Departure>, Later> departures;
   std::deque<size_t> waiting;
   int64_t sequence = 0;
-  double total_wait = 0;
   std::vector<int> possible(65, -1);  // per size: 1 placeable, 0 never, -1 unknown
 
   auto admit = [&](size_t index, const Placement& placement, double now) {
@@ -76,9 +65,8 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
     ++result.admitted;
     ++result.admitted_by_size[r.gpus];
     result.served_gpu_hours += r.gpus * r.duration_s / 3600.0;
-    total_wait += now - r.arrival_s;
     if (options.start_times) (*options.start_times)[index] = now;
-    busy += r.gpus;
+    meter.Started(r.gpus, now - r.arrival_s);
     departures.push({now + r.duration_s, sequence++, placement, r.gpus});
   };
   auto drain_queue = [&](double now) {
@@ -98,20 +86,19 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
            (inclusive ? departures.top().time <= time : departures.top().time < time)) {
       Departure d = departures.top();
       departures.pop();
-      advance(d.time);
-      busy -= d.gpus;
+      meter.Advance(d.time);
+      meter.Ended(d.gpus);
       (void)fleet.Release(d.placement);
       if (options.queue && !waiting.empty()) drain_queue(d.time);
     }
   };
 
-  const auto started = std::chrono::steady_clock::now();
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     result.offered_gpu_hours += r.gpus * r.duration_s / 3600.0;
     ++result.requests_by_size[r.gpus];
     depart_until(r.arrival_s, true);
-    advance(r.arrival_s);
+    meter.Advance(r.arrival_s);
     int& can = possible[std::min(r.gpus, 64)];
     if (can < 0) can = fleet.CanEverPlace(r.gpus).ok() ? 1 : 0;
     if (!can) {
@@ -133,18 +120,7 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
   }
   depart_until(INFINITY, true);
   result.rejected += static_cast<int64_t>(waiting.size());  // could never start
-  result.elapsed_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-
-  const double window = window_end - window_start;
-  if (window > 0) {
-    result.gpu_utilization = busy_gpu_seconds / (fleet.total_gpus() * window);
-    double offered_seconds = 0;
-    for (const Request& r : requests)
-      offered_seconds += r.gpus * r.duration_s;
-    result.offered_load = offered_seconds / (fleet.total_gpus() * window);
-  }
-  if (result.admitted > 0) result.mean_wait_s = total_wait / result.admitted;
+  meter.Finish(requests, result);
   return result;
 }
 

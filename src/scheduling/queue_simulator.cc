@@ -92,22 +92,12 @@ Result<placement::SimulationResult> SimulateFair(placement::Fleet fleet,
   starts.assign(requests.size(), NAN);
   if (requests.empty()) return result;
 
-  const double window_start = requests.front().arrival_s;
-  const double window_end = requests.back().arrival_s;
-  double busy_gpu_seconds = 0, last_time = window_start, total_wait = 0;
-  int busy = 0;
-  auto advance = [&](double time) {
-    const double from = std::clamp(last_time, window_start, window_end);
-    const double to = std::clamp(time, window_start, window_end);
-    busy_gpu_seconds += busy * (to - from);
-    last_time = time;
-  };
+  placement::SimulationMeter meter(requests);
   std::priority_queue<Departure, std::vector<Departure>, Later> departures;
   int64_t sequence = 0;
   std::array<int, 65> possible;
   possible.fill(-1);
 
-  const auto started = std::chrono::steady_clock::now();
   size_t next = 0;
   while (next < requests.size() || !departures.empty()) {
     const double now = next < requests.size() && (departures.empty() ||
@@ -117,12 +107,12 @@ Result<placement::SimulationResult> SimulateFair(placement::Fleet fleet,
     while (!departures.empty() && departures.top().time <= now) {
       Departure d = departures.top();
       departures.pop();
-      advance(d.time);
-      busy -= requests[d.index].gpus;
+      meter.Advance(d.time);
+      meter.Ended(requests[d.index].gpus);
       (void)fleet.Release(d.placement);
       scheduler->Finished(d.index + 1, d.time);
     }
-    advance(now);
+    meter.Advance(now);
     for (; next < requests.size() && requests[next].arrival_s <= now; ++next) {
       const Request& r = requests[next];
       result.offered_gpu_hours += r.gpus * r.duration_s / 3600.0;
@@ -151,24 +141,13 @@ Result<placement::SimulationResult> SimulateFair(placement::Fleet fleet,
       ++result.admitted;
       ++result.admitted_by_size[r.gpus];
       result.served_gpu_hours += r.gpus * r.duration_s / 3600.0;
-      total_wait += now - r.arrival_s;
       starts[index] = now;
-      busy += r.gpus;
+      meter.Started(r.gpus, now - r.arrival_s);
       departures.push({now + r.duration_s, sequence++, index, admission.placement});
     }
   }
   result.rejected += static_cast<int64_t>(scheduler->pending_count());
-  result.elapsed_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const double window = window_end - window_start;
-  if (window > 0) {
-    result.gpu_utilization = busy_gpu_seconds / (fleet.total_gpus() * window);
-    double offered_seconds = 0;
-    for (const Request& r : requests)
-      offered_seconds += r.gpus * r.duration_s;
-    result.offered_load = offered_seconds / (fleet.total_gpus() * window);
-  }
-  if (result.admitted > 0) result.mean_wait_s = total_wait / result.admitted;
+  meter.Finish(requests, result);
   return result;
 }
 
