@@ -203,6 +203,41 @@ struct SimulationResult {
   double elapsed_s = 0;        // wall time of the event loop
 };
 
+// ---- MIG slices ----
+// Whole GPUs go through Fleet above; a request for MIG slices takes free MIG devices of one
+// profile on GPUs already in MIG mode (layouts are set by `tessera mig apply`, never here).
+
+struct MigSlot {
+  std::string profile;  // "1g.10gb", as inventory reports it
+  uint32_t compute_slices = 0;
+  bool free = true;
+};
+
+struct MigParent {
+  uint32_t compute_slices = 0;  // the board's total (7 on A100 and H100)
+  // Whether its lease lets new slices start (not releasing, checking, quarantined or draining).
+  bool placeable = true;
+  std::vector<MigSlot> slots;
+};
+
+struct MigChoice {
+  size_t parent = 0;  // index into the parents given
+  size_t slot = 0;    // index into that parent's slots
+  friend bool operator==(const MigChoice&, const MigChoice&) = default;
+};
+
+// Chooses `count` free slots of `profile`, packing: parents with the most compute slices already
+// in use first (so that idle GPUs stay idle for whole-GPU requests, new layouts and their
+// checks), then the fewest parents, then the lowest index. FailedPrecondition naming how many are
+// free when fewer than `count`; InvalidArgument when count is not 1..kMaxMigSlicesPerRequest.
+inline constexpr int kMaxMigSlicesPerRequest = 56;  // 8 GPUs x 7 slices
+Result<std::vector<MigChoice>> PackMigSlices(const std::vector<MigParent>& parents,
+                                             std::string_view profile, int count);
+
+// The share of its GPU a slice is metered as: its compute slices over the board's (1g on an
+// H100: 1/7). 1 for a parent of unknown size.
+double MigGpuFraction(uint32_t slice_compute_slices, uint32_t parent_compute_slices);
+
 // The running totals every simulation reports at its end: leased GPU-time inside the window from
 // the first to the last arrival (utilization), the waits of admitted requests, and the event
 // loop's wall time.
