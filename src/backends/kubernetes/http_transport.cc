@@ -375,8 +375,9 @@ Result<HttpResponse> HttpTransport::Send(const HttpRequest& request,
       if (keep_alive) s.idle = std::move(connection);
       return response;
     }
-    // The server closed the idle connection before this request reached it: once more on a
-    // new one. Anything else (an answer cut off, a timeout) is the caller's to retry or not.
+    // No byte of an answer on a reused connection: the server (or a load balancer) closed it
+    // while idle, so once more on a new one, as HTTP clients do. Anything else (an answer cut
+    // off, a timeout) is the caller's to retry or not.
     if (!reused || answered || Clock::now() >= deadline) return response.error();
   }
 }
