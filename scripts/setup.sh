@@ -11,7 +11,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev clang-format
   # libraries linked by tessera (see README "Dependencies")
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libtomlplusplus-dev
-  libsqlite3-dev libboost-dev libboost-system-dev libssl-dev libcurl4-openssl-dev
+  libsqlite3-dev libboost-dev libboost-system-dev libssl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libgtest-dev libgmock-dev libbenchmark-dev
   # Windows native discovery backend, cross-compiled

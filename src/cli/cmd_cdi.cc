@@ -181,8 +181,8 @@ void AddCdiCommand(CLI::App& app) {
   generate->add_option("--root", flags->root, "Host root to read (a fixture tree in tests)")
       ->capture_default_str();
   generate->add_option("--nvml", flags->nvml,
-                       "NVML library for MIG devices' UUIDs (default libnvidia-ml.so.1 for root "
-                       "/, none for another root)");
+                       "NVML library for MIG devices' UUIDs, loaded when a GPU is MIG-capable "
+                       "(default libnvidia-ml.so.1 for root /, none for another root)");
   generate
       ->add_option("--mode", flags->mode,
                    "auto: per device from its driver; driver: /dev/nvidia* and driver "

@@ -23,8 +23,8 @@ void AddInventoryCommand(CLI::App& app) {
       ->check(CLI::IsMember({"table", "json"}))
       ->capture_default_str();
   cmd->add_option("--nvml", options->nvml,
-                  "NVML library for MIG facts (default libnvidia-ml.so.1 for root /, none for "
-                  "another root; \"\" = none)");
+                  "NVML library for MIG facts, loaded when a GPU is MIG-capable (default "
+                  "libnvidia-ml.so.1 for root /, none for another root; \"\" = none)");
   cmd->callback([options] {
     inventory::ReadOptions read;
     read.root = options->root;

@@ -74,15 +74,15 @@ void SyncDirectoryOf(const std::string& path) {
 
 Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
                            Durability durability) {
-  const bool sync = durability == Durability::kPowerLoss;
-  auto temp = WriteTemporary(path, content, mode, sync);
+  const bool sync_file = durability != Durability::kProcessCrash;
+  auto temp = WriteTemporary(path, content, mode, sync_file);
   if (!temp) return temp.error();
   if (::rename(temp->c_str(), path.c_str()) != 0) {
     int saved = errno;
     ::unlink(temp->c_str());
     return ErrnoError("rename to " + path + " from " + *temp, saved);
   }
-  if (sync) SyncDirectoryOf(path);
+  if (durability == Durability::kPowerLoss) SyncDirectoryOf(path);
   return Ok();
 }
 

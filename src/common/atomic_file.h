@@ -13,11 +13,16 @@ namespace tessera {
 // What a replacement must survive. Readers never see a torn file either way (rename(2)); a file
 // the process writes survives the process's own crash in the page cache. Surviving a power loss
 // as well takes an fsync of the file and of its directory: worth it for state, not for files
-// that are rebuilt after every boot.
-enum class Durability { kPowerLoss, kProcessCrash };
+// that are rebuilt after every boot. In between, kWholeOnPowerLoss fsyncs the file but not the
+// directory: after a power loss the path holds the old content or the new, never a torn or empty
+// file, but the replacement itself may be lost (until the next journal commit, or the next
+// kPowerLoss write in that directory). For changes that are harmless to lose but must not leave
+// a file that cannot be read.
+enum class Durability { kPowerLoss, kWholeOnPowerLoss, kProcessCrash };
 
 // Writes `content` to a temporary file in the same directory as `path`, sets `mode`, renames it
-// over `path`; with kPowerLoss the file is fsynced before and the directory after the rename.
+// over `path`; with kPowerLoss the file is fsynced before and the directory after the rename,
+// with kWholeOnPowerLoss only the file.
 Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode = 0644,
                            Durability durability = Durability::kPowerLoss);
 

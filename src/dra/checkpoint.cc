@@ -157,8 +157,9 @@ Result<Checkpoint> ReadCheckpoint(const std::string& path) {
   return checkpoint;
 }
 
-Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint) {
-  return WriteFileAtomically(path, SerializeCheckpoint(checkpoint), 0600);
+Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint,
+                       Durability durability) {
+  return WriteFileAtomically(path, SerializeCheckpoint(checkpoint), 0600, durability);
 }
 
 }  // namespace tessera::dra

@@ -213,7 +213,8 @@ std::string SerializeCheckpoint(const Checkpoint& checkpoint);
 Result<Checkpoint> ParseCheckpoint(std::string_view json);
 // A missing file is an empty checkpoint.
 Result<Checkpoint> ReadCheckpoint(const std::string& path);
-Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint);
+Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint,
+                       Durability durability = Durability::kPowerLoss);
 
 // ---------------------------------------------------------------------------------------------
 // The driver's state on this node: prepared claims (checkpointed), device health and leases.
@@ -237,7 +238,7 @@ class Driver {
   Status Load();
 
   // Idempotent: a claim prepared before (this run or an earlier one) answers the same without
-  // asking the API server again. Writes the claim's CDI spec, then the checkpoint.
+  // asking the API server again. Writes the claim's CDI spec and the checkpoint, side by side.
   Result<PreparedClaim> Prepare(const ClaimRef& ref);
   // Removes the claim's CDI spec and checkpoint entry; an unknown claim succeeds.
   Status Unprepare(const ClaimRef& ref);

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <ctime>
+#include <future>
 
 #include "dra/dra.h"
 
@@ -33,10 +34,10 @@ Status Driver::WriteClaimSpec(const PreparedClaim& prepared, bool only_if_missin
   if (only_if_missing && ::access(spec_path.c_str(), F_OK) == 0) return Ok();
   auto spec = BuildClaimSpec(prepared, node_);
   if (!spec) return spec.error();
-  // Not fsynced: the spec is rebuilt from the checkpoint whenever it is missing (after a reboot
-  // kubelet prepares its claims again, and the CDI dir is usually tmpfs anyway); rename keeps
-  // it whole if the plugin dies mid-write. The checkpoint is the state, and it is synced.
-  auto written = cdi::WriteSpecFile(spec_path, cdi::ToJson(*spec), Durability::kProcessCrash);
+  // Whole after a power loss (a torn spec in a disk-backed CDI dir would fail every CDI
+  // lookup), but its rename need not be durable: a missing spec is rebuilt from the checkpoint
+  // when kubelet prepares the claim again after the reboot.
+  auto written = cdi::WriteSpecFile(spec_path, cdi::ToJson(*spec), Durability::kWholeOnPowerLoss);
   if (!written) return written.error();
   return Ok();
 }
@@ -62,14 +63,25 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   PrepareContext context{config_.driver, config_.node_name, &node_, &state_};
   auto prepared = PlanPrepare(ref, *claim, context);
   if (!prepared) return prepared.error();
-  if (auto status = WriteClaimSpec(*prepared, false); !status) return status.error();
   const std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
   checkpoint_[ref.uid] = *prepared;
-  if (auto saved = WriteCheckpoint(CheckpointPath(), checkpoint_); !saved) {
-    // Without a checkpoint entry a restarted plugin would not know to remove the spec.
+  // Both files wait on their own fsync, so they are written side by side.
+  auto spec_written =
+      std::async(std::launch::async, [&] { return WriteClaimSpec(*prepared, false); });
+  // A prepare lost with a power loss is harmless, so its rename need not be durable: kubelet
+  // prepares again after the reboot and an unknown claim is fetched anew; Unprepare removes the
+  // spec by the claim's UID whether or not the checkpoint names it. The file must be whole,
+  // though: a torn checkpoint would keep the plugin from starting.
+  Status saved = WriteCheckpoint(CheckpointPath(), checkpoint_, Durability::kWholeOnPowerLoss);
+  Status spec = spec_written.get();
+  if (!saved || !spec) {
+    // Neither file alone: without a checkpoint entry a restarted plugin would not know to
+    // remove the spec, and an entry without its spec would answer kubelet with CDI IDs that
+    // resolve to nothing.
     checkpoint_.erase(ref.uid);
     ::unlink(spec_path.c_str());
-    return saved.error();
+    if (saved) (void)WriteCheckpoint(CheckpointPath(), checkpoint_);
+    return saved ? spec.error() : saved.error();
   }
   return prepared;
 }
@@ -81,7 +93,9 @@ Status Driver::Unprepare(const ClaimRef& ref) {
     return ErrnoError("unlink " + spec_path, errno);
   }
   if (checkpoint_.erase(ref.uid) == 0) return Ok();
-  return WriteCheckpoint(CheckpointPath(), checkpoint_);
+  // Durable before kubelet hears of it: a removal lost with a power loss would leave an entry
+  // that answers a later prepare of the same UID, reallocated meanwhile, with the old devices.
+  return WriteCheckpoint(CheckpointPath(), checkpoint_, Durability::kPowerLoss);
 }
 
 bool Driver::SetState(DeviceState state) {

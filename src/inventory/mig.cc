@@ -119,6 +119,21 @@ Status ReadFromNvml(const nvml::Library& library, const PciDevice& gpu, MigState
 
 }  // namespace
 
+bool MigCapableBoard(uint16_t device_id) {
+  // NVIDIA device ID ranges of the chips with MIG: GA100 (A100, A30, A800), GH100 and GH200
+  // (H100, H200, H800, H20), GB100 (B200). A range takes in a few boards without MIG, which only
+  // costs them an NVML start; a board missing here still gets NVML once procfs lists a MIG
+  // instance on it.
+  struct Range {
+    uint16_t first, last;
+  };
+  constexpr Range kMigChips[] = {{0x20b0, 0x20ff}, {0x2300, 0x234f}, {0x2900, 0x29ff}};
+  for (const Range& range : kMigChips) {
+    if (device_id >= range.first && device_id <= range.last) return true;
+  }
+  return false;
+}
+
 void AttachMig(const HostRoot& host, Inventory& inventory, const std::string& nvml_library) {
   std::optional<uint32_t> caps_major;
   bool caps_major_read = false;
@@ -157,7 +172,10 @@ void AttachMig(const HostRoot& host, Inventory& inventory, const std::string& nv
     }
 
     bool supported = false;
-    if (!nvml_library.empty()) {
+    // Not the mig directory's presence: the driver creates capabilities/gpu<minor>/mig for
+    // every GPU it attaches, MIG or not (open-gpu-kernel-modules, os.c osRmCapRegisterGpu).
+    const bool may_have_mig = !files.empty() || MigCapableBoard(gpu.device_id);
+    if (!nvml_library.empty() && may_have_mig) {
       if (!nvml_tried) {
         nvml_tried = true;
         auto opened = nvml::Library::Open(nvml_library);

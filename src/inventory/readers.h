@@ -27,8 +27,13 @@ std::optional<DeviceKind> ClassifyPciFunction(uint16_t vendor_id, uint32_t class
 void AttachDeviceNodes(const HostRoot& host, Inventory& inventory);
 
 // MIG state of each NVIDIA GPU: capability minors from procfs, and from NVML (when
-// `nvml_library` is not empty) the mode, profiles, placements, UUIDs and sizes.
+// `nvml_library` is not empty) the mode, profiles, placements, UUIDs and sizes. NVML's start
+// (nvmlInit attaches every GPU) is the costly part of a read, so it is loaded only when some GPU
+// may have MIG state: its board is MIG-capable, or procfs lists MIG instances on it.
 void AttachMig(const HostRoot& host, Inventory& inventory, const std::string& nvml_library);
+
+// Whether an NVIDIA PCI device ID belongs to a GPU family with MIG (GA100, GH100, GB100).
+bool MigCapableBoard(uint16_t device_id);
 
 // The NVIDIA driver's version and user-space files; nullopt when no NVIDIA driver is loaded.
 std::optional<NvidiaDriver> ReadNvidiaDriver(const HostRoot& host,

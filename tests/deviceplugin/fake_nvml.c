@@ -1,6 +1,8 @@
 /* A stand-in libnvidia-ml.so.1 for tests: the NVML entry points the plugin dlopen()s, with the
  * same ABI. Xid events come from a file named by TESSERA_FAKE_NVML_EVENTS: each line
- * "<PCI address> <xid>" is delivered once, in order, by nvmlEventSetWait_v2. */
+ * "<PCI address> <xid>" is delivered once, in order, by nvmlEventSetWait_v2. Each nvmlInit_v2
+ * appends a line to the file named by TESSERA_FAKE_NVML_INITS, so tests see whether NVML was
+ * started at all. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,12 @@ static int event_set;
 void FakeNvmlMigLoad(void); /* fake_nvml_mig.c: reads the MIG state file */
 
 int nvmlInit_v2(void) {
+  const char* inits = getenv("TESSERA_FAKE_NVML_INITS");
+  FILE* f = inits ? fopen(inits, "a") : NULL;
+  if (f) {
+    fprintf(f, "nvmlInit_v2 pid=%ld\n", (long)getpid());
+    fclose(f);
+  }
   FakeNvmlMigLoad();
   return 0;
 }

@@ -3,8 +3,11 @@
 // library would be.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "inventory/inventory.h"
 #include "inventory/parsers.h"
+#include "inventory/readers.h"
 #include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
 
@@ -152,6 +155,59 @@ TEST(MigInventory, GpusWithoutMigSupportGetNoMigEntryAndNoWarning) {
     EXPECT_FALSE(d.mig) << d.pci_address;
     EXPECT_TRUE(d.warnings.empty()) << d.pci_address << ": " << d.warnings.front();
   }
+}
+
+// The driver creates capabilities/gpu<minor>/mig for every GPU it attaches, MIG or not, so a
+// host without MIG shows that directory empty; NVML (whose start attaches every GPU) stays shut.
+TEST(MigInventory, NvmlIsNotStartedOnAHostWithoutMigCapableGpus) {
+  FakeNvmlState nvml("");
+  testing::TempHost host("workstation-intel-nvidia");  // GeForce RTX 4090, 10de:2684
+  std::filesystem::create_directories(host.root() + "/proc/driver/nvidia/capabilities/gpu0/mig");
+  ReadOptions options;
+  options.root = host.root();
+  options.nvml_library = FAKE_NVML;
+  auto inv = ReadInventory(options);
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(nvml.Inits(), 0u);
+  const PciDevice* gpu = inv->FindDevice("0000:01:00.0");
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_FALSE(gpu->mig);
+  EXPECT_TRUE(gpu->warnings.empty()) << gpu->warnings.front();
+}
+
+TEST(MigInventory, NvmlIsStartedOnceForAHostWithMigInstances) {
+  FakeNvmlState nvml("h100-mig-1g");
+  Inventory inv = Read("h100-mig-1g", FAKE_NVML);
+  EXPECT_EQ(nvml.Inits(), 1u);
+  const PciDevice* gpu = inv.FindDevice("0000:18:00.0");
+  ASSERT_TRUE(gpu && gpu->mig);
+  ASSERT_EQ(gpu->mig->devices.size(), 7u);
+  EXPECT_EQ(gpu->mig->devices[0].uuid.rfind("MIG-", 0), 0u);  // a fact only NVML gives
+}
+
+// MIG may be on (or pending) on a MIG-capable board before any instance exists, and only NVML
+// can say so: such a board is asked even with no instance in procfs.
+TEST(MigInventory, AMigCapableBoardWithoutInstancesIsStillAskedForItsMode) {
+  FakeNvmlState nvml("");
+  testing::TempHost host("hgx-h100-dgx");  // H100 SXM5, 10de:2330
+  std::filesystem::create_directories(host.root() + "/proc/driver/nvidia/capabilities/gpu0/mig");
+  ReadOptions options;
+  options.root = host.root();
+  options.nvml_library = FAKE_NVML;
+  ASSERT_TRUE(ReadInventory(options).ok());
+  EXPECT_EQ(nvml.Inits(), 1u);
+}
+
+TEST(MigCapableBoard, KnowsTheChipsWithMig) {
+  EXPECT_TRUE(MigCapableBoard(0x20b0));   // A100 SXM4 40GB
+  EXPECT_TRUE(MigCapableBoard(0x20b7));   // A30
+  EXPECT_TRUE(MigCapableBoard(0x2330));   // H100 SXM5
+  EXPECT_TRUE(MigCapableBoard(0x2335));   // H200
+  EXPECT_TRUE(MigCapableBoard(0x2901));   // B200
+  EXPECT_FALSE(MigCapableBoard(0x2684));  // GeForce RTX 4090
+  EXPECT_FALSE(MigCapableBoard(0x26b5));  // L40
+  EXPECT_FALSE(MigCapableBoard(0x27b8));  // L4
+  EXPECT_FALSE(MigCapableBoard(0x1db4));  // V100
 }
 
 TEST(MigInventory, JsonCarriesEveryMigFieldAndReadsBack) {

@@ -61,6 +61,26 @@ TEST(Client, SendsTheBearerTokenAndJson) {
   EXPECT_EQ(bad.last_error().http_status, 401);
 }
 
+// One kept-alive connection carries the requests (a new connection per request cost more than
+// the API server's answer); one the server closed while idle is replaced without the caller
+// noticing, and the request is sent once.
+TEST(Client, ReusesOneConnectionAndReplacesOneTheServerClosed) {
+  FakeApiServer server;
+  Client client(Plain(server));
+  ASSERT_TRUE(client.Create(Resource::Namespaces(), "", BuildNamespace("keep")).ok());
+  ASSERT_TRUE(client.Get(Resource::Namespaces(), "", "tenant-keep").ok());
+  ASSERT_TRUE(client.Get(Resource::Namespaces(), "", "tenant-keep").ok());
+  server.CloseAfterNextRequest();
+  ASSERT_TRUE(client.Get(Resource::Namespaces(), "", "tenant-keep").ok());  // answered, closed
+  auto after = client.Get(Resource::Namespaces(), "", "tenant-keep");
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  Json log = server.Log();
+  ASSERT_EQ(log.size(), 5u) << log.dump();
+  for (size_t i = 1; i < 4; ++i)
+    EXPECT_EQ(log[i]["peerPort"], log[0]["peerPort"]) << log.dump();
+  EXPECT_NE(log[4]["peerPort"], log[0]["peerPort"]) << log.dump();
+}
+
 TEST(Client, TokenFileIsReadForEachRequest) {
   FakeApiServer server({"--token", "second"});
   TempDir dir;

@@ -73,6 +73,9 @@ void FakeApiServer::ResumeWatches() {
 void FakeApiServer::SetWatchSeconds(double seconds) {
   Control("/_tessera/watch-seconds", {{"seconds", seconds}});
 }
+void FakeApiServer::CloseAfterNextRequest() {
+  Control("/_tessera/close-after-next", nlohmann::json::object());
+}
 nlohmann::json FakeApiServer::Log() {
   return Control("/_tessera/log", nlohmann::json::object())["log"];
 }

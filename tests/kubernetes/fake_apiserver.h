@@ -22,7 +22,10 @@ class FakeApiServer {
   void Compact();        // history before now is gone (410) and open watches end
   void ResumeWatches();  // new watches stream again
   void SetWatchSeconds(double seconds);
-  nlohmann::json Log();  // every API request seen: method, path, query, authorization, body
+  // The connection that carries the next API request is closed once it is answered.
+  void CloseAfterNextRequest();
+  // Every API request seen: method, path, query, authorization, body, peerPort (the client's).
+  nlohmann::json Log();
   void ClearLog();
 
  private:

@@ -1,5 +1,6 @@
 #include "support/fake_nvml_state.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -21,20 +22,25 @@ void Write(const std::string& path, const std::string& text) {
 }  // namespace
 
 FakeNvmlState::FakeNvmlState(const std::string& fixture)
-    : state_(dir_.path() + "/nvml.state"), log_(dir_.path() + "/nvml.log") {
+    : state_(dir_.path() + "/nvml.state"),
+      log_(dir_.path() + "/nvml.log"),
+      inits_(dir_.path() + "/nvml.inits") {
   std::string text;
   if (!fixture.empty()) {
     text = Slurp(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hosts/" + fixture + ".nvml");
   }
   Write(state_, text);
   Write(log_, "");
+  Write(inits_, "");
   ::setenv("TESSERA_FAKE_NVML_STATE", state_.c_str(), 1);
   ::setenv("TESSERA_FAKE_NVML_LOG", log_.c_str(), 1);
+  ::setenv("TESSERA_FAKE_NVML_INITS", inits_.c_str(), 1);
 }
 
 FakeNvmlState::~FakeNvmlState() {
   ::unsetenv("TESSERA_FAKE_NVML_STATE");
   ::unsetenv("TESSERA_FAKE_NVML_LOG");
+  ::unsetenv("TESSERA_FAKE_NVML_INITS");
 }
 
 std::string FakeNvmlState::State() const {
@@ -42,6 +48,10 @@ std::string FakeNvmlState::State() const {
 }
 std::string FakeNvmlState::Log() const {
   return Slurp(log_);
+}
+size_t FakeNvmlState::Inits() const {
+  std::string text = Slurp(inits_);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 void FakeNvmlState::Append(const std::string& line) const {
   Write(state_, State() + line + "\n");

@@ -1,6 +1,7 @@
 // The stand-in NVML's state for one test (tests/deviceplugin/fake_nvml_mig.c): a private copy of
 // a fixture host's <name>.nvml, named by TESSERA_FAKE_NVML_STATE, and a log of every
-// state-changing NVML call, named by TESSERA_FAKE_NVML_LOG. Child processes inherit both.
+// state-changing NVML call, named by TESSERA_FAKE_NVML_LOG, and one line per nvmlInit_v2, named
+// by TESSERA_FAKE_NVML_INITS. Child processes inherit all three.
 #pragma once
 
 #include <string>
@@ -21,6 +22,7 @@ class FakeNvmlState {
   const std::string& log_path() const { return log_; }
   std::string State() const;                   // the state file now
   std::string Log() const;                     // state-changing calls so far, one per line
+  size_t Inits() const;                        // how often NVML was initialised so far
   void Append(const std::string& line) const;  // e.g. "fail nvmlGpuInstanceDestroy 19"
   // Replaces `from` with `to` in the state file (e.g. "processes=0" -> "processes=2").
   void Replace(const std::string& from, const std::string& to) const;
@@ -29,6 +31,7 @@ class FakeNvmlState {
   TempDir dir_;
   std::string state_;
   std::string log_;
+  std::string inits_;
 };
 
 }  // namespace tessera::testing

@@ -1,51 +1,18 @@
-// The API client over libcurl: JSON requests with bearer-token or client-certificate auth,
-// retries with backoff (429 honours Retry-After), list+watch with resourceVersion resume and a
-// relist on 410 Gone, as the Kubernetes API concepts document describes.
-#include <curl/curl.h>
+// The API client: JSON requests with bearer-token or client-certificate auth over one
+// kept-alive HTTP/1.1 connection (http_transport.cc), retries with backoff (429 honours
+// Retry-After), list+watch with resourceVersion resume and a relist on 410 Gone, as the
+// Kubernetes API concepts document describes.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <thread>
 
+#include "backends/kubernetes/http_transport.h"
 #include "backends/kubernetes/kubernetes.h"
 #include "common/atomic_file.h"
 
 namespace tessera::k8s {
 namespace {
-
-struct CurlGlobal {
-  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
-};
-
-struct CurlDeleter {
-  void operator()(CURL* curl) const { curl_easy_cleanup(curl); }
-};
-struct SlistDeleter {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
-};
-using CurlHandle = std::unique_ptr<CURL, CurlDeleter>;
-
-size_t AppendBody(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
-
-size_t AppendHeader(char* data, size_t size, size_t n, void* user) {
-  auto* headers = static_cast<std::map<std::string, std::string>*>(user);
-  std::string line(data, size * n);
-  auto colon = line.find(':');
-  if (colon != std::string::npos) {
-    std::string key = line.substr(0, colon);
-    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
-    std::string value = line.substr(colon + 1);
-    while (!value.empty() && (value.front() == ' '))
-      value.erase(0, 1);
-    while (!value.empty() && (value.back() == '\r' || value.back() == '\n'))
-      value.pop_back();
-    (*headers)[key] = value;
-  }
-  return size * n;
-}
 
 ApiError ParseApiError(long status, const std::string& body) {
   ApiError error;
@@ -118,17 +85,18 @@ struct WatchState {
   std::string buffer;
   std::string last_version;
   const std::function<bool(const WatchEvent&)>* on_event = nullptr;
-  const std::atomic<bool>* stop = nullptr;
   bool handler_stopped = false;
+  bool too_long = false;
   bool gone = false;
   std::string gone_message;
-  long status = 0;
-  std::string error_body;
 };
 
-size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
-  auto* state = static_cast<WatchState*>(user);
-  state->buffer.append(data, size * n);
+// Watch events are JSON lines; a line longer than this is not an event.
+constexpr size_t kMaxWatchLine = 16 << 20;
+
+// Feeds a piece of the watch body; false ends the watch (handler done, 410 Gone, bad stream).
+bool WatchData(WatchState* state, std::string_view data) {
+  state->buffer.append(data);
   size_t start = 0, newline;
   while ((newline = state->buffer.find('\n', start)) != std::string::npos) {
     std::string line = state->buffer.substr(start, newline - start);
@@ -142,7 +110,7 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
       if (event.object.value("code", 0) == 410) {
         state->gone = true;
         state->gone_message = event.object.value("message", "");
-        return 0;
+        return false;
       }
       continue;
     }
@@ -152,39 +120,15 @@ size_t WatchWrite(char* data, size_t size, size_t n, void* user) {
     }
     if (!(*state->on_event)(event)) {
       state->handler_stopped = true;
-      return 0;
+      return false;
     }
   }
   state->buffer.erase(0, start);
-  return size * n;
-}
-
-int WatchProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* state = static_cast<WatchState*>(user);
-  return state->stop && state->stop->load() ? 1 : 0;
-}
-
-// The URL to request and, with tls-server-name, a CURLOPT_CONNECT_TO entry: the request (SNI and
-// certificate check) names `tls_server_name` while the connection goes to the server's address.
-std::string EffectiveUrl(const ClientConfig& config, const std::string& path,
-                         std::string* connect_to) {
-  connect_to->clear();
-  if (config.tls_server_name.empty()) return config.server + path;
-  auto scheme_end = config.server.find("://");
-  std::string scheme =
-      scheme_end == std::string::npos ? "https://" : config.server.substr(0, scheme_end + 3);
-  std::string authority =
-      scheme_end == std::string::npos ? config.server : config.server.substr(scheme_end + 3);
-  auto slash = authority.find('/');
-  if (slash != std::string::npos) authority.resize(slash);
-  std::string host = authority, port = scheme == "http://" ? "80" : "443";
-  auto colon = authority.rfind(':');
-  if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
-    host = authority.substr(0, colon);
-    port = authority.substr(colon + 1);
+  if (state->buffer.size() > kMaxWatchLine) {
+    state->too_long = true;
+    return false;
   }
-  *connect_to = config.tls_server_name + ":" + port + ":" + host + ":" + port;
-  return scheme + config.tls_server_name + ":" + port + path;
+  return true;
 }
 
 }  // namespace
@@ -250,38 +194,18 @@ Resource Resource::CustomResourceDefinitions() {
 }
 
 Client::Client(ClientConfig config) : config_(std::move(config)) {
-  static CurlGlobal global;
+  auto transport = HttpTransport::Create(config_);
+  if (transport) {
+    transport_ = std::move(*transport);
+  } else {
+    transport_error_ = transport.error();
+  }
 }
 Client::~Client() = default;
 
-Status Client::Configure(void* handle, std::vector<std::string>& headers) {
-  CURL* curl = static_cast<CURL*>(handle);
-  if (!config_.ca_pem.empty()) {
-    curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &blob);
-  } else if (!config_.ca_file.empty()) {
-    curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
-  }
-  if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  if (!config_.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
-                   config_.client_cert_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
-  } else if (!config_.client_cert_file.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLCERT, config_.client_cert_file.c_str());
-  }
-  if (!config_.client_key_pem.empty()) {
-    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
-                  CURL_BLOB_COPY};
-    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
-    curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
-  } else if (!config_.client_key_file.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLKEY, config_.client_key_file.c_str());
-  }
+Result<std::vector<std::pair<std::string, std::string>>> Client::Headers(
+    const std::string& content_type) const {
+  std::vector<std::pair<std::string, std::string>> headers;
   std::string token = config_.bearer_token;
   if (!config_.token_file.empty()) {
     // Re-read each time: projected service-account tokens rotate.
@@ -291,66 +215,39 @@ Status Client::Configure(void* handle, std::vector<std::string>& headers) {
     while (!token.empty() && (token.back() == '\n' || token.back() == ' '))
       token.pop_back();
   }
-  if (!token.empty()) headers.push_back("Authorization: Bearer " + token);
-  headers.push_back("Accept: application/json");
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, config_.user_agent.c_str());
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  return Ok();
+  if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
+  headers.emplace_back("Accept", "application/json");
+  headers.emplace_back("User-Agent", config_.user_agent);
+  if (!content_type.empty()) headers.emplace_back("Content-Type", content_type);
+  return headers;
 }
 
 Result<Client::Response> Client::Send(const std::string& method, const std::string& path,
                                       const std::string& body, const std::string& content_type) {
+  if (!transport_) return Unavailable(method + " " + path + ": " + transport_error_.message);
   auto delay = config_.retry.initial_backoff;
-  Response response;
+  HttpRequest request{method, path, {}, body};
   for (int attempt = 1;; ++attempt) {
-    CurlHandle curl(curl_easy_init());
-    if (!curl) return Internal("curl_easy_init failed");
-    std::vector<std::string> header_lines;
-    if (auto status = Configure(curl.get(), header_lines); !status) return status.error();
-    if (!content_type.empty()) header_lines.push_back("Content-Type: " + content_type);
-    std::unique_ptr<curl_slist, SlistDeleter> headers;
-    for (const auto& line : header_lines)
-      headers.reset(curl_slist_append(headers.release(), line.c_str()));
-    std::string connect_to;
-    std::string url = EffectiveUrl(config_, path, &connect_to);
-    std::unique_ptr<curl_slist, SlistDeleter> connect_list;
-    if (!connect_to.empty()) {
-      connect_list.reset(curl_slist_append(nullptr, connect_to.c_str()));
-      curl_easy_setopt(curl.get(), CURLOPT_CONNECT_TO, connect_list.get());
-    }
-    response = Response{};
-    curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
-    curl_easy_setopt(curl.get(), CURLOPT_CUSTOMREQUEST, method.c_str());
-    if (method != "GET" && method != "DELETE") {
-      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, body.data());
-      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE, long(body.size()));
-    } else if (!body.empty()) {
-      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDS, body.data());
-      curl_easy_setopt(curl.get(), CURLOPT_POSTFIELDSIZE, long(body.size()));
-    }
-    curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, AppendBody);
-    curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &response.body);
-    curl_easy_setopt(curl.get(), CURLOPT_HEADERFUNCTION, AppendHeader);
-    curl_easy_setopt(curl.get(), CURLOPT_HEADERDATA, &response.headers);
-    curl_easy_setopt(curl.get(), CURLOPT_TIMEOUT_MS, long(config_.timeout.count()));
-    CURLcode code = curl_easy_perform(curl.get());
-    bool retry = false;
+    auto headers = Headers(content_type);
+    if (!headers) return headers.error();
+    request.headers = std::move(*headers);
+    auto sent = transport_->Send(request, config_.timeout);
+    Response response;
     std::string failure;
-    if (code != CURLE_OK) {
-      failure = std::string(curl_easy_strerror(code));
-      // TLS verification failures will not heal by retrying.
-      if (code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
-          code == CURLE_SSL_CERTPROBLEM || code == CURLE_URL_MALFORMAT)
-        return Unavailable(method + " " + url + ": " + failure);
-      retry = true;
+    if (sent) {
+      response.status = sent->status;
+      response.body = std::move(sent->body);
+      response.headers = std::move(sent->headers);
+      if (!Retryable(response.status)) return response;
     } else {
-      curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &response.status);
-      retry = Retryable(response.status);
+      // An untrusted server certificate will not heal by retrying.
+      if (sent.error().category != ErrorCategory::kUnavailable) {
+        return Unavailable(sent.error().message);
+      }
+      failure = sent.error().message;
     }
-    if (!retry) return response;
     if (attempt >= config_.retry.max_attempts) {
-      if (code != CURLE_OK) return Unavailable(method + " " + url + ": " + failure);
+      if (!sent) return Unavailable(failure);
       return response;  // the caller maps the last 429/5xx
     }
     auto wait = delay;
@@ -360,8 +257,7 @@ Result<Client::Response> Client::Send(const std::string& method, const std::stri
     }
     wait = std::min(wait, config_.retry.max_backoff);
     spdlog::debug("k8s: {} {} -> {} (attempt {}), retrying in {} ms", method, path,
-                  code != CURLE_OK ? failure : std::to_string(response.status), attempt,
-                  wait.count());
+                  sent ? std::to_string(response.status) : failure, attempt, wait.count());
     std::this_thread::sleep_for(wait);
     delay = std::min(delay * 2, config_.retry.max_backoff);
   }
@@ -446,45 +342,31 @@ Status Client::WatchOnce(const Resource& resource, const std::string& ns,
                      UrlEncode(resource_version);
   if (!label_selector.empty()) path += "&labelSelector=" + UrlEncode(label_selector);
   if (!field_selector.empty()) path += "&fieldSelector=" + UrlEncode(field_selector);
-  CurlHandle curl(curl_easy_init());
-  if (!curl) return Internal("curl_easy_init failed");
-  std::vector<std::string> header_lines;
-  if (auto status = Configure(curl.get(), header_lines); !status) return status;
-  std::unique_ptr<curl_slist, SlistDeleter> headers;
-  for (const auto& line : header_lines)
-    headers.reset(curl_slist_append(headers.release(), line.c_str()));
+  if (!transport_) return Unavailable("watch " + path + ": " + transport_error_.message);
+  auto headers = Headers("");
+  if (!headers) return headers.error();
   WatchState state;
   state.last_version = resource_version;
   state.on_event = &on_event;
-  state.stop = stop;
-  std::string connect_to;
-  std::string url = EffectiveUrl(config_, path, &connect_to);
-  std::unique_ptr<curl_slist, SlistDeleter> connect_list;
-  if (!connect_to.empty()) {
-    connect_list.reset(curl_slist_append(nullptr, connect_to.c_str()));
-    curl_easy_setopt(curl.get(), CURLOPT_CONNECT_TO, connect_list.get());
-  }
-  curl_easy_setopt(curl.get(), CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl.get(), CURLOPT_HTTPHEADER, headers.get());
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEFUNCTION, WatchWrite);
-  curl_easy_setopt(curl.get(), CURLOPT_WRITEDATA, &state);
-  curl_easy_setopt(curl.get(), CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl.get(), CURLOPT_XFERINFOFUNCTION, WatchProgress);
-  curl_easy_setopt(curl.get(), CURLOPT_XFERINFODATA, &state);
-  CURLcode code = curl_easy_perform(curl.get());
-  long status = 0;
-  curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+  std::string error_body;
+  auto status = transport_->Stream(
+      HttpRequest{"GET", path, std::move(*headers), ""},
+      [&](std::string_view data) { return WatchData(&state, data); }, stop, &error_body);
   if (last_version) *last_version = state.last_version;
-  if (state.gone || status == 410) {
+  if (state.gone || (status && *status == 410)) {
     last_error_ = ApiError{410, "Expired", state.gone_message};
     return FailedPrecondition("watch " + path + ": 410 Gone: " + state.gone_message);
   }
   if (state.handler_stopped || (stop && stop->load())) return Ok();
-  if (status != 0 && (status < 200 || status >= 300)) {
-    last_error_ = ParseApiError(status, state.buffer);
+  if (!status) return Unavailable("watch " + path + ": " + status.error().message);
+  if (*status != 0 && (*status < 200 || *status >= 300)) {
+    last_error_ = ParseApiError(*status, error_body);
     return ToError(last_error_, "watch " + path, false);
   }
-  if (code != CURLE_OK) return Unavailable("watch " + path + ": " + curl_easy_strerror(code));
+  if (state.too_long) {
+    return Unavailable("watch " + path + ": a line longer than " + std::to_string(kMaxWatchLine) +
+                       " bytes");
+  }
   return Ok();  // the server ended the stream: resume from *last_version
 }
 

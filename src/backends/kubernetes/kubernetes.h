@@ -1,6 +1,6 @@
-// The Kubernetes backend: a small typed API client over libcurl, builders for every object
-// tessera creates (pure: values in, JSON objects out), the CRDs of group tessera.dev, and the
-// tenancy and GPU lease controllers that drive them through the API server.
+// The Kubernetes backend: a small typed API client (HTTP/1.1 over Boost.Beast), builders for every
+// object tessera creates (pure: values in, JSON objects out), the CRDs of group tessera.dev, and
+// the tenancy and GPU lease controllers that drive them through the API server.
 #pragma once
 
 #include <atomic>
@@ -101,6 +101,8 @@ struct WatchEvent {
   Json object;
 };
 
+class HttpTransport;
+
 class Client {
  public:
   explicit Client(ClientConfig config);
@@ -151,10 +153,15 @@ class Client {
                     const std::string& content_type, bool creating);
   Result<Response> Send(const std::string& method, const std::string& path, const std::string& body,
                         const std::string& content_type);
-  Status Configure(void* curl, std::vector<std::string>& headers);
+  // Authorization (the token file is re-read: service-account tokens rotate), Accept,
+  // User-Agent and, with a body, Content-Type.
+  Result<std::vector<std::pair<std::string, std::string>>> Headers(
+      const std::string& content_type) const;
 
   ClientConfig config_;
   ApiError last_error_;
+  std::unique_ptr<HttpTransport> transport_;  // null when the server URL is unusable
+  Error transport_error_;
 };
 
 // ---------------------------------------------------------------- builders (pure)

@@ -88,6 +88,10 @@ def list_kind(items, plural):
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The API server (Go's net/http) sets TCP_NODELAY on every connection. Without it, the body
+    # written after the headers waits for the client's delayed ACK (40 ms) on a kept-alive
+    # connection.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
@@ -114,7 +118,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if url.path.startswith("/_tessera/"):
             return self.control(url.path, payload)
         with LOCK:
+            # Like a server (or a load balancer) dropping a kept-alive connection: answered, then
+            # closed without a "Connection: close".
+            if STATE.pop("close_next", False):
+                self.close_connection = True
             STATE["log"].append({"method": method, "path": url.path, "query": url.query,
+                                 "peerPort": self.client_address[1],
                                  "authorization": self.headers.get("Authorization", ""),
                                  "contentType": self.headers.get("Content-Type", ""),
                                  "userAgent": self.headers.get("User-Agent", ""),
@@ -291,6 +300,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 LOCK.notify_all()
             elif path == "/_tessera/resume":
                 STATE["end_watches"] = False
+            elif path == "/_tessera/close-after-next":
+                STATE["close_next"] = True
             elif path == "/_tessera/watch-seconds":
                 STATE["watch_seconds"] = float(payload["seconds"])
             elif path == "/_tessera/log":
