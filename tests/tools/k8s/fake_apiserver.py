@@ -10,6 +10,7 @@ event history (watch from an older resourceVersion gets 410 Gone) and read the r
 
 Prints "PORT <n>" on stdout once listening."""
 import argparse
+import bisect
 import copy
 import http.server
 import json
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit, parse_qs
 LOCK = threading.Condition()
 STORE = {}  # (collection, name) -> object
 EVENTS = []  # (rv, collection, type, object)
+EVENT_RVS = []  # the rv of each entry of EVENTS (ascending), to resume a watch without a scan
 STATE = {"rv": 100, "compacted": 0, "rules": [], "log": [], "watch_seconds": 2.0}
 ARGS = None
 
@@ -77,6 +79,7 @@ def record(collection, kind, obj):
     STATE["rv"] += 1
     obj.setdefault("metadata", {})["resourceVersion"] = str(STATE["rv"])
     EVENTS.append((STATE["rv"], collection, kind, copy.deepcopy(obj)))
+    EVENT_RVS.append(STATE["rv"])
     LOCK.notify_all()
 
 
@@ -268,8 +271,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return
                 sent = since
                 while True:
-                    for rv, c, kind, obj in EVENTS:
-                        if rv > sent and matches(c, obj):
+                    for rv, c, kind, obj in EVENTS[bisect.bisect_right(EVENT_RVS, sent):]:
+                        if matches(c, obj):
                             self.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                             sent = rv
                     sent = max(sent, STATE["rv"]) if sent else STATE["rv"]
