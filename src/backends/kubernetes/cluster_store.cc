@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <condition_variable>
 #include <deque>
@@ -14,6 +15,7 @@
 #include <unordered_map>
 
 #include "backends/kubernetes/state_objects.h"
+#include "common/untrusted_text.h"
 
 namespace tessera::k8s {
 namespace {
@@ -22,6 +24,21 @@ using fleet::ContainerRecord;
 using fleet::Mutation;
 
 constexpr int kMergeAttempts = 8;
+constexpr int kPageSize = 500;  // objects per list page
+
+// A query parameter value: unreserved characters as they are, everything else %XX.
+std::string QueryValue(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
 constexpr const char* kManagedSelector = "app.kubernetes.io/managed-by=tessera";
 
 // The API calls resourceVersion opaque; etcd's revisions (and the scripted server's) are one
@@ -91,11 +108,9 @@ class ClusterStoreImpl final : public ClusterStore {
     fleet::StoreSnapshot snapshot;
     std::lock_guard client_lock(client_mu_);
     for (Kind kind : {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus}) {
-      auto list = client_.List(ResourceOf(kind), NamespaceOf(kind), SelectorOf(kind));
-      if (!list) return list.error().WithContext("cluster store: list");
-      for (auto& item : (*list)["items"]) {
+      auto listed = ListPages(client_, kind, [&](const Json& item) {
         std::vector<Mutation> records;
-        if (!See(kind, item, /*leading_drops_gpus=*/false, &records)) continue;
+        if (!See(kind, item, /*leading_drops_gpus=*/false, &records)) return;
         for (auto& record : records) {
           std::visit(
               [&snapshot](auto& value) {
@@ -112,7 +127,8 @@ class ClusterStoreImpl final : public ClusterStore {
               },
               record);
         }
-      }
+      });
+      if (!listed) return listed.error().WithContext("cluster store: list");
     }
     std::sort(snapshot.containers.begin(), snapshot.containers.end(),
               [](const ContainerRecord& a, const ContainerRecord& b) {
@@ -150,10 +166,9 @@ class ClusterStoreImpl final : public ClusterStore {
     if (auto status = CommitAndWait({}); !status) return status;
     k8s::Client client(options_.client);
     for (Kind kind : {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus}) {
-      auto list = client.List(ResourceOf(kind), NamespaceOf(kind), SelectorOf(kind));
-      if (!list) return list.error().WithContext("cluster store: relist");
       // The new leader takes the GPU records its predecessor wrote.
-      SeeList(kind, *list, false);
+      auto listed = Relist(client, kind, false);
+      if (!listed) return listed.error().WithContext("cluster store: relist");
     }
     return Ok();
   }
@@ -276,17 +291,51 @@ class ClusterStoreImpl final : public ClusterStore {
     return false;
   }
 
+  // One list of `kind`, page by page (so that no more than a page of objects is ever parsed at
+  // once: a replica's memory stays that of its model however many objects there are), `each`
+  // called per item. Returns the list's resourceVersion.
+  Result<std::string> ListPages(k8s::Client& client, Kind kind,
+                                const std::function<void(const Json&)>& each) {
+    std::string token, version;
+    do {
+      std::string path = ResourceOf(kind).Path(NamespaceOf(kind)) +
+                         "?labelSelector=" + QueryValue(SelectorOf(kind)) +
+                         "&limit=" + std::to_string(kPageSize);
+      if (!token.empty()) path += "&continue=" + QueryValue(token);
+      auto text = client.GetText(path);
+      if (!text) return text.error();
+      if (auto nesting = CheckJsonNesting(*text, path); !nesting) return nesting.error();
+      const Json page = Json::parse(*text, nullptr, false);
+      if (!page.is_object()) return Unavailable("GET " + path + ": not a JSON object");
+      const Json metadata = page.value("metadata", Json::object());
+      if (!metadata.is_object()) return Unavailable("GET " + path + ": no list metadata");
+      if (version.empty()) version = metadata.value("resourceVersion", "");
+      token = metadata.value("continue", "");
+      auto items = page.find("items");
+      if (items != page.end() && items->is_array())
+        for (const auto& item : *items)
+          each(item);
+    } while (!token.empty());
+    return version;
+  }
+
   // A (re)list: every newer object reported, and every container or tenancy this replica knew
   // that the list (taken at its resourceVersion) no longer holds reported deleted.
-  void SeeList(Kind kind, const Json& list, bool leading_drops_gpus = true) {
+  Result<std::string> Relist(k8s::Client& client, Kind kind, bool leading_drops_gpus) {
     std::vector<Mutation> changes;
     std::set<std::string> listed;
-    for (const auto& item : list.value("items", Json::array())) {
-      listed.insert(KeyOf(kind, item["metadata"].value("name", "")));
+    auto version = ListPages(client, kind, [&](const Json& item) {
+      listed.insert(KeyOf(kind, item.value("metadata", Json::object()).value("name", "")));
       See(kind, item, leading_drops_gpus, &changes);
-    }
+      // Reported page by page: the changes of a whole relist are not held at once.
+      for (const auto& change : changes)
+        Emit(change);
+      changes.clear();
+    });
+    if (!version) return version;
     if (kind == Kind::kContainer || kind == Kind::kTenancy) {
-      const uint64_t at = VersionOf(list);
+      uint64_t at = 0;
+      std::from_chars(version->data(), version->data() + version->size(), at);
       const std::string prefix = KeyOf(kind, "");
       std::lock_guard known_lock(known_mu_);
       for (auto it = known_.begin(); it != known_.end();) {
@@ -304,44 +353,58 @@ class ClusterStoreImpl final : public ClusterStore {
     }
     for (const auto& change : changes)
       Emit(change);
+    return version;
   }
 
+  void SleepUnlessStopping(std::chrono::milliseconds delay) {
+    for (auto waited = std::chrono::milliseconds(0); waited < delay && !stop_watches_;
+         waited += std::chrono::milliseconds(50))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  // List, then watch from the list's version for as long as the server streams; list again
+  // after 410 Gone (history compacted) or an error.
   void WatchLoop(Kind kind) {
     k8s::Client client(options_.client);
     bool first = true;
+    auto on_event = [&](const WatchEvent& event) {
+      if (event.type == "ADDED" || event.type == "MODIFIED") {
+        std::vector<Mutation> changes;
+        See(kind, event.object, true, &changes);
+        for (const auto& change : changes)
+          Emit(change);
+      } else if (event.type == "DELETED") {
+        const std::string name = event.object.value("metadata", Json::object()).value("name", "");
+        bool known = false;
+        {
+          std::lock_guard known_lock(known_mu_);
+          known = known_.erase(KeyOf(kind, name)) > 0;
+        }
+        // This replica's own deletions forgot the object first.
+        if (known && kind == Kind::kContainer) Emit(fleet::ContainerDeletion{name});
+        if (known && kind == Kind::kTenancy) Emit(fleet::TenancyDeletion{name});
+      }
+      return !stop_watches_.load();
+    };
     while (!stop_watches_) {
-      auto status = client.ListWatch(
-          ResourceOf(kind), NamespaceOf(kind), "",
-          [&](const WatchEvent& event) {
-            if (event.type == "SYNC") {
-              SeeList(kind, event.object);
-              if (first) {
-                first = false;
-                ++synced_;
-              }
-            } else if (event.type == "ADDED" || event.type == "MODIFIED") {
-              std::vector<Mutation> changes;
-              See(kind, event.object, true, &changes);
-              for (const auto& change : changes)
-                Emit(change);
-            } else if (event.type == "DELETED") {
-              const std::string name = event.object["metadata"].value("name", "");
-              bool known = false;
-              {
-                std::lock_guard known_lock(known_mu_);
-                known = known_.erase(KeyOf(kind, name)) > 0;
-              }
-              // This replica's own deletions forgot the object first.
-              if (known && kind == Kind::kContainer) Emit(fleet::ContainerDeletion{name});
-              if (known && kind == Kind::kTenancy) Emit(fleet::TenancyDeletion{name});
-            }
-            return !stop_watches_.load();
-          },
-          &stop_watches_, SelectorOf(kind));
-      if (!status) {
+      auto version = Relist(client, kind, true);
+      if (!version) {
+        spdlog::warn("cluster store list: {}", version.error().message);
+        SleepUnlessStopping(std::chrono::seconds(1));
+        continue;
+      }
+      if (first) {
+        first = false;
+        ++synced_;
+      }
+      std::string at = *version;
+      while (!stop_watches_) {
+        auto status = client.WatchOnce(ResourceOf(kind), NamespaceOf(kind), at, "", on_event,
+                                       &stop_watches_, &at, SelectorOf(kind));
+        if (status) continue;
+        if (client.last_error().http_status == 410) break;  // list again
         spdlog::warn("cluster store watch: {}", status.error().message);
-        for (int i = 0; i < 10 && !stop_watches_; ++i)
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        SleepUnlessStopping(std::chrono::seconds(1));
       }
     }
   }

@@ -230,12 +230,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # A list without a namespace spans every namespace (GET /api/v1/pods).
             prefix, plural_name = collection.rsplit("/", 1)
             across = re.compile(re.escape(prefix) + r"/namespaces/[^/]+/" + re.escape(plural_name) + "$")
-            items = [copy.deepcopy(o) for (c, _), o in sorted(STORE.items())
+            items = [o for (c, _), o in sorted(STORE.items())
                      if c == collection or ("/namespaces/" not in collection and across.match(c))]
             items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
             kind, api_version = list_kind(items, plural)
-            body = {"kind": kind, "apiVersion": api_version,
-                    "metadata": {"resourceVersion": str(STATE["rv"])}, "items": items}
+            metadata = {"resourceVersion": str(STATE["rv"])}
+            # Pages (limit/continue) as the API server cuts them; the token is an offset here.
+            limit = int(query.get("limit", ["0"])[0] or 0)
+            if limit > 0:
+                start = int(query.get("continue", ["0"])[0] or 0)
+                if start + limit < len(items):
+                    metadata["continue"] = str(start + limit)
+                items = items[start:start + limit]
+            items = [copy.deepcopy(o) for o in items]
+            body = {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}
         return self.send_json(200, body)
 
     def chunk(self, data):
