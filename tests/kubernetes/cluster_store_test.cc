@@ -206,10 +206,16 @@ TEST_F(ClusterStoreTest, AFollowerWritesNoStatusAndNoGpuRecord) {
   auto object = admin_->Get(Resource::GpuContainers(), "", pending.id);
   ASSERT_TRUE(object.ok());
   EXPECT_EQ((*object).value("status", Json::object()).value("state", "pending"), "pending");
+  Changes heard;
+  follower->Follow([&](const fleet::Mutation& change) { heard.Add(change); });
   auto refused = follower->CommitAndWait({Gpu("0000:18:00.0", fleet::LeaseState::kDraining)});
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().category, ErrorCategory::kFailedPrecondition);
   EXPECT_FALSE(admin_->Get(Resource::ConfigMaps(), kNamespace, "tessera-gpus-gpu-node-1").ok());
+  // Its model, which took the operator's change already, hears the live record again.
+  auto restored = heard.Of<fleet::GpuRecord>();
+  ASSERT_EQ(restored.size(), 1u);
+  EXPECT_EQ(restored[0].state, fleet::LeaseState::kFree);
 }
 
 TEST_F(ClusterStoreTest, TwoReplicasCreatingOneIdempotentContainerMakeOneObject) {

@@ -456,11 +456,33 @@ class ClusterStoreImpl final : public ClusterStore {
       }
     }
     if (!gpus.empty() && !Leading()) {
-      // Only the leader writes lease records; a follower's operator action is refused.
+      // Only the leader writes lease records; a follower's operator action is refused, and the
+      // follower hears the live records again (its model took the change already).
       for (size_t i = 0; i < round.size(); ++i)
         if (!gpu_nodes[i].empty() && results[i])
           results[i] = FailedPrecondition(
               "GPU records are written by the leading replica; this one does not lead");
+      for (const auto& [node, records] : gpus) {
+        auto live = client_.Get(Resource::ConfigMaps(), options_.ns, GpuRecordsName(node));
+        Result<std::vector<fleet::GpuRecord>> parsed = std::vector<fleet::GpuRecord>();
+        if (live) {
+          parsed = GpuRecordsOf(*live);
+        } else if (live.error().category != ErrorCategory::kNotFound) {
+          continue;  // unknown: heard at the next relist or event
+        }
+        if (!parsed) continue;
+        for (const auto& [pci, refused] : records) {
+          fleet::GpuRecord restored = refused;
+          restored.state = fleet::LeaseState::kFree;
+          restored.reason.clear();
+          restored.tenancy.clear();
+          restored.container_id.clear();
+          restored.drain_requested = restored.quarantine_requested = false;
+          for (const auto& gpu : *parsed)
+            if (gpu.pci_address == pci) restored = gpu;
+          Emit(restored);
+        }
+      }
       return results;
     }
     for (const auto& [node, records] : gpus) {
