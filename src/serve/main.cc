@@ -528,6 +528,8 @@ int Main(const Flags& flags) {
   // The service (and its store's pending callbacks) goes before the server they answer through;
   // the node watch, which calls into the service, before both.
   node_watch.reset();
+  // Nor may the cluster store's watches report into a service that is going.
+  if (cluster) cluster->Unfollow();
   elected = nullptr;
   elector.reset();
   service->reset();

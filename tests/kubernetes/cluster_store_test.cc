@@ -141,9 +141,9 @@ TEST_F(ClusterStoreTest, EveryRecordKindIsAnObjectAndLoadsBack) {
 }
 
 TEST_F(ClusterStoreTest, AReplicaHearsTheOtherOnesWritesAndNotItsOwn) {
+  Changes heard_by_a, heard_by_b;  // outlive the stores that report into them
   auto a = Open();
   auto b = Open();
-  Changes heard_by_a, heard_by_b;
   a->Follow([&](const fleet::Mutation& change) { heard_by_a.Add(change); });
   b->Follow([&](const fleet::Mutation& change) { heard_by_b.Add(change); });
   ASSERT_TRUE(WaitUntil([&] { return a->Synced() && b->Synced(); }));
@@ -196,6 +196,7 @@ TEST_F(ClusterStoreTest, AStopRequestAndTheLeadersStatusWrittenAtOnceAreBothKept
 }
 
 TEST_F(ClusterStoreTest, AFollowerWritesNoStatusAndNoGpuRecord) {
+  Changes heard;
   auto follower = Open([] { return false; });
   ContainerRecord pending = Container("c-00000000000000dd", "uid-1");
   ASSERT_TRUE(follower->CommitAndWait({pending}).ok());
@@ -206,7 +207,6 @@ TEST_F(ClusterStoreTest, AFollowerWritesNoStatusAndNoGpuRecord) {
   auto object = admin_->Get(Resource::GpuContainers(), "", pending.id);
   ASSERT_TRUE(object.ok());
   EXPECT_EQ((*object).value("status", Json::object()).value("state", "pending"), "pending");
-  Changes heard;
   follower->Follow([&](const fleet::Mutation& change) { heard.Add(change); });
   auto refused = follower->CommitAndWait({Gpu("0000:18:00.0", fleet::LeaseState::kDraining)});
   ASSERT_FALSE(refused.ok());
@@ -219,9 +219,9 @@ TEST_F(ClusterStoreTest, AFollowerWritesNoStatusAndNoGpuRecord) {
 }
 
 TEST_F(ClusterStoreTest, TwoReplicasCreatingOneIdempotentContainerMakeOneObject) {
+  Changes heard_by_b;
   auto a = Open();
   auto b = Open();
-  Changes heard_by_b;
   const std::string id = fleet::IdempotentContainerId("uid-1", "nightly-7");
   ContainerRecord first = Container(id, "uid-1");
   first.idempotency_key = "nightly-7";

@@ -344,9 +344,11 @@ TEST_F(ServeReplicasSharingTheCluster, AFreshReplicaAfterEveryOneWasKilledLosesN
                         {{"Idempotency-Key", "nightly-42"}});
   ASSERT_EQ(status / 100, 2) << first.dump();
   const std::string id = first.value("id", "");
+  // Placed and running (its Pod and GpuLease exist) before every replica goes.
   ASSERT_TRUE(WaitUntil([&] {
     auto object = admin_->Get(Resource::GpuContainers(), "", id);
-    return object && (*object).value("status", Json::object()).value("started", false);
+    return object &&
+           (*object).value("status", Json::object()).value("state", std::string()) == "running";
   }));
 
   a->Kill(SIGKILL);

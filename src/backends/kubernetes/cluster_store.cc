@@ -99,9 +99,7 @@ class ClusterStoreImpl final : public ClusterStore {
     }
     wake_.notify_all();
     writer_.join();
-    stop_watches_ = true;
-    for (auto& watch : watches_)
-      watch.join();
+    Unfollow();
   }
 
   Result<fleet::StoreSnapshot> Load() override {
@@ -155,9 +153,20 @@ class ClusterStoreImpl final : public ClusterStore {
   }
 
   void Follow(ChangeCallback on_change) override {
-    on_change_ = std::move(on_change);
+    {
+      std::lock_guard lock(emit_mu_);
+      on_change_ = std::move(on_change);
+    }
     for (Kind kind : {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus})
       watches_.emplace_back([this, kind] { WatchLoop(kind); });
+  }
+
+  void Unfollow() override {
+    stop_watches_ = true;
+    for (auto& watch : watches_)
+      if (watch.joinable()) watch.join();
+    std::lock_guard lock(emit_mu_);
+    on_change_ = nullptr;
   }
 
   bool Synced() const override { return synced_ == 4; }
@@ -229,6 +238,7 @@ class ClusterStoreImpl final : public ClusterStore {
   bool Leading() const { return !options_.leading || options_.leading(); }
 
   void Emit(const Mutation& change) {
+    std::lock_guard lock(emit_mu_);
     if (on_change_) on_change_(change);
   }
 
@@ -805,7 +815,8 @@ class ClusterStoreImpl final : public ClusterStore {
   std::mutex known_mu_;
   std::unordered_map<std::string, Known> known_;
 
-  ChangeCallback on_change_;  // set by Follow before the watches start
+  std::mutex emit_mu_;  // guards on_change_ (set by Follow, cleared by Unfollow) and its calls
+  ChangeCallback on_change_;
   std::atomic<int> synced_{0};
   std::atomic<bool> stop_watches_{false};
   std::vector<std::thread> watches_;

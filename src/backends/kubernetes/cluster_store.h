@@ -39,6 +39,8 @@ class ClusterStore : public fleet::Store {
 
   // Starts list+watch of every kind the store writes; `on_change` runs on the watch threads.
   virtual void Follow(ChangeCallback on_change) = 0;
+  // Stops the watches and reports nothing more: before whatever `on_change` calls goes away.
+  virtual void Unfollow() = 0;
   // Whether every watch has listed once since Follow.
   virtual bool Synced() const = 0;
   // Waits for the writes queued so far, lists every kind again and reports every record newer
