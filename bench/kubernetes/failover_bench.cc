@@ -1,6 +1,7 @@
 // Failover of tessera-serve --backend kubernetes --leader-elect against the scripted API server
-// on loopback: two replicas, a one-GPU submission held by the standby, kill -9 of the leader,
-// then the time until the standby holds the Lease and until its first placement (the Pod exists).
+// on loopback: two replicas sharing their state in the cluster, kill -9 of the leader, a one-GPU
+// submission to the standby right after, then the time from the kill until the standby holds the
+// Lease and until its first placement (the Pod exists).
 //
 //   failover_bench [ROUNDS] [LEASE_MS RENEW_MS RETRY_MS]   (default 3 rounds, 15000 10000 2000)
 #include <signal.h>
@@ -63,16 +64,28 @@ Round RunRound(const std::string& lease_ms, const std::string& renew_ms,
     const std::string home = dir.path() + "/" + identity;
     std::filesystem::create_directories(home);
     auto replica = std::make_unique<ServeProcess>(
-        home, std::vector<std::string>{"--root",         read.root,
-                                       "--backend",      "kubernetes",
-                                       "--kubeconfig",   dir.path() + "/kubeconfig",
-                                       "--cdi-dir",      home + "/cdi",
-                                       "--instance",     identity,
-                                       "--leader-elect", "--leader-elect-identity",
-                                       identity,         "--leader-elect-namespace",
-                                       "tessera-system", "--leader-elect-lease-duration-ms",
-                                       lease_ms,         "--leader-elect-renew-deadline-ms",
-                                       renew_ms,         "--leader-elect-retry-period-ms",
+        home, std::vector<std::string>{"--root",
+                                       read.root,
+                                       "--backend",
+                                       "kubernetes",
+                                       "--kubeconfig",
+                                       dir.path() + "/kubeconfig",
+                                       "--cdi-dir",
+                                       home + "/cdi",
+                                       "--instance",
+                                       "tessera-control-plane",
+                                       "--admin-token-file",
+                                       dir.path() + "/admin.token",
+                                       "--leader-elect",
+                                       "--leader-elect-identity",
+                                       identity,
+                                       "--leader-elect-namespace",
+                                       "tessera-system",
+                                       "--leader-elect-lease-duration-ms",
+                                       lease_ms,
+                                       "--leader-elect-renew-deadline-ms",
+                                       renew_ms,
+                                       "--leader-elect-retry-period-ms",
                                        retry_ms});
     replica->Start();
     return replica;
@@ -84,18 +97,19 @@ Round RunRound(const std::string& lease_ms, const std::string& renew_ms,
   auto a = start("replica-a");
   WaitUntil([&] { return holder() == "replica-a"; });
   auto b = start("replica-b");
-  auto connection = b->Connect(b->admin_token());
+  auto connection = b->Connect(Trimmed(ReadText(dir.path() + "/admin.token")));
   WaitUntil([&] {
     Json listed = CallJson(*connection, "GET", "/v1/gpus").value("gpus", Json::array());
     return listed.is_array() && listed.size() == 8;
   });
   CallJson(*connection, "PUT", "/v1/tenancies/team-a", "{}");
-  Json submitted = CallJson(*connection, "POST", "/v1/containers",
-                            R"({"image":"cuda","tenancy":"team-a","gpus":1})");
-  const std::string pod = backends::PodNameFor(submitted.value("id", ""));
   Round round;
   const auto killed = Clock::now();
   a->Kill(SIGKILL);
+  // Taken by the standby while nobody leads: placed once it does.
+  Json submitted = CallJson(*connection, "POST", "/v1/containers",
+                            R"({"image":"cuda","tenancy":"team-a","gpus":1})");
+  const std::string pod = backends::PodNameFor(submitted.value("id", ""));
   if (WaitUntil([&] { return holder() == "replica-b"; }, std::chrono::seconds(120)))
     round.lease_taken_s = Seconds(Clock::now() - killed);
   if (WaitUntil([&] { return admin.Get(Resource::Pods(), "tenant-team-a", pod).ok(); },

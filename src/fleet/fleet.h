@@ -110,6 +110,18 @@ struct ContainerRecord {
   friend bool operator==(const ContainerRecord&, const ContainerRecord&) = default;
 };
 
+// The ID of a submission with an Idempotency-Key: derived from the tenancy's incarnation and the
+// key, so replicas that accept the same retried request at once name the same record (the
+// cluster store's AlreadyExists keeps the key unique per tenancy). "c-" + 16 hex digits, as a
+// random ID.
+std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key);
+
+// Two copies of one container record written by different replicas, merged: a stop request
+// seen by either stays; the status (state, GPUs, times, exit) is the one further along
+// (pending < running < exited/failed; started before not started), `ours` on a tie. The spec
+// and identity are `ours`.
+ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const ContainerRecord& theirs);
+
 // ---------------------------------------------------------------------------------------------
 // GPU leases.
 //

@@ -142,4 +142,30 @@ Status Store::CommitAndWait(std::vector<Mutation> mutations) {
   return future.get();
 }
 
+std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key) {
+  return "c-" + Sha256Hex(tenancy_uid + '\n' + key).substr(0, 16);
+}
+
+namespace {
+int Progress(const ContainerRecord& record) {
+  const int state = IsTerminal(record.state) ? 4 : record.state == ContainerState::kRunning ? 2 : 0;
+  return state + (record.started ? 1 : 0);
+}
+}  // namespace
+
+ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const ContainerRecord& theirs) {
+  ContainerRecord merged = ours;
+  merged.stop_requested = ours.stop_requested || theirs.stop_requested;
+  if (Progress(theirs) > Progress(ours)) {
+    merged.state = theirs.state;
+    merged.gpus = theirs.gpus;
+    merged.exit_code = theirs.exit_code;
+    merged.reason = theirs.reason;
+    merged.started = theirs.started;
+    merged.started_ms = theirs.started_ms;
+    merged.finished_ms = theirs.finished_ms;
+  }
+  return merged;
+}
+
 }  // namespace tessera::fleet

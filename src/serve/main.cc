@@ -18,16 +18,20 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "api/api.h"
+#include "backends/kubernetes/cluster_store.h"
 #include "backends/kubernetes/kubernetes_backend.h"
 #include "backends/kubernetes/leader_election.h"
+#include "backends/kubernetes/state_objects.h"
 #include "backends/local/local.h"
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
 #include "placement/placement.h"
+#include "serve/replicated_backend.h"
 #include "serve/service.h"
 #include "topology/topology.h"
 
@@ -40,6 +44,7 @@ struct Flags {
   std::string data_dir = "tessera-data";
   std::string root = "/";
   std::string backend = "local";
+  std::string store;       // sqlite or cluster; empty: cluster with --backend kubernetes
   std::string kubeconfig;  // --backend kubernetes: empty = in-cluster service account
   std::string k8s_node;
   bool k8s_cilium = false;
@@ -199,6 +204,12 @@ Result<serve::Service::NodeInventory> NodeInventoryOf(const k8s::NodeGpus& node,
   return out;
 }
 
+// Where the cluster store keeps its Secrets and ConfigMaps: the control plane's namespace.
+std::string StateNamespace(const Flags& flags) {
+  return flags.leader_elect_namespace.empty() ? EnvOr("POD_NAMESPACE", "tessera-system")
+                                              : flags.leader_elect_namespace;
+}
+
 int Main(const Flags& flags) {
   SetUpLogging(flags.log_level);
   ::signal(SIGPIPE, SIG_IGN);
@@ -216,9 +227,13 @@ int Main(const Flags& flags) {
   if (error) Die(Unavailable("--data-dir " + data_dir + ": " + error.message()));
   ::chmod(data_dir.c_str(), 0700);
 
-  auto admin = AdminToken(flags.admin_token_file.empty() ? data_dir + "/admin.token"
-                                                         : flags.admin_token_file);
-  if (!admin) Die(admin.error().WithContext("admin token"));
+  const std::string store_kind = !flags.store.empty()            ? flags.store
+                                 : flags.backend == "kubernetes" ? "cluster"
+                                                                 : "sqlite";
+  if (store_kind == "cluster" && flags.backend != "kubernetes")
+    Die(InvalidArgument("--store cluster needs --backend kubernetes"));
+  const std::string admin_token_path =
+      flags.admin_token_file.empty() ? data_dir + "/admin.token" : flags.admin_token_file;
 
   // The host: GPUs, their topology, CDI specs. With the Kubernetes backend the GPUs are the
   // nodes' (their tessera.dev/gpus annotations), not this host's.
@@ -320,13 +335,6 @@ int Main(const Flags& flags) {
     options.partition_table = std::move(*table);
   }
 
-  fleet::StoreOptions store_options;
-  store_options.path = data_dir + "/tessera.db";
-  store_options.synchronous_full = flags.synchronous_full;
-  store_options.background_checkpoint = !flags.foreground_checkpoint;
-  auto store = fleet::OpenSqliteStore(store_options);
-  if (!store) Die(store.error());
-
   std::unique_ptr<backends::ContainerBackend> backend;
   std::optional<k8s::ClientConfig> k8s_config;
   // The elector once it exists (--leader-elect): asked by the scheduler before each placement and
@@ -368,11 +376,91 @@ int Main(const Flags& flags) {
     Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
   }
 
+  // The store: a SQLite file under --data-dir, or the cluster's objects (every replica shares
+  // them; nothing of the state is in the Pod).
+  Result<std::unique_ptr<fleet::Store>> store = Internal("no store");
+  k8s::ClusterStore* cluster = nullptr;
+  std::optional<std::string> admin_hash;
+  if (store_kind == "cluster") {
+    k8s::ClusterStoreOptions cluster_options;
+    cluster_options.client = *k8s_config;
+    cluster_options.ns = StateNamespace(flags);
+    if (flags.leader_elect) cluster_options.leading = leading;
+    auto opened = k8s::ClusterStore::Open(std::move(cluster_options));
+    cluster = opened.get();
+    // The admin token: a file this replica has (the chart mounts one Secret into every replica)
+    // is the truth and its hash is written to the cluster; without one, the hash the cluster
+    // holds stays valid (a replica with an empty data dir loses nothing); only a cluster without
+    // one gets a new token.
+    auto held = cluster->AdminTokenHash();
+    if (!held) Die(held.error().WithContext("admin token Secret"));
+    if (std::filesystem::exists(admin_token_path)) {
+      auto admin = AdminToken(admin_token_path);
+      if (!admin) Die(admin.error().WithContext("admin token"));
+      admin_hash = fleet::Sha256Hex(*admin);
+      if (*held != admin_hash) {
+        if (auto status = cluster->PutAdminTokenHash(*admin_hash, true); !status)
+          Die(status.error().WithContext("admin token Secret"));
+      }
+    } else if (!*held) {
+      // The first replica of a new control plane: the first to create the Secret wins, and only
+      // its token is written and shown.
+      auto secret = fleet::RandomHex(24);
+      if (!secret) Die(secret.error());
+      const std::string token = "tsa_" + *secret;
+      admin_hash = fleet::Sha256Hex(token);
+      auto status = cluster->PutAdminTokenHash(*admin_hash, false);
+      if (!status && status.error().category == ErrorCategory::kAlreadyExists) {
+        held = cluster->AdminTokenHash();
+        if (!held || !*held) Die(Unavailable("admin token Secret: created and gone again"));
+        admin_hash = **held;
+      } else if (!status) {
+        Die(status.error().WithContext("admin token Secret"));
+      } else {
+        if (auto written = WriteFileAtomically(admin_token_path, token + "\n", 0600); !written)
+          Die(written.error());
+        std::printf("tessera serve: admin token (written to %s, shown only this once): %s\n",
+                    admin_token_path.c_str(), token.c_str());
+        std::fflush(stdout);
+      }
+    } else {
+      admin_hash = **held;
+      spdlog::info("admin token: the hash in Secret {}/{} (no token file at {})",
+                   StateNamespace(flags), k8s::kAdminTokenSecret, admin_token_path);
+    }
+    store = std::unique_ptr<fleet::Store>(std::move(opened));
+    backend = serve::StartAfterPlacementIsDurable(
+        std::move(backend), *cluster,
+        flags.leader_elect ? std::function<bool()>(leading) : std::function<bool()>());
+    options.resync = [cluster] { return cluster->Resync(); };
+  } else {
+    auto admin = AdminToken(admin_token_path);
+    if (!admin) Die(admin.error().WithContext("admin token"));
+    admin_hash = fleet::Sha256Hex(*admin);
+    fleet::StoreOptions store_options;
+    store_options.path = data_dir + "/tessera.db";
+    store_options.synchronous_full = flags.synchronous_full;
+    store_options.background_checkpoint = !flags.foreground_checkpoint;
+    store = fleet::OpenSqliteStore(store_options);
+    if (!store) Die(store.error());
+  }
+
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto service = serve::Service::Create(std::move(options), std::move(host), std::move(*store),
                                         std::move(backend));
   if (!service) Die(service.error());
-  (*service)->SetAdminTokenHash(fleet::Sha256Hex(*admin));
+  (*service)->SetAdminTokenHash(*admin_hash);
+  serve::Service* const served = service->get();
+  if (flags.leader_elect) served->SetLeadershipCheck(leading);
+  if (cluster) {
+    // Other replicas' writes reach this one's model from here on; the API opens once every
+    // watch has listed (so /readyz answers only on a synced cache).
+    cluster->Follow([served](const fleet::Mutation& change) { served->ApplyReplicated(change); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!cluster->Synced() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!cluster->Synced()) Die(Unavailable("cluster store: watches did not sync within 60 s"));
+  }
   // With leader election only the replica holding the Lease runs placement, the lease flow and
   // the checks; it is asked again right before every placement.
   std::unique_ptr<k8s::LeaderElector> elector;
@@ -392,7 +480,6 @@ int Main(const Flags& flags) {
     election.retry_period = std::chrono::milliseconds(flags.retry_period_ms);
     if (auto status = k8s::CheckLeaderElectionOptions(election); !status) Die(status.error());
     serve::Service* target = service->get();
-    target->SetLeadershipCheck(leading);
     elector = std::make_unique<k8s::LeaderElector>(
         *k8s_config, election, [target] { target->StartLeading(); },
         [target] { target->StopLeading(); });
@@ -441,6 +528,8 @@ int Main(const Flags& flags) {
   // The service (and its store's pending callbacks) goes before the server they answer through;
   // the node watch, which calls into the service, before both.
   node_watch.reset();
+  // Nor may the cluster store's watches report into a service that is going.
+  if (cluster) cluster->Unfollow();
   elected = nullptr;
   elector.reset();
   service->reset();
@@ -464,6 +553,10 @@ int main(int argc, char** argv) {
                  "nothing; benchmarks)")
       ->check(CLI::IsMember({"local", "kubernetes", "null"}))
       ->capture_default_str();
+  app.add_option("--store", flags.store,
+                 "Where the records live: sqlite (a file under --data-dir) or cluster (objects "
+                 "of the API server, shared by every replica; default with --backend kubernetes)")
+      ->check(CLI::IsMember({"sqlite", "cluster"}));
   app.add_option("--kubeconfig", flags.kubeconfig,
                  "kubeconfig for --backend kubernetes (default: in-cluster service account)");
   app.add_option("--k8s-node", flags.k8s_node,

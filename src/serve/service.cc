@@ -26,7 +26,8 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       tenancies_(model_, *backend_),
       submissions_(model_, gpus_, *backend_),
       scheduler_(model_, *backend_),
-      checker_(model_, *backend_) {}
+      checker_(model_, *backend_),
+      replica_sync_(model_) {}
 
 Service::~Service() {
   Stop();
@@ -47,7 +48,8 @@ Result<std::unique_ptr<Service>> Service::Create(
       new Service(std::move(options), std::move(store), std::move(backend)));
   service->model_.chooser = std::move(chooser);
   if (auto status = service->Load(std::move(host)); !status) return status.error();
-  service->Reconcile();
+  // With a shared store only the leader reconciles, when it starts leading.
+  if (!service->options_.resync) service->Reconcile();
   return service;
 }
 
@@ -208,6 +210,13 @@ void Service::Start() {
 }
 
 void Service::StartLeading() {
+  if (options_.resync) {
+    // What the previous leader wrote last is read again, then the backend's containers are
+    // matched against it, before anything is placed.
+    if (auto status = options_.resync(); !status)
+      spdlog::warn("taking the lead: resync: {}", status.error().message);
+    Reconcile();
+  }
   scheduler_.Start();
   checker_.Start();
 }
@@ -218,7 +227,12 @@ void Service::StopLeading() {
 }
 
 void Service::SetLeadershipCheck(std::function<bool()> is_leader) {
+  replica_sync_.SetLeadershipCheck(is_leader);
   scheduler_.SetPlacementGuard(std::move(is_leader));
+}
+
+void Service::ApplyReplicated(const fleet::Mutation& change) {
+  replica_sync_.Apply(change);
 }
 
 void Service::Stop() {

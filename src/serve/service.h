@@ -28,6 +28,7 @@
 #include "serve/checker.h"
 #include "serve/gpus.h"
 #include "serve/model.h"
+#include "serve/replica_sync.h"
 #include "serve/scheduler.h"
 #include "serve/submissions.h"
 #include "serve/tenancies.h"
@@ -60,8 +61,12 @@ class Service {
   // end of each lease (firmware checker). Stopping waits for the starts already under way.
   void StartLeading();
   void StopLeading();
-  // Checked right before every placement: false stops placing at once (see Scheduler).
+  // Checked right before every placement: false stops placing at once (see Scheduler). Also
+  // decides whose container status wins when another replica's record arrives.
   void SetLeadershipCheck(std::function<bool()> is_leader);
+  // A record another replica wrote (options.resync set: the store is shared), applied to the
+  // model. Any thread.
+  void ApplyReplicated(const fleet::Mutation& change);
   // Fleet mode: the nodes that publish GPUs now (all of them, each call). New GPUs are added
   // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
   // (never placed) but keep their records and leases.
@@ -135,6 +140,7 @@ class Service {
   Submissions submissions_;
   Scheduler scheduler_;
   FirmwareChecker checker_;
+  ReplicaSync replica_sync_;
 };
 
 }  // namespace tessera::serve

@@ -60,7 +60,14 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   auto tenancy = model_.EnsureTenancy(spec.tenancy, mutations);
   if (!tenancy) return done(tenancy.error());
   ContainerRecord container;
-  container.id = "c-" + *random;
+  // With a key the ID is derived from it: replicas that take the same retried request at once
+  // write the same record.
+  container.id = idempotency_key.empty()
+                     ? "c-" + *random
+                     : fleet::IdempotentContainerId((*tenancy)->uid, idempotency_key);
+  if (model_.containers.count(container.id))
+    return done(AlreadyExists("Idempotency-Key \"" + idempotency_key +
+                              "\" was used before (container " + container.id + ")"));
   container.spec = std::move(spec);
   container.tenancy_uid = (*tenancy)->uid;
   container.idempotency_key = std::move(idempotency_key);

@@ -45,6 +45,10 @@ struct ServiceOptions {
   // Backend starts and stops run this many at a time, so one slow start (an image pull) does not
   // hold back every other tenancy's.
   int start_workers = 8;
+  // Set when several replicas share the store (Kubernetes mode, state in the cluster): brings
+  // the model up to date with the store (a relist). Reconciliation with the backend then waits
+  // until this replica leads (StartLeading), after this resync, instead of running at Create.
+  std::function<Status()> resync;
 };
 
 // Who is calling: the admin, or one tenancy's token.

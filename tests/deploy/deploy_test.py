@@ -137,7 +137,7 @@ check(r.returncode == 0 and len(decoded) == len(objects(shipped)) and
 # 3. What the defaults render.
 kinds = sorted({o["kind"] for o in defaults})
 check(kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DeviceClass",
-                "Namespace", "Role", "RoleBinding", "RuntimeClass", "Service",
+                "Namespace", "PodDisruptionBudget", "Role", "RoleBinding", "RuntimeClass", "Service",
                 "ServiceAccount"], f"kinds: {kinds}")
 chart = yaml.safe_load(open(os.path.join(CHART, "Chart.yaml")))
 image = f"ghcr.io/tessera/tessera:{chart['appVersion']}"
@@ -155,8 +155,11 @@ check(kata is not None and kata["overhead"]["podFixed"]["memory"] == "2560Mi",
 deploy = find(defaults, "Deployment", "tessera-control-plane")
 cp_pod = deploy["spec"]["template"]["spec"]
 serve = container(cp_pod, "serve")
-# One replica by default: until the store lives in the cluster each replica has its own.
-check(deploy["spec"]["replicas"] == 1, "control plane: 1 replica by default")
+# Two replicas by default: the records live in the cluster, every replica serves the API.
+check(deploy["spec"]["replicas"] == 2, "control plane: 2 replicas by default")
+default_pdb = find(defaults, "PodDisruptionBudget", "tessera-control-plane")
+check(default_pdb is not None and default_pdb["spec"]["minAvailable"] == 1,
+      "the default render keeps a PodDisruptionBudget (minAvailable 1) over the control plane")
 check("--leader-elect" in serve["command"], "control plane replicas elect a leader")
 anti = cp_pod.get("affinity", {}).get("podAntiAffinity", {}).get("preferredDuringSchedulingIgnoredDuringExecution", [])
 check(len(anti) == 1 and anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname" and
@@ -201,7 +204,10 @@ check({"get", "create", "update", "watch", "list"} <= ns_verbs.get("leases", set
       "control plane: coordination.k8s.io leases get/create/update/watch/list (leader election)")
 check({"get", "list", "watch", "create", "update", "patch", "delete"} <= ns_verbs.get("secrets", set()),
       "control plane: secrets in its namespace (hashed tokens)")
-check("secrets" not in verbs and "leases" not in verbs, "no cluster-wide secrets or leases for the control plane")
+check({"get", "list", "watch", "create", "patch"} <= ns_verbs.get("configmaps", set()),
+      "control plane: configmaps in its namespace (GPU lease records)")
+check("secrets" not in verbs and "leases" not in verbs and "configmaps" not in verbs,
+      "no cluster-wide secrets, configmaps or leases for the control plane")
 binding = find(defaults, "RoleBinding", "tessera-control-plane")
 check(binding is not None and binding["roleRef"]["kind"] == "Role" and
       binding["subjects"][0]["name"] == cp_pod["serviceAccountName"], "Role bound to the control plane's account")

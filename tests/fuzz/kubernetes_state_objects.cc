@@ -1,5 +1,6 @@
 // Fuzzes the readers of the control plane's records from cluster objects: whoever may write
-// GpuContainers or Secrets in the control plane's namespace writes what every replica reads.
+// GpuContainers, Tenancies, or Secrets and ConfigMaps in the control plane's namespace writes what
+// every replica reads.
 // Any JSON is a record or an error naming the field; what reads back writes to an object that
 // reads to the same record.
 #include <cstddef>
@@ -26,6 +27,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (token.ok()) {
     auto again = tessera::k8s::TokenRecordOf(tessera::k8s::TokenSecret(*token, "ns"));
     if (!again.ok() || !(*again == *token)) std::abort();
+  }
+  auto tenancy = tessera::k8s::TenancyRecordOf(json);
+  if (tenancy.ok()) {
+    auto again = tessera::k8s::TenancyRecordOf(tessera::k8s::TenancyObject(*tenancy));
+    if (!again.ok() || !(*again == *tenancy)) std::abort();
+  } else if (tenancy.error().message.empty()) {
+    std::abort();
+  }
+  auto gpus = tessera::k8s::GpuRecordsOf(json);
+  if (gpus.ok()) {
+    auto object = tessera::k8s::GpuRecordsObject("node", "ns");
+    bool bounded = true;  // escaping may grow a record past the reader's bound
+    for (const auto& gpu : *gpus) {
+      std::string text = tessera::k8s::GpuRecordText(gpu);
+      bounded = bounded && text.size() <= (64u << 10);
+      object["data"][tessera::k8s::GpuRecordKey(gpu.pci_address)] = std::move(text);
+    }
+    auto again = tessera::k8s::GpuRecordsOf(object);
+    if (bounded && (!again.ok() || again->size() != gpus->size())) std::abort();
+    for (size_t i = 0; bounded && i < gpus->size(); ++i)
+      if (!((*again)[i] == (*gpus)[i])) std::abort();
   }
   (void)tessera::k8s::AdminTokenHashOf(json);
   return 0;

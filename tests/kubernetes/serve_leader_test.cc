@@ -1,7 +1,8 @@
 // Real tessera-serve --backend kubernetes --leader-elect replicas against the scripted API
-// server: only the replica holding the coordination.k8s.io/v1 Lease places; after kill -9 of the
-// leader another replica takes the Lease and places what it holds; a leader paused (SIGSTOP)
-// past its Lease and woken (SIGCONT) places nothing while the other replica leads.
+// server, sharing their state in the cluster: only the replica holding the coordination.k8s.io/v1
+// Lease places, whichever replica took the submission; after kill -9 of the leader another
+// replica takes the Lease and places; a leader paused (SIGSTOP) past its Lease and woken
+// (SIGCONT) places nothing while the other replica leads.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -57,31 +58,21 @@ class ServeKubernetesReplicas : public ::testing::Test {
     const std::string dir = dir_.path() + "/" + identity;
     std::filesystem::create_directories(dir);
     auto replica = std::make_unique<ServeProcess>(
-        dir, std::vector<std::string>{"--root",
-                                      MaterializeHost("hgx-h100-dgx"),
-                                      "--backend",
-                                      "kubernetes",
-                                      "--kubeconfig",
-                                      dir_.path() + "/kubeconfig",
-                                      "--cdi-dir",
-                                      dir + "/cdi",
-                                      "--instance",
-                                      identity,
-                                      "--leader-elect",
-                                      "--leader-elect-identity",
-                                      identity,
-                                      "--leader-elect-namespace",
-                                      kNamespace,
-                                      "--leader-elect-lease-duration-ms",
-                                      "3000",
-                                      "--leader-elect-renew-deadline-ms",
-                                      "2000",
-                                      "--leader-elect-retry-period-ms",
-                                      "300"});
+        dir,
+        std::vector<std::string>{
+            "--root", MaterializeHost("hgx-h100-dgx"), "--backend", "kubernetes", "--kubeconfig",
+            dir_.path() + "/kubeconfig", "--cdi-dir", dir + "/cdi", "--instance",
+            "tessera-control-plane", "--leader-elect", "--leader-elect-identity", identity,
+            "--leader-elect-namespace", kNamespace, "--leader-elect-lease-duration-ms", "3000",
+            "--leader-elect-renew-deadline-ms", "2000", "--leader-elect-retry-period-ms", "300",
+            // One admin token for every replica, as the chart mounts.
+            "--admin-token-file", dir_.path() + "/admin.token"});
     std::string log;
     EXPECT_TRUE(replica->Start(&log)) << log;
     return replica;
   }
+
+  std::string AdminToken() { return Trimmed(ReadText(dir_.path() + "/admin.token")); }
 
   std::string Holder() {
     auto lease = admin_->Get(Resource::Leases(), kNamespace, "tessera-control-plane");
@@ -90,7 +81,7 @@ class ServeKubernetesReplicas : public ::testing::Test {
 
   // A one-GPU container submitted through the replica's API; its ID.
   std::string Submit(const ServeProcess& replica) {
-    auto connection = replica.Connect(replica.admin_token());
+    auto connection = replica.Connect(AdminToken());
     WaitUntil([&] {
       Json gpus = CallJson(*connection, "GET", "/v1/gpus").value("gpus", Json::array());
       return gpus.is_array() && gpus.size() == 8;
@@ -119,25 +110,35 @@ class ServeKubernetesReplicas : public ::testing::Test {
   std::unique_ptr<k8s::Client> admin_;
 };
 
+// GPU reservations a replica's log records (SetGpuState: "GPU <id>: free -> reserved").
+size_t Reservations(const std::string& log) {
+  size_t count = 0;
+  for (size_t at = log.find("-> reserved"); at != std::string::npos;
+       at = log.find("-> reserved", at + 1))
+    ++count;
+  return count;
+}
+
 TEST_F(ServeKubernetesReplicas, AStandbyPlacesNothingAndTakesOverAfterTheLeaderIsKilled) {
   auto a = StartReplica("replica-a");
   ASSERT_TRUE(WaitUntil([&] { return Holder() == "replica-a"; }));
   auto b = StartReplica("replica-b");
+  // Taken by the standby, placed by the leader (it hears of it through its watch).
   const std::string id = Submit(*b);
   ASSERT_FALSE(id.empty());
-  // The standby keeps it pending while the leader holds the Lease (sampled over several
-  // renewals; the leader has nothing of its own to place).
-  for (int i = 0; i < 10; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ASSERT_EQ(Holder(), "replica-a");
-    ASSERT_FALSE(HasPod(id));
-  }
-  EXPECT_EQ(GpuLeaseCount(), 0u);
+  ASSERT_TRUE(WaitUntil([&] { return HasPod(id); })) << a->log();
+  EXPECT_EQ(Holder(), "replica-a");
+  EXPECT_EQ(Reservations(b->log()), 0u);
+  EXPECT_EQ(Reservations(a->log()), 1u);
+  EXPECT_EQ(GpuLeaseCount(), 1u);
   a->Kill(SIGKILL);
   ASSERT_TRUE(WaitUntil([&] { return Holder() == "replica-b"; }));
-  ASSERT_TRUE(WaitUntil([&] { return HasPod(id); }))
+  const std::string next = Submit(*b);
+  ASSERT_TRUE(WaitUntil([&] { return HasPod(next); }))
       << ReadText(dir_.path() + "/replica-b/serve.log");
-  EXPECT_EQ(GpuLeaseCount(), 1u);
+  // The new leader placed only the new one: the first keeps its one lease.
+  EXPECT_EQ(Reservations(b->log()), 1u);
+  EXPECT_EQ(GpuLeaseCount(), 2u);
   auto lease = admin_->Get(Resource::Leases(), kNamespace, "tessera-control-plane");
   ASSERT_TRUE(lease.ok());
   EXPECT_EQ((*lease)["spec"]["leaseTransitions"], 1);
@@ -150,20 +151,19 @@ TEST_F(ServeKubernetesReplicas, ALeaderWokenAfterItsLeasePlacesNothing) {
   ASSERT_EQ(::kill(a->pid(), SIGSTOP), 0);
   ASSERT_TRUE(WaitUntil([&] { return Holder() == "replica-b"; }));
   ASSERT_EQ(::kill(a->pid(), SIGCONT), 0);
-  // The woken replica still answers its API and accepts the submission, but does not place it.
+  // The woken replica still answers its API and accepts the submission; the leader places it.
   const std::string id = Submit(*a);
   ASSERT_FALSE(id.empty());
-  for (int i = 0; i < 10; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    ASSERT_FALSE(HasPod(id));
-  }
-  EXPECT_EQ(GpuLeaseCount(), 0u);
+  ASSERT_TRUE(WaitUntil([&] { return HasPod(id); })) << b->log();
   EXPECT_EQ(Holder(), "replica-b");
-  auto connection = a->Connect(a->admin_token());
-  EXPECT_EQ(CallJson(*connection, "GET", "/v1/containers/" + id).value("state", ""), "pending");
-  // The leader does place what it is given, so the absence above is not a test that cannot fail.
-  const std::string placed = Submit(*b);
-  ASSERT_TRUE(WaitUntil([&] { return HasPod(placed); }));
+  EXPECT_EQ(Reservations(a->log()), 0u);
+  EXPECT_EQ(Reservations(b->log()), 1u);
+  EXPECT_EQ(GpuLeaseCount(), 1u);
+  // The woken replica hears of the placement through its watch.
+  auto connection = a->Connect(AdminToken());
+  EXPECT_TRUE(WaitUntil([&] {
+    return CallJson(*connection, "GET", "/v1/containers/" + id).value("state", "") == "running";
+  }));
 }
 
 }  // namespace

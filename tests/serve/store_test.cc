@@ -290,6 +290,38 @@ TEST(LeaseStateMachine, FollowsTheDocumentedPathsOnly) {
   }
 }
 
+TEST(ReplicaMerge, KeepsEitherStopRequestAndTheStatusFurtherAlong) {
+  ContainerRecord ours;
+  ours.id = "c-1";
+  ours.state = ContainerState::kPending;
+  ContainerRecord theirs = ours;
+  theirs.state = ContainerState::kRunning;
+  theirs.started = true;
+  theirs.gpus = {"0000:18:00.0@n"};
+  ours.stop_requested = true;
+  ContainerRecord merged = MergeContainerRecords(ours, theirs);
+  EXPECT_TRUE(merged.stop_requested);
+  EXPECT_EQ(merged.state, ContainerState::kRunning);
+  EXPECT_EQ(merged.gpus, theirs.gpus);
+  // An ended record is never taken back to running, whichever side holds it.
+  ContainerRecord ended = theirs;
+  ended.state = ContainerState::kExited;
+  ended.exit_code = 0;
+  EXPECT_EQ(MergeContainerRecords(ended, theirs).state, ContainerState::kExited);
+  EXPECT_EQ(MergeContainerRecords(theirs, ended).exit_code, 0);
+  // Identity and spec stay ours.
+  theirs.spec.image = "other";
+  EXPECT_EQ(MergeContainerRecords(ours, theirs).spec.image, ours.spec.image);
+}
+
+TEST(IdempotentIds, DependOnTheIncarnationAndTheKeyAndLookLikeRandomOnes) {
+  const std::string id = IdempotentContainerId("uid-1", "key");
+  EXPECT_EQ(id, IdempotentContainerId("uid-1", "key"));
+  EXPECT_NE(id, IdempotentContainerId("uid-2", "key"));
+  EXPECT_EQ(id.size(), 18u);
+  EXPECT_EQ(id.substr(0, 2), "c-");
+}
+
 TEST(TenancyNames, AreDnsLabels) {
   EXPECT_EQ(CheckTenancyName("team-a"), "");
   EXPECT_EQ(CheckTenancyName("a"), "");

@@ -183,6 +183,9 @@ Resource Resource::Leases() {
 Resource Resource::Secrets() {
   return {"/api/v1", "secrets", true};
 }
+Resource Resource::ConfigMaps() {
+  return {"/api/v1", "configmaps", true};
+}
 Resource Resource::RuntimeClasses() {
   return {"/apis/node.k8s.io/v1", "runtimeclasses", false};
 }

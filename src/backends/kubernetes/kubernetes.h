@@ -80,6 +80,7 @@ struct Resource {
   static Resource GpuContainers();
   static Resource Leases();  // coordination.k8s.io/v1
   static Resource Secrets();
+  static Resource ConfigMaps();
   static Resource CustomResourceDefinitions();
   static Resource RuntimeClasses();
   static Resource Nodes();

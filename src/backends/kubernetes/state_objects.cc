@@ -8,8 +8,9 @@
 namespace tessera::k8s {
 namespace {
 
-constexpr size_t kMaxField = 4096;  // any one string read back from an object
-constexpr size_t kMaxItems = 256;   // command, env, volumes, gpus
+constexpr size_t kMaxField = 4096;          // any one string read back from an object
+constexpr size_t kMaxItems = 256;           // command, env, volumes, gpus
+constexpr size_t kMaxGpuEntry = 64u << 10;  // one GPU's record (JSON text) in its ConfigMap
 
 const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -109,7 +110,7 @@ Result<std::vector<std::string>> Texts(const Json& object, const std::string& ke
 }  // namespace
 
 std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key) {
-  return "c-" + fleet::Sha256Hex(tenancy_uid + '\n' + key).substr(0, 16);
+  return fleet::IdempotentContainerId(tenancy_uid, key);
 }
 
 Json GpuContainerObject(const fleet::ContainerRecord& c) {
@@ -288,6 +289,163 @@ Result<std::string> AdminTokenHashOf(const Json& secret) {
   if (!hash) return hash.error();
   if (hash->size() != 64) return InvalidArgument("admin token Secret data.sha256: not a SHA-256");
   return hash;
+}
+
+Json TenancyObject(const fleet::Tenancy& tenancy) {
+  Json nfs = Json::array();
+  auto storage = tenancy.extensions.find(std::string(tenancy::kStorageExtension));
+  if (storage != tenancy.extensions.end()) {
+    if (auto parsed = tenancy::ParseStorageEntitlements(storage->second)) {
+      for (const auto& e : parsed->nfs)
+        nfs.push_back(
+            {{"name", e.name}, {"server", e.server}, {"path", e.path}, {"readOnly", e.read_only}});
+    }
+  }
+  Json record = {{"uid", tenancy.uid},
+                 {"created", tenancy.created_ms},
+                 {"labels", tenancy.labels},
+                 {"extensions", tenancy.extensions}};
+  return {{"apiVersion", std::string(kGroup) + "/" + kVersion},
+          {"kind", "Tenancy"},
+          {"metadata",
+           {{"name", tenancy.name},
+            {"labels", {{kManagedBy, "tessera"}}},
+            {"annotations", {{kTenancyRecordAnnotation, record.dump()}}}}},
+          {"spec", {{"name", tenancy.name}, {"storage", {{"nfs", nfs}}}}}};
+}
+
+Result<fleet::Tenancy> TenancyRecordOf(const Json& object) {
+  if (!object.is_object() || !object.value("metadata", Json()).is_object())
+    return InvalidArgument("Tenancy: no metadata");
+  const Json& metadata = object["metadata"];
+  fleet::Tenancy tenancy;
+  auto name = Text(metadata, "name", "Tenancy metadata.name");
+  if (!name) return name.error();
+  tenancy.name = std::move(*name);
+  if (auto problem = fleet::CheckTenancyName(tenancy.name); !problem.empty())
+    return InvalidArgument("Tenancy metadata.name: " + problem);
+  const Json annotations = metadata.value("annotations", Json::object());
+  if (!annotations.is_object() || !annotations.contains(kTenancyRecordAnnotation))
+    return NotFound("Tenancy " + tenancy.name + ": no " + kTenancyRecordAnnotation);
+  const Json& text = annotations[kTenancyRecordAnnotation];
+  // Annotations hold 256 KiB in all; the record is bounded by that.
+  if (!text.is_string() || text.get_ref<const std::string&>().size() > (256u << 10))
+    return InvalidArgument("Tenancy " + tenancy.name + " record: not a bounded string");
+  const Json record = Json::parse(text.get<std::string>(), nullptr, false);
+  if (!record.is_object())
+    return InvalidArgument("Tenancy " + tenancy.name + " record: not a JSON object");
+  auto uid = Text(record, "uid", "Tenancy record uid");
+  if (!uid) return uid.error();
+  if (uid->empty()) return InvalidArgument("Tenancy " + tenancy.name + " record uid: missing");
+  tenancy.uid = std::move(*uid);
+  const Json created = record.value("created", Json(0));
+  if (!created.is_number_integer() || created.get<int64_t>() < 0)
+    return InvalidArgument("Tenancy " + tenancy.name + " record created: not a time");
+  tenancy.created_ms = created.get<int64_t>();
+  for (auto [key, target] :
+       {std::pair{"labels", &tenancy.labels}, std::pair{"extensions", &tenancy.extensions}}) {
+    const Json map = record.value(key, Json::object());
+    if (!map.is_object() || map.size() > kMaxItems)
+      return InvalidArgument("Tenancy " + tenancy.name + " record " + key + ": not a map");
+    for (auto it = map.begin(); it != map.end(); ++it) {
+      if (!it.value().is_string() || it.key().size() > kMaxField)
+        return InvalidArgument("Tenancy " + tenancy.name + " record " + key +
+                               ": want string values");
+      (*target)[it.key()] = it.value().get<std::string>();
+    }
+  }
+  return tenancy;
+}
+
+std::string GpuRecordsName(const std::string& node) {
+  std::string name = "tessera-gpus-" + node;
+  // Node names are DNS subdomains of up to 253 characters, as are ConfigMap names.
+  if (name.size() > 253) name = "tessera-gpus-" + fleet::Sha256Hex(node).substr(0, 32);
+  return name;
+}
+
+std::string GpuRecordKey(const std::string& pci_address) {
+  std::string key = pci_address;
+  for (char& c : key)
+    if (c == ':') c = '_';
+  return key;
+}
+
+std::string GpuRecordText(const fleet::GpuRecord& gpu) {
+  Json record = {{"node", gpu.node},
+                 {"pci", gpu.pci_address},
+                 {"index", gpu.index},
+                 {"model", gpu.model},
+                 {"cdi", gpu.cdi_device},
+                 {"state", fleet::LeaseStateName(gpu.state)},
+                 {"reason", gpu.reason},
+                 {"tenancy", gpu.tenancy},
+                 {"container", gpu.container_id},
+                 {"drain", gpu.drain_requested},
+                 {"quarantine", gpu.quarantine_requested},
+                 {"baseline", gpu.firmware_baseline},
+                 {"updated", gpu.updated_ms}};
+  return record.dump();
+}
+
+Json GpuRecordsObject(const std::string& node, const std::string& ns) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata",
+           {{"name", GpuRecordsName(node)},
+            {"namespace", ns},
+            {"labels",
+             {{kManagedBy, "tessera"}, {kGpuRecordsLabel, fleet::Sha256Hex(node).substr(0, 32)}}}}},
+          {"data", Json::object()}};
+}
+
+Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map) {
+  std::vector<fleet::GpuRecord> out;
+  const Json data = config_map.is_object() ? config_map.value("data", Json::object()) : Json();
+  if (!data.is_object()) return InvalidArgument("GPU records ConfigMap: data is not a map");
+  for (auto it = data.begin(); it != data.end(); ++it) {
+    const std::string field = "GPU records ConfigMap data." + it.key().substr(0, 64);
+    if (!it.value().is_string() || it.value().get_ref<const std::string&>().size() > kMaxGpuEntry)
+      return InvalidArgument(field + ": not a bounded string");
+    const Json record = Json::parse(it.value().get<std::string>(), nullptr, false);
+    if (!record.is_object()) return InvalidArgument(field + ": not a JSON object");
+    fleet::GpuRecord gpu;
+#define TESSERA_TEXT(target, key)                      \
+  {                                                    \
+    auto taken = Text(record, key, field + "." + key); \
+    if (!taken) return taken.error();                  \
+    target = std::move(*taken);                        \
+  }
+    TESSERA_TEXT(gpu.node, "node");
+    TESSERA_TEXT(gpu.pci_address, "pci");
+    TESSERA_TEXT(gpu.model, "model");
+    TESSERA_TEXT(gpu.cdi_device, "cdi");
+    TESSERA_TEXT(gpu.reason, "reason");
+    TESSERA_TEXT(gpu.tenancy, "tenancy");
+    TESSERA_TEXT(gpu.container_id, "container");
+    TESSERA_TEXT(gpu.firmware_baseline, "baseline");
+    std::string state;
+    TESSERA_TEXT(state, "state");
+#undef TESSERA_TEXT
+    if (gpu.pci_address.empty() || GpuRecordKey(gpu.pci_address) != it.key())
+      return InvalidArgument(field + ".pci: does not match its key");
+    auto parsed = fleet::ParseLeaseState(state);
+    if (!parsed) return parsed.error().WithContext(field + ".state");
+    gpu.state = *parsed;
+    const Json index = record.value("index", Json(0));
+    const Json updated = record.value("updated", Json(0));
+    const Json drain = record.value("drain", Json(false));
+    const Json quarantine = record.value("quarantine", Json(false));
+    if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() > 4096 ||
+        !updated.is_number_integer() || !drain.is_boolean() || !quarantine.is_boolean())
+      return InvalidArgument(field + ": index, updated, drain or quarantine of the wrong type");
+    gpu.index = index.get<int>();
+    gpu.updated_ms = updated.get<int64_t>();
+    gpu.drain_requested = drain.get<bool>();
+    gpu.quarantine_requested = quarantine.get<bool>();
+    out.push_back(std::move(gpu));
+  }
+  return out;
 }
 
 }  // namespace tessera::k8s

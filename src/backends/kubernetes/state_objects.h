@@ -1,7 +1,10 @@
 // The control plane's records as cluster objects (--backend kubernetes keeps its state in the
 // cluster): a submission is a GpuContainer (spec = what was asked, status = what became of it),
-// a tenancy token is a Secret in the control plane's namespace holding the token's SHA-256, and
-// the admin token's hash is one more Secret there. Pure: records in, objects out, and back, with
+// a tenancy is a Tenancy (the record in an annotation; spec = its NFS entitlements, which the
+// tenancy controller reconciles), a tenancy token is a Secret in the control plane's namespace
+// holding the token's SHA-256, the admin token's hash is one more Secret there, and the GPUs'
+// lease records are one ConfigMap per node there (the GpuLease of each container stays the
+// backend's). Pure: records in, objects out, and back, with
 // every field read from the cluster checked and bounded.
 #pragma once
 
@@ -33,5 +36,22 @@ Result<fleet::TokenRecord> TokenRecordOf(const Json& secret);
 // Secret tessera-admin-token with the entry sha256.
 Json AdminTokenSecret(const std::string& sha256, const std::string& ns);
 Result<std::string> AdminTokenHashOf(const Json& secret);
+
+// Tenancy "<name>": annotation tessera.dev/record = {"uid","created","labels","extensions"}.
+inline constexpr const char* kTenancyRecordAnnotation = "tessera.dev/record";
+Json TenancyObject(const fleet::Tenancy& tenancy);
+// InvalidArgument naming the field; NotFound for a Tenancy without the record (made by hand).
+Result<fleet::Tenancy> TenancyRecordOf(const Json& object);
+
+// ConfigMap "tessera-gpus-<node>" (hashed when the name would be too long) labelled
+// tessera.dev/gpu-records=<node's hash>, one data entry per GPU keyed by its PCI address with ':'
+// as '_' (ConfigMap keys allow [-._a-zA-Z0-9]).
+inline constexpr const char* kGpuRecordsLabel = "tessera.dev/gpu-records";
+std::string GpuRecordsName(const std::string& node);
+std::string GpuRecordKey(const std::string& pci_address);
+std::string GpuRecordText(const fleet::GpuRecord& gpu);
+Json GpuRecordsObject(const std::string& node, const std::string& ns);
+// Every GPU record of one ConfigMap; an entry that does not parse is an error naming its key.
+Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map);
 
 }  // namespace tessera::k8s

@@ -10,6 +10,7 @@
 
 #include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/state_objects.h"
 #include "dra/dra.h"
 #include "inventory/inventory.h"
 #include "support/fixture_host.h"
@@ -90,6 +91,40 @@ void KubernetesBackendObjects(std::vector<json>& out) {
                              {"claim", {{"name", "claim-runc"}, {"uid", "4f1c9a52-0d8e-4c1b"}}}};
   out.push_back(claimed_lease);
   out.push_back(k8s::BuildTenancy("team-a", kEntitlements));
+  // The records of the cluster store (state_objects.h).
+  fleet::Tenancy tenancy;
+  tenancy.name = "team-a";
+  tenancy.uid = "5e1f00aa11223344";
+  tenancy.created_ms = 1763900000000;
+  tenancy.labels = {{"team", "vision"}};
+  out.push_back(k8s::TenancyObject(tenancy));
+  fleet::ContainerRecord container;
+  container.id = "c-0123456789abcdef";
+  container.spec.image = "registry.example/team/app:1.2";
+  container.spec.tenancy = "team-a";
+  container.spec.gpus = 1;
+  container.spec.command = {"python3", "train.py"};
+  container.tenancy_uid = tenancy.uid;
+  container.idempotency_key = "nightly-42";
+  container.state = fleet::ContainerState::kRunning;
+  container.started = true;
+  container.gpus = {"0000:18:00.0@gpu-node-1"};
+  container.created_ms = 1763900000100;
+  container.started_ms = 1763900001200;
+  out.push_back(k8s::GpuContainerObject(container));
+  out.push_back(k8s::TokenSecret(
+      fleet::TokenRecord{"t-0011aabb", std::string(64, 'a'), "team-a", 1763900000700, tenancy.uid},
+      "tessera-system"));
+  out.push_back(k8s::AdminTokenSecret(std::string(64, 'b'), "tessera-system"));
+  fleet::GpuRecord gpu;
+  gpu.node = "gpu-node-1";
+  gpu.pci_address = "0000:18:00.0";
+  gpu.state = fleet::LeaseState::kActive;
+  gpu.tenancy = "team-a";
+  gpu.container_id = container.id;
+  json gpus = k8s::GpuRecordsObject(gpu.node, "tessera-system");
+  gpus["data"][k8s::GpuRecordKey(gpu.pci_address)] = k8s::GpuRecordText(gpu);
+  out.push_back(gpus);
   out.push_back(k8s::BuildFirmwareCheckJob(lease, k8s::FirmwareCheckOptions{}));
   out.push_back(k8s::TenancyCrd());
   out.push_back(k8s::GpuLeaseCrd());

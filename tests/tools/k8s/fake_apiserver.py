@@ -10,6 +10,7 @@ event history (watch from an older resourceVersion gets 410 Gone) and read the r
 
 Prints "PORT <n>" on stdout once listening."""
 import argparse
+import bisect
 import copy
 import http.server
 import json
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit, parse_qs
 LOCK = threading.Condition()
 STORE = {}  # (collection, name) -> object
 EVENTS = []  # (rv, collection, type, object)
+EVENT_RVS = []  # the rv of each entry of EVENTS (ascending), to resume a watch without a scan
 STATE = {"rv": 100, "compacted": 0, "rules": [], "log": [], "watch_seconds": 2.0}
 ARGS = None
 
@@ -77,6 +79,7 @@ def record(collection, kind, obj):
     STATE["rv"] += 1
     obj.setdefault("metadata", {})["resourceVersion"] = str(STATE["rv"])
     EVENTS.append((STATE["rv"], collection, kind, copy.deepcopy(obj)))
+    EVENT_RVS.append(STATE["rv"])
     LOCK.notify_all()
 
 
@@ -236,12 +239,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # A list without a namespace spans every namespace (GET /api/v1/pods).
             prefix, plural_name = collection.rsplit("/", 1)
             across = re.compile(re.escape(prefix) + r"/namespaces/[^/]+/" + re.escape(plural_name) + "$")
-            items = [copy.deepcopy(o) for (c, _), o in sorted(STORE.items())
+            items = [o for (c, _), o in sorted(STORE.items())
                      if c == collection or ("/namespaces/" not in collection and across.match(c))]
             items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
             kind, api_version = list_kind(items, plural)
-            body = {"kind": kind, "apiVersion": api_version,
-                    "metadata": {"resourceVersion": str(STATE["rv"])}, "items": items}
+            metadata = {"resourceVersion": str(STATE["rv"])}
+            # Pages (limit/continue) as the API server cuts them; the token is an offset here.
+            limit = int(query.get("limit", ["0"])[0] or 0)
+            if limit > 0:
+                start = int(query.get("continue", ["0"])[0] or 0)
+                if start + limit < len(items):
+                    metadata["continue"] = str(start + limit)
+                items = items[start:start + limit]
+            items = [copy.deepcopy(o) for o in items]
+            body = {"kind": kind, "apiVersion": api_version, "metadata": metadata, "items": items}
         return self.send_json(200, body)
 
     def chunk(self, data):
@@ -277,8 +288,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return
                 sent = since
                 while True:
-                    for rv, c, kind, obj in EVENTS:
-                        if rv > sent and matches(c, obj):
+                    for rv, c, kind, obj in EVENTS[bisect.bisect_right(EVENT_RVS, sent):]:
+                        if matches(c, obj):
                             self.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                             sent = rv
                     sent = max(sent, STATE["rv"]) if sent else STATE["rv"]

@@ -1,0 +1,131 @@
+#include "serve/replica_sync.h"
+
+#include <spdlog/spdlog.h>
+
+namespace tessera::serve {
+
+using fleet::ContainerRecord;
+using fleet::ContainerState;
+using fleet::Mutation;
+
+// One overload per Mutation alternative; the deleted template makes a new alternative fail to
+// compile here until replicas apply it.
+struct ReplicaSync::Visitor {
+  ReplicaSync& sync;
+  Model& model;
+  std::vector<Mutation>& out;
+
+  void operator()(const fleet::Tenancy& tenancy) {
+    auto it = model.tenancies.find(tenancy.name);
+    if (it != model.tenancies.end() && it->second.uid != tenancy.uid) ForgetIncarnation(it->second);
+    model.tenancies[tenancy.name] = tenancy;
+  }
+
+  void operator()(const fleet::TokenRecord& token) { model.tokens[token.sha256] = token; }
+
+  void operator()(const fleet::TenancyDeletion& deletion) {
+    auto it = model.tenancies.find(deletion.name);
+    if (it == model.tenancies.end()) return;
+    ForgetIncarnation(it->second);
+    model.tenancies.erase(it);
+  }
+
+  void operator()(const fleet::GpuRecord& theirs) {
+    fleet::GpuRecord* gpu = model.FindGpu(theirs.id());
+    if (!gpu) {
+      // Its node has not published it to this replica yet: kept, not placed until it does.
+      fleet::GpuRecord added = theirs;
+      added.available = false;
+      model.gpus.push_back(std::move(added));
+      model.MarkLeasesChanged();
+      return;
+    }
+    gpu->state = theirs.state;
+    gpu->reason = theirs.reason;
+    gpu->tenancy = theirs.tenancy;
+    gpu->container_id = theirs.container_id;
+    gpu->drain_requested = theirs.drain_requested;
+    gpu->quarantine_requested = theirs.quarantine_requested;
+    gpu->firmware_baseline = theirs.firmware_baseline;
+    gpu->updated_ms = theirs.updated_ms;
+    model.MarkLeasesChanged();
+    model.reschedule = true;
+  }
+
+  void operator()(const ContainerRecord& theirs) {
+    auto it = model.containers.find(theirs.id);
+    if (it == model.containers.end()) {
+      model.AddContainer(theirs);
+      auto& added = model.containers.at(theirs.id);
+      if (added.state == ContainerState::kPending && !added.started) {
+        if (added.stop_requested) {
+          model.FinishContainer(
+              added, backends::ExitInfo{std::nullopt, true, "deleted before it started"}, out);
+        } else {
+          model.pending.push_back(added.id);
+          model.reschedule = true;
+        }
+      }
+      return;
+    }
+    ContainerRecord& ours = it->second;
+    const bool stop_was_requested = ours.stop_requested;
+    ContainerRecord merged = sync.Leading() ? fleet::MergeContainerRecords(ours, theirs) : theirs;
+    merged.stop_requested = ours.stop_requested || theirs.stop_requested;
+    if (merged == ours) return;
+    model.SetContainerState(ours, merged.state);
+    ours = std::move(merged);
+    if (!ours.stop_requested || stop_was_requested || fleet::IsTerminal(ours.state)) return;
+    // A stop another replica took: ended here when it never started, else stopped by the
+    // scheduler (which runs where this replica leads).
+    if (!ours.started) {
+      model.FinishContainer(
+          ours, backends::ExitInfo{std::nullopt, true, "deleted before it started"}, out);
+    } else if (ours.state == ContainerState::kRunning) {
+      model.to_stop.push_back(ours.id);
+    }
+  }
+
+  void operator()(const fleet::ContainerDeletion& deletion) {
+    auto it = model.containers.find(deletion.id);
+    if (it == model.containers.end()) return;
+    const ContainerRecord& container = it->second;
+    if (!container.idempotency_key.empty()) {
+      auto key = model.idempotency.find(container.tenancy_uid + '\n' + container.idempotency_key);
+      if (key != model.idempotency.end() && key->second == container.id)
+        model.idempotency.erase(key);
+    }
+    model.container_counts[static_cast<int>(container.state)]--;
+    auto position = model.container_position.find(deletion.id);
+    const size_t from = position->second;
+    model.container_position.erase(position);
+    model.containers.erase(it);
+    model.container_order.erase(model.container_order.begin() + static_cast<ptrdiff_t>(from));
+    for (size_t i = from; i < model.container_order.size(); ++i)
+      model.container_position[model.container_order[i]] = i;
+  }
+
+  template <typename T>
+  void operator()(const T&) = delete;
+
+  // A deleted incarnation's keys and tokens go with it (as Tenancies::Delete does).
+  void ForgetIncarnation(const fleet::Tenancy& tenancy) {
+    const std::string prefix = tenancy.uid + '\n';
+    std::erase_if(model.idempotency,
+                  [&prefix](const auto& entry) { return entry.first.starts_with(prefix); });
+    for (auto it = model.tokens.begin(); it != model.tokens.end();)
+      it = it->second.tenancy_uid == tenancy.uid ? model.tokens.erase(it) : std::next(it);
+  }
+};
+
+void ReplicaSync::Apply(const Mutation& change) {
+  std::lock_guard lock(model_.mu);
+  std::vector<Mutation> out;
+  std::visit(Visitor{*this, model_, out}, change);
+  if (!out.empty()) model_.Commit(std::move(out), nullptr);
+  model_.scheduler_wake.notify_one();
+  model_.checker_wake.notify_one();
+  model_.idle.notify_all();
+}
+
+}  // namespace tessera::serve
