@@ -308,8 +308,11 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
     }
     container->started = true;
     container->reason.clear();
-    model_.meter.ObserveWait(container->spec.tenancy,
-                             static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0);
+    const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
+    model_.meter.ObserveWait(container->spec.tenancy, waited);
+    spdlog::info("container {}: placed ({} GPUs of tenancy {}{}) after {:.3f} s in the queue",
+                 container->id, container->gpus.size(), container->spec.tenancy,
+                 admission.backfill ? ", backfilled into reserved GPUs" : "", waited);
     out.push_back(*container);
     to_start.push_back(container->id);
   }
