@@ -62,22 +62,22 @@ void Scheduler::Loop() {
       std::max(model_.options.retention.sweep_interval, std::chrono::milliseconds(10));
   next_sweep_ = std::chrono::steady_clock::now();
   adopted_ = false;
-  std::optional<std::chrono::system_clock::time_point> next_limit;
   while (!stopping_) {
-    // Duration limits are wall-clock times (they survive restarts); the sweep is monotonic.
+    // Duration limits are wall-clock times (they survive restarts); the sweep is monotonic. A
+    // limit armed while this waits (a start returning) wakes it to wait again until then.
     auto until = next_sweep_;
-    if (next_limit) {
-      const auto in = *next_limit - std::chrono::system_clock::now();
+    if (!deadlines_.empty()) {
+      const auto in = std::chrono::milliseconds(deadlines_.begin()->first - fleet::NowMs());
       until = std::min(until, std::chrono::steady_clock::now() +
-                                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                      std::max(in, decltype(in)::zero())));
+                                  std::max(in, std::chrono::milliseconds::zero()));
     }
-    model_.scheduler_wake.wait_until(lock, until, [this, &next_limit] {
-      return stopping_ || !model_.exits.empty() || !model_.to_stop.empty() ||
+    limits_changed_ = false;
+    model_.scheduler_wake.wait_until(lock, until, [this] {
+      return stopping_ || limits_changed_ || !model_.exits.empty() || !model_.to_stop.empty() ||
              (model_.reschedule &&
               (!model_.pending.empty() || model_.queue->pending_count() > 0)) ||
              std::chrono::steady_clock::now() >= next_sweep_ ||
-             (next_limit && std::chrono::system_clock::now() >= *next_limit);
+             (!deadlines_.empty() && fleet::NowMs() >= deadlines_.begin()->first);
     });
     if (stopping_) break;
     if (const auto now = std::chrono::steady_clock::now(); now >= next_sweep_) {
@@ -107,7 +107,7 @@ void Scheduler::Loop() {
       AdoptRunningLocked();
       model_.reschedule = true;
     }
-    next_limit = EnforceLimitsLocked(mutations);
+    EnforceLimitsLocked(mutations);
     if (!mutations.empty()) {
       model_.Commit(std::move(mutations), nullptr);
       mutations.clear();
@@ -251,8 +251,7 @@ void Scheduler::AdoptRunningLocked() {
   }
 }
 
-std::optional<std::chrono::system_clock::time_point> Scheduler::EnforceLimitsLocked(
-    std::vector<Mutation>& out) {
+void Scheduler::EnforceLimitsLocked(std::vector<Mutation>& out) {
   const int64_t now = fleet::NowMs();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     const std::string id = deadlines_.begin()->second;
@@ -266,9 +265,6 @@ std::optional<std::chrono::system_clock::time_point> Scheduler::EnforceLimitsLoc
                       std::to_string(it->second.spec.max_duration_s),
                   out);
   }
-  if (deadlines_.empty()) return std::nullopt;
-  return std::chrono::system_clock::time_point(
-      std::chrono::milliseconds(deadlines_.begin()->first));
 }
 
 void Scheduler::StopForLocked(ContainerRecord& container, std::string reason,
@@ -405,6 +401,7 @@ void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {
         started.started_ms = fleet::NowMs();
         if (started.spec.max_duration_s > 0) {
           deadlines_.emplace(started.started_ms + started.spec.max_duration_s * 1000, id);
+          limits_changed_ = true;
           model_.scheduler_wake.notify_one();
         }
         for (const auto& pci : started.gpus)

@@ -54,9 +54,8 @@ class Scheduler {
   // Running GPU containers counted in the queue (usage, quotas, what holds which GPU) after a
   // start of leadership or a change of the fleet's nodes; their duration limits armed.
   void AdoptRunningLocked();
-  // Stops containers past their maxDurationSeconds; returns when the next limit falls.
-  std::optional<std::chrono::system_clock::time_point> EnforceLimitsLocked(
-      std::vector<fleet::Mutation>& out);
+  // Stops containers past their maxDurationSeconds.
+  void EnforceLimitsLocked(std::vector<fleet::Mutation>& out);
   // A stop the scheduler decides: the reason is the container's once it ends.
   void StopForLocked(fleet::ContainerRecord& container, std::string reason,
                      std::vector<fleet::Mutation>& out);
@@ -83,6 +82,7 @@ class Scheduler {
   bool adopted_ = false;
   // Running containers with a duration limit: when it falls (Unix ms) -> container ID.
   std::multimap<int64_t, std::string> deadlines_;
+  bool limits_changed_ = false;  // a limit was armed since the scheduler thread began to wait
   std::thread thread_;
   // Backend starts, stops and removals; created in Start(), joined in Stop().
   std::unique_ptr<boost::asio::thread_pool> pool_;
