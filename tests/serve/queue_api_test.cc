@@ -1,7 +1,11 @@
 // Tenancy scheduling policies, submissions with priorities and limits, the pending quota under
 // concurrent submissions, the queue and metering endpoints: a real tessera-serve process over
 // real sockets with the null backend on the HGX fixture (8 GPUs).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -266,6 +270,58 @@ TEST_F(ServeQueueApi, UsageAndMetricsReportMeteredGpuTime) {
   EXPECT_NE(
       metrics->body.find("tessera_queue_wait_seconds_bucket{tenancy=\"team-a\",le=\"+Inf\"} 1"),
       std::string::npos);
+}
+
+// `tessera run` against the service: its stderr is read as it comes, so the test knows what it
+// printed while its container waited.
+TEST_F(ServeQueueApi, TesseraRunPrintsWhyItsContainerWaits) {
+  int status = 0;
+  Put("team-a", R"({"quota":{"gpus":0}})", &status);
+  ASSERT_EQ(status, 200);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera";
+  std::vector<std::string> argv = {
+      binary,      "run",    "--server", "http://127.0.0.1:" + std::to_string(serve_->port()),
+      "--tenancy", "team-a", "--gpus",   "1",
+      "busybox",   "true"};
+  std::vector<char*> args;
+  for (auto& arg : argv)
+    args.push_back(arg.data());
+  args.push_back(nullptr);
+  std::string token = "TESSERA_TOKEN=" + serve_->admin_token();
+  char* env[] = {token.data(), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(::posix_spawn(&pid, binary.c_str(), &actions, nullptr, args.data(), env), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  std::string err;
+  auto read_until = [&](const std::string& wanted) {
+    const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
+    char buffer[512];
+    while (err.find(wanted) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      ssize_t n = ::read(pipe_fds[0], buffer, sizeof(buffer));
+      if (n <= 0) break;
+      err.append(buffer, static_cast<size_t>(n));
+    }
+    return err.find(wanted) != std::string::npos;
+  };
+  EXPECT_TRUE(read_until("waiting: tenancy quota 0/0 GPUs in use (queue position 1)")) << err;
+  // The quota lifted, it runs (the null backend ends it at once) and `tessera run` returns.
+  Put("team-a", R"({"quota":{"gpus":null}})", &status);
+  ASSERT_EQ(status, 200);
+  read_until("\x01");  // to EOF
+  ::close(pipe_fds[0]);
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(pid, &wait_status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << wait_status << err;
+  // Told once, not at every poll.
+  const std::string line = "waiting: tenancy quota 0/0 GPUs in use";
+  EXPECT_EQ(err.find(line), err.rfind(line)) << err;
 }
 
 }  // namespace
