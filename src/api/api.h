@@ -22,15 +22,24 @@ namespace tessera::api {
 // ---- Body parsers (pure; strict: unknown fields, wrong types and bad values are errors that
 // name the field) ----
 
-// POST /v1/containers: {image, tenancy, gpus?, isolation?, command?, env?}
+// POST /v1/containers: {image, tenancy, gpus?, isolation?, command?, env?, network?, volumes?,
+// priority? (-1000..1000, at most the tenancy's maxPriority), maxDurationSeconds? (1..366 days),
+// preemptible?}
 Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body);
-// PUT /v1/tenancies/{name}: {labels?, extensions?}; an empty body is an empty object.
+// PUT /v1/tenancies/{name}: {labels?, extensions?, quota? {gpus?, pending?}, weight?,
+// maxPriority?}; an empty body is an empty object. Any of quota/weight/maxPriority sets the
+// whole scheduling policy (the others at their defaults; a quota of null is unlimited); a body
+// with none keeps the stored policy.
 Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body);
 // POST /v1/gpus/{id}/{action}: {reason?}; an empty body is an empty object.
 Result<std::string> ParseGpuActionBody(std::string_view body);
 // GET /v1/containers query string (after '?'): limit=1..1000, after=ID, order=asc|desc,
 // state=S[,S...], tenancy=NAME; percent-encoded; unknown or repeated parameters are errors.
 Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query);
+// GET /v1/tenancies/{name}/usage query string: from=SECONDS, to=SECONDS (Unix time, whole
+// seconds, from <= to; defaults 0 and now); percent-encoded; unknown or repeated parameters are
+// errors.
+Result<serve::UsageQuery> ParseUsageQuery(std::string_view query);
 // "HOST:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080").
 Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen);
 

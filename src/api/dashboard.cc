@@ -31,6 +31,12 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
 <div id="status">connecting…</div>
 <h2>GPUs</h2>
 <div id="grid"></div>
+<h2>Tenancies</h2>
+<table><thead><tr><th>Tenancy</th><th>Weight</th><th>Fair share</th><th>Recent share</th><th>GPUs in use</th><th>GPU quota</th><th>Pending</th></tr></thead>
+<tbody id="tenancies"></tbody></table>
+<h2>Queue <span id="scheduling" style="font-weight:normal;color:#888"></span></h2>
+<table><thead><tr><th>#</th><th>ID</th><th>Tenancy</th><th>GPUs</th><th>Priority</th><th>Why it waits</th></tr></thead>
+<tbody id="queue"></tbody></table>
 <h2>Containers</h2>
 <table><thead><tr><th>ID</th><th>Tenancy</th><th>Image</th><th>State</th><th>GPUs</th><th>Exit</th><th>Reason</th></tr></thead>
 <tbody id="containers"></tbody></table>
@@ -47,7 +53,23 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
   async function get(path) { const r = await fetch(path, { headers }); if (!r.ok) throw new Error(path + ': ' + r.status); return r.json(); }
   async function refresh() {
     try {
-      const [gpus, containers] = await Promise.all([get('/v1/gpus'), get('/v1/containers?order=desc&limit=200')]);
+      const [gpus, containers, queue] = await Promise.all([get('/v1/gpus'), get('/v1/containers?order=desc&limit=200'), get('/v1/queue')]);
+      const pct = (x) => (100 * x).toFixed(1) + ' %';
+      const shares = document.getElementById('tenancies');
+      shares.replaceChildren();
+      for (const t of queue.tenancies) {
+        const row = el('tr'); row.dataset.tenancy = t.name; row.dataset.weight = t.weight; row.dataset.share = t.share;
+        for (const v of [t.name, t.weight, pct(t.target_share), pct(t.share), t.gpus_in_use, t.quota.gpus === null ? 'unlimited' : t.quota.gpus, t.pending]) row.appendChild(el('td', '', String(v)));
+        shares.appendChild(row);
+      }
+      document.getElementById('scheduling').textContent = '(' + queue.scheduling + ', ' + queue.queue.length + ' waiting)';
+      const waiting = document.getElementById('queue');
+      waiting.replaceChildren();
+      for (const q of queue.queue.slice(0, 200)) {
+        const row = el('tr'); row.dataset.id = q.id; row.dataset.position = q.queue_position;
+        for (const v of [q.queue_position, q.id, q.tenancy, q.gpus, q.priority, q.reason]) row.appendChild(el('td', '', String(v)));
+        waiting.appendChild(row);
+      }
       const grid = document.getElementById('grid');
       grid.replaceChildren();
       for (const g of gpus.gpus) {

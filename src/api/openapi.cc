@@ -17,8 +17,15 @@ const std::string& OpenApiJson() {
       "Error": {"type": "object", "properties": {"error": {"type": "object", "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
       "TenancyBody": {"type": "object", "additionalProperties": false, "properties": {
         "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "extensions": {"type": "object", "description": "Entitlements attached by other components (networks, volumes): key -> any JSON"}}},
-      "Tenancy": {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}, "uid": {"type": "string", "description": "This incarnation of the name: new each time the name is created"}, "created_ms": {"type": "integer"}, "labels": {"type": "object"}, "extensions": {"type": "object"}}},
+        "extensions": {"type": "object", "description": "Entitlements attached by other components (networks, volumes): key -> any JSON; 'scheduling' is set through quota, weight and maxPriority"},
+        "quota": {"$ref": "#/components/schemas/Quota"},
+        "weight": {"type": "number", "minimum": 0.001, "maximum": 1000, "default": 1, "description": "Fair share of the fleet's GPUs in proportion to weight, on recent usage (tessera serve --fair-share-half-life)"},
+        "maxPriority": {"type": "integer", "minimum": -1000, "maximum": 1000, "default": 0, "description": "Highest priority its submissions may ask for"}},
+        "description": "Any of quota, weight, maxPriority sets the whole scheduling policy (the others at their defaults); a body with none keeps the stored one"},
+      "Quota": {"type": "object", "additionalProperties": false, "properties": {
+        "gpus": {"type": "integer", "minimum": 0, "maximum": 1000000, "nullable": true, "description": "GPUs in use at once; null: unlimited"},
+        "pending": {"type": "integer", "minimum": 0, "maximum": 1000000, "nullable": true, "description": "GPU containers waiting at once; over it a submission is 429 naming the quota; null: unlimited"}}},
+      "Tenancy": {"type": "object", "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}, "uid": {"type": "string", "description": "This incarnation of the name: new each time the name is created"}, "created_ms": {"type": "integer"}, "labels": {"type": "object"}, "extensions": {"type": "object"}, "quota": {"$ref": "#/components/schemas/Quota"}, "weight": {"type": "number"}, "maxPriority": {"type": "integer"}}},
       "ContainerSpec": {"type": "object", "additionalProperties": false, "required": ["image", "tenancy"], "properties": {
         "image": {"type": "string"},
         "tenancy": {"type": "string", "description": "Created when it does not exist (admin token)"},
@@ -27,7 +34,10 @@ const std::string& OpenApiJson() {
         "command": {"type": "array", "items": {"type": "string"}},
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
         "network": {"type": "string", "enum": ["tenancy", "none"], "default": "tenancy", "description": "tenancy: the tenancy's own network (no egress; other tenancies unreachable); none: loopback only"},
-        "volumes": {"type": "array", "maxItems": 32, "items": {"$ref": "#/components/schemas/VolumeRequest"}, "description": "NFS exports the tenancy is entitled to; any other name is 403 naming the volume"}}},
+        "volumes": {"type": "array", "maxItems": 32, "items": {"$ref": "#/components/schemas/VolumeRequest"}, "description": "NFS exports the tenancy is entitled to; any other name is 403 naming the volume"},
+        "priority": {"type": "integer", "minimum": -1000, "maximum": 1000, "default": 0, "description": "Order among the tenancy's own pending containers; above the tenancy's maxPriority is 403"},
+        "maxDurationSeconds": {"type": "integer", "minimum": 1, "maximum": 31622400, "description": "The service stops it at this limit (reason names it); only containers with a limit may run in GPUs reserved for a larger request"},
+        "preemptible": {"type": "boolean", "default": false, "description": "It may be stopped (reason 'preempted') for a higher-priority or under-share tenancy's request (tessera serve --preemption)"}}},
       "VolumeRequest": {"type": "object", "additionalProperties": false, "required": ["name", "mountPath"], "properties": {
         "name": {"type": "string", "description": "An export name from the tenancy's storage entitlements"},
         "mountPath": {"type": "string", "description": "Absolute; no '.', '..', empty components, ':' or ','; not /, /dev, /proc, /sys or below"},
@@ -46,7 +56,9 @@ const std::string& OpenApiJson() {
         "isolation": {"type": "string"}, "gpus_requested": {"type": "integer"},
         "gpus": {"type": "array", "items": {"type": "string"}, "description": "IDs of the GPUs held (Gpu.id)"},
         "state": {"type": "string", "enum": ["pending", "running", "exited", "failed"]},
-        "exit_code": {"type": "integer", "nullable": true}, "reason": {"type": "string"},
+        "exit_code": {"type": "integer", "nullable": true}, "reason": {"type": "string", "description": "Why it failed or was stopped; while pending, why it waits ('waiting: tenancy quota 8/8 GPUs in use')"},
+        "queue_position": {"type": "integer", "description": "Pending GPU containers: place in dispatch order (1 is next)"},
+        "priority": {"type": "integer"}, "maxDurationSeconds": {"type": "integer", "nullable": true}, "preemptible": {"type": "boolean"},
         "stop_requested": {"type": "boolean"}, "created_ms": {"type": "integer"},
         "started_ms": {"type": "integer"}, "finished_ms": {"type": "integer"}, "idempotency_key": {"type": "string"},
         "network": {"type": "string", "enum": ["tenancy", "none"]},
@@ -76,7 +88,7 @@ const std::string& OpenApiJson() {
   "security": [{"bearer": []}],
   "paths": {
     "/v1/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3 document"}}}},
-    "/metrics": {"get": {"summary": "Prometheus metrics: GPUs by lease state, containers by state, request latency histograms", "security": [], "responses": {"200": {"description": "text/plain; version=0.0.4"}}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics: GPUs by lease state, containers by state, tessera_tenancy_gpu_seconds_total{tenancy}, tessera_queue_wait_seconds{tenancy} (histogram), request latency histograms", "security": [], "responses": {"200": {"description": "text/plain; version=0.0.4"}}}},
     "/": {"get": {"summary": "Dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}},
     "/v1/tenancies": {"get": {"summary": "List tenancies (a tenancy token sees its own)", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {"tenancies": {"type": "array", "items": {"$ref": "#/components/schemas/Tenancy"}}}}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}}}},
     "/v1/tenancies/{name}": {
@@ -88,6 +100,11 @@ const std::string& OpenApiJson() {
       "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
       "get": {"summary": "The tenancy's storage entitlements (admin, or the tenancy's own token)", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StorageEntitlements"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}},
       "put": {"summary": "Admin: replace the NFS exports the tenancy may mount (creates the tenancy when missing). The host's podman volumes follow: one per export (local driver, type=nfs), removed when an export is withdrawn", "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StorageEntitlements"}}}}, "responses": {"200": {"description": "Stored", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/StorageEntitlements"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "403": {"$ref": "#/components/responses/Forbidden"}, "503": {"description": "Stored, but the backend could not create the network or volumes; repeat the PUT", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}},
+    "/v1/tenancies/{name}/usage": {
+      "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "get": {"summary": "Metered GPU-seconds of the tenancy's containers within [from, to): every container that held GPUs while running (gpus x time from its start to its end), durable across restarts; the admin or the tenancy's own token",
+        "parameters": [{"name": "from", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "Unix time, seconds (default 0)"}, {"name": "to", "in": "query", "schema": {"type": "integer", "minimum": 0}, "description": "Unix time, seconds (default now)"}],
+        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {"tenancy": {"type": "string"}, "from_ms": {"type": "integer"}, "to_ms": {"type": "integer"}, "gpu_seconds": {"type": "number"}, "containers_total": {"type": "integer"}, "containers": {"type": "array", "maxItems": 1000, "items": {"type": "object", "properties": {"id": {"type": "string"}, "gpus": {"type": "integer"}, "started_ms": {"type": "integer"}, "finished_ms": {"type": "integer", "nullable": true, "description": "null: still running"}, "gpu_seconds": {"type": "number", "description": "within the window"}}}}}}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
     "/v1/tenancies/{name}/tokens": {
       "parameters": [{"name": "name", "in": "path", "required": true, "schema": {"type": "string"}}],
       "post": {"summary": "Create a token for the tenancy (admin)", "responses": {"201": {"description": "Created", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Token"}}}}, "403": {"$ref": "#/components/responses/Forbidden"}, "404": {"$ref": "#/components/responses/NotFound"}}}},
@@ -102,7 +119,13 @@ const std::string& OpenApiJson() {
       "post": {"summary": "Submit a container; answered once the submission is durable",
         "parameters": [{"name": "Idempotency-Key", "in": "header", "required": false, "schema": {"type": "string", "maxLength": 255}, "description": "A retry with the same key and body returns the first submission (header Idempotent-Replayed: true); with another body, 409"}],
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ContainerSpec"}}}},
-        "responses": {"202": {"description": "Accepted", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "403": {"description": "A volume the tenancy is not entitled to, or read-write on a read-only export; the message names the volume", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "404": {"$ref": "#/components/responses/NotFound"}, "409": {"$ref": "#/components/responses/Conflict"}}}},
+        "responses": {"202": {"description": "Accepted", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "400": {"$ref": "#/components/responses/BadRequest"}, "403": {"description": "A volume the tenancy is not entitled to, or read-write on a read-only export (the message names the volume); a priority above the tenancy's maxPriority", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}, "404": {"$ref": "#/components/responses/NotFound"}, "409": {"$ref": "#/components/responses/Conflict"}, "429": {"description": "The tenancy has quota.pending GPU containers waiting already; the message names the quota", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}}}},
+    "/v1/queue": {"get": {"summary": "Pending GPU containers in dispatch order with why each waits (queue_position is over the whole queue; a tenancy token sees its own entries), and each tenancy's share next to its weight",
+      "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {
+        "scheduling": {"type": "string", "enum": ["fair", "fifo"]},
+        "queue_total": {"type": "integer", "description": "Entries the caller sees; queue lists the first 1000"},
+        "queue": {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}, "tenancy": {"type": "string"}, "gpus": {"type": "integer"}, "priority": {"type": "integer"}, "queue_position": {"type": "integer"}, "reason": {"type": "string"}, "created_ms": {"type": "integer"}}}},
+        "tenancies": {"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"}, "weight": {"type": "number"}, "quota": {"$ref": "#/components/schemas/Quota"}, "maxPriority": {"type": "integer"}, "gpus_in_use": {"type": "integer"}, "pending": {"type": "integer"}, "share": {"type": "number", "description": "Of the fleet's recent GPU usage, 0..1"}, "target_share": {"type": "number", "description": "weight / weights of the tenancies with work, 0..1"}}}}}}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}}}},
     "/v1/containers/{id}": {
       "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
       "get": {"summary": "Get a container", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Container"}}}}, "404": {"$ref": "#/components/responses/NotFound"}}},

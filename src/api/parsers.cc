@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "common/untrusted_text.h"
+#include "serve/queue.h"
 
 namespace tessera::api {
 namespace {
@@ -152,10 +153,27 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
       auto volumes = tenancy::VolumeRequestsFromJson(value, "volumes");
       if (!volumes) return volumes.error();
       spec.volumes = std::move(*volumes);
+    } else if (key == "priority") {
+      // The tenancy's maxPriority bounds it further when it is submitted.
+      if (!value.is_number_integer() || value.get<int64_t>() < scheduling::kMinPriority ||
+          value.get<int64_t>() > scheduling::kMaxPriority)
+        return InvalidArgument("priority: must be a whole number from " +
+                               std::to_string(scheduling::kMinPriority) + " to " +
+                               std::to_string(scheduling::kMaxPriority));
+      spec.priority = static_cast<int>(value.get<int64_t>());
+    } else if (key == "maxDurationSeconds") {
+      const auto limit = static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds);
+      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > limit)
+        return InvalidArgument("maxDurationSeconds: must be a whole number from 1 to " +
+                               std::to_string(limit));
+      spec.max_duration_s = value.get<int64_t>();
+    } else if (key == "preemptible") {
+      if (!value.is_boolean()) return InvalidArgument("preemptible: must be true or false");
+      spec.preemptible = value.get<bool>();
     } else {
       return InvalidArgument(Excerpt(key) +
                              ": unknown field (image, tenancy, gpus, isolation, command, env, "
-                             "network, volumes)");
+                             "network, volumes, priority, maxDurationSeconds, preemptible)");
     }
   }
   if (spec.image.empty()) return InvalidArgument("image: required");
@@ -174,21 +192,35 @@ Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body
     return InvalidArgument("name: \"" + Excerpt(name) + "\" " + problem);
   auto parsed = ParseObject(body, true);
   if (!parsed) return parsed.error();
+  json policy = json::object();
   for (const auto& [key, value] : parsed->items()) {
-    if (key == "labels") {
+    if (key == "quota" || key == "weight" || key == "maxPriority") {
+      policy[key] = value;
+    } else if (key == "labels") {
       auto labels = StringMap(value, "labels", false, kMaxLabels, kMaxLabelValue);
       if (!labels) return labels.error();
       tenancy.labels = std::move(*labels);
     } else if (key == "extensions") {
       auto extensions = StringMap(value, "extensions", true, kMaxExtensions, kMaxExtensionBytes);
       if (!extensions) return extensions.error();
+      if (extensions->count(std::string(serve::kSchedulingExtension)))
+        return InvalidArgument("extensions.scheduling: set quota, weight and maxPriority instead");
       tenancy.extensions = std::move(*extensions);
     } else if (key == "name") {
       if (!value.is_string() || value.get<std::string>() != name)
         return InvalidArgument("name: must match the name in the path");
     } else {
-      return InvalidArgument(Excerpt(key) + ": unknown field (labels, extensions)");
+      return InvalidArgument(Excerpt(key) +
+                             ": unknown field (labels, extensions, quota, weight, maxPriority)");
     }
+  }
+  // The scheduling policy is set whole when any of its fields is given (the others take their
+  // defaults); a body without any keeps the stored one.
+  if (!policy.empty()) {
+    auto parsed_policy = serve::ParseTenancyPolicy(policy.dump());
+    if (!parsed_policy) return parsed_policy.error();
+    tenancy.extensions[std::string(serve::kSchedulingExtension)] =
+        serve::TenancyPolicyToJson(*parsed_policy);
   }
   return tenancy;
 }
@@ -288,6 +320,42 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
       return InvalidArgument(field + ": unknown (known: limit, after, order, state, tenancy)");
     }
   }
+  return out;
+}
+
+Result<serve::UsageQuery> ParseUsageQuery(std::string_view query) {
+  // Up to the end of year 9999: later times are typing mistakes, and ms must not overflow.
+  constexpr int64_t kMaxTime = 253402300799;
+  serve::UsageQuery out;
+  std::set<std::string> seen;
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    auto eq = pair.find('=');
+    auto name = PercentDecode(pair.substr(0, eq), "query");
+    if (!name) return name.error();
+    const std::string field = "query parameter " + Excerpt(*name, 40);
+    if (eq == std::string_view::npos) return InvalidArgument(field + ": want NAME=VALUE");
+    auto value = PercentDecode(pair.substr(eq + 1), field);
+    if (!value) return value.error();
+    if (!seen.insert(*name).second) return InvalidArgument(field + ": given more than once");
+    if (*name != "from" && *name != "to")
+      return InvalidArgument(field + ": unknown (known: from, to)");
+    int64_t time = -1;
+    const char* end = value->data() + value->size();
+    auto [ptr, ec] = std::from_chars(value->data(), end, time);
+    if (ec != std::errc() || ptr != end || time < 0 || time > kMaxTime)
+      return InvalidArgument(field + ": want Unix time in whole seconds from 0 to " +
+                             std::to_string(kMaxTime));
+    if (*name == "from") {
+      out.from_s = time;
+    } else {
+      out.to_s = time;
+    }
+  }
+  if (out.to_s && *out.to_s < out.from_s) return InvalidArgument("query parameter to: before from");
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "api/api.h"
 #include "common/untrusted_text.h"
+#include "serve/queue.h"
 
 namespace tessera::api {
 namespace {
@@ -67,20 +68,32 @@ Response ErrorResponse(const Error& error, http::status status) {
 }
 
 Response ErrorResponse(const Error& error) {
+  // Over a tenancy's pending quota: the client may submit again once some of its work started.
+  if (serve::IsQuotaRefusal(error)) return ErrorResponse(error, http::status::too_many_requests);
   return ErrorResponse(error, StatusFor(error));
+}
+
+json LimitJson(int value) {
+  return value == scheduling::kUnlimited ? json(nullptr) : json(value);
 }
 
 json TenancyJson(const fleet::Tenancy& tenancy) {
   json extensions = json::object();
   for (const auto& [key, value] : tenancy.extensions) {
+    if (key == serve::kSchedulingExtension) continue;  // shown as its own fields below
     json parsed = json::parse(value, nullptr, false);
     extensions[key] = parsed.is_discarded() ? json(value) : parsed;
   }
+  const auto policy = serve::PolicyOf(tenancy);
   return {{"name", tenancy.name},
           {"uid", tenancy.uid},
           {"created_ms", tenancy.created_ms},
           {"labels", tenancy.labels},
-          {"extensions", extensions}};
+          {"extensions", extensions},
+          {"quota",
+           {{"gpus", LimitJson(policy.quota_gpus)}, {"pending", LimitJson(policy.quota_pending)}}},
+          {"weight", policy.weight},
+          {"maxPriority", policy.max_priority}};
 }
 
 json ContainerJson(const fleet::ContainerRecord& c) {
@@ -101,6 +114,11 @@ json ContainerJson(const fleet::ContainerRecord& c) {
               {"finished_ms", c.finished_ms}};
   if (c.exit_code) doc["exit_code"] = *c.exit_code;
   if (!c.idempotency_key.empty()) doc["idempotency_key"] = c.idempotency_key;
+  doc["priority"] = c.spec.priority;
+  doc["maxDurationSeconds"] = c.spec.max_duration_s ? json(c.spec.max_duration_s) : json(nullptr);
+  doc["preemptible"] = c.spec.preemptible;
+  if (c.state == fleet::ContainerState::kPending && c.queue_position > 0)
+    doc["queue_position"] = c.queue_position;
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
   json volumes = json::array();
   for (const auto& volume : c.spec.volumes) {
@@ -312,6 +330,40 @@ std::string Router::Metrics() const {
       "# TYPE tessera_store_checkpoints_total counter\n"
       "tessera_store_checkpoints_total " +
       std::to_string(counts.store.checkpoints) + "\n";
+  // Tenancy names are DNS labels: nothing in them needs escaping in a label value.
+  out +=
+      "# HELP tessera_tenancy_gpu_seconds_total GPU-seconds metered per tenancy (ended and "
+      "running containers).\n# TYPE tessera_tenancy_gpu_seconds_total counter\n";
+  char line[256];
+  for (const auto& [tenancy, seconds] : counts.tenancy_gpu_seconds) {
+    std::snprintf(line, sizeof(line), "tessera_tenancy_gpu_seconds_total{tenancy=\"%s\"} %.3f\n",
+                  tenancy.c_str(), seconds);
+    out += line;
+  }
+  out +=
+      "# HELP tessera_queue_wait_seconds How long GPU containers waited in the queue, by "
+      "tenancy.\n# TYPE tessera_queue_wait_seconds histogram\n";
+  for (const auto& [tenancy, waits] : counts.queue_waits) {
+    for (size_t i = 0; i < waits.cumulative.size(); ++i) {
+      if (i < waits.bounds.size()) {
+        std::snprintf(line, sizeof(line),
+                      "tessera_queue_wait_seconds_bucket{tenancy=\"%s\",le=\"%g\"} %llu\n",
+                      tenancy.c_str(), waits.bounds[i],
+                      static_cast<unsigned long long>(waits.cumulative[i]));
+      } else {
+        std::snprintf(line, sizeof(line),
+                      "tessera_queue_wait_seconds_bucket{tenancy=\"%s\",le=\"+Inf\"} %llu\n",
+                      tenancy.c_str(), static_cast<unsigned long long>(waits.cumulative[i]));
+      }
+      out += line;
+    }
+    std::snprintf(line, sizeof(line),
+                  "tessera_queue_wait_seconds_sum{tenancy=\"%s\"} %.3f\n"
+                  "tessera_queue_wait_seconds_count{tenancy=\"%s\"} %llu\n",
+                  tenancy.c_str(), waits.sum, tenancy.c_str(),
+                  static_cast<unsigned long long>(waits.count));
+    out += line;
+  }
   out +=
       "# HELP tessera_http_request_duration_seconds API request latency by method.\n"
       "# TYPE tessera_http_request_duration_seconds histogram\n";
@@ -469,6 +521,32 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       }
       return respond(MethodNotAllowed("GET, PUT"));
     }
+    // /v1/tenancies/{name}/usage?from=&to=: metered GPU-seconds.
+    if (parts.size() == 4 && parts[3] == "usage") {
+      if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+      auto query_at = target.find('?');
+      auto query = ParseUsageQuery(query_at == std::string::npos
+                                       ? std::string_view()
+                                       : std::string_view(target).substr(query_at + 1));
+      if (!query) return respond(ErrorResponse(query.error()));
+      auto report = service_->Usage(caller, name, *query);
+      if (!report) return respond(ErrorResponse(report.error()));
+      json containers = json::array();
+      for (const auto& usage : report->containers) {
+        containers.push_back(
+            {{"id", usage.id},
+             {"gpus", usage.gpus},
+             {"started_ms", usage.started_ms},
+             {"finished_ms", usage.finished_ms ? json(usage.finished_ms) : json(nullptr)},
+             {"gpu_seconds", usage.gpu_seconds}});
+      }
+      return respond(Json(http::status::ok, {{"tenancy", report->tenancy},
+                                             {"from_ms", report->from_ms},
+                                             {"to_ms", report->to_ms},
+                                             {"gpu_seconds", report->gpu_seconds},
+                                             {"containers", std::move(containers)},
+                                             {"containers_total", report->containers_total}}));
+    }
     if (parts.size() == 4 && parts[3] == "tokens") {
       if (method != http::verb::post) return respond(MethodNotAllowed("POST"));
       return service_->CreateToken(
@@ -555,6 +633,42 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       });
       return;
     }
+  }
+
+  // /v1/queue
+  if (collection == "queue" && parts.size() == 2) {
+    if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+    boost::asio::post(render_, [this, caller, respond = std::move(respond)] {
+      const auto view = service_->Queue(caller);
+      json entries = json::array();
+      for (const auto& entry : view.entries) {
+        entries.push_back({{"id", entry.id},
+                           {"tenancy", entry.tenancy},
+                           {"gpus", entry.gpus},
+                           {"priority", entry.priority},
+                           {"queue_position", entry.position},
+                           {"reason", entry.reason},
+                           {"created_ms", entry.created_ms}});
+      }
+      json tenancies = json::array();
+      for (const auto& share : view.tenancies) {
+        tenancies.push_back({{"name", share.name},
+                             {"weight", share.policy.weight},
+                             {"quota",
+                              {{"gpus", LimitJson(share.policy.quota_gpus)},
+                               {"pending", LimitJson(share.policy.quota_pending)}}},
+                             {"maxPriority", share.policy.max_priority},
+                             {"gpus_in_use", share.gpus_in_use},
+                             {"pending", share.pending},
+                             {"share", share.share},
+                             {"target_share", share.target}});
+      }
+      respond(Json(http::status::ok, {{"scheduling", view.mode},
+                                      {"queue", std::move(entries)},
+                                      {"queue_total", view.total},
+                                      {"tenancies", std::move(tenancies)}}));
+    });
+    return;
   }
 
   // /v1/gpus[/{id}/{action}], /v1/leases

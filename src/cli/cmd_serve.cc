@@ -47,6 +47,9 @@ struct RunFlags {
   std::string server;
   std::string token_file;
   std::vector<std::string> env;
+  int priority = 0;
+  int64_t max_duration_s = 0;  // 0: no limit
+  bool preemptible = false;
   int poll_ms = 10;
 };
 
@@ -95,6 +98,9 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
     env[entry.substr(0, equals)] = entry.substr(equals + 1);
   }
   if (!env.empty()) body["env"] = env;
+  if (flags.priority != 0) body["priority"] = flags.priority;
+  if (flags.max_duration_s > 0) body["maxDurationSeconds"] = flags.max_duration_s;
+  if (flags.preemptible) body["preemptible"] = true;
 
   auto submitted = connection.Call("POST", "/v1/containers", body.dump());
   if (!submitted) Fail(submitted.error());
@@ -106,6 +112,17 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
   if (!container.is_object()) Fail(Internal("submit: answer is not JSON"));
   const std::string id = container.value("id", "");
   std::string state = container.value("state", "");
+  // While it waits in the queue: why, each time that changes (stderr; stdout is its output).
+  std::string told;
+  auto tell_wait = [&told, &id](const nlohmann::json& record) {
+    if (record.value("state", "") != "pending") return;
+    const auto reason = record.value("reason", "");
+    if (reason.empty() || reason == told) return;
+    told = reason;
+    const int position = record.value("queue_position", 0);
+    std::fprintf(stderr, "tessera: %s %s (queue position %d)\n", id.c_str(), reason.c_str(),
+                 position);
+  };
   while (state != "exited" && state != "failed") {
     std::this_thread::sleep_for(std::chrono::milliseconds(flags.poll_ms));
     auto got = connection.Call("GET", "/v1/containers/" + id);
@@ -115,6 +132,7 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
     container = nlohmann::json::parse(got->body, nullptr, false);
     if (!container.is_object()) Fail(Internal("container " + id + ": answer is not JSON"));
     state = container.value("state", "");
+    tell_wait(container);
   }
   auto logs = connection.Call("GET", "/v1/containers/" + id + "/logs");
   if (logs && logs->status == 200) {
@@ -158,6 +176,14 @@ void AddServeCommand(CLI::App& app) {
                   "Token file (default $TESSERA_TOKEN, $TESSERA_TOKEN_FILE, "
                   "tessera-data/admin.token)");
   run->add_option("-e,--env", flags->env, "NAME=VALUE (repeatable)");
+  run->add_option("--priority", flags->priority,
+                  "Order among the tenancy's own pending containers (up to its maxPriority)")
+      ->capture_default_str();
+  run->add_option("--max-duration", flags->max_duration_s,
+                  "Seconds after which the service stops it (maxDurationSeconds; 0: none)")
+      ->check(CLI::Range(int64_t{0}, int64_t{366} * 24 * 3600));
+  run->add_flag("--preemptible", flags->preemptible,
+                "It may be stopped (reason \"preempted\") for a more urgent request");
   run->callback([run, flags] { Run(*flags, run->remaining()); });
 }
 

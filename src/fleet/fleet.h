@@ -88,6 +88,11 @@ struct ContainerSpec {
   // Its tenancy's network (default) or none; NFS exports its tenancy is entitled to.
   tenancy::NetworkMode network = tenancy::NetworkMode::kTenancy;
   std::vector<tenancy::VolumeRequest> volumes;
+  // Scheduling (GPU containers): order inside its tenancy, bounded by the tenancy's maximum; a
+  // limit after which the service stops it (0: none); whether it may be stopped for others.
+  int priority = 0;
+  int64_t max_duration_s = 0;
+  bool preemptible = false;
 
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
@@ -106,6 +111,10 @@ struct ContainerRecord {
   int64_t created_ms = 0;
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
+  // A pending GPU container's place in dispatch order after the last scheduling pass (1 is
+  // next), with `reason` saying why it waits; 0 otherwise. Not stored: the service fills both
+  // into the copies it hands out.
+  int queue_position = 0;
 
   friend bool operator==(const ContainerRecord&, const ContainerRecord&) = default;
 };
@@ -213,16 +222,32 @@ struct ContainerDeletion {
   friend bool operator==(const ContainerDeletion&, const ContainerDeletion&) = default;
 };
 
+// Metered GPU time of one container (billing): written once, in the commit that ends it and
+// releases its GPUs, and never changed. It outlives the container record (retention) and its
+// tenancy. GPU-seconds = gpus * (finished_ms - started_ms) / 1000.
+struct UsageRecord {
+  std::string container_id;
+  std::string tenancy;
+  std::string tenancy_uid;
+  int gpus = 0;
+  int64_t started_ms = 0;   // its GPUs became the running container's
+  int64_t finished_ms = 0;  // the container ended and its GPUs went to their release
+
+  friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
+};
+
 // One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
-// or deletes it (TenancyDeletion, ContainerDeletion).
+// or deletes it (TenancyDeletion, ContainerDeletion). A UsageRecord is inserted once (a second
+// one for the same container replaces it).
 using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
-                              ContainerDeletion>;
+                              ContainerDeletion, UsageRecord>;
 
 struct StoreSnapshot {
   std::vector<Tenancy> tenancies;
   std::vector<ContainerRecord> containers;  // by creation order
   std::vector<GpuRecord> gpus;              // by index
   std::vector<TokenRecord> tokens;
+  std::vector<UsageRecord> usage;  // by finished_ms
 };
 
 struct StoreStats {

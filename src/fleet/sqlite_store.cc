@@ -72,6 +72,18 @@ DROP INDEX IF EXISTS containers_by_idempotency;
 CREATE INDEX containers_by_idempotency ON containers (tenancy_uid, idempotency_key)
   WHERE idempotency_key != '';
 )sql",
+    // 5: metered GPU time per ended container (billing), kept apart from container records so
+    // retention never removes it.
+    R"sql(
+CREATE TABLE usage (
+  container_id TEXT PRIMARY KEY,
+  tenancy TEXT NOT NULL,
+  tenancy_uid TEXT NOT NULL,
+  gpus INTEGER NOT NULL,
+  started_ms INTEGER NOT NULL,
+  finished_ms INTEGER NOT NULL);
+CREATE INDEX usage_by_tenancy ON usage (tenancy, finished_ms);
+)sql",
 };
 
 json MapToJson(const std::map<std::string, std::string>& map) {
@@ -106,6 +118,9 @@ std::string ContainerDoc(const ContainerRecord& c) {
       {"finished_ms", c.finished_ms},
   };
   if (c.exit_code) doc["exit_code"] = *c.exit_code;
+  if (c.spec.priority != 0) doc["priority"] = c.spec.priority;
+  if (c.spec.max_duration_s != 0) doc["maxDurationSeconds"] = c.spec.max_duration_s;
+  if (c.spec.preemptible) doc["preemptible"] = true;
   if (!c.spec.volumes.empty()) {
     json volumes = json::array();
     for (const auto& volume : c.spec.volumes) {
@@ -148,6 +163,9 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
     if (!volumes) return volumes.error().WithContext("container " + c.id);
     c.spec.volumes = std::move(*volumes);
   }
+  c.spec.priority = doc.value("priority", 0);
+  c.spec.max_duration_s = doc.value("maxDurationSeconds", int64_t{0});
+  c.spec.preemptible = doc.value("preemptible", false);
   c.gpus = doc.value("gpus", std::vector<std::string>{});
   c.reason = doc.value("reason", "");
   c.stop_requested = doc.value("stop_requested", false);
@@ -284,6 +302,12 @@ class SqliteStore final : public Store {
     if (auto s = delete_tokens_.Prepare(db_, "DELETE FROM tokens WHERE tenancy = ?1"); !s) return s;
     if (auto s = delete_container_.Prepare(db_, "DELETE FROM containers WHERE id = ?1"); !s)
       return s;
+    if (auto s = upsert_usage_.Prepare(
+            db_,
+            "INSERT OR REPLACE INTO usage(container_id, tenancy, tenancy_uid, gpus, started_ms, "
+            "finished_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+        !s)
+      return s;
     if (options_.background_checkpoint) {
       // The WAL file keeps its largest size after restarting; cap what it keeps on disk.
       if (auto status = Exec("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864");
@@ -385,6 +409,24 @@ class SqliteStore final : public Store {
         snapshot.tokens.push_back(std::move(t));
       }
     }
+    {
+      Statement stmt;
+      if (auto s = stmt.Prepare(db_,
+                                "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, "
+                                "finished_ms FROM usage ORDER BY finished_ms, rowid");
+          !s)
+        return s.error();
+      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+        UsageRecord u;
+        u.container_id = ColumnText(stmt.get(), 0);
+        u.tenancy = ColumnText(stmt.get(), 1);
+        u.tenancy_uid = ColumnText(stmt.get(), 2);
+        u.gpus = sqlite3_column_int(stmt.get(), 3);
+        u.started_ms = sqlite3_column_int64(stmt.get(), 4);
+        u.finished_ms = sqlite3_column_int64(stmt.get(), 5);
+        snapshot.usage.push_back(std::move(u));
+      }
+    }
     return snapshot;
   }
 
@@ -484,6 +526,15 @@ class SqliteStore final : public Store {
     if (const auto* d = std::get_if<ContainerDeletion>(&mutation)) {
       delete_container_.Text(1, d->id);
       return Step(delete_container_);
+    }
+    if (const auto* u = std::get_if<UsageRecord>(&mutation)) {
+      upsert_usage_.Text(1, u->container_id);
+      upsert_usage_.Text(2, u->tenancy);
+      upsert_usage_.Text(3, u->tenancy_uid);
+      upsert_usage_.Int(4, u->gpus);
+      upsert_usage_.Int(5, u->started_ms);
+      upsert_usage_.Int(6, u->finished_ms);
+      return Step(upsert_usage_);
     }
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
@@ -594,7 +645,7 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_;  // the connection: writer thread and Load()
   Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_token_;
-  Statement delete_tenancy_, delete_tokens_, delete_container_;
+  Statement delete_tenancy_, delete_tokens_, delete_container_, upsert_usage_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
   std::condition_variable wake_;

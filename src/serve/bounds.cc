@@ -75,7 +75,7 @@ std::vector<size_t> PlanRetention(
 
 size_t EstimatedJsonBytes(const fleet::ContainerRecord& c) {
   // Keys, punctuation, numbers and the fixed-vocabulary values of ContainerJson (api module).
-  size_t bytes = 512;
+  size_t bytes = 640;
   for (std::string_view text :
        {std::string_view(c.id), std::string_view(c.spec.tenancy), std::string_view(c.spec.image),
         std::string_view(c.reason), std::string_view(c.idempotency_key)})

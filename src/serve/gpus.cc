@@ -47,6 +47,11 @@ void Gpus::RebuildFleetLocked() {
     spec.gpu_count =
         node.planner ? node.planner->module_count() : static_cast<int>(node.gpus.size());
     spec.partitions = node.planner;
+    // The scheduler places on the fleet's choice of GPUs: without a table, the best-linked ones
+    // by the node's own scorer. Non-owning: this fleet is rebuilt whenever model_.nodes is.
+    if (!node.planner)
+      spec.scorer = std::shared_ptr<const topology::GpuSetScorer>(std::shared_ptr<void>(),
+                                                                  &node.chooser->scorer());
     specs.push_back(std::move(spec));
     model_.placement_nodes.push_back(n);
   }

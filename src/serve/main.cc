@@ -72,6 +72,10 @@ struct Flags {
   size_t retain_finished_per_tenancy = 10000;
   std::string retention_sweep_interval = "1m";
   int start_workers = 8;
+  std::string scheduling = "fair";
+  std::string fair_share_half_life = "1h";
+  int reservations = 8;
+  bool preemption = false;
   // --backend kubernetes: several replicas, one leader (coordination.k8s.io/v1 Lease).
   bool leader_elect = false;
   std::string leader_elect_namespace;  // default $POD_NAMESPACE, else tessera-system
@@ -316,6 +320,16 @@ int Main(const Flags& flags) {
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
   options.retention.sweep_interval = *sweep_interval;
   options.start_workers = flags.start_workers;
+  auto mode = scheduling::ParseMode(flags.scheduling);
+  if (!mode) Die(mode.error().WithContext("--scheduling"));
+  options.scheduling.mode = *mode;
+  auto half_life = serve::ParseDuration(flags.fair_share_half_life);
+  if (!half_life) Die(half_life.error().WithContext("--fair-share-half-life"));
+  options.scheduling.half_life_s = static_cast<double>(half_life->count()) / 1000.0;
+  options.scheduling.max_reservations = flags.reservations;
+  options.scheduling.preemption = flags.preemption;
+  if (auto valid = scheduling::ValidateSchedulerOptions(options.scheduling); !valid)
+    Die(valid.error().WithContext("--fair-share-half-life/--reservations"));
   auto policy = placement::ParsePolicy(flags.placement_policy);
   if (!policy) Die(policy.error().WithContext("--placement-policy"));
   options.policy = *policy;
@@ -623,6 +637,21 @@ int main(int argc, char** argv) {
                  "Container starts and stops run this many at a time")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app.add_option("--scheduling", flags.scheduling,
+                 "Which pending GPU container goes next: fair (weighted fair share between "
+                 "tenancies, priorities, quotas) or fifo")
+      ->capture_default_str();
+  app.add_option("--fair-share-half-life", flags.fair_share_half_life,
+                 "Half-life of the recent GPU usage fair share is measured on (e.g. 30m, 1h)")
+      ->capture_default_str();
+  app.add_option("--reservations", flags.reservations,
+                 "Pending requests that do not fit and reserve the GPUs they get first, per "
+                 "scheduling pass (0: plain backfill)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_flag("--preemption", flags.preemption,
+               "Stop preemptible containers for a higher-priority or under-share tenancy's "
+               "request (reason \"preempted\")");
   app.add_flag("--leader-elect", flags.leader_elect,
                "--backend kubernetes: run placement, the lease flow and checks only while this "
                "replica holds the coordination.k8s.io/v1 Lease tessera-control-plane");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "serve/queue.h"
 
 namespace tessera::serve {
 
@@ -79,20 +80,36 @@ void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) 
 void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo& info,
                             std::vector<Mutation>& out) {
   if (fleet::IsTerminal(container.state)) return;
+  // A stop the scheduler decided (duration limit, preemption) set its reason already.
+  const bool stop_reason = container.stop_requested && !container.reason.empty();
   if (info.failed) {
     SetContainerState(container, ContainerState::kFailed);
-    container.reason = info.reason;
+    if (!stop_reason) container.reason = info.reason;
   } else {
     SetContainerState(container, ContainerState::kExited);
     container.exit_code = info.exit_code;
-    if (container.stop_requested) container.reason = "stopped by request";
+    if (container.stop_requested && !stop_reason) container.reason = "stopped by request";
   }
   container.finished_ms = fleet::NowMs();
+  if (queue) {
+    const auto request = RequestIdOf(container.id);
+    queue->Cancel(request);
+    queue->Finished(request, static_cast<double>(container.finished_ms) / 1000.0);
+  }
+  if (auto it = waiting_index.find(container.id); it != waiting_index.end()) {
+    waiting[it->second].reason.clear();  // gone from the queue; the next pass drops the entry
+    waiting_index.erase(it);
+  }
   spdlog::info("container {}: {}{}{}", container.id, fleet::ContainerStateName(container.state),
                container.exit_code ? " with code " + std::to_string(*container.exit_code) : "",
                container.reason.empty() ? "" : ": " + container.reason);
   ReleaseGpus(container, out);
   out.push_back(container);
+  // Metered in the same commit that releases its GPUs: billing and leases cannot disagree.
+  if (auto usage = UsageOf(container); usage.gpus > 0) {
+    meter.Add(usage);
+    out.push_back(std::move(usage));
+  }
 }
 
 void Model::AddContainer(ContainerRecord container) {

@@ -24,6 +24,7 @@
 #include "common/error.h"
 #include "fleet/fleet.h"
 #include "placement/placement.h"
+#include "serve/metering.h"
 #include "serve/types.h"
 #include "topology/topology.h"
 
@@ -83,6 +84,16 @@ class Model {
   std::unordered_map<std::string, backends::ExitInfo> early_exits;
   int busy = 0;             // starts, stops and checks under way outside the lock
   bool reschedule = false;  // something changed that may let a pending container be placed
+  // The queue of GPU containers (scheduling policy): every pending GPU container, each tenancy's
+  // policy, and what runs, for quotas and shares. Containers without GPUs never enter it (they
+  // start from `pending` at once). Set before any thread starts.
+  std::optional<scheduling::Scheduler> queue;
+  // After the last scheduling pass: the GPU containers still pending, in dispatch order, with
+  // why each waits.
+  std::vector<QueueEntry> waiting;
+  std::unordered_map<std::string, size_t> waiting_index;  // container ID -> index in waiting
+  // GPU-seconds of ended containers (their usage records) and queue waits, per tenancy.
+  Meter meter;
   std::condition_variable scheduler_wake;
   std::condition_variable checker_wake;
   std::condition_variable idle;

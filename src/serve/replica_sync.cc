@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "serve/queue.h"
+
 namespace tessera::serve {
 
 using fleet::ContainerRecord;
@@ -19,6 +21,7 @@ struct ReplicaSync::Visitor {
     auto it = model.tenancies.find(tenancy.name);
     if (it != model.tenancies.end() && it->second.uid != tenancy.uid) ForgetIncarnation(it->second);
     model.tenancies[tenancy.name] = tenancy;
+    if (model.queue) (void)model.queue->SetTenancy(tenancy.name, PolicyOf(tenancy));
   }
 
   void operator()(const fleet::TokenRecord& token) { model.tokens[token.sha256] = token; }
@@ -28,6 +31,7 @@ struct ReplicaSync::Visitor {
     if (it == model.tenancies.end()) return;
     ForgetIncarnation(it->second);
     model.tenancies.erase(it);
+    if (model.queue) (void)model.queue->SetTenancy(deletion.name, scheduling::TenancyPolicy{});
   }
 
   void operator()(const fleet::GpuRecord& theirs) {
@@ -61,6 +65,11 @@ struct ReplicaSync::Visitor {
         if (added.stop_requested) {
           model.FinishContainer(
               added, backends::ExitInfo{std::nullopt, true, "deleted before it started"}, out);
+        } else if (added.spec.gpus > 0 && model.queue) {
+          // GPU containers wait in the policy's queue, as where they were submitted.
+          if (auto queued = model.queue->Enqueue(PendingRequestOf(added)); !queued)
+            spdlog::error("container {}: {}", added.id, queued.error().message);
+          model.reschedule = true;
         } else {
           model.pending.push_back(added.id);
           model.reschedule = true;
@@ -73,8 +82,19 @@ struct ReplicaSync::Visitor {
     ContainerRecord merged = sync.Leading() ? fleet::MergeContainerRecords(ours, theirs) : theirs;
     merged.stop_requested = ours.stop_requested || theirs.stop_requested;
     if (merged == ours) return;
+    const bool was_waiting = ours.state == ContainerState::kPending && !ours.started;
+    const bool was_terminal = fleet::IsTerminal(ours.state);
     model.SetContainerState(ours, merged.state);
     ours = std::move(merged);
+    // The queue follows what the leader did: a container it started or ended waits no longer,
+    // and one that ended no longer counts as running (for when this replica leads again).
+    if (model.queue && ours.spec.gpus > 0) {
+      const auto request = RequestIdOf(ours.id);
+      if (was_waiting && (ours.started || fleet::IsTerminal(ours.state)))
+        model.queue->Cancel(request);
+      if (!was_terminal && fleet::IsTerminal(ours.state))
+        model.queue->Finished(request, static_cast<double>(ours.finished_ms) / 1000.0);
+    }
     if (!ours.stop_requested || stop_was_requested || fleet::IsTerminal(ours.state)) return;
     // A stop another replica took: ended here when it never started, else stopped by the
     // scheduler (which runs where this replica leads).
@@ -104,6 +124,9 @@ struct ReplicaSync::Visitor {
     for (size_t i = from; i < model.container_order.size(); ++i)
       model.container_position[model.container_order[i]] = i;
   }
+
+  // Another replica's metering (the leader's, written when a container ended).
+  void operator()(const fleet::UsageRecord& usage) { model.meter.Add(usage); }
 
   template <typename T>
   void operator()(const T&) = delete;

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <cstdio>
+
+#include "serve/queue.h"
 
 namespace tessera::serve {
 
@@ -58,11 +61,23 @@ void Scheduler::Loop() {
   const auto sweep_interval =
       std::max(model_.options.retention.sweep_interval, std::chrono::milliseconds(10));
   next_sweep_ = std::chrono::steady_clock::now();
+  adopted_ = false;
   while (!stopping_) {
-    model_.scheduler_wake.wait_until(lock, next_sweep_, [this] {
-      return stopping_ || !model_.exits.empty() || !model_.to_stop.empty() ||
-             (model_.reschedule && !model_.pending.empty()) ||
-             std::chrono::steady_clock::now() >= next_sweep_;
+    // Duration limits are wall-clock times (they survive restarts); the sweep is monotonic. A
+    // limit armed while this waits (a start returning) wakes it to wait again until then.
+    auto until = next_sweep_;
+    if (!deadlines_.empty()) {
+      const auto in = std::chrono::milliseconds(deadlines_.begin()->first - fleet::NowMs());
+      until = std::min(until, std::chrono::steady_clock::now() +
+                                  std::max(in, std::chrono::milliseconds::zero()));
+    }
+    limits_changed_ = false;
+    model_.scheduler_wake.wait_until(lock, until, [this] {
+      return stopping_ || limits_changed_ || !model_.exits.empty() || !model_.to_stop.empty() ||
+             (model_.reschedule &&
+              (!model_.pending.empty() || model_.queue->pending_count() > 0)) ||
+             std::chrono::steady_clock::now() >= next_sweep_ ||
+             (!deadlines_.empty() && fleet::NowMs() >= deadlines_.begin()->first);
     });
     if (stopping_) break;
     if (const auto now = std::chrono::steady_clock::now(); now >= next_sweep_) {
@@ -87,128 +102,243 @@ void Scheduler::Loop() {
       model_.Commit(std::move(mutations), nullptr);
       mutations.clear();
     }
+    placement::Fleet* fleet = SyncFleetLocked();
+    if (fleet && (!adopted_ || adopted_nodes_ != model_.placement_nodes)) {
+      AdoptRunningLocked();
+      model_.reschedule = true;
+    }
+    EnforceLimitsLocked(mutations);
+    if (!mutations.empty()) {
+      model_.Commit(std::move(mutations), nullptr);
+      mutations.clear();
+    }
     while (!model_.to_stop.empty()) {
       StopOnPoolLocked(model_.to_stop.front());
       model_.to_stop.pop_front();
     }
     if (!model_.reschedule) continue;
     model_.reschedule = false;
-    // FIFO, but a GPU request that does not fit holds back later GPU requests (no starvation of
-    // large ones); containers without GPUs never wait for GPUs.
-    std::vector<std::string> to_start;
-    bool gpu_blocked = false;
-    bool refused = false;
-    for (auto it = model_.pending.begin(); it != model_.pending.end();) {
-      auto found = model_.containers.find(*it);
-      if (found == model_.containers.end() || found->second.state != ContainerState::kPending ||
-          found->second.started) {
-        it = model_.pending.erase(it);
-        continue;
-      }
-      auto& container = found->second;
-      if (container.spec.gpus > 0 && gpu_blocked) {
-        ++it;
-        continue;
-      }
-      if (may_place_ && !may_place_()) {
-        // No longer (or not surely) the leader: nothing is placed; the replica that leads places
-        // what is pending, or this one once it leads again.
-        refused = true;
-        break;
-      }
-      if (!TryPlace(container, mutations)) {
-        gpu_blocked = true;
-        ++it;
-        continue;
-      }
-      container.started = true;
-      mutations.push_back(container);
-      to_start.push_back(container.id);
-      it = model_.pending.erase(it);
+    if (may_place_ && !may_place_()) {
+      // No longer (or not surely) the leader: nothing is placed; the replica that leads places
+      // what is pending, or this one once it leads again. Asked again later rather than spun
+      // on: leadership returns through the elector.
+      model_.reschedule = true;
+      model_.idle.notify_all();
+      model_.scheduler_wake.wait_for(lock, std::chrono::milliseconds(100),
+                                     [this] { return stopping_; });
+      continue;
     }
+    // Containers without GPUs never wait for GPUs: they start in submission order at once.
+    std::vector<std::string> to_start;
+    for (const auto& id : model_.pending) {
+      auto found = model_.containers.find(id);
+      if (found == model_.containers.end() || found->second.state != ContainerState::kPending ||
+          found->second.started)
+        continue;
+      found->second.started = true;
+      mutations.push_back(found->second);
+      to_start.push_back(id);
+    }
+    model_.pending.clear();
+    if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
     if (!mutations.empty()) model_.Commit(std::move(mutations), nullptr);
     mutations.clear();
     for (const auto& id : to_start)
       StartOnPoolLocked(id, mutations);
     if (!mutations.empty()) model_.Commit(std::move(mutations), nullptr);
     model_.idle.notify_all();
-    if (refused) {
-      // Asked again later rather than spun on: leadership returns through the elector.
-      model_.reschedule = true;
-      model_.scheduler_wake.wait_for(lock, std::chrono::milliseconds(100),
-                                     [this] { return stopping_; });
+  }
+}
+
+placement::Fleet* Scheduler::SyncFleetLocked() {
+  gpu_of_bit_.clear();
+  bit_of_gpu_.clear();
+  placement::Fleet* fleet = nullptr;
+  constexpr size_t kNone = SIZE_MAX;
+  if (model_.options.fleet) {
+    if (!model_.placement) return nullptr;
+    fleet = &*model_.placement;
+    for (size_t f = 0; f < model_.placement_nodes.size(); ++f) {
+      const Model::Node& node = model_.nodes[model_.placement_nodes[f]];
+      std::vector<size_t> bits(fleet->node(static_cast<int>(f)).gpu_count, kNone);
+      for (size_t i = 0; i < node.gpus.size(); ++i) {
+        const size_t bit = node.planner ? static_cast<size_t>(node.module_of[i] - 1) : i;
+        if (bit < bits.size()) bits[bit] = node.gpus[i];
+      }
+      gpu_of_bit_.push_back(std::move(bits));
+    }
+  } else {
+    if (!model_.chooser) return nullptr;
+    const topology::PartitionPlanner* planner = model_.chooser->planner();
+    std::vector<size_t> bits(planner ? planner->module_count() : model_.gpus.size(), kNone);
+    for (size_t i = 0; i < model_.gpus.size(); ++i) {
+      size_t bit = i;
+      if (planner) {
+        bit = kNone;
+        for (const auto& [module, address] : planner->table().pci_addresses)
+          if (address == model_.gpus[i].pci_address) bit = static_cast<size_t>(module - 1);
+      }
+      if (bit < bits.size()) bits[bit] = i;
+    }
+    if (!host_fleet_) {
+      placement::NodeSpec spec;
+      spec.name = "this host";
+      spec.gpu_count = static_cast<int>(bits.size());
+      if (planner) {
+        auto created = topology::PartitionPlanner::Create(planner->table());
+        if (!created) {
+          spdlog::error("placement: {}", created.error().message);
+          return nullptr;
+        }
+        spec.partitions = *created;
+      } else {
+        // The chooser is the model's for the life of the service (set before threads start): a
+        // non-owning pointer to its scorer.
+        spec.scorer = std::shared_ptr<const topology::GpuSetScorer>(std::shared_ptr<void>(),
+                                                                    &model_.chooser->scorer());
+      }
+      auto created = placement::Fleet::Create({std::move(spec)});
+      if (!created) {
+        spdlog::error("placement: {}", created.error().message);
+        return nullptr;
+      }
+      host_fleet_ = std::move(*created);
+    }
+    fleet = &*host_fleet_;
+    gpu_of_bit_.push_back(std::move(bits));
+  }
+  for (size_t f = 0; f < gpu_of_bit_.size(); ++f) {
+    topology::GpuMask free = 0;
+    for (size_t bit = 0; bit < gpu_of_bit_[f].size(); ++bit) {
+      const size_t index = gpu_of_bit_[f][bit];
+      if (index == kNone) continue;
+      bit_of_gpu_[index] = {static_cast<int>(f), static_cast<int>(bit)};
+      const GpuRecord& gpu = model_.gpus[index];
+      if (gpu.state == LeaseState::kFree && gpu.available) free |= topology::GpuMask{1} << bit;
+    }
+    if (auto status = fleet->SetFreeMask(static_cast<int>(f), free); !status)
+      spdlog::error("placement: node {}: {}", fleet->node(static_cast<int>(f)).name,
+                    status.error().message);
+  }
+  return fleet;
+}
+
+void Scheduler::AdoptRunningLocked() {
+  adopted_ = true;
+  adopted_nodes_ = model_.placement_nodes;
+  deadlines_.clear();
+  for (const auto& id : model_.container_order) {
+    const ContainerRecord& container = model_.containers.at(id);
+    if (fleet::IsTerminal(container.state) || !container.started || container.gpus.empty())
+      continue;
+    placement::Placement placement;
+    for (const auto& gpu_id : container.gpus) {
+      GpuRecord* gpu = model_.FindGpu(gpu_id);
+      if (!gpu) continue;
+      auto at = bit_of_gpu_.find(static_cast<size_t>(gpu - model_.gpus.data()));
+      if (at == bit_of_gpu_.end()) continue;
+      placement.node = at->second.first;
+      placement.gpus |= topology::GpuMask{1} << at->second.second;
+    }
+    const int64_t started_ms = container.started_ms ? container.started_ms : fleet::NowMs();
+    const auto request = PendingRequestOf(container);
+    model_.queue->Started(request.id, container.spec.tenancy, placement,
+                          static_cast<int>(container.gpus.size()),
+                          static_cast<double>(started_ms) / 1000.0, request.max_duration_s,
+                          request.priority, request.preemptible);
+    if (container.state == ContainerState::kRunning && container.spec.max_duration_s > 0)
+      deadlines_.emplace(started_ms + container.spec.max_duration_s * 1000, id);
+  }
+}
+
+void Scheduler::EnforceLimitsLocked(std::vector<Mutation>& out) {
+  const int64_t now = fleet::NowMs();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    const std::string id = deadlines_.begin()->second;
+    deadlines_.erase(deadlines_.begin());
+    auto it = model_.containers.find(id);
+    if (it == model_.containers.end() || it->second.state != ContainerState::kRunning ||
+        it->second.stop_requested)
+      continue;
+    StopForLocked(it->second,
+                  "stopped at its limit: maxDurationSeconds " +
+                      std::to_string(it->second.spec.max_duration_s),
+                  out);
+  }
+}
+
+void Scheduler::StopForLocked(ContainerRecord& container, std::string reason,
+                              std::vector<Mutation>& out) {
+  spdlog::info("container {}: stopping: {}", container.id, reason);
+  container.stop_requested = true;
+  container.reason = std::move(reason);
+  out.push_back(container);
+  if (container.state == ContainerState::kRunning) model_.to_stop.push_back(container.id);
+}
+
+void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
+                           std::vector<std::string>& to_start) {
+  auto pass = model_.queue->Schedule(fleet, static_cast<double>(fleet::NowMs()) / 1000.0);
+  auto container_of = [this](scheduling::RequestId id) -> ContainerRecord* {
+    char text[19];
+    std::snprintf(text, sizeof(text), "c-%016llx", static_cast<unsigned long long>(id));
+    auto it = model_.containers.find(text);
+    return it == model_.containers.end() ? nullptr : &it->second;
+  };
+  for (const auto& admission : pass.admitted) {
+    ContainerRecord* container = container_of(admission.id);
+    const auto node = static_cast<size_t>(admission.placement.node);
+    if (!container || container->state != ContainerState::kPending || container->started ||
+        node >= gpu_of_bit_.size()) {
+      spdlog::error("scheduling: admitted request {:016x} is no pending container", admission.id);
+      model_.queue->Finished(admission.id, static_cast<double>(fleet::NowMs()) / 1000.0);
+      continue;
+    }
+    container->gpus.clear();
+    for (int bit : topology::MaskToIndices(admission.placement.gpus)) {
+      auto& gpu = model_.gpus[gpu_of_bit_[node][bit]];
+      gpu.tenancy = container->spec.tenancy;
+      gpu.container_id = container->id;
+      model_.SetGpuState(gpu, LeaseState::kReserved, "", out);
+      container->gpus.push_back(gpu.id());
+    }
+    container->started = true;
+    container->reason.clear();
+    const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
+    model_.meter.ObserveWait(container->spec.tenancy, waited);
+    spdlog::info("container {}: placed ({} GPUs of tenancy {}{}) after {:.3f} s in the queue",
+                 container->id, container->gpus.size(), container->spec.tenancy,
+                 admission.backfill ? ", backfilled into reserved GPUs" : "", waited);
+    out.push_back(*container);
+    to_start.push_back(container->id);
+  }
+  for (const auto& preemption : pass.preemptions) {
+    const ContainerRecord* holder = container_of(preemption.for_request);
+    for (scheduling::RequestId victim : preemption.victims) {
+      ContainerRecord* container = container_of(victim);
+      if (!container || container->stop_requested || fleet::IsTerminal(container->state)) continue;
+      spdlog::info("scheduling: preempting {} for {}", container->id,
+                   holder ? holder->id : std::string("?"));
+      StopForLocked(*container, "preempted", out);
     }
   }
-}
-
-bool Scheduler::TryPlace(ContainerRecord& container, std::vector<Mutation>& out) {
-  int want = container.spec.gpus;
-  if (want == 0) return true;
-  if (model_.options.fleet) return TryPlaceOnNodes(container, out);
-  if (!model_.chooser) return false;
-  topology::GpuMask available = 0;
-  for (size_t i = 0; i < model_.gpus.size(); ++i)
-    if (model_.gpus[i].state == LeaseState::kFree) available |= topology::GpuMask{1} << i;
-  if (topology::MaskSize(available) < want) return false;
-  auto mask = model_.chooser->ChooseMask(available, want);
-  if (!mask) return false;
-  container.gpus.clear();
-  for (int index : topology::MaskToIndices(*mask)) {
-    auto& gpu = model_.gpus[index];
-    gpu.tenancy = container.spec.tenancy;
-    gpu.container_id = container.id;
-    model_.SetGpuState(gpu, LeaseState::kReserved, "", out);
-    container.gpus.push_back(gpu.id());
+  model_.waiting.clear();
+  model_.waiting_index.clear();
+  for (const auto& wait : pass.waiting) {
+    const ContainerRecord* container = container_of(wait.id);
+    if (!container) continue;
+    QueueEntry entry;
+    entry.id = container->id;
+    entry.tenancy = container->spec.tenancy;
+    entry.tenancy_uid = container->tenancy_uid;
+    entry.gpus = container->spec.gpus;
+    entry.priority = container->spec.priority;
+    entry.position = wait.position;
+    entry.reason = model_.queue->Describe(wait, pass, fleet);
+    entry.created_ms = container->created_ms;
+    model_.waiting_index[entry.id] = model_.waiting.size();
+    model_.waiting.push_back(std::move(entry));
   }
-  return true;
-}
-
-topology::GpuMask Scheduler::FreeMaskLocked(size_t node) const {
-  topology::GpuMask free = 0;
-  const auto& indices = model_.nodes[node].gpus;
-  for (size_t i = 0; i < indices.size(); ++i) {
-    const GpuRecord& gpu = model_.gpus[indices[i]];
-    if (gpu.state == LeaseState::kFree && gpu.available) free |= topology::GpuMask{1} << i;
-  }
-  return free;
-}
-
-// The node by the placement policy (over every node's free GPUs, as the fleet model sees them:
-// module masks on partitioned nodes), then the GPUs on it by the node's topology chooser.
-bool Scheduler::TryPlaceOnNodes(ContainerRecord& container, std::vector<Mutation>& out) {
-  const int want = container.spec.gpus;
-  if (!model_.placement) return false;
-  std::vector<topology::GpuMask> free(model_.placement_nodes.size());
-  for (size_t f = 0; f < model_.placement_nodes.size(); ++f) {
-    const Model::Node& node = model_.nodes[model_.placement_nodes[f]];
-    free[f] = FreeMaskLocked(model_.placement_nodes[f]);
-    topology::GpuMask model = free[f];
-    if (node.planner) {
-      model = 0;
-      for (size_t i = 0; i < node.module_of.size(); ++i)
-        if ((free[f] >> i) & 1) model |= topology::GpuMask{1} << (node.module_of[i] - 1);
-    }
-    if (auto status = model_.placement->SetFreeMask(static_cast<int>(f), model); !status)
-      spdlog::error("placement: node {}: {}", node.name, status.error().message);
-  }
-  const int chosen = model_.placement->ChooseNode(want, model_.options.policy);
-  if (chosen < 0) return false;
-  const Model::Node& node = model_.nodes[model_.placement_nodes[chosen]];
-  auto mask = node.chooser->ChooseMask(free[chosen], want);
-  if (!mask) {
-    spdlog::warn("placement: node {} chosen for {} GPUs but its chooser says: {}", node.name, want,
-                 mask.error().message);
-    return false;
-  }
-  container.gpus.clear();
-  for (int index : topology::MaskToIndices(*mask)) {
-    auto& gpu = model_.gpus[node.gpus[index]];
-    gpu.tenancy = container.spec.tenancy;
-    gpu.container_id = container.id;
-    model_.SetGpuState(gpu, LeaseState::kReserved, "", out);
-    container.gpus.push_back(gpu.id());
-  }
-  return true;
 }
 
 void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& out) {
@@ -269,6 +399,11 @@ void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {
       if (started.state == ContainerState::kPending) {
         model_.SetContainerState(started, ContainerState::kRunning);
         started.started_ms = fleet::NowMs();
+        if (started.spec.max_duration_s > 0) {
+          deadlines_.emplace(started.started_ms + started.spec.max_duration_s * 1000, id);
+          limits_changed_ = true;
+          model_.scheduler_wake.notify_one();
+        }
         for (const auto& pci : started.gpus)
           if (auto* gpu = model_.FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
             model_.SetGpuState(*gpu, LeaseState::kActive, "", mutations);

@@ -1,14 +1,20 @@
-// The scheduler (leader only): one thread that applies exits, places pending containers
-// (serially, so decisions see one another), hands starts and stops to a bounded pool, and sweeps
+// The scheduler (leader only): one thread that applies exits, runs the scheduling policy's passes
+// over the queue of GPU containers (serially, so decisions see one another), stops containers at
+// their duration limit or for preemption, hands starts and stops to a bounded pool, and sweeps
 // finished records by the retention policy. Only the replica that leads runs it: it is the one
 // writer of placements and leases.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -37,9 +43,22 @@ class Scheduler {
 
  private:
   void Loop();
-  bool TryPlace(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
-  bool TryPlaceOnNodes(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
-  topology::GpuMask FreeMaskLocked(size_t node) const;  // topology order of model_.nodes[node]
+  // mu held. The placement model the queue schedules on, its free GPUs made those of the lease
+  // records: this host as one node (embedded mode) or the fleet's nodes; null when there is none.
+  placement::Fleet* SyncFleetLocked();
+  // One pass of the scheduling policy: admitted containers get their GPUs reserved and are
+  // queued to start; preemption victims are stopped; every container still waiting gets its
+  // place and reason.
+  void PassLocked(placement::Fleet& fleet, std::vector<fleet::Mutation>& out,
+                  std::vector<std::string>& to_start);
+  // Running GPU containers counted in the queue (usage, quotas, what holds which GPU) after a
+  // start of leadership or a change of the fleet's nodes; their duration limits armed.
+  void AdoptRunningLocked();
+  // Stops containers past their maxDurationSeconds.
+  void EnforceLimitsLocked(std::vector<fleet::Mutation>& out);
+  // A stop the scheduler decides: the reason is the container's once it ends.
+  void StopForLocked(fleet::ContainerRecord& container, std::string reason,
+                     std::vector<fleet::Mutation>& out);
   // mu held: hand a placed container's start, or a stop, to the pool; the start's outcome is
   // applied under mu when it returns.
   void StartOnPoolLocked(const std::string& id, std::vector<fleet::Mutation>& out);
@@ -54,6 +73,16 @@ class Scheduler {
   bool stopping_ = false;                               // guarded by model_.mu
   std::function<bool()> may_place_;                     // guarded by model_.mu
   std::chrono::steady_clock::time_point next_sweep_{};  // scheduler thread only
+  // Guarded by model_.mu, like everything below.
+  std::optional<placement::Fleet> host_fleet_;  // embedded mode: this host as one node
+  // Per node of the placement model: the GPU record (index into model_.gpus) behind each bit.
+  std::vector<std::vector<size_t>> gpu_of_bit_;
+  std::unordered_map<size_t, std::pair<int, int>> bit_of_gpu_;  // record -> (node, bit)
+  std::vector<size_t> adopted_nodes_;  // model_.placement_nodes when running ones were adopted
+  bool adopted_ = false;
+  // Running containers with a duration limit: when it falls (Unix ms) -> container ID.
+  std::multimap<int64_t, std::string> deadlines_;
+  bool limits_changed_ = false;  // a limit was armed since the scheduler thread began to wait
   std::thread thread_;
   // Backend starts, stops and removals; created in Start(), joined in Stop().
   std::unique_ptr<boost::asio::thread_pool> pool_;

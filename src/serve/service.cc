@@ -6,6 +6,7 @@
 #include <set>
 
 #include "firmware/firmware.h"
+#include "serve/queue.h"
 
 namespace tessera::serve {
 
@@ -44,8 +45,12 @@ Result<std::unique_ptr<Service>> Service::Create(
   } else if (options.partition_table) {
     return InvalidArgument("--partition-table: the host has no GPUs to partition");
   }
+  options.scheduling.placement = options.policy;
+  auto queue = scheduling::Scheduler::Create(options.scheduling);
+  if (!queue) return queue.error().WithContext("scheduling");
   std::unique_ptr<Service> service(
       new Service(std::move(options), std::move(store), std::move(backend)));
+  service->model_.queue = std::move(*queue);
   service->model_.chooser = std::move(chooser);
   if (auto status = service->Load(std::move(host)); !status) return status.error();
   // With a shared store only the leader reconciles, when it starts leading.
@@ -63,13 +68,21 @@ Status Service::Load(Host host) {
   std::set<std::string> incarnations;  // of the tenancies that exist
   for (auto& tenancy : snapshot->tenancies) {
     incarnations.insert(tenancy.uid);
+    (void)model_.queue->SetTenancy(tenancy.name, PolicyOf(tenancy));
     model_.tenancies[tenancy.name] = std::move(tenancy);
   }
   for (auto& token : snapshot->tokens)
     model_.tokens[token.sha256] = std::move(token);
+  model_.meter.Load(std::move(snapshot->usage));
   for (auto& container : snapshot->containers) {
-    if (container.state == ContainerState::kPending && !container.started)
-      model_.pending.push_back(container.id);
+    if (container.state == ContainerState::kPending && !container.started) {
+      if (container.spec.gpus > 0) {
+        if (auto queued = model_.queue->Enqueue(PendingRequestOf(container)); !queued)
+          spdlog::error("container {}: {}", container.id, queued.error().message);
+      } else {
+        model_.pending.push_back(container.id);
+      }
+    }
     // A deleted incarnation's keys went with it.
     const bool keyed = !container.idempotency_key.empty() && !container.tenancy_uid.empty() &&
                        incarnations.count(container.tenancy_uid);
@@ -161,6 +174,9 @@ void Service::Reconcile() {
       } else {
         if (container.state == ContainerState::kPending) {
           model_.SetContainerState(container, ContainerState::kRunning);
+          // Its start was under way when the service died: it runs from now on as far as
+          // anyone can tell (metering and duration limits count from here).
+          if (!container.started_ms) container.started_ms = fleet::NowMs();
           for (const auto& pci : container.gpus)
             if (auto* gpu = model_.FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
               model_.SetGpuState(*gpu, LeaseState::kActive, "", mutations);
@@ -282,6 +298,11 @@ Result<tenancy::StorageEntitlements> Service::GetStorage(const Caller& caller,
   return tenancies_.GetStorage(caller, tenancy);
 }
 
+Result<UsageReport> Service::Usage(const Caller& caller, const std::string& tenancy,
+                                   const UsageQuery& query) const {
+  return tenancies_.Usage(caller, tenancy, query);
+}
+
 Status Service::PrepareTenancy(const std::string& tenancy) {
   return tenancies_.Prepare(tenancy);
 }
@@ -314,6 +335,10 @@ Result<std::string> Service::Logs(const Caller& caller, const std::string& id) {
   return submissions_.Logs(caller, id);
 }
 
+QueueView Service::Queue(const Caller& caller) const {
+  return submissions_.Queue(caller);
+}
+
 std::vector<GpuRecord> Service::ListGpus(const Caller& caller) const {
   return gpus_.List(caller);
 }
@@ -330,6 +355,25 @@ Counts Service::counts() const {
   for (const auto& gpu : model_.gpus)
     counts.gpus[static_cast<int>(gpu.state)]++;
   counts.containers = model_.container_counts;
+  for (const auto& [tenancy, gpu_ms] : model_.meter.ended_gpu_ms())
+    counts.tenancy_gpu_seconds[tenancy] += static_cast<double>(gpu_ms) / 1000.0;
+  const int64_t now_ms = fleet::NowMs();
+  for (const auto& [id, container] : model_.containers) {
+    if (container.state != ContainerState::kRunning || container.started_ms <= 0) continue;
+    counts.tenancy_gpu_seconds[container.spec.tenancy] +=
+        static_cast<double>(OverlapGpuMs(static_cast<int>(container.gpus.size()),
+                                         container.started_ms, now_ms, 0, now_ms)) /
+        1000.0;
+  }
+  for (const auto& [tenancy, histogram] : model_.meter.waits()) {
+    Counts::Waits& waits = counts.queue_waits[tenancy];
+    waits.bounds.assign(WaitHistogram::kBounds.begin(), WaitHistogram::kBounds.end());
+    uint64_t cumulative = 0;
+    for (uint64_t bucket : histogram.buckets)
+      waits.cumulative.push_back(cumulative += bucket);
+    waits.count = histogram.count;
+    waits.sum = histogram.sum;
+  }
   return counts;
 }
 
@@ -339,8 +383,8 @@ bool Service::WaitIdle(std::chrono::milliseconds timeout) {
     bool running = false;
     for (const auto& gpu : model_.gpus)
       running = running || gpu.leased();
-    return model_.pending.empty() && model_.exits.empty() && model_.to_check.empty() &&
-           model_.busy == 0 && !running;
+    return model_.pending.empty() && model_.queue->pending_count() == 0 && model_.exits.empty() &&
+           model_.to_check.empty() && model_.busy == 0 && !running;
   });
 }
 

@@ -92,6 +92,9 @@ class Service {
                   tenancy::StorageEntitlements storage, Done<tenancy::StorageEntitlements> done);
   Result<tenancy::StorageEntitlements> GetStorage(const Caller& caller,
                                                   const std::string& tenancy) const;
+  // GET /v1/tenancies/{name}/usage: metered GPU-seconds in a window (admin, or its own token).
+  Result<UsageReport> Usage(const Caller& caller, const std::string& tenancy,
+                            const UsageQuery& query) const;
   // Makes the backend's objects of a tenancy (network, NFS volumes) match its record. Blocks on
   // the backend: call it off the I/O thread.
   Status PrepareTenancy(const std::string& tenancy);
@@ -110,6 +113,9 @@ class Service {
                        Done<fleet::ContainerRecord> done);
   // Blocks on the backend: call it off the I/O thread.
   Result<std::string> Logs(const Caller& caller, const std::string& id);
+  // GET /v1/queue: pending GPU containers in dispatch order with why each waits, and each
+  // tenancy's share next to its weight (a tenant: its own entries and tenancy).
+  QueueView Queue(const Caller& caller) const;
 
   // ---- GPUs ----
   std::vector<fleet::GpuRecord> ListGpus(const Caller& caller) const;

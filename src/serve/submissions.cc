@@ -2,11 +2,26 @@
 
 #include <algorithm>
 
+#include "serve/queue.h"
+
 namespace tessera::serve {
 
 using fleet::ContainerRecord;
 using fleet::ContainerState;
 using fleet::Mutation;
+
+namespace {
+
+// A pending GPU container's place and why it waits, from the last scheduling pass (mu held).
+void FillQueuePlace(const Model& model, ContainerRecord& container) {
+  if (container.state != ContainerState::kPending) return;
+  auto it = model.waiting_index.find(container.id);
+  if (it == model.waiting_index.end()) return;
+  container.queue_position = model.waiting[it->second].position;
+  container.reason = model.waiting[it->second].reason;
+}
+
+}  // namespace
 
 void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
                          std::string idempotency_key, Done<SubmitResult> done) {
@@ -56,6 +71,19 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
       return;
     }
   }
+  // GPU containers join the queue: the priority within the tenancy's bound, and the pending
+  // quota checked under the lock, so concurrent submissions cannot pass it together.
+  const bool queued = spec.gpus > 0 && model_.queue;
+  if (queued) {
+    const auto policy = model_.queue->GetTenancy(spec.tenancy);
+    if (spec.priority > policy.max_priority)
+      return done(PermissionDenied("priority: " + std::to_string(spec.priority) +
+                                   " is above tenancy " + spec.tenancy + "'s maxPriority " +
+                                   std::to_string(policy.max_priority)));
+    if (auto status = model_.queue->CheckSubmit(PendingRequestOf(spec, "", fleet::NowMs()));
+        !status)
+      return done(status.error());
+  }
   std::vector<Mutation> mutations;
   auto tenancy = model_.EnsureTenancy(spec.tenancy, mutations);
   if (!tenancy) return done(tenancy.error());
@@ -73,7 +101,12 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   container.idempotency_key = std::move(idempotency_key);
   container.created_ms = fleet::NowMs();
   mutations.push_back(container);
-  model_.pending.push_back(container.id);
+  if (queued) {
+    if (auto status = model_.queue->Enqueue(PendingRequestOf(container)); !status)
+      return done(status.error());
+  } else {
+    model_.pending.push_back(container.id);
+  }
   model_.reschedule = true;
   model_.AddContainer(container);
   model_.Commit(std::move(mutations),
@@ -89,7 +122,9 @@ Result<ContainerRecord> Submissions::Get(const Caller& caller, const std::string
   auto it = model_.containers.find(id);
   if (it == model_.containers.end() || !caller.Sees(it->second))
     return NotFound("container " + id + " not found");
-  return it->second;
+  ContainerRecord copy = it->second;
+  FillQueuePlace(model_, copy);
+  return copy;
 }
 
 Result<ContainerPage> Submissions::List(const Caller& caller, const ContainerQuery& query) const {
@@ -127,6 +162,7 @@ Result<ContainerPage> Submissions::List(const Caller& caller, const ContainerQue
     }
     bytes += size;
     page.containers.push_back(container);
+    FillQueuePlace(model_, page.containers.back());
   }
   return page;
 }
@@ -154,6 +190,32 @@ void Submissions::Delete(const Caller& caller, const std::string& id, Done<Conta
     if (!status) return done(status.error());
     done(container);
   });
+}
+
+QueueView Submissions::Queue(const Caller& caller) const {
+  std::lock_guard lock(model_.mu);
+  QueueView view;
+  view.mode = scheduling::ModeName(model_.queue->options().mode);
+  for (const auto& entry : model_.waiting) {
+    // Entries that left the queue since the pass (started elsewhere, deleted) are gone.
+    if (!model_.waiting_index.count(entry.id)) continue;
+    if (!caller.admin && (caller.tenancy_uid.empty() || entry.tenancy_uid != caller.tenancy_uid))
+      continue;
+    if (view.total++ < QueueView::kMaxEntries) view.entries.push_back(entry);
+  }
+  for (const auto& usage : model_.queue->Usage()) {
+    auto tenancy = model_.tenancies.find(usage.name);
+    if (tenancy == model_.tenancies.end() || !caller.Sees(tenancy->second)) continue;
+    TenancyShare share;
+    share.name = usage.name;
+    share.policy = model_.queue->GetTenancy(usage.name);
+    share.gpus_in_use = usage.in_use;
+    share.pending = usage.pending;
+    share.share = usage.share;
+    share.target = usage.target;
+    view.tenancies.push_back(std::move(share));
+  }
+  return view;
 }
 
 Result<std::string> Submissions::Logs(const Caller& caller, const std::string& id) {

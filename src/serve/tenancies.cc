@@ -2,6 +2,9 @@
 
 #include <future>
 
+#include "serve/metering.h"
+#include "serve/queue.h"
+
 namespace tessera::serve {
 
 using fleet::Mutation;
@@ -35,6 +38,12 @@ void Tenancies::Put(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Te
     tenancy.uid = std::move(*uid);
   }
   model_.tenancies[tenancy.name] = tenancy;
+  if (model_.queue) {
+    // Validated by the API when it was set; a record that fails here gets the defaults.
+    (void)model_.queue->SetTenancy(tenancy.name, PolicyOf(tenancy));
+    model_.reschedule = true;
+    model_.scheduler_wake.notify_one();
+  }
   model_.Commit({tenancy}, [done = std::move(done), tenancy](Status status) {
     if (!status) return done(status.error());
     done(tenancy);
@@ -83,6 +92,43 @@ Result<tenancy::StorageEntitlements> Tenancies::GetStorage(const Caller& caller,
   if (it == model_.tenancies.end() || !caller.Sees(it->second))
     return NotFound("tenancy " + name + " not found");
   return Model::StorageOf(it->second);
+}
+
+Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& name,
+                                     const UsageQuery& query) const {
+  const int64_t now_ms = fleet::NowMs();
+  std::lock_guard lock(model_.mu);
+  auto it = model_.tenancies.find(name);
+  const bool known = it != model_.tenancies.end();
+  if (!caller.admin && (!known || !caller.Sees(it->second)))
+    return NotFound("tenancy " + name + " not found");
+  const auto& ended = model_.meter.Of(name);
+  if (!known && ended.empty()) return NotFound("tenancy " + name + " not found");
+  UsageReport report;
+  report.tenancy = name;
+  report.from_ms = query.from_s * 1000;
+  report.to_ms = query.to_s ? *query.to_s * 1000 : now_ms;
+  auto count = [&](const std::string& id, int gpus, int64_t started_ms, int64_t finished_ms) {
+    const int64_t end_ms = finished_ms ? finished_ms : now_ms;
+    // Every container that held GPUs in the window is listed, a zero-length one included.
+    if (started_ms >= report.to_ms || end_ms < report.from_ms) return;
+    const int64_t gpu_ms = OverlapGpuMs(gpus, started_ms, end_ms, report.from_ms, report.to_ms);
+    report.gpu_seconds += static_cast<double>(gpu_ms) / 1000.0;
+    if (report.containers_total++ < UsageReport::kMaxContainers)
+      report.containers.push_back({id, gpus, started_ms, finished_ms, gpu_ms / 1000.0});
+  };
+  for (const auto& id : model_.container_order) {
+    const auto& container = model_.containers.at(id);
+    if (container.spec.tenancy != name || !caller.Sees(container) ||
+        container.state != fleet::ContainerState::kRunning || container.started_ms <= 0)
+      continue;
+    count(id, static_cast<int>(container.gpus.size()), container.started_ms, 0);
+  }
+  for (auto record = ended.rbegin(); record != ended.rend(); ++record) {
+    if (!caller.admin && record->tenancy_uid != caller.tenancy_uid) continue;
+    count(record->container_id, record->gpus, record->started_ms, record->finished_ms);
+  }
+  return report;
 }
 
 Status Tenancies::Prepare(const std::string& name) {
@@ -137,6 +183,8 @@ Status Tenancies::Delete(const Caller& caller, const std::string& name) {
     std::erase_if(model_.idempotency,
                   [&prefix](const auto& entry) { return entry.first.starts_with(prefix); });
     model_.tenancies.erase(tenancy);
+    // A later owner of the name starts from the defaults.
+    if (model_.queue) (void)model_.queue->SetTenancy(name, scheduling::TenancyPolicy{});
     for (auto it = model_.tokens.begin(); it != model_.tokens.end();)
       it = it->second.tenancy == name ? model_.tokens.erase(it) : std::next(it);
     model_.Commit({fleet::TenancyDeletion{name}},

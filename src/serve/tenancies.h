@@ -23,6 +23,10 @@ class Tenancies {
                   tenancy::StorageEntitlements storage, Done<tenancy::StorageEntitlements> done);
   Result<tenancy::StorageEntitlements> GetStorage(const Caller& caller,
                                                   const std::string& tenancy) const;
+  // Metered GPU-seconds in the query's window: the admin (every incarnation of the name, its
+  // history included) or the tenancy's own token (its incarnation).
+  Result<UsageReport> Usage(const Caller& caller, const std::string& tenancy,
+                            const UsageQuery& query) const;
   // Blocks on the backend.
   Status Prepare(const std::string& tenancy);
   // Refused while a container of it has not ended; removes its ended containers from the

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "fleet/fleet.h"
 #include "placement/placement.h"
+#include "scheduling/scheduling.h"
 #include "serve/bounds.h"
 #include "topology/topology.h"
 
@@ -49,6 +50,9 @@ struct ServiceOptions {
   // the model up to date with the store (a relist). Reconciliation with the backend then waits
   // until this replica leads (StartLeading), after this resync, instead of running at Create.
   std::function<Status()> resync;
+  // Which pending GPU container goes next: fair share by weight (default) or FIFO, reservations
+  // for requests that do not fit, preemption. `scheduling.placement` follows `policy`.
+  scheduling::SchedulerOptions scheduling;
 };
 
 // Who is calling: the admin, or one tenancy's token.
@@ -106,6 +110,66 @@ struct Counts {
   std::array<int64_t, fleet::kLeaseStateCount> gpus{};
   std::array<int64_t, 4> containers{};
   fleet::StoreStats store;
+  std::map<std::string, double> tenancy_gpu_seconds;  // ended + running, per tenancy name
+  // Per tenancy name: bucket bounds (s), cumulative counts per bound then +Inf, count, sum.
+  struct Waits {
+    std::vector<double> bounds;
+    std::vector<uint64_t> cumulative;  // bounds.size() + 1
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  std::map<std::string, Waits> queue_waits;
+};
+
+// GET /v1/tenancies/{name}/usage?from=&to=: GPU-seconds in [from, to) (Unix seconds).
+struct UsageQuery {
+  int64_t from_s = 0;
+  std::optional<int64_t> to_s;  // unset: now
+};
+struct ContainerUsage {
+  std::string id;
+  int gpus = 0;
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;  // 0: still running
+  double gpu_seconds = 0;   // within the window
+};
+struct UsageReport {
+  static constexpr size_t kMaxContainers = 1000;
+  std::string tenancy;
+  int64_t from_ms = 0, to_ms = 0;
+  double gpu_seconds = 0;  // every container of the tenancy within the window
+  // The containers that count, latest ended first (running ones first of all), at most
+  // kMaxContainers; containers_total says how many there are.
+  std::vector<ContainerUsage> containers;
+  size_t containers_total = 0;
+};
+
+// GET /v1/queue: the pending GPU containers in dispatch order after the last scheduling pass, and
+// each tenancy's share of the fleet's GPUs next to its weight.
+struct QueueEntry {
+  std::string id;
+  std::string tenancy;
+  std::string tenancy_uid;
+  int gpus = 0;
+  int priority = 0;
+  int position = 0;  // 1-based, over the whole queue (a tenant sees its own entries only)
+  std::string reason;
+  int64_t created_ms = 0;
+};
+struct TenancyShare {
+  std::string name;
+  scheduling::TenancyPolicy policy;
+  int gpus_in_use = 0;
+  int pending = 0;
+  double share = 0;   // of the fleet's recent GPU usage (half-life decayed), 0..1
+  double target = 0;  // weight / weights of the tenancies with work, 0..1
+};
+struct QueueView {
+  static constexpr size_t kMaxEntries = 1000;
+  std::string mode;                 // "fair" or "fifo"
+  std::vector<QueueEntry> entries;  // the first kMaxEntries the caller sees
+  size_t total = 0;                 // how many the caller sees
+  std::vector<TenancyShare> tenancies;
 };
 
 // One node of the fleet as it publishes itself (fleet mode).

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "api/api.h"
+#include "serve/queue.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -13,11 +14,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (spec->gpus < 0 || spec->gpus > tessera::fleet::kMaxGpusPerContainer) __builtin_trap();
     if (spec->image.empty() || !tessera::fleet::CheckTenancyName(spec->tenancy).empty())
       __builtin_trap();
+    if (spec->priority < tessera::scheduling::kMinPriority ||
+        spec->priority > tessera::scheduling::kMaxPriority || spec->max_duration_s < 0 ||
+        spec->max_duration_s > tessera::scheduling::kMaxDurationLimitSeconds)
+      __builtin_trap();
   } else if (spec.error().message.empty()) {
     __builtin_trap();  // a 400 must name the field
   }
   auto tenancy = tessera::api::ParseTenancy("team-a", text);
   if (!tenancy && tenancy.error().message.empty()) __builtin_trap();
+  if (tenancy) {
+    // A policy the parser accepted is stored as an extension that reads back the same.
+    auto stored = tenancy->extensions.find(std::string(tessera::serve::kSchedulingExtension));
+    if (stored != tenancy->extensions.end()) {
+      auto policy = tessera::serve::ParseTenancyPolicy(stored->second);
+      if (!policy || !tessera::scheduling::ValidateTenancyPolicy(*policy)) __builtin_trap();
+      if (tessera::serve::TenancyPolicyToJson(*policy) != stored->second) __builtin_trap();
+    }
+  }
+  auto policy = tessera::serve::ParseTenancyPolicy(text);
+  if (!policy && policy.error().message.empty()) __builtin_trap();
+  auto usage = tessera::api::ParseUsageQuery(text);
+  if (usage) {
+    if (usage->from_s < 0 || (usage->to_s && *usage->to_s < usage->from_s)) __builtin_trap();
+  } else if (usage.error().message.empty()) {
+    __builtin_trap();
+  }
   auto reason = tessera::api::ParseGpuActionBody(text);
   if (!reason && reason.error().message.empty()) __builtin_trap();
   (void)tessera::api::ParseListen(text);

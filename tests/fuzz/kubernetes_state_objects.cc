@@ -49,6 +49,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; bounded && i < gpus->size(); ++i)
       if (!((*again)[i] == (*gpus)[i])) std::abort();
   }
+  auto usage = tessera::k8s::UsageRecordOf(json);
+  if (usage.ok()) {
+    auto again = tessera::k8s::UsageRecordOf(tessera::k8s::UsageConfigMap(*usage, "ns"));
+    if (!again.ok() || !(*again == *usage)) std::abort();
+  }
   (void)tessera::k8s::AdminTokenHashOf(json);
   return 0;
 }

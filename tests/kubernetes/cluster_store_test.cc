@@ -104,11 +104,15 @@ TEST_F(ClusterStoreTest, EveryRecordKindIsAnObjectAndLoadsBack) {
   running.started = true;
   running.gpus = {"0000:18:00.0@gpu-node-1"};
   running.started_ms = 1763900001000;
+  fleet::UsageRecord usage{"c-00000000000000a9", "team-a",     "uid-1", 2,
+                           1763900000800,        1763900060800};
   ASSERT_TRUE(store
                   ->CommitAndWait({Tenancy("team-a", "uid-1"), token, running,
                                    Gpu("0000:18:00.0", fleet::LeaseState::kActive),
-                                   Gpu("0000:2a:00.0", fleet::LeaseState::kQuarantined)})
+                                   Gpu("0000:2a:00.0", fleet::LeaseState::kQuarantined), usage})
                   .ok());
+  EXPECT_TRUE(
+      admin_->Get(Resource::ConfigMaps(), kNamespace, "tessera-usage-" + usage.container_id).ok());
   EXPECT_TRUE(admin_->Get(Resource::Tenancies(), "", "team-a").ok());
   EXPECT_TRUE(admin_->Get(Resource::Secrets(), kNamespace, "tessera-token-0011aabb").ok());
   auto object = admin_->Get(Resource::GpuContainers(), "", running.id);
@@ -130,6 +134,8 @@ TEST_F(ClusterStoreTest, EveryRecordKindIsAnObjectAndLoadsBack) {
   ASSERT_EQ(loaded->gpus.size(), 2u);
   EXPECT_EQ(loaded->gpus[0].state, fleet::LeaseState::kActive);
   EXPECT_EQ(loaded->gpus[1].state, fleet::LeaseState::kQuarantined);
+  ASSERT_EQ(loaded->usage.size(), 1u);
+  EXPECT_EQ(loaded->usage[0], usage);
 
   // Deletions: the tenancy takes its token Secrets along; the container goes.
   ASSERT_TRUE(
@@ -138,6 +144,11 @@ TEST_F(ClusterStoreTest, EveryRecordKindIsAnObjectAndLoadsBack) {
   EXPECT_FALSE(admin_->Get(Resource::Tenancies(), "", "team-a").ok());
   EXPECT_FALSE(admin_->Get(Resource::Secrets(), kNamespace, "tessera-token-0011aabb").ok());
   EXPECT_FALSE(admin_->Get(Resource::GpuContainers(), "", running.id).ok());
+  // Billing outlives both.
+  auto billed = Open()->Load();
+  ASSERT_TRUE(billed.ok()) << billed.error().message;
+  ASSERT_EQ(billed->usage.size(), 1u);
+  EXPECT_EQ(billed->usage[0], usage);
 }
 
 TEST_F(ClusterStoreTest, AReplicaHearsTheOtherOnesWritesAndNotItsOwn) {
@@ -155,12 +166,20 @@ TEST_F(ClusterStoreTest, AReplicaHearsTheOtherOnesWritesAndNotItsOwn) {
            heard_by_b.Of<fleet::Tenancy>().size() == 1;
   }));
   EXPECT_EQ(heard_by_b.Of<ContainerRecord>()[0], Container("c-00000000000000bb", "uid-1"));
+  // Metering the leader wrote reaches the other replica once (its meter must not count twice).
+  fleet::UsageRecord usage{"c-00000000000000b0", "team-a",     "uid-1", 1,
+                           1763900000800,        1763900001800};
+  ASSERT_TRUE(a->CommitAndWait({usage}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return heard_by_b.Of<fleet::UsageRecord>().size() == 1; }));
+  EXPECT_EQ(heard_by_b.Of<fleet::UsageRecord>()[0], usage);
   ASSERT_TRUE(a->CommitAndWait({fleet::ContainerDeletion{"c-00000000000000bb"}}).ok());
   ASSERT_TRUE(WaitUntil([&] { return heard_by_b.Of<fleet::ContainerDeletion>().size() == 1; }));
   // A replica's own writes come back through its watch, and are not reported to it.
   ASSERT_TRUE(b->CommitAndWait({}).ok());
   EXPECT_TRUE(heard_by_a.Of<ContainerRecord>().empty());
   EXPECT_TRUE(heard_by_a.Of<fleet::ContainerDeletion>().empty());
+  EXPECT_TRUE(heard_by_a.Of<fleet::UsageRecord>().empty());
+  EXPECT_EQ(heard_by_b.Of<fleet::UsageRecord>().size(), 1u);
 }
 
 TEST_F(ClusterStoreTest, AStopRequestAndTheLeadersStatusWrittenAtOnceAreBothKept) {

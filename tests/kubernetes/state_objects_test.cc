@@ -49,6 +49,44 @@ TEST(KubernetesStateObjects, ASubmissionSurvivesTheGpuContainer) {
   EXPECT_EQ(*back, record);
 }
 
+TEST(KubernetesStateObjects, SchedulingFieldsSurviveAndAreBounded) {
+  auto record = Sample();
+  record.spec.priority = -7;
+  record.spec.max_duration_s = 3600;
+  record.spec.preemptible = true;
+  Json object = GpuContainerObject(record);
+  EXPECT_EQ(object["spec"]["maxDurationSeconds"], 3600);
+  auto back = ContainerRecordOf(Json::parse(object.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, record);
+  // Unset fields are left out, as the embedded store leaves them out.
+  EXPECT_FALSE(GpuContainerObject(Sample())["spec"].contains("priority"));
+  object["spec"]["priority"] = 5000;
+  auto refused = ContainerRecordOf(object);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("spec.priority"), std::string::npos);
+}
+
+TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
+  fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 4,
+                           1763900001456,        1763900009789};
+  Json object = UsageConfigMap(usage, "tessera-system");
+  EXPECT_EQ(object["metadata"]["name"], "tessera-usage-c-0123456789abcdef");
+  EXPECT_EQ(object["metadata"]["labels"][kUsageLabel], "container");
+  EXPECT_FALSE(object["metadata"]["labels"].contains(kManagedBy));
+  auto back = UsageRecordOf(Json::parse(object.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, usage);
+  for (const char* gpus : {"0", "9", "12", "-1", ""}) {
+    Json bad = object;
+    bad["data"]["gpus"] = gpus;
+    EXPECT_FALSE(UsageRecordOf(bad).ok()) << gpus;
+  }
+  Json backwards = object;
+  backwards["data"]["finished"] = "2025-11-23T12:13:20.000Z";
+  EXPECT_FALSE(UsageRecordOf(backwards).ok());
+}
+
 TEST(KubernetesStateObjects, IdempotentIdsArePerIncarnationAndKey) {
   const std::string id = IdempotentContainerId("uid-1", "key");
   EXPECT_EQ(id, IdempotentContainerId("uid-1", "key"));

@@ -28,8 +28,10 @@ constexpr const char* kReadPage = R"js((() => {
   const containers = [...document.querySelectorAll('#containers tr')].map(r => ({
     id: r.dataset.id || '', state: r.dataset.state || '', tenancy: r.dataset.tenancy || '',
     gpus: r.dataset.gpus || ''}));
+  const tenancies = [...document.querySelectorAll('#tenancies tr')].map(r => ({
+    name: r.dataset.tenancy || '', weight: Number(r.dataset.weight), share: Number(r.dataset.share)}));
   const status = document.getElementById('status');
-  return {status: status ? status.textContent : '', grid, containers,
+  return {status: status ? status.textContent : '', grid, containers, tenancies,
           errors: window.__dashboardErrors || []};
 })())js";
 
@@ -62,6 +64,12 @@ struct Page {
     return json::object();
   }
   json Grid() const { return doc.is_object() ? doc.value("grid", json::array()) : json::array(); }
+  json Tenancy(const std::string& name) const {
+    if (doc.is_object())
+      for (const auto& row : doc.value("tenancies", json::array()))
+        if (row.value("name", "") == name) return row;
+    return json::object();
+  }
   json Containers() const {
     return doc.is_object() ? doc.value("containers", json::array()) : json::array();
   }
@@ -195,16 +203,23 @@ TEST_F(DashboardInChromium, OnePageFollowsAContainerTakingAndReturningGpusWithou
   EXPECT_NE(before.Status().find("8 GPUs"), std::string::npos) << before.Status();
   const int gpu_polls_before = ApiRequestsTo("/v1/gpus");
 
-  // A real container takes two GPUs; the same page, not reloaded, has to show it.
-  json body = {{"image", image_}, {"tenancy", tenant}, {"gpus", 2}, {"command", {"sleep", "300"}}};
+  // A real container takes two GPUs; the same page, not reloaded, has to show it, and its
+  // tenancy's share of the GPUs next to its weight.
   int status = 0;
+  CallJson(*admin_, "PUT", "/v1/tenancies/" + tenant, R"({"weight":3})", &status);
+  ASSERT_EQ(status, 200);
+  json body = {{"image", image_}, {"tenancy", tenant}, {"gpus", 2}, {"command", {"sleep", "300"}}};
   auto submitted = CallJson(*admin_, "POST", "/v1/containers", body.dump(), &status);
   ASSERT_EQ(status, 202) << submitted;
   const std::string id = submitted["id"];
   Page running = WaitForPage(
       "two GPUs active for " + tenant + " and the container running", [&](const Page& page) {
-        return page.Cards("active", tenant) == 2 && page.Row(id).value("state", "") == "running";
+        return page.Cards("active", tenant) == 2 && page.Row(id).value("state", "") == "running" &&
+               page.Tenancy(tenant).value("share", 0.0) > 0;
       });
+  // The only tenancy with GPUs in use has all of the recent usage.
+  EXPECT_EQ(running.Tenancy(tenant).value("weight", 0.0), 3.0) << running.doc.dump(1);
+  EXPECT_EQ(running.Tenancy(tenant).value("share", 0.0), 1.0) << running.doc.dump(1);
   ASSERT_EQ(running.Cards("active", tenant), 2) << running.doc.dump(1);
   EXPECT_EQ(running.Cards("free", ""), 6) << running.doc.dump(1);
   auto api = WaitForContainer(id, {"running"});

@@ -182,6 +182,47 @@ TEST(SqliteStore, Version3TenanciesGetAnIncarnationThatOnlyTheirLaterContainersJ
   EXPECT_EQ(store->Load()->tenancies[1].uid, gamma.uid);
 }
 
+TEST(SqliteStore, SchedulingFieldsOfASubmissionAreKept) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  ContainerRecord container;
+  container.id = "c-1";
+  container.spec.tenancy = "t";
+  container.spec.gpus = 8;
+  container.spec.priority = -7;
+  container.spec.max_duration_s = 3600;
+  container.spec.preemptible = true;
+  ASSERT_TRUE(Open(path)->CommitAndWait({container}).ok());
+  auto snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->containers.size(), 1u);
+  EXPECT_EQ(snapshot->containers[0], container);
+}
+
+TEST(SqliteStore, UsageRecordsOutliveTheirContainersAndLoadInTheOrderTheyEnded) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  ContainerRecord container;
+  container.id = "c-1";
+  container.spec.tenancy = "t";
+  UsageRecord late{"c-1", "t", "u1", 2, 1000, 9000};
+  UsageRecord early{"c-2", "t", "u1", 8, 500, 700};
+  {
+    auto store = Open(path);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->CommitAndWait({container, late}).ok());
+    ASSERT_TRUE(store->CommitAndWait({early}).ok());
+    // Retention removes the container record; the usage stays.
+    ASSERT_TRUE(store->CommitAndWait({ContainerDeletion{"c-1"}}).ok());
+  }
+  auto snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok());
+  EXPECT_TRUE(snapshot->containers.empty());
+  ASSERT_EQ(snapshot->usage.size(), 2u);
+  EXPECT_EQ(snapshot->usage[0], early);
+  EXPECT_EQ(snapshot->usage[1], late);
+}
+
 TEST(SqliteStore, AContainerDeletionRemovesTheRecord) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";

@@ -63,10 +63,12 @@ size_t StatusHash(const Json& object) {
   return HashOf(object["status"]);
 }
 
-enum class Kind { kContainer, kTenancy, kToken, kGpus };
+enum class Kind { kContainer, kTenancy, kToken, kGpus, kUsage };
+constexpr Kind kKinds[] = {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus,
+                           Kind::kUsage};
 
 std::string KeyOf(Kind kind, const std::string& name) {
-  static constexpr const char* kPrefix[] = {"c/", "t/", "s/", "g/"};
+  static constexpr const char* kPrefix[] = {"c/", "t/", "s/", "g/", "u/"};
   return kPrefix[static_cast<int>(kind)] + name;
 }
 
@@ -105,7 +107,7 @@ class ClusterStoreImpl final : public ClusterStore {
   Result<fleet::StoreSnapshot> Load() override {
     fleet::StoreSnapshot snapshot;
     std::lock_guard client_lock(client_mu_);
-    for (Kind kind : {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus}) {
+    for (Kind kind : kKinds) {
       auto listed = ListPages(client_, kind, [&](const Json& item) {
         std::vector<Mutation> records;
         if (!See(kind, item, /*leading_drops_gpus=*/false, &records)) return;
@@ -121,6 +123,8 @@ class ClusterStoreImpl final : public ClusterStore {
                   snapshot.containers.push_back(std::move(value));
                 } else if constexpr (std::is_same_v<T, fleet::GpuRecord>) {
                   snapshot.gpus.push_back(std::move(value));
+                } else if constexpr (std::is_same_v<T, fleet::UsageRecord>) {
+                  snapshot.usage.push_back(std::move(value));
                 }
               },
               record);
@@ -131,6 +135,11 @@ class ClusterStoreImpl final : public ClusterStore {
     std::sort(snapshot.containers.begin(), snapshot.containers.end(),
               [](const ContainerRecord& a, const ContainerRecord& b) {
                 return std::tie(a.created_ms, a.id) < std::tie(b.created_ms, b.id);
+              });
+    std::sort(snapshot.usage.begin(), snapshot.usage.end(),
+              [](const fleet::UsageRecord& a, const fleet::UsageRecord& b) {
+                return std::tie(a.finished_ms, a.container_id) <
+                       std::tie(b.finished_ms, b.container_id);
               });
     std::sort(snapshot.gpus.begin(), snapshot.gpus.end(),
               [](const fleet::GpuRecord& a, const fleet::GpuRecord& b) {
@@ -157,7 +166,7 @@ class ClusterStoreImpl final : public ClusterStore {
       std::lock_guard lock(emit_mu_);
       on_change_ = std::move(on_change);
     }
-    for (Kind kind : {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus})
+    for (Kind kind : kKinds)
       watches_.emplace_back([this, kind] { WatchLoop(kind); });
   }
 
@@ -169,12 +178,12 @@ class ClusterStoreImpl final : public ClusterStore {
     on_change_ = nullptr;
   }
 
-  bool Synced() const override { return synced_ == 4; }
+  bool Synced() const override { return synced_ == std::size(kKinds); }
 
   Status Resync() override {
     if (auto status = CommitAndWait({}); !status) return status;
     k8s::Client client(options_.client);
-    for (Kind kind : {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus}) {
+    for (Kind kind : kKinds) {
       // The new leader takes the GPU records its predecessor wrote.
       auto listed = Relist(client, kind, false);
       if (!listed) return listed.error().WithContext("cluster store: relist");
@@ -223,15 +232,17 @@ class ClusterStoreImpl final : public ClusterStore {
       case Kind::kToken:
         return Resource::Secrets();
       case Kind::kGpus:
+      case Kind::kUsage:
         return Resource::ConfigMaps();
     }
     return Resource::GpuContainers();
   }
   std::string NamespaceOf(Kind kind) const {
-    return kind == Kind::kToken || kind == Kind::kGpus ? options_.ns : "";
+    return kind == Kind::kToken || kind == Kind::kGpus || kind == Kind::kUsage ? options_.ns : "";
   }
   static std::string SelectorOf(Kind kind) {
     if (kind == Kind::kToken) return std::string(kTokenSecretLabel) + "=tenancy";
+    if (kind == Kind::kUsage) return std::string(kUsageLabel) + "=container";
     return kManagedSelector;
   }
 
@@ -295,6 +306,15 @@ class ClusterStoreImpl final : public ClusterStore {
         }
         for (auto& gpu : *records)
           out->push_back(std::move(gpu));
+        return true;
+      }
+      case Kind::kUsage: {
+        auto record = UsageRecordOf(object);
+        if (!record) {
+          spdlog::warn("cluster store: {}: {}", name, record.error().message);
+          return false;
+        }
+        out->push_back(std::move(*record));
         return true;
       }
     }
@@ -539,9 +559,43 @@ class ClusterStoreImpl final : public ClusterStore {
     Status operator()(const fleet::ContainerDeletion& deletion) {
       return store.DeleteContainer(deletion.id);
     }
+    Status operator()(const fleet::UsageRecord& usage) { return store.WriteUsage(usage); }
     template <typename T>
     Status operator()(const T&) = delete;
   };
+
+  // Written once per ended container; a second record for it replaces the first (as in the
+  // embedded store).
+  Status WriteUsage(const fleet::UsageRecord& usage) {
+    Json desired = UsageConfigMap(usage, options_.ns);
+    const std::string name = UsageConfigMapName(usage.container_id);
+    // Its version is remembered so that this replica's own record is not heard back (and
+    // metered twice) from the watch.
+    std::lock_guard known_lock(known_mu_);
+    Known& known = known_[KeyOf(Kind::kUsage, name)];
+    for (int attempt = 0; attempt < kMergeAttempts; ++attempt) {
+      auto created = client_.Create(Resource::ConfigMaps(), options_.ns, desired);
+      if (created) {
+        known.version = VersionOf(*created);
+        return Ok();
+      }
+      if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
+      auto live = client_.Get(Resource::ConfigMaps(), options_.ns, name);
+      if (!live) continue;
+      if (live->value("data", Json()) == desired["data"]) {
+        known.version = std::max(known.version, VersionOf(*live));
+        return Ok();
+      }
+      desired["metadata"]["resourceVersion"] = (*live)["metadata"].value("resourceVersion", "");
+      auto replaced = client_.Replace(Resource::ConfigMaps(), options_.ns, name, desired);
+      if (replaced) {
+        known.version = VersionOf(*replaced);
+        return Ok();
+      }
+      if (replaced.error().category != ErrorCategory::kFailedPrecondition) return replaced.error();
+    }
+    return Unavailable("usage ConfigMap " + name + ": conflicts on every attempt");
+  }
 
   Status WriteTenancy(const fleet::Tenancy& tenancy, std::map<std::string, std::string>& remap) {
     const std::string key = KeyOf(Kind::kTenancy, tenancy.name);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "scheduling/scheduling.h"
+
 namespace tessera::k8s {
 namespace {
 
@@ -137,6 +139,10 @@ Json GpuContainerObject(const fleet::ContainerRecord& c) {
                {"stopRequested", c.stop_requested},
                {"createdTime", Rfc3339(c.created_ms)}};
   if (!c.idempotency_key.empty()) spec["idempotencyKey"] = c.idempotency_key;
+  // Scheduling fields only when set, as the embedded store keeps them.
+  if (c.spec.priority != 0) spec["priority"] = c.spec.priority;
+  if (c.spec.max_duration_s > 0) spec["maxDurationSeconds"] = c.spec.max_duration_s;
+  if (c.spec.preemptible) spec["preemptible"] = true;
   Json status = {
       {"state", fleet::ContainerStateName(c.state)}, {"started", c.started}, {"gpus", c.gpus}};
   if (c.exit_code) status["exitCode"] = *c.exit_code;
@@ -204,6 +210,22 @@ Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
   if (spec.contains("volumes")) {
     TESSERA_TAKE(c.spec.volumes, tenancy::VolumeRequestsFromJson(spec["volumes"], "volumes"));
   }
+  const Json priority = spec.value("priority", Json(0));
+  if (!priority.is_number_integer() || priority.get<int64_t>() < scheduling::kMinPriority ||
+      priority.get<int64_t>() > scheduling::kMaxPriority)
+    return InvalidArgument(field("spec.priority") + ": want " +
+                           std::to_string(scheduling::kMinPriority) + ".." +
+                           std::to_string(scheduling::kMaxPriority));
+  c.spec.priority = priority.get<int>();
+  const Json max_duration = spec.value("maxDurationSeconds", Json(0));
+  if (!max_duration.is_number_integer() || max_duration.get<int64_t>() < 0 ||
+      max_duration.get<int64_t>() > static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds))
+    return InvalidArgument(field("spec.maxDurationSeconds") + ": out of range");
+  c.spec.max_duration_s = max_duration.get<int64_t>();
+  const Json preemptible = spec.value("preemptible", Json(false));
+  if (!preemptible.is_boolean())
+    return InvalidArgument(field("spec.preemptible") + ": not a boolean");
+  c.spec.preemptible = preemptible.get<bool>();
   const Json stop = spec.value("stopRequested", Json(false));
   if (!stop.is_boolean()) return InvalidArgument(field("spec.stopRequested") + ": not a boolean");
   c.stop_requested = stop.get<bool>();
@@ -446,6 +468,59 @@ Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map) {
     out.push_back(std::move(gpu));
   }
   return out;
+}
+
+std::string UsageConfigMapName(const std::string& container_id) {
+  return "tessera-usage-" + container_id;
+}
+
+Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns) {
+  // No managed-by label: the GPU records' list (which selects on it) never pages through the
+  // usage maps, of which there is one per ended container.
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata",
+           {{"name", UsageConfigMapName(usage.container_id)},
+            {"namespace", ns},
+            {"labels", {{kUsageLabel, "container"}, {kTenancyLabel, usage.tenancy}}}}},
+          {"data",
+           {{"container", usage.container_id},
+            {"tenancy", usage.tenancy},
+            {"tenancyUid", usage.tenancy_uid},
+            {"gpus", std::to_string(usage.gpus)},
+            {"started", Rfc3339(usage.started_ms)},
+            {"finished", Rfc3339(usage.finished_ms)}}}};
+}
+
+Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
+  const Json data = config_map.is_object() ? config_map.value("data", Json::object()) : Json();
+  if (!data.is_object()) return InvalidArgument("usage ConfigMap: no data");
+  auto field = [](const char* name) { return std::string("usage ConfigMap data.") + name; };
+  fleet::UsageRecord usage;
+#define TESSERA_TAKE(target, expr)    \
+  {                                   \
+    auto taken = (expr);              \
+    if (!taken) return taken.error(); \
+    target = std::move(*taken);       \
+  }
+  TESSERA_TAKE(usage.container_id, Text(data, "container", field("container")));
+  if (usage.container_id.empty()) return InvalidArgument(field("container") + ": missing");
+  TESSERA_TAKE(usage.tenancy, Text(data, "tenancy", field("tenancy")));
+  if (auto problem = fleet::CheckTenancyName(usage.tenancy); !problem.empty())
+    return InvalidArgument(field("tenancy") + ": " + problem);
+  TESSERA_TAKE(usage.tenancy_uid, Text(data, "tenancyUid", field("tenancyUid")));
+  std::string gpus;
+  TESSERA_TAKE(gpus, Text(data, "gpus", field("gpus")));
+  if (gpus.size() != 1 || gpus[0] < '1' || gpus[0] > '0' + fleet::kMaxGpusPerContainer)
+    return InvalidArgument(field("gpus") + ": want 1.." +
+                           std::to_string(fleet::kMaxGpusPerContainer));
+  usage.gpus = gpus[0] - '0';
+  TESSERA_TAKE(usage.started_ms, UnixMs(data, "started", field("started")));
+  TESSERA_TAKE(usage.finished_ms, UnixMs(data, "finished", field("finished")));
+#undef TESSERA_TAKE
+  if (usage.started_ms == 0 || usage.finished_ms < usage.started_ms)
+    return InvalidArgument(field("finished") + ": before its start");
+  return usage;
 }
 
 }  // namespace tessera::k8s

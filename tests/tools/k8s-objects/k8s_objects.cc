@@ -111,7 +111,13 @@ void KubernetesBackendObjects(std::vector<json>& out) {
   container.gpus = {"0000:18:00.0@gpu-node-1"};
   container.created_ms = 1763900000100;
   container.started_ms = 1763900001200;
+  container.spec.priority = 10;
+  container.spec.max_duration_s = 7200;
+  container.spec.preemptible = true;
   out.push_back(k8s::GpuContainerObject(container));
+  out.push_back(k8s::UsageConfigMap(fleet::UsageRecord{"c-00000000000000a1", "team-a", tenancy.uid,
+                                                       2, 1763900000100, 1763900060100},
+                                    "tessera-system"));
   out.push_back(k8s::TokenSecret(
       fleet::TokenRecord{"t-0011aabb", std::string(64, 'a'), "team-a", 1763900000700, tenancy.uid},
       "tessera-system"));

@@ -1,0 +1,52 @@
+#include "serve/metering.h"
+
+#include <algorithm>
+
+namespace tessera::serve {
+
+int64_t OverlapGpuMs(int gpus, int64_t started_ms, int64_t finished_ms, int64_t from_ms,
+                     int64_t to_ms) {
+  const int64_t begin = std::max(started_ms, from_ms);
+  const int64_t end = std::min(finished_ms, to_ms);
+  return end > begin ? static_cast<int64_t>(gpus) * (end - begin) : 0;
+}
+
+fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container) {
+  fleet::UsageRecord record;
+  if (container.started_ms <= 0 || container.gpus.empty()) return record;
+  record.container_id = container.id;
+  record.tenancy = container.spec.tenancy;
+  record.tenancy_uid = container.tenancy_uid;
+  record.gpus = static_cast<int>(container.gpus.size());
+  record.started_ms = container.started_ms;
+  record.finished_ms = std::max(container.finished_ms, container.started_ms);
+  return record;
+}
+
+void WaitHistogram::Observe(double seconds) {
+  size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i])
+    ++i;
+  buckets[i]++;
+  count++;
+  sum += seconds;
+}
+
+void Meter::Load(std::vector<fleet::UsageRecord> records) {
+  for (auto& record : records)
+    Add(std::move(record));
+}
+
+void Meter::Add(fleet::UsageRecord record) {
+  ended_gpu_ms_[record.tenancy] +=
+      static_cast<int64_t>(record.gpus) * (record.finished_ms - record.started_ms);
+  records_[record.tenancy].push_back(std::move(record));
+}
+
+const std::vector<fleet::UsageRecord>& Meter::Of(const std::string& tenancy) const {
+  static const std::vector<fleet::UsageRecord> kNone;
+  auto it = records_.find(tenancy);
+  return it == records_.end() ? kNone : it->second;
+}
+
+}  // namespace tessera::serve
