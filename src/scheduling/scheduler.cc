@@ -287,11 +287,25 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
   // worked out again from what runs there now.
   std::unordered_map<RequestId, int> held;  // holder -> index into result.reservations
   std::vector<bool> released;               // per reservation: its holder started
+  // Fair: a tenancy above its share keeps no reservation while a tenancy further below its
+  // share waits; kept, the reservation would start its requests ahead of the fair order (a
+  // flood's reservations would hold every GPU that frees for it).
+  std::vector<bool> yields(tenancies_.size(), false);
+  if (fair) {
+    const std::vector<TenancyUsage> usage = Usage();
+    double lowest_waiting = kUnknownTime;
+    for (size_t t = 0; t < tenancies_.size(); ++t)
+      if (!tenancies_[t].queue.empty())
+        lowest_waiting = std::min(lowest_waiting, ShareKey(tenancies_[t], 0));
+    for (size_t t = 0; t < tenancies_.size(); ++t)
+      yields[t] = usage[t].share > usage[t].target && ShareKey(tenancies_[t], 0) > lowest_waiting;
+  }
   for (const Reservation& kept : kept_) {
     auto it = pending_.find(kept.holder);
     if (it == pending_.end() || kept.node >= fleet.node_count()) continue;
     const Tenancy& owner = tenancies_[it->second.tenancy];
     if (fair && owner.in_use + it->second.request.gpus > owner.policy.quota_gpus) continue;
+    if (yields[it->second.tenancy]) continue;
     if (kept.gpus & reserved[kept.node]) continue;
     Reservation again = kept;
     again.ready_s = now_s;

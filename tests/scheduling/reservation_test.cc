@@ -190,15 +190,16 @@ using namespace testing;
 TEST(Reservation, IsKeptAgainstRequestsThatComeEarlierInALaterPass) {
   placement::Fleet fleet = HgxFleet(2);
   Scheduler scheduler = MakeScheduler();
-  // flood holds everything; its 8-GPU request reserves node-1, which drains first.
+  // flood holds node-0 and half of node-1; x (below its share) runs the other half and its
+  // 8-GPU request reserves node-1, which drains first.
   StartRunning(scheduler, fleet, 100, "flood", 0, 0xFF, 0, 1000);
   StartRunning(scheduler, fleet, 101, "flood", 1, 0x0F, 0, 50);
-  StartRunning(scheduler, fleet, 102, "flood", 1, 0xF0, 0, 60);
-  ASSERT_TRUE(scheduler.Enqueue(Request(1, "flood", 8, 0)).ok());
+  StartRunning(scheduler, fleet, 102, "x", 1, 0xF0, 0, 60);
+  ASSERT_TRUE(scheduler.Enqueue(Request(1, "x", 8, 0)).ok());
   PassResult first = scheduler.Schedule(fleet, 1);
   ASSERT_EQ(first.reservations.size(), 1u);
   EXPECT_EQ(first.reservations[0].node, 1);
-  // Half of node-1 frees; tenancy a (far below its share, so first in order) asks for 1 GPU.
+  // Half of node-1 frees; tenancy a (using nothing, so first in order) asks for 1 GPU.
   scheduler.Finished(101, 50);
   ASSERT_TRUE(fleet.SetFreeMask(1, 0x0F).ok());
   ASSERT_TRUE(scheduler.Enqueue(Request(2, "a", 1, 50)).ok());
@@ -220,6 +221,34 @@ TEST(Reservation, IsKeptAgainstRequestsThatComeEarlierInALaterPass) {
   PassResult fourth = scheduler.Schedule(fleet, 61);
   EXPECT_EQ(fourth.reservations.size(), 1u);  // a's own now, on node-0
   EXPECT_EQ(fourth.reservations[0].holder, 2u);
+}
+
+TEST(Reservation, ATenancyAboveItsShareYieldsItsReservationToOneBelow) {
+  placement::Fleet fleet = HgxFleet(2);
+  Scheduler scheduler = MakeScheduler();
+  // flood holds everything; its 8-GPU request reserves node-1, which drains first.
+  StartRunning(scheduler, fleet, 100, "flood", 0, 0xFF, 0, 1000);
+  StartRunning(scheduler, fleet, 101, "flood", 1, 0x0F, 0, 50);
+  StartRunning(scheduler, fleet, 102, "flood", 1, 0xF0, 0, 60);
+  ASSERT_TRUE(scheduler.Enqueue(Request(1, "flood", 8, 0)).ok());
+  PassResult first = scheduler.Schedule(fleet, 1);
+  ASSERT_EQ(first.reservations.size(), 1u);
+  EXPECT_EQ(first.reservations[0].node, 1);
+  // Half of node-1 frees while a, far below its share, waits: flood (above its share) keeps no
+  // reservation against it, so a starts now instead of behind flood's request.
+  scheduler.Finished(101, 50);
+  ASSERT_TRUE(fleet.SetFreeMask(1, 0x0F).ok());
+  ASSERT_TRUE(scheduler.Enqueue(Request(2, "a", 1, 50)).ok());
+  PassResult second = scheduler.Schedule(fleet, 50);
+  EXPECT_TRUE(Admitted(second, 2));
+  EXPECT_FALSE(Admitted(second, 1));
+  ASSERT_NE(WaitOf(second, 1), nullptr);
+  EXPECT_EQ(WaitOf(second, 1)->kind, WaitKind::kReservation);  // made again, in fair order
+  // With nobody below its share waiting, flood's reservation is kept from pass to pass.
+  PassResult third = scheduler.Schedule(fleet, 51);
+  ASSERT_EQ(third.reservations.size(), 1u);
+  EXPECT_EQ(third.reservations[0].holder, 1u);
+  EXPECT_EQ(third.reservations[0].node, second.reservations[0].node);
 }
 
 }  // namespace
