@@ -1,5 +1,6 @@
 // Strict parsers of API bodies: text in, values out, every problem naming its field.
 #include <charconv>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -268,10 +269,11 @@ Result<std::string> PercentDecode(std::string_view text, const std::string& fiel
   return out;
 }
 
-}  // namespace
-
-Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
-  serve::ContainerQuery out;
+// Every NAME=VALUE of a query string, percent-decoded, each name at most once: `each` is called
+// with the name, the value and how errors name the parameter.
+Status ForEachQueryParameter(
+    std::string_view query,
+    const std::function<Status(const std::string&, std::string&, const std::string&)>& each) {
   std::set<std::string> seen;
   while (!query.empty()) {
     auto amp = query.find('&');
@@ -286,40 +288,56 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
     auto value = PercentDecode(pair.substr(eq + 1), field);
     if (!value) return value.error();
     if (!seen.insert(*name).second) return InvalidArgument(field + ": given more than once");
-    if (*name == "limit") {
-      size_t limit = 0;
-      const char* end = value->data() + value->size();
-      auto [ptr, ec] = std::from_chars(value->data(), end, limit);
-      if (ec != std::errc() || ptr != end || limit < 1 || limit > serve::ContainerQuery::kMaxLimit)
-        return InvalidArgument(field + ": want a whole number from 1 to " +
-                               std::to_string(serve::ContainerQuery::kMaxLimit));
-      out.limit = limit;
-    } else if (*name == "after") {
-      if (value->empty() || value->size() > 64) return InvalidArgument(field + ": want an ID");
-      out.after = std::move(*value);
-    } else if (*name == "order") {
-      if (*value != "asc" && *value != "desc") return InvalidArgument(field + ": want asc or desc");
-      out.newest_first = *value == "desc";
-    } else if (*name == "state") {
-      std::string_view list = *value;
-      while (true) {
-        auto comma = list.find(',');
-        auto state = fleet::ParseContainerState(list.substr(0, comma));
-        if (!state)
-          return InvalidArgument(field + ": state \"" + Excerpt(list.substr(0, comma), 20) +
-                                 "\" is unknown (pending, running, exited, failed)");
-        out.states.push_back(*state);
-        if (comma == std::string_view::npos) break;
-        list = list.substr(comma + 1);
-      }
-    } else if (*name == "tenancy") {
-      if (auto problem = fleet::CheckTenancyName(*value); !problem.empty())
-        return InvalidArgument(field + ": " + problem);
-      out.tenancy = std::move(*value);
-    } else {
-      return InvalidArgument(field + ": unknown (known: limit, after, order, state, tenancy)");
-    }
+    if (auto status = each(*name, *value, field); !status) return status;
   }
+  return Ok();
+}
+
+}  // namespace
+
+Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
+  serve::ContainerQuery out;
+  auto parsed = ForEachQueryParameter(
+      query,
+      [&out](const std::string& name, std::string& value, const std::string& field) -> Status {
+        if (name == "limit") {
+          size_t limit = 0;
+          const char* end = value.data() + value.size();
+          auto [ptr, ec] = std::from_chars(value.data(), end, limit);
+          if (ec != std::errc() || ptr != end || limit < 1 ||
+              limit > serve::ContainerQuery::kMaxLimit)
+            return InvalidArgument(field + ": want a whole number from 1 to " +
+                                   std::to_string(serve::ContainerQuery::kMaxLimit));
+          out.limit = limit;
+        } else if (name == "after") {
+          if (value.empty() || value.size() > 64) return InvalidArgument(field + ": want an ID");
+          out.after = std::move(value);
+        } else if (name == "order") {
+          if (value != "asc" && value != "desc")
+            return InvalidArgument(field + ": want asc or desc");
+          out.newest_first = value == "desc";
+        } else if (name == "state") {
+          std::string_view list = value;
+          while (true) {
+            auto comma = list.find(',');
+            auto state = fleet::ParseContainerState(list.substr(0, comma));
+            if (!state)
+              return InvalidArgument(field + ": state \"" + Excerpt(list.substr(0, comma), 20) +
+                                     "\" is unknown (pending, running, exited, failed)");
+            out.states.push_back(*state);
+            if (comma == std::string_view::npos) break;
+            list = list.substr(comma + 1);
+          }
+        } else if (name == "tenancy") {
+          if (auto problem = fleet::CheckTenancyName(value); !problem.empty())
+            return InvalidArgument(field + ": " + problem);
+          out.tenancy = std::move(value);
+        } else {
+          return InvalidArgument(field + ": unknown (known: limit, after, order, state, tenancy)");
+        }
+        return Ok();
+      });
+  if (!parsed) return parsed.error();
   return out;
 }
 
@@ -327,34 +345,25 @@ Result<serve::UsageQuery> ParseUsageQuery(std::string_view query) {
   // Up to the end of year 9999: later times are typing mistakes, and ms must not overflow.
   constexpr int64_t kMaxTime = 253402300799;
   serve::UsageQuery out;
-  std::set<std::string> seen;
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    auto eq = pair.find('=');
-    auto name = PercentDecode(pair.substr(0, eq), "query");
-    if (!name) return name.error();
-    const std::string field = "query parameter " + Excerpt(*name, 40);
-    if (eq == std::string_view::npos) return InvalidArgument(field + ": want NAME=VALUE");
-    auto value = PercentDecode(pair.substr(eq + 1), field);
-    if (!value) return value.error();
-    if (!seen.insert(*name).second) return InvalidArgument(field + ": given more than once");
-    if (*name != "from" && *name != "to")
-      return InvalidArgument(field + ": unknown (known: from, to)");
-    int64_t time = -1;
-    const char* end = value->data() + value->size();
-    auto [ptr, ec] = std::from_chars(value->data(), end, time);
-    if (ec != std::errc() || ptr != end || time < 0 || time > kMaxTime)
-      return InvalidArgument(field + ": want Unix time in whole seconds from 0 to " +
-                             std::to_string(kMaxTime));
-    if (*name == "from") {
-      out.from_s = time;
-    } else {
-      out.to_s = time;
-    }
-  }
+  auto parsed = ForEachQueryParameter(
+      query,
+      [&out](const std::string& name, std::string& value, const std::string& field) -> Status {
+        if (name != "from" && name != "to")
+          return InvalidArgument(field + ": unknown (known: from, to)");
+        int64_t time = -1;
+        const char* end = value.data() + value.size();
+        auto [ptr, ec] = std::from_chars(value.data(), end, time);
+        if (ec != std::errc() || ptr != end || time < 0 || time > kMaxTime)
+          return InvalidArgument(field + ": want Unix time in whole seconds from 0 to " +
+                                 std::to_string(kMaxTime));
+        if (name == "from") {
+          out.from_s = time;
+        } else {
+          out.to_s = time;
+        }
+        return Ok();
+      });
+  if (!parsed) return parsed.error();
   if (out.to_s && *out.to_s < out.from_s) return InvalidArgument("query parameter to: before from");
   return out;
 }
