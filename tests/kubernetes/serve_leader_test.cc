@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "backends/kubernetes/kubernetes_backend.h"
-#include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/gpu_node.h"
 #include "serve/serve_process.h"
 #include "support/wait.h"
 
@@ -24,23 +24,6 @@ using k8s::Resource;
 
 constexpr const char* kNamespace = "tessera-system";
 
-void PublishNode(k8s::Client& admin, const std::string& name, const std::string& host) {
-  inventory::ReadOptions read;
-  read.root = MaterializeHost(host);
-  auto inv = inventory::ReadInventory(read);
-  ASSERT_TRUE(inv.ok());
-  k8s::NodeGpus gpus;
-  for (const auto* gpu : inv->Gpus())
-    gpus.gpus.push_back({gpu->pci_address, gpu->gpu_uuid.value_or(""), gpu->model, gpu->numa_node,
-                         gpu->upstream_bridges});
-  Json node = {{"apiVersion", "v1"},
-               {"kind", "Node"},
-               {"metadata",
-                {{"name", name},
-                 {"annotations", {{k8s::kNodeGpusAnnotation, k8s::NodeGpusAnnotation(gpus)}}}}}};
-  ASSERT_TRUE(admin.Create(Resource::Nodes(), "", node).ok());
-}
-
 class ServeKubernetesReplicas : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -50,7 +33,7 @@ class ServeKubernetesReplicas : public ::testing::Test {
         << api_.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
     config_.server = api_.url();
     admin_ = std::make_unique<k8s::Client>(config_);
-    PublishNode(*admin_, "gpu-node-1", "hgx-h100-dgx");
+    PublishGpuNode(*admin_, "gpu-node-1", "hgx-h100-dgx");
   }
 
   // A replica with short election timings (3 s Lease, 2 s renew deadline).

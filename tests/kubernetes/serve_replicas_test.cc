@@ -17,8 +17,8 @@
 
 #include "backends/kubernetes/kubernetes_backend.h"
 #include "backends/kubernetes/state_objects.h"
-#include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/gpu_node.h"
 #include "serve/serve_process.h"
 #include "support/wait.h"
 
@@ -31,23 +31,6 @@ using k8s::Resource;
 constexpr const char* kNamespace = "tessera-system";
 constexpr const char* kAdminToken = "tsa_0123456789abcdef0123456789abcdef0123456789abcdef";
 constexpr int kLeaseMs = 3000;
-
-void PublishNode(k8s::Client& admin, const std::string& name) {
-  inventory::ReadOptions read;
-  read.root = MaterializeHost("hgx-h100-dgx");
-  auto inv = inventory::ReadInventory(read);
-  ASSERT_TRUE(inv.ok());
-  k8s::NodeGpus gpus;
-  for (const auto* gpu : inv->Gpus())
-    gpus.gpus.push_back({gpu->pci_address, gpu->gpu_uuid.value_or(""), gpu->model, gpu->numa_node,
-                         gpu->upstream_bridges});
-  Json node = {{"apiVersion", "v1"},
-               {"kind", "Node"},
-               {"metadata",
-                {{"name", name},
-                 {"annotations", {{k8s::kNodeGpusAnnotation, k8s::NodeGpusAnnotation(gpus)}}}}}};
-  ASSERT_TRUE(admin.Create(Resource::Nodes(), "", node).ok());
-}
 
 class ServeReplicasSharingTheCluster : public ::testing::Test {
  protected:
@@ -150,7 +133,7 @@ class ServeReplicasSharingTheCluster : public ::testing::Test {
 
 TEST_F(ServeReplicasSharingTheCluster, SubmissionsSurviveKillingTheLeader) {
   for (const char* node : {"gpu-node-1", "gpu-node-2", "gpu-node-3"})
-    PublishNode(*admin_, node);
+    PublishGpuNode(*admin_, node, "hgx-h100-dgx");
   std::vector<std::unique_ptr<ServeProcess>> replicas;
   replicas.push_back(StartReplica("replica-a"));
   ASSERT_TRUE(WaitUntil([&] { return Holder() == "replica-a"; }));
@@ -322,7 +305,7 @@ TEST_F(ServeReplicasSharingTheCluster, SubmissionsSurviveKillingTheLeader) {
 }
 
 TEST_F(ServeReplicasSharingTheCluster, AFreshReplicaAfterEveryOneWasKilledLosesNothing) {
-  PublishNode(*admin_, "gpu-node-1");
+  PublishGpuNode(*admin_, "gpu-node-1", "hgx-h100-dgx");
   auto a = StartReplica("replica-a");
   ASSERT_TRUE(WaitUntil([&] { return Holder() == "replica-a"; }));
   auto b = StartReplica("replica-b");
