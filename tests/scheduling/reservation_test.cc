@@ -187,18 +187,24 @@ namespace {
 
 using namespace testing;
 
-TEST(Reservation, IsKeptAgainstRequestsThatComeEarlierInALaterPass) {
-  placement::Fleet fleet = HgxFleet(2);
-  Scheduler scheduler = MakeScheduler();
-  // flood holds node-0 and half of node-1; x (below its share) runs the other half and its
-  // 8-GPU request reserves node-1, which drains first.
+// flood runs node-0 until 1000 and half of node-1 until 50; `holder` runs the other half until
+// 60 and its 8-GPU request (ID 1) reserves node-1, which drains first.
+void HolderReservesNodeOne(Scheduler& scheduler, placement::Fleet& fleet,
+                           const std::string& holder) {
   StartRunning(scheduler, fleet, 100, "flood", 0, 0xFF, 0, 1000);
   StartRunning(scheduler, fleet, 101, "flood", 1, 0x0F, 0, 50);
-  StartRunning(scheduler, fleet, 102, "x", 1, 0xF0, 0, 60);
-  ASSERT_TRUE(scheduler.Enqueue(Request(1, "x", 8, 0)).ok());
+  StartRunning(scheduler, fleet, 102, holder, 1, 0xF0, 0, 60);
+  ASSERT_TRUE(scheduler.Enqueue(Request(1, holder, 8, 0)).ok());
   PassResult first = scheduler.Schedule(fleet, 1);
   ASSERT_EQ(first.reservations.size(), 1u);
   EXPECT_EQ(first.reservations[0].node, 1);
+}
+
+TEST(Reservation, IsKeptAgainstRequestsThatComeEarlierInALaterPass) {
+  placement::Fleet fleet = HgxFleet(2);
+  Scheduler scheduler = MakeScheduler();
+  // x is below its share: its reservation stays.
+  HolderReservesNodeOne(scheduler, fleet, "x");
   // Half of node-1 frees; tenancy a (using nothing, so first in order) asks for 1 GPU.
   scheduler.Finished(101, 50);
   ASSERT_TRUE(fleet.SetFreeMask(1, 0x0F).ok());
@@ -226,14 +232,8 @@ TEST(Reservation, IsKeptAgainstRequestsThatComeEarlierInALaterPass) {
 TEST(Reservation, ATenancyAboveItsShareYieldsItsReservationToOneBelow) {
   placement::Fleet fleet = HgxFleet(2);
   Scheduler scheduler = MakeScheduler();
-  // flood holds everything; its 8-GPU request reserves node-1, which drains first.
-  StartRunning(scheduler, fleet, 100, "flood", 0, 0xFF, 0, 1000);
-  StartRunning(scheduler, fleet, 101, "flood", 1, 0x0F, 0, 50);
-  StartRunning(scheduler, fleet, 102, "flood", 1, 0xF0, 0, 60);
-  ASSERT_TRUE(scheduler.Enqueue(Request(1, "flood", 8, 0)).ok());
-  PassResult first = scheduler.Schedule(fleet, 1);
-  ASSERT_EQ(first.reservations.size(), 1u);
-  EXPECT_EQ(first.reservations[0].node, 1);
+  // flood holds everything, node-1 reserved for its 8-GPU request.
+  HolderReservesNodeOne(scheduler, fleet, "flood");
   // Half of node-1 frees while a, far below its share, waits: flood (above its share) keeps no
   // reservation against it, so a starts now instead of behind flood's request.
   scheduler.Finished(101, 50);
