@@ -11,6 +11,7 @@
 #include <set>
 
 #include "serve/container_wait.h"
+#include "serve/podman_serve_fixture.h"
 #include "serve/serve_process.h"
 #include "support/podman_harness.h"
 #include "support/wait.h"
@@ -27,39 +28,9 @@ void WriteText(const std::string& path, const std::string& text) {
   out << text;
 }
 
-class ServeE2e : public ::testing::Test {
+class ServeE2e : public PodmanServeTest {
  protected:
-  void SetUp() override {
-    const Podman& podman = Podman::Get();
-    ASSERT_TRUE(podman.ready()) << podman.setup_error();
-    image_ = podman.image();
-    kind_ = UniqueTestKind("gpu");
-    instance_ = "e2e-" + std::to_string(::getpid()) + "-" + kind_.substr(kind_.rfind('-') + 1);
-    gpus_ = WriteGpuRoms(host_.root());
-    ASSERT_EQ(gpus_.size(), 8u);
-  }
-
-  void TearDown() override {
-    serve_.reset();
-    RemoveInstanceContainers(instance_);
-    RemoveSpecsOfKind(kind_);
-  }
-
-  void StartServe(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {"--root",     host_.root(), "--cdi-kind",     kind_,
-                                      "--instance", instance_,    "--stop-grace-s", "1"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    serve_ = std::make_unique<ServeProcess>(dir_.path(), flags);
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
-  }
-
-  void Restart() {
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
-  }
+  ServeE2e() : PodmanServeTest("e2e") {}
 
   std::string Submit(int gpus, const std::string& script, client::Connection* as = nullptr,
                      const std::string& tenancy = "team-a") {
@@ -110,13 +81,6 @@ class ServeE2e : public ::testing::Test {
     if (status) *status = response ? response->status : 0;
     return response ? response->body : "";
   }
-
-  TempHost host_{"hgx-h100-dgx"};
-  TempDir dir_;
-  std::string image_, kind_, instance_;
-  std::vector<std::string> gpus_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 // Counts the per-GPU device nodes the container was given.

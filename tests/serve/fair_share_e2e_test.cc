@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "serve/container_wait.h"
+#include "serve/podman_serve_fixture.h"
 #include "serve/serve_process.h"
 #include "support/podman_harness.h"
 #include "support/wait.h"
@@ -23,38 +24,9 @@ namespace {
 
 using nlohmann::json;
 
-class FairShareE2e : public ::testing::Test {
+class FairShareE2e : public PodmanServeTest {
  protected:
-  void SetUp() override {
-    const Podman& podman = Podman::Get();
-    ASSERT_TRUE(podman.ready()) << podman.setup_error();
-    image_ = podman.image();
-    kind_ = UniqueTestKind("gpu");
-    instance_ = "fair-" + std::to_string(::getpid()) + "-" + kind_.substr(kind_.rfind('-') + 1);
-    ASSERT_EQ(WriteGpuRoms(host_.root()).size(), 8u);
-  }
-
-  void TearDown() override {
-    serve_.reset();
-    RemoveInstanceContainers(instance_);
-    RemoveSpecsOfKind(kind_);
-  }
-
-  void StartServe(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {"--root",     host_.root(), "--cdi-kind",     kind_,
-                                      "--instance", instance_,    "--stop-grace-s", "1"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    serve_ = std::make_unique<ServeProcess>(dir_.path(), flags);
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
-  }
-
-  void Restart() {
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
-  }
+  FairShareE2e() : PodmanServeTest("fair") {}
 
   std::string Submit(const std::string& tenancy, int gpus, const std::string& script,
                      const json& extra = json::object(), client::Connection* as = nullptr) {
@@ -126,12 +98,6 @@ class FairShareE2e : public ::testing::Test {
       after += std::find(flood.begin(), flood.end(), *it) != flood.end();
     return {after, told_position};
   }
-
-  TempHost host_{"hgx-h100-dgx"};
-  TempDir dir_;
-  std::string image_, kind_, instance_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 TEST_F(FairShareE2e, ASecondTenancyStartsAsSoonAsItsShareAllowsNotAfterTheFlood) {

@@ -1,0 +1,68 @@
+// A real tessera-serve on a materialized HGX H100 host whose containers run in podman: a CDI kind
+// and an instance name of its own (so parallel tests never see each other's containers or specs),
+// the GPUs' option ROMs written for the firmware checks, and everything removed after the test.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "serve/serve_process.h"
+#include "support/podman_harness.h"
+
+namespace tessera::testing {
+
+class PodmanServeTest : public ::testing::Test {
+ protected:
+  // `instance_prefix` names this suite's podman containers.
+  explicit PodmanServeTest(std::string instance_prefix)
+      : instance_prefix_(std::move(instance_prefix)) {}
+
+  void SetUp() override {
+    const Podman& podman = Podman::Get();
+    ASSERT_TRUE(podman.ready()) << podman.setup_error();
+    image_ = podman.image();
+    kind_ = UniqueTestKind("gpu");
+    instance_ = instance_prefix_ + "-" + std::to_string(::getpid()) + "-" +
+                kind_.substr(kind_.rfind('-') + 1);
+    gpus_ = WriteGpuRoms(host_.root());
+    ASSERT_EQ(gpus_.size(), 8u);
+  }
+
+  void TearDown() override {
+    serve_.reset();
+    RemoveInstanceContainers(instance_);
+    RemoveSpecsOfKind(kind_);
+  }
+
+  void StartServe(std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = {"--root",     host_.root(), "--cdi-kind",     kind_,
+                                      "--instance", instance_,    "--stop-grace-s", "1"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    serve_ = std::make_unique<ServeProcess>(dir_.path(), flags);
+    std::string log;
+    ASSERT_TRUE(serve_->Start(&log)) << log;
+    admin_ = serve_->Connect(serve_->admin_token());
+  }
+
+  void Restart() {
+    std::string log;
+    ASSERT_TRUE(serve_->Start(&log)) << log;
+    admin_ = serve_->Connect(serve_->admin_token());
+  }
+
+  TempHost host_{"hgx-h100-dgx"};
+  TempDir dir_;
+  std::string image_, kind_, instance_;
+  std::vector<std::string> gpus_;  // PCI addresses, with their ROMs written
+  std::unique_ptr<ServeProcess> serve_;
+  std::unique_ptr<client::Connection> admin_;
+
+ private:
+  std::string instance_prefix_;
+};
+
+}  // namespace tessera::testing
