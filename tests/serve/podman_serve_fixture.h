@@ -1,4 +1,5 @@
-// A real tessera-serve on a materialized HGX H100 host whose containers run in podman: a CDI kind
+// A real tessera-serve on a materialized fixture host (HGX H100 unless a suite names another) whose
+// containers run in podman: a CDI kind
 // and an instance name of its own (so parallel tests never see each other's containers or specs),
 // the GPUs' option ROMs written for the firmware checks, and everything removed after the test.
 #pragma once
@@ -17,9 +18,11 @@ namespace tessera::testing {
 
 class PodmanServeTest : public ::testing::Test {
  protected:
-  // `instance_prefix` names this suite's podman containers.
-  explicit PodmanServeTest(std::string instance_prefix)
-      : instance_prefix_(std::move(instance_prefix)) {}
+  // `instance_prefix` names this suite's podman containers; `fixture` is the host tree, with
+  // `gpu_count` GPUs.
+  explicit PodmanServeTest(std::string instance_prefix, const std::string& fixture = "hgx-h100-dgx",
+                           size_t gpu_count = 8)
+      : host_(fixture), gpu_count_(gpu_count), instance_prefix_(std::move(instance_prefix)) {}
 
   void SetUp() override {
     const Podman& podman = Podman::Get();
@@ -29,7 +32,7 @@ class PodmanServeTest : public ::testing::Test {
     instance_ = instance_prefix_ + "-" + std::to_string(::getpid()) + "-" +
                 kind_.substr(kind_.rfind('-') + 1);
     gpus_ = WriteGpuRoms(host_.root());
-    ASSERT_EQ(gpus_.size(), 8u);
+    ASSERT_EQ(gpus_.size(), gpu_count_);
   }
 
   void TearDown() override {
@@ -54,7 +57,8 @@ class PodmanServeTest : public ::testing::Test {
     admin_ = serve_->Connect(serve_->admin_token());
   }
 
-  TempHost host_{"hgx-h100-dgx"};
+  TempHost host_;
+  size_t gpu_count_;
   TempDir dir_;
   std::string image_, kind_, instance_;
   std::vector<std::string> gpus_;  // PCI addresses, with their ROMs written
