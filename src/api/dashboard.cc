@@ -85,7 +85,7 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
       body.replaceChildren();
       for (const c of containers.containers) {
         const row = el('tr'); row.dataset.id = c.id; row.dataset.state = c.state; row.dataset.tenancy = c.tenancy; row.dataset.gpus = c.gpus.join(' ');
-        for (const v of [c.id, c.tenancy, c.image, c.state, c.gpus.length, c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
+        for (const v of [c.id, c.tenancy, c.image, c.state, c.mig ? c.mig.count + ' x ' + c.mig.profile : c.gpus.length, c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
         body.appendChild(row);
       }
       document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · ' + gpus.gpus.length + ' GPUs · ' + containers.containers.length + (containers.next ? ' newest containers' : ' containers');

@@ -30,6 +30,7 @@ const std::string& OpenApiJson() {
         "image": {"type": "string"},
         "tenancy": {"type": "string", "description": "Created when it does not exist (admin token)"},
         "gpus": {"type": "integer", "minimum": 0, "maximum": 8, "default": 0},
+        "mig": {"$ref": "#/components/schemas/MigRequest"},
         "isolation": {"type": "string", "enum": ["runc", "gvisor", "kata"], "default": "runc"},
         "command": {"type": "array", "items": {"type": "string"}},
         "env": {"type": "object", "additionalProperties": {"type": "string"}},
@@ -38,6 +39,9 @@ const std::string& OpenApiJson() {
         "priority": {"type": "integer", "minimum": -1000, "maximum": 1000, "default": 0, "description": "Order among the tenancy's own pending containers; above the tenancy's maxPriority is 403"},
         "maxDurationSeconds": {"type": "integer", "minimum": 1, "maximum": 31622400, "description": "The service stops it at this limit (reason names it); only containers with a limit may run in GPUs reserved for a larger request"},
         "preemptible": {"type": "boolean", "default": false, "description": "It may be stopped (reason 'preempted') for a higher-priority or under-share tenancy's request (tessera serve --preemption)"}}},
+      "MigRequest": {"type": "object", "additionalProperties": false, "required": ["profile", "count"], "description": "MIG devices of one profile instead of gpus (isolation runc only); placed on GPUs already in MIG mode", "properties": {
+        "profile": {"type": "string", "maxLength": 32, "pattern": "^([1-9][0-9]?c\\.)?[1-9][0-9]?g\\.[1-9][0-9]{0,3}gb([+-][a-z][a-z.]{0,15})?$", "description": "MIG profile name, e.g. 1g.10gb"},
+        "count": {"type": "integer", "minimum": 1, "maximum": 56}}},
       "VolumeRequest": {"type": "object", "additionalProperties": false, "required": ["name", "mountPath"], "properties": {
         "name": {"type": "string", "description": "An export name from the tenancy's storage entitlements"},
         "mountPath": {"type": "string", "description": "Absolute; no '.', '..', empty components, ':' or ','; not /, /dev, /proc, /sys or below"},
@@ -59,6 +63,9 @@ const std::string& OpenApiJson() {
         "exit_code": {"type": "integer", "nullable": true}, "reason": {"type": "string", "description": "Why it failed or was stopped; while pending, why it waits ('waiting: tenancy quota 8/8 GPUs in use')"},
         "queue_position": {"type": "integer", "description": "Pending GPU containers: place in dispatch order (1 is next)"},
         "priority": {"type": "integer"}, "maxDurationSeconds": {"type": "integer", "nullable": true}, "preemptible": {"type": "boolean"},
+        "mig": {"allOf": [{"$ref": "#/components/schemas/MigRequest"}], "nullable": true},
+        "mig_devices": {"type": "array", "items": {"type": "string"}, "description": "MIG requests: the MIG devices held (their UUIDs); their parent GPUs are in gpus"},
+        "mig_gpus": {"type": "number", "description": "MIG requests: what the slices are metered as, in GPUs (compute slices over the board's)"},
         "stop_requested": {"type": "boolean"}, "created_ms": {"type": "integer"},
         "started_ms": {"type": "integer"}, "finished_ms": {"type": "integer"}, "idempotency_key": {"type": "string"},
         "network": {"type": "string", "enum": ["tenancy", "none"]},

@@ -92,6 +92,34 @@ size_t SpecBytes(const fleet::ContainerSpec& spec) {
   return bytes;
 }
 
+// {"profile": "1g.10gb", "count": N}: both required, nothing else.
+Result<fleet::MigRequest> ParseMigRequest(const json& value) {
+  if (!value.is_object())
+    return InvalidArgument("mig: must be an object {\"profile\": \"1g.10gb\", \"count\": 1}");
+  fleet::MigRequest mig;
+  bool counted = false;
+  for (const auto& [key, item] : value.items()) {
+    if (key == "profile") {
+      if (!item.is_string()) return InvalidArgument("mig.profile: must be a string");
+      mig.profile = item.get<std::string>();
+      if (auto problem = fleet::CheckMigProfileName(mig.profile); !problem.empty())
+        return InvalidArgument("mig.profile: \"" + Excerpt(mig.profile) + "\" " + problem);
+    } else if (key == "count") {
+      if (!item.is_number_integer() || item.get<int64_t>() < 1 ||
+          item.get<int64_t>() > fleet::kMaxMigSlicesPerContainer)
+        return InvalidArgument("mig.count: must be a whole number from 1 to " +
+                               std::to_string(fleet::kMaxMigSlicesPerContainer));
+      mig.count = static_cast<int>(item.get<int64_t>());
+      counted = true;
+    } else {
+      return InvalidArgument("mig." + Excerpt(key) + ": unknown field (profile, count)");
+    }
+  }
+  if (mig.profile.empty()) return InvalidArgument("mig.profile: required");
+  if (!counted) return InvalidArgument("mig.count: required");
+  return mig;
+}
+
 }  // namespace
 
 Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
@@ -171,14 +199,25 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
     } else if (key == "preemptible") {
       if (!value.is_boolean()) return InvalidArgument("preemptible: must be true or false");
       spec.preemptible = value.get<bool>();
+    } else if (key == "mig") {
+      auto mig = ParseMigRequest(value);
+      if (!mig) return mig.error();
+      spec.mig = std::move(*mig);
     } else {
       return InvalidArgument(Excerpt(key) +
-                             ": unknown field (image, tenancy, gpus, isolation, command, env, "
+                             ": unknown field (image, tenancy, gpus, mig, isolation, command, env, "
                              "network, volumes, priority, maxDurationSeconds, preemptible)");
     }
   }
   if (spec.image.empty()) return InvalidArgument("image: required");
   if (spec.tenancy.empty()) return InvalidArgument("tenancy: required");
+  if (spec.mig.count > 0) {
+    if (spec.gpus > 0) return InvalidArgument("mig: asks for MIG slices instead of gpus, not both");
+    // gVisor's nvproxy cannot pass MIG devices through; a Kata VM takes whole GPUs by VFIO.
+    if (spec.isolation != fleet::Isolation::kRunc)
+      return InvalidArgument(std::string("mig: MIG slices run with isolation runc only, not ") +
+                             fleet::IsolationName(spec.isolation));
+  }
   if (auto bytes = SpecBytes(spec); bytes > kMaxSpecBytes)
     return InvalidArgument("body: image, command, env and volumes add up to " +
                            std::to_string(bytes) + " bytes, more than " +

@@ -117,6 +117,13 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   doc["priority"] = c.spec.priority;
   doc["maxDurationSeconds"] = c.spec.max_duration_s ? json(c.spec.max_duration_s) : json(nullptr);
   doc["preemptible"] = c.spec.preemptible;
+  if (c.spec.mig.count > 0) {
+    doc["mig"] = {{"profile", c.spec.mig.profile}, {"count", c.spec.mig.count}};
+    doc["mig_devices"] = c.mig_devices;
+    doc["mig_gpus"] = c.mig_gpus;
+  } else {
+    doc["mig"] = nullptr;
+  }
   if (c.state == fleet::ContainerState::kPending && c.queue_position > 0)
     doc["queue_position"] = c.queue_position;
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
@@ -146,6 +153,20 @@ json GpuJson(const fleet::GpuRecord& g, bool admin) {
               {"quarantine_requested", g.quarantine_requested},
               {"updated_ms", g.updated_ms}};
   if (admin) doc["firmware_baseline"] = g.firmware_baseline;
+  if (g.mig_enabled) {
+    json slices = json::array();
+    for (const auto& slice : g.mig_slices)
+      slices.push_back({{"id", slice.id},
+                        {"profile", slice.profile},
+                        {"compute_slices", slice.compute_slices},
+                        {"cdi_device", slice.cdi_device},
+                        {"tenancy", slice.tenancy},
+                        {"container_id", slice.container_id}});
+    doc["mig"] = {
+        {"enabled", true}, {"compute_slices", g.compute_slices}, {"slices", std::move(slices)}};
+  } else {
+    doc["mig"] = nullptr;
+  }
   return doc;
 }
 
@@ -649,6 +670,8 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
                            {"queue_position", entry.position},
                            {"reason", entry.reason},
                            {"created_ms", entry.created_ms}});
+        if (entry.mig.count > 0)
+          entries.back()["mig"] = {{"profile", entry.mig.profile}, {"count", entry.mig.count}};
       }
       json tenancies = json::array();
       for (const auto& share : view.tenancies) {

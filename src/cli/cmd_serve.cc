@@ -50,6 +50,7 @@ struct RunFlags {
   int priority = 0;
   int64_t max_duration_s = 0;  // 0: no limit
   bool preemptible = false;
+  std::string mig;  // PROFILE[xCOUNT]: MIG slices instead of --gpus
   int poll_ms = 10;
 };
 
@@ -101,6 +102,19 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
   if (flags.priority != 0) body["priority"] = flags.priority;
   if (flags.max_duration_s > 0) body["maxDurationSeconds"] = flags.max_duration_s;
   if (flags.preemptible) body["preemptible"] = true;
+  if (!flags.mig.empty()) {
+    // "1g.10gb" or "1g.10gbx2"; the service checks the profile and the count.
+    std::string profile = flags.mig;
+    int count = 1;
+    if (auto x = profile.rfind('x');
+        x != std::string::npos && x + 1 < profile.size() &&
+        profile.find_first_not_of("0123456789", x + 1) == std::string::npos) {
+      count = std::stoi(profile.substr(x + 1, 3));
+      profile.resize(x);
+    }
+    body.erase("gpus");
+    body["mig"] = {{"profile", profile}, {"count", count}};
+  }
 
   auto submitted = connection.Call("POST", "/v1/containers", body.dump());
   if (!submitted) Fail(submitted.error());
@@ -184,6 +198,9 @@ void AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{366} * 24 * 3600));
   run->add_flag("--preemptible", flags->preemptible,
                 "It may be stopped (reason \"preempted\") for a more urgent request");
+  run->add_option("--mig", flags->mig,
+                  "MIG slices instead of --gpus: PROFILE or PROFILExCOUNT (1g.10gb, 1g.10gbx2)")
+      ->excludes("--gpus");
   run->callback([run, flags] { Run(*flags, run->remaining()); });
 }
 

@@ -76,12 +76,25 @@ inline bool IsTerminal(ContainerState state) {
 }
 
 inline constexpr int kMaxGpusPerContainer = 8;
+inline constexpr int kMaxMigSlicesPerContainer = 56;  // 8 GPUs x 7 slices
+inline constexpr size_t kMaxMigProfileLength = 32;
+
+// MIG slices of one profile instead of whole GPUs (runc only): free MIG devices of GPUs that are
+// already in MIG mode (`tessera mig apply` sets layouts; the service never changes them).
+struct MigRequest {
+  std::string profile;  // "1g.10gb", as inventory reports it
+  int count = 0;        // 0: none; else 1..kMaxMigSlicesPerContainer
+  friend bool operator==(const MigRequest&, const MigRequest&) = default;
+};
+// "" when `profile` has the shape of a MIG profile name ("1g.10gb", "1g.10gb+me",
+// "1c.3g.40gb"), else what is wrong with it.
+std::string CheckMigProfileName(std::string_view profile);
 
 // What a client asks for (POST /v1/containers).
 struct ContainerSpec {
   std::string image;
   std::string tenancy;
-  int gpus = 0;  // 0..kMaxGpusPerContainer
+  int gpus = 0;  // 0..kMaxGpusPerContainer; 0 when `mig` asks for slices
   Isolation isolation = Isolation::kRunc;
   std::vector<std::string> command;        // empty: the image's default
   std::map<std::string, std::string> env;  // NAME -> value
@@ -93,9 +106,14 @@ struct ContainerSpec {
   int priority = 0;
   int64_t max_duration_s = 0;
   bool preemptible = false;
+  MigRequest mig;  // slices instead of `gpus`
 
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
+
+struct ContainerRecord;
+// What a container holds in GPU equivalents: its whole GPUs, or its MIG slices' share.
+double GpuEquivalents(const ContainerRecord& container);
 
 struct ContainerRecord {
   std::string id;  // "c-" + 16 hex digits
@@ -103,6 +121,10 @@ struct ContainerRecord {
   std::string tenancy_uid;  // the incarnation of spec.tenancy it belongs to; "": none
   ContainerState state = ContainerState::kPending;
   std::vector<std::string> gpus;  // IDs (GpuRecord::id) of the GPUs it holds (or held)
+  // A MIG request: the MIG devices it holds (or held) (MigSlice::id), their parents in `gpus`,
+  // and what they are metered as: the sum of their compute slices over their boards'.
+  std::vector<std::string> mig_devices;
+  double mig_gpus = 0;
   std::optional<int> exit_code;
   std::string reason;           // why failed / stopped; empty otherwise
   std::string idempotency_key;  // the client's Idempotency-Key, scoped by tenancy
@@ -155,6 +177,18 @@ inline constexpr int kLeaseStateCount = 7;
 // naming both states otherwise.
 Status CheckLeaseTransition(LeaseState from, LeaseState to);
 
+// One MIG device of a GPU in MIG mode, as this host's inventory lists it (not stored: the layout
+// is read at start), and who holds it (derived from the container records that name it).
+struct MigSlice {
+  std::string id;       // its UUID ("MIG-…"), else "<PCI address>/gi<G>/ci<C>"
+  std::string profile;  // "1g.10gb"; empty when NVML could not be asked (never placed)
+  uint32_t compute_slices = 0;
+  std::string cdi_device;    // fully qualified CDI name, e.g. "nvidia.com/gpu=MIG-…"
+  std::string container_id;  // holder; empty when free
+  std::string tenancy;       // holder's tenancy
+  friend bool operator==(const MigSlice&, const MigSlice&) = default;
+};
+
 struct GpuRecord {
   // The node it is on: "" for this host (embedded mode), else the Kubernetes node's name. A GPU
   // is identified by (node, PCI address); see id().
@@ -175,6 +209,12 @@ struct GpuRecord {
   // Whether its node currently reports it (not stored). A GPU that vanished with its node is
   // kept, with its lease, but never placed.
   bool available = true;
+  // MIG mode (this host's inventory, not stored): handed out by slice only, never whole. Its
+  // lease covers every slice: active while any is held, released and checked when the last one
+  // is; `container_id` is then the last holder.
+  bool mig_enabled = false;
+  uint32_t compute_slices = 0;  // the board's (7 on A100 and H100)
+  std::vector<MigSlice> mig_slices;
 
   // The ID in the API and in container records: the PCI address on this host,
   // "<PCI address>@<node>" on a node of the fleet ('@' is in neither).
@@ -185,6 +225,11 @@ struct GpuRecord {
   bool leased() const {
     return state == LeaseState::kReserved || state == LeaseState::kActive ||
            state == LeaseState::kReleasing || state == LeaseState::kChecking;
+  }
+  bool HasMigHolders() const {
+    for (const auto& slice : mig_slices)
+      if (!slice.container_id.empty()) return true;
+    return false;
   }
   friend bool operator==(const GpuRecord&, const GpuRecord&) = default;
 };
@@ -229,7 +274,7 @@ struct UsageRecord {
   std::string container_id;
   std::string tenancy;
   std::string tenancy_uid;
-  int gpus = 0;
+  double gpus = 0;          // GPU equivalents: whole GPUs, or MIG slices by their share of the GPU
   int64_t started_ms = 0;   // its GPUs became the running container's
   int64_t finished_ms = 0;  // the container ended and its GPUs went to their release
 

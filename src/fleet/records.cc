@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <future>
+#include <regex>
 
 #include "fleet/fleet.h"
 
@@ -142,6 +143,24 @@ Status Store::CommitAndWait(std::vector<Mutation> mutations) {
   return future.get();
 }
 
+std::string CheckMigProfileName(std::string_view profile) {
+  if (profile.empty()) return "must not be empty";
+  if (profile.size() > kMaxMigProfileLength)
+    return "must be at most " + std::to_string(kMaxMigProfileLength) + " characters";
+  // [<c>c.]<g>g.<memory>gb[+me|-me|+gfx...]: the names NVML gives GPU and compute instance
+  // profiles. Bounded above, so the regex runs on at most 32 characters.
+  static const std::regex shape(
+      R"(^([1-9][0-9]?c\.)?[1-9][0-9]?g\.[1-9][0-9]{0,3}gb([+-][a-z][a-z.]{0,15})?$)");
+  if (!std::regex_match(profile.begin(), profile.end(), shape))
+    return "is not a MIG profile name (like 1g.10gb, 1g.10gb+me or 1c.3g.40gb)";
+  return "";
+}
+
+double GpuEquivalents(const ContainerRecord& container) {
+  if (container.spec.mig.count > 0) return container.mig_gpus;
+  return static_cast<double>(container.gpus.size());
+}
+
 std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key) {
   return "c-" + Sha256Hex(tenancy_uid + '\n' + key).substr(0, 16);
 }
@@ -159,6 +178,8 @@ ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const Contain
   if (Progress(theirs) > Progress(ours)) {
     merged.state = theirs.state;
     merged.gpus = theirs.gpus;
+    merged.mig_devices = theirs.mig_devices;
+    merged.mig_gpus = theirs.mig_gpus;
     merged.exit_code = theirs.exit_code;
     merged.reason = theirs.reason;
     merged.started = theirs.started;

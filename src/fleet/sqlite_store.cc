@@ -121,6 +121,11 @@ std::string ContainerDoc(const ContainerRecord& c) {
   if (c.spec.priority != 0) doc["priority"] = c.spec.priority;
   if (c.spec.max_duration_s != 0) doc["maxDurationSeconds"] = c.spec.max_duration_s;
   if (c.spec.preemptible) doc["preemptible"] = true;
+  if (c.spec.mig.count > 0) {
+    doc["mig"] = {{"profile", c.spec.mig.profile}, {"count", c.spec.mig.count}};
+    doc["mig_devices"] = c.mig_devices;
+    doc["mig_gpus"] = c.mig_gpus;
+  }
   if (!c.spec.volumes.empty()) {
     json volumes = json::array();
     for (const auto& volume : c.spec.volumes) {
@@ -166,6 +171,12 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
   c.spec.priority = doc.value("priority", 0);
   c.spec.max_duration_s = doc.value("maxDurationSeconds", int64_t{0});
   c.spec.preemptible = doc.value("preemptible", false);
+  if (doc.contains("mig") && doc["mig"].is_object()) {
+    c.spec.mig.profile = doc["mig"].value("profile", "");
+    c.spec.mig.count = doc["mig"].value("count", 0);
+    c.mig_devices = doc.value("mig_devices", std::vector<std::string>{});
+    c.mig_gpus = doc.value("mig_gpus", 0.0);
+  }
   c.gpus = doc.value("gpus", std::vector<std::string>{});
   c.reason = doc.value("reason", "");
   c.stop_requested = doc.value("stop_requested", false);
@@ -231,6 +242,7 @@ class Statement {
     sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
   }
   void Int(int index, int64_t value) { sqlite3_bind_int64(stmt_, index, value); }
+  void Real(int index, double value) { sqlite3_bind_double(stmt_, index, value); }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
@@ -421,7 +433,8 @@ class SqliteStore final : public Store {
         u.container_id = ColumnText(stmt.get(), 0);
         u.tenancy = ColumnText(stmt.get(), 1);
         u.tenancy_uid = ColumnText(stmt.get(), 2);
-        u.gpus = sqlite3_column_int(stmt.get(), 3);
+        // A REAL for MIG slices (the column's INTEGER affinity keeps fractions as REAL).
+        u.gpus = sqlite3_column_double(stmt.get(), 3);
         u.started_ms = sqlite3_column_int64(stmt.get(), 4);
         u.finished_ms = sqlite3_column_int64(stmt.get(), 5);
         snapshot.usage.push_back(std::move(u));
@@ -531,7 +544,7 @@ class SqliteStore final : public Store {
       upsert_usage_.Text(1, u->container_id);
       upsert_usage_.Text(2, u->tenancy);
       upsert_usage_.Text(3, u->tenancy_uid);
-      upsert_usage_.Int(4, u->gpus);
+      upsert_usage_.Real(4, u->gpus);
       upsert_usage_.Int(5, u->started_ms);
       upsert_usage_.Int(6, u->finished_ms);
       return Step(upsert_usage_);

@@ -65,4 +65,22 @@ double MigGpuFraction(uint32_t slice_compute_slices, uint32_t parent_compute_sli
   return std::min(1.0, static_cast<double>(slice_compute_slices) / parent_compute_slices);
 }
 
+uint32_t MigProfileComputeSlices(std::string_view profile) {
+  // A leading "<n>c." names a compute instance's slices; otherwise "<n>g." the GPU instance's.
+  uint32_t value = 0;
+  size_t digits = 0;
+  while (digits < profile.size() && digits < 3 && profile[digits] >= '0' && profile[digits] <= '9')
+    value = value * 10 + static_cast<uint32_t>(profile[digits++] - '0');
+  if (digits == 0 || digits == profile.size()) return 0;
+  const char unit = profile[digits];
+  if ((unit != 'c' && unit != 'g') || digits + 1 >= profile.size() || profile[digits + 1] != '.')
+    return 0;
+  return value;
+}
+
+uint32_t MigBoardComputeSlices(uint16_t pci_device_id) {
+  // GA100 in the A30 (PCI 10de:20b7) has four compute slices; every other MIG board has seven.
+  return pci_device_id == 0x20b7 ? 4 : 7;
+}
+
 }  // namespace tessera::placement

@@ -237,6 +237,12 @@ Result<std::vector<MigChoice>> PackMigSlices(const std::vector<MigParent>& paren
 // The share of its GPU a slice is metered as: its compute slices over the board's (1g on an
 // H100: 1/7). 1 for a parent of unknown size.
 double MigGpuFraction(uint32_t slice_compute_slices, uint32_t parent_compute_slices);
+// Compute slices of a MIG profile from its name: "3g.40gb" -> 3, "1c.3g.40gb" (a compute
+// instance of a 3g GPU instance) -> 1, "1g.10gb+me" -> 1; 0 for a name of another shape.
+uint32_t MigProfileComputeSlices(std::string_view profile);
+// Compute slices of a MIG-capable board by PCI device ID: 4 on A30, 7 on A100, H100, H200 and
+// B200.
+uint32_t MigBoardComputeSlices(uint16_t pci_device_id);
 
 // The running totals every simulation reports at its end: leased GPU-time inside the window from
 // the first to the last arrival (utilization), the waits of admitted requests, and the event

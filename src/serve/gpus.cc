@@ -26,12 +26,44 @@ Result<GpuAction> ParseGpuAction(std::string_view name) {
 Status Gpus::CheckRequest(int gpus) const {
   std::lock_guard lock(model_.mu);
   if (model_.options.fleet) return CheckFleetRequestLocked(gpus);
-  if (static_cast<size_t>(gpus) > model_.gpus.size())
-    return FailedPrecondition("gpus: this host has " + std::to_string(model_.gpus.size()) +
-                              " GPUs, " + std::to_string(gpus) + " requested");
+  // A GPU in MIG mode is handed out by slice only.
+  const auto whole = std::count_if(model_.gpus.begin(), model_.gpus.end(),
+                                   [](const GpuRecord& gpu) { return !gpu.mig_enabled; });
+  if (gpus > whole)
+    return FailedPrecondition("gpus: this host has " + std::to_string(whole) +
+                              " GPUs not in MIG mode, " + std::to_string(gpus) + " requested");
   if (model_.chooser && model_.chooser->planner() && !model_.chooser->planner()->HasSize(gpus))
     return FailedPrecondition("gpus: no fabric partition has " + std::to_string(gpus) + " GPUs");
   return Ok();
+}
+
+Status Gpus::CheckMigRequest(const fleet::MigRequest& mig) const {
+  std::lock_guard lock(model_.mu);
+  // The fleet's nodes publish whole GPUs; a MIG device there is claimed through DRA
+  // (DeviceClass mig.gpu.tessera.dev), not placed by this service.
+  if (model_.options.fleet)
+    return InvalidArgument(
+        "mig: the kubernetes backend places whole GPUs; claim MIG devices with a ResourceClaim "
+        "of DeviceClass mig.gpu.tessera.dev");
+  int total = 0;
+  std::set<std::string> profiles;
+  for (const auto& gpu : model_.gpus) {
+    if (!gpu.mig_enabled) continue;
+    for (const auto& slice : gpu.mig_slices) {
+      if (slice.profile.empty()) continue;
+      profiles.insert(slice.profile);
+      if (slice.profile == mig.profile) ++total;
+    }
+  }
+  if (total >= mig.count) return Ok();
+  std::string offered;
+  for (const auto& profile : profiles)
+    offered += (offered.empty() ? "" : ", ") + profile;
+  // The profile was checked for its shape only: named here, it is at most 32 plain characters.
+  return FailedPrecondition(
+      "mig: this host has " + std::to_string(total) + " MIG devices of " + mig.profile + ", " +
+      std::to_string(mig.count) + " requested" +
+      (offered.empty() ? " (no GPU is in MIG mode)" : " (profiles here: " + offered + ")"));
 }
 
 void Gpus::RebuildFleetLocked() {
@@ -170,6 +202,14 @@ std::vector<GpuRecord> Gpus::List(const Caller& caller) const {
         gpu.tenancy.clear();
         gpu.container_id.clear();
       }
+      for (auto& slice : gpu.mig_slices) {
+        auto slice_holder = model_.containers.find(slice.container_id);
+        if (slice_holder == model_.containers.end() || !caller.Sees(slice_holder->second)) {
+          // Another tenancy's slice shows as taken, not by whom.
+          if (!slice.container_id.empty()) slice.container_id = "(held)";
+          slice.tenancy.clear();
+        }
+      }
       gpu.firmware_baseline.clear();
     }
   }
@@ -230,9 +270,16 @@ void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction acti
         model_.SetGpuState(*gpu, LeaseState::kFree, "", mutations);
         model_.reschedule = true;
       } else if (held) {
-        // End the lease the normal way: stop the holder; its exit runs the check.
-        auto it = model_.containers.find(gpu->container_id);
-        if (it != model_.containers.end() && !fleet::IsTerminal(it->second.state)) {
+        // End the lease the normal way: stop the holder (every slice's, in MIG mode); the last
+        // exit runs the check.
+        std::set<std::string> holders = {gpu->container_id};
+        for (const auto& slice : gpu->mig_slices)
+          if (!slice.container_id.empty()) holders.insert(slice.container_id);
+        for (const auto& holder : holders) {
+          auto it = model_.containers.find(holder);
+          if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||
+              it->second.stop_requested)
+            continue;
           it->second.stop_requested = true;
           mutations.push_back(it->second);
           if (it->second.state == ContainerState::kRunning) model_.to_stop.push_back(it->first);

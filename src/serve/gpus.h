@@ -21,6 +21,9 @@ class Gpus {
   void UpdateNodes(std::vector<NodeInventory> nodes);
   // FailedPrecondition when no host or node could ever hold `gpus` GPUs.
   Status CheckRequest(int gpus) const;
+  // FailedPrecondition when this host does not have that many MIG devices of the profile
+  // (layouts change only by `tessera mig apply` and a restart); InvalidArgument in fleet mode.
+  Status CheckMigRequest(const fleet::MigRequest& mig) const;
   std::vector<fleet::GpuRecord> List(const Caller& caller) const;
   // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
   void Admin(const Caller& caller, const std::string& gpu_id, GpuAction action, std::string reason,

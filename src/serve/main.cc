@@ -55,7 +55,8 @@ struct Flags {
   std::string admin_token_file;  // default <data-dir>/admin.token
   std::string cdi_dir = cdi::kDefaultSpecDir;
   std::string cdi_kind = "nvidia.com/gpu";
-  std::string partition_table;  // file or preset name
+  std::optional<std::string> nvml;  // MIG facts; default: libnvidia-ml.so.1 for root "/" only
+  std::string partition_table;      // file or preset name
   std::string firmware_command;
   std::vector<std::string> firmware_per_gpu;  // BDF=PROGRAM
   int firmware_timeout_ms = 60000;
@@ -84,6 +85,37 @@ struct Flags {
   int renew_deadline_ms = 10000;
   int retry_period_ms = 2000;
 };
+
+// A GPU in MIG mode: its MIG devices as slices the service hands out, named as the CDI spec
+// names them (the UUID, else "<GPU index>:<MIG index>").
+void AddMigSlices(const inventory::PciDevice& gpu, int index, const std::string& cdi_kind,
+                  const std::set<std::string>& cdi_names, fleet::GpuRecord& record) {
+  if (!gpu.mig) return;
+  // Instances exist only in MIG mode: without NVML's answer, procfs listing some says enough.
+  record.mig_enabled = gpu.mig->enabled.value_or(!gpu.mig->devices.empty());
+  if (!record.mig_enabled) return;
+  record.compute_slices = placement::MigBoardComputeSlices(gpu.device_id);
+  for (const auto& device : gpu.mig->devices) {
+    fleet::MigSlice slice;
+    slice.id = !device.uuid.empty()
+                   ? device.uuid
+                   : gpu.pci_address + "/gi" + std::to_string(device.gpu_instance_id) + "/ci" +
+                         std::to_string(device.compute_instance_id);
+    slice.profile = device.profile;
+    slice.compute_slices = placement::MigProfileComputeSlices(device.profile);
+    const std::string name = !device.uuid.empty()
+                                 ? device.uuid
+                                 : std::to_string(index) + ":" + std::to_string(device.index);
+    slice.cdi_device = cdi_kind + "=" + name;
+    if (device.profile.empty())
+      spdlog::warn("GPU {}: MIG device {} has no profile (NVML not available); it is not placed",
+                   gpu.pci_address, slice.id);
+    else if (!cdi_names.count(name))
+      spdlog::warn("GPU {}: no CDI device {} in kind {}; containers cannot get MIG device {}",
+                   gpu.pci_address, name, cdi_kind, slice.id);
+    record.mig_slices.push_back(std::move(slice));
+  }
+}
 
 std::string EnvOr(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
@@ -245,6 +277,7 @@ int Main(const Flags& flags) {
   const std::string root = Absolute(flags.root);
   inventory::ReadOptions read;
   read.root = root;
+  read.nvml_library = flags.nvml ? *flags.nvml : inventory::DefaultNvmlLibrary(root);
   auto inv = fleet_mode ? Result<inventory::Inventory>(inventory::Inventory{})
                         : inventory::ReadInventory(read);
   if (!inv) Die(inv.error().WithContext("inventory of " + root));
@@ -286,6 +319,7 @@ int Main(const Flags& flags) {
                    gpu->pci_address, name, flags.cdi_kind);
     }
     record.cdi_device = flags.cdi_kind + "=" + name;
+    AddMigSlices(*gpu, record.index, flags.cdi_kind, cdi_names, record);
     host.gpus.push_back(std::move(record));
   }
   if (!host.gpus.empty()) {
@@ -597,6 +631,9 @@ int main(int argc, char** argv) {
                  "Admin token file (default <data-dir>/admin.token; created 0600 when missing)");
   app.add_option("--cdi-dir", flags.cdi_dir, "Where to write the CDI specs")->capture_default_str();
   app.add_option("--cdi-kind", flags.cdi_kind, "CDI kind of the GPU spec")->capture_default_str();
+  app.add_option("--nvml", flags.nvml,
+                 "NVML library for MIG profiles and UUIDs (default: libnvidia-ml.so.1 when --root "
+                 "is /, none otherwise)");
   app.add_option("--partition-table", flags.partition_table,
                  "NVLink fabric partition table (file, or preset name such as hgx-h100-8gpu)");
   app.add_option("--firmware-check-command", flags.firmware_command,

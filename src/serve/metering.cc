@@ -4,11 +4,11 @@
 
 namespace tessera::serve {
 
-int64_t OverlapGpuMs(int gpus, int64_t started_ms, int64_t finished_ms, int64_t from_ms,
-                     int64_t to_ms) {
+double OverlapGpuMs(double gpus, int64_t started_ms, int64_t finished_ms, int64_t from_ms,
+                    int64_t to_ms) {
   const int64_t begin = std::max(started_ms, from_ms);
   const int64_t end = std::min(finished_ms, to_ms);
-  return end > begin ? static_cast<int64_t>(gpus) * (end - begin) : 0;
+  return end > begin ? gpus * static_cast<double>(end - begin) : 0;
 }
 
 fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container) {
@@ -17,7 +17,7 @@ fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container) {
   record.container_id = container.id;
   record.tenancy = container.spec.tenancy;
   record.tenancy_uid = container.tenancy_uid;
-  record.gpus = static_cast<int>(container.gpus.size());
+  record.gpus = fleet::GpuEquivalents(container);
   record.started_ms = container.started_ms;
   record.finished_ms = std::max(container.finished_ms, container.started_ms);
   return record;
@@ -39,7 +39,7 @@ void Meter::Load(std::vector<fleet::UsageRecord> records) {
 
 void Meter::Add(fleet::UsageRecord record) {
   ended_gpu_ms_[record.tenancy] +=
-      static_cast<int64_t>(record.gpus) * (record.finished_ms - record.started_ms);
+      record.gpus * static_cast<double>(record.finished_ms - record.started_ms);
   records_[record.tenancy].push_back(std::move(record));
 }
 

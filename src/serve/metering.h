@@ -14,12 +14,13 @@
 
 namespace tessera::serve {
 
-// GPU-milliseconds of `gpus` GPUs held over [started_ms, finished_ms) that fall in [from_ms,
-// to_ms).
-int64_t OverlapGpuMs(int gpus, int64_t started_ms, int64_t finished_ms, int64_t from_ms,
-                     int64_t to_ms);
+// GPU-milliseconds of `gpus` GPU equivalents held over [started_ms, finished_ms) that fall in
+// [from_ms, to_ms).
+double OverlapGpuMs(double gpus, int64_t started_ms, int64_t finished_ms, int64_t from_ms,
+                    int64_t to_ms);
 
 // The usage record of a container that ends now: none (gpus 0) when it never ran with GPUs.
+// MIG slices count by their share of their GPU (fleet::GpuEquivalents).
 fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container);
 
 // Prometheus histogram of queue waits, seconds.
@@ -40,14 +41,14 @@ class Meter {
   // Usage records of a tenancy name (every incarnation), in the order they were added.
   const std::vector<fleet::UsageRecord>& Of(const std::string& tenancy) const;
   // GPU-milliseconds of the ended containers, per tenancy name.
-  const std::map<std::string, int64_t>& ended_gpu_ms() const { return ended_gpu_ms_; }
+  const std::map<std::string, double>& ended_gpu_ms() const { return ended_gpu_ms_; }
 
   void ObserveWait(const std::string& tenancy, double seconds) { waits_[tenancy].Observe(seconds); }
   const std::map<std::string, WaitHistogram>& waits() const { return waits_; }
 
  private:
   std::unordered_map<std::string, std::vector<fleet::UsageRecord>> records_;
-  std::map<std::string, int64_t> ended_gpu_ms_;
+  std::map<std::string, double> ended_gpu_ms_;
   std::map<std::string, WaitHistogram> waits_;
 };
 

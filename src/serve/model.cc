@@ -68,13 +68,57 @@ void Model::SetContainerState(ContainerRecord& container, ContainerState state) 
 void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
   for (const auto& id : container.gpus) {
     auto* gpu = FindGpu(id);
-    if (!gpu || gpu->container_id != container.id) continue;
+    if (!gpu) continue;
+    if (container.spec.mig.count > 0) {
+      ReleaseMigSlices(*gpu, container, out);
+      continue;
+    }
+    if (gpu->container_id != container.id) continue;
     if (gpu->state == LeaseState::kReserved || gpu->state == LeaseState::kActive) {
       SetGpuState(*gpu, LeaseState::kReleasing, "", out);
       to_check.push_back(id);
     }
   }
   checker_wake.notify_one();
+}
+
+void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
+                             std::vector<Mutation>& out) {
+  for (auto& slice : gpu.mig_slices) {
+    if (slice.container_id != container.id) continue;
+    slice.container_id.clear();
+    slice.tenancy.clear();
+  }
+  // The container held slices of this parent (it is in its `gpus`), even one a changed layout
+  // no longer lists: with no holder left, the lease ends.
+  if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
+  for (const auto& slice : gpu.mig_slices) {
+    if (slice.container_id.empty()) continue;
+    // Other slices still run: the lease stays, named after one of their holders.
+    if (gpu.container_id == container.id) {
+      gpu.container_id = slice.container_id;
+      gpu.tenancy = slice.tenancy;
+      lease_dirty_ = true;
+      out.push_back(gpu);
+    }
+    return;
+  }
+  // The last slice: the whole GPU is checked, the check following this holder.
+  gpu.container_id = container.id;
+  gpu.tenancy = container.spec.tenancy;
+  SetGpuState(gpu, LeaseState::kReleasing, "", out);
+  to_check.push_back(gpu.id());
+}
+
+int Model::MigPendingOf(const std::string& tenancy) const {
+  int count = 0;
+  for (const auto& id : mig_pending) {
+    auto it = containers.find(id);
+    if (it != containers.end() && it->second.spec.tenancy == tenancy &&
+        it->second.state == ContainerState::kPending && !it->second.started)
+      ++count;
+  }
+  return count;
 }
 
 void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo& info,

@@ -76,6 +76,9 @@ class Model {
     backends::ExitInfo info;
   };
   std::deque<std::string> pending;  // container IDs to place
+  // MIG containers waiting for slices, in submission order (entries that started or ended
+  // since are dropped by the next pass).
+  std::deque<std::string> mig_pending;
   std::deque<ExitEvent> exits;
   std::deque<std::string> to_check;          // GPUs in releasing, by ID
   std::deque<std::string> to_stop;           // running containers a client deleted
@@ -103,8 +106,11 @@ class Model {
   void SetGpuState(fleet::GpuRecord& gpu, fleet::LeaseState state, std::string reason,
                    std::vector<fleet::Mutation>& out);
   void SetContainerState(fleet::ContainerRecord& container, fleet::ContainerState state);
-  // Its reserved or active GPUs go to releasing and are queued for their check.
+  // Its reserved or active GPUs go to releasing and are queued for their check. A MIG container
+  // gives back its slices; a parent is released (and checked) with its last slice.
   void ReleaseGpus(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
+  // MIG containers of `tenancy` waiting for slices.
+  int MigPendingOf(const std::string& tenancy) const;
   void FinishContainer(fleet::ContainerRecord& container, const backends::ExitInfo& info,
                        std::vector<fleet::Mutation>& out);
   // A new record, at the end of the listing order, its key indexed.
@@ -125,6 +131,8 @@ class Model {
 
  private:
   void WriteLeaseFile();
+  void ReleaseMigSlices(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
+                        std::vector<fleet::Mutation>& out);
 
   bool lease_dirty_ = true;  // a GPU changed since the lease file was written
   std::string lease_file_written_;

@@ -2,12 +2,15 @@
 // stops handed to the pool, and the retention sweep of finished records.
 #include "serve/scheduler.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdio>
+#include <deque>
+#include <map>
 
 #include "serve/queue.h"
 
@@ -74,8 +77,8 @@ void Scheduler::Loop() {
     limits_changed_ = false;
     model_.scheduler_wake.wait_until(lock, until, [this] {
       return stopping_ || limits_changed_ || !model_.exits.empty() || !model_.to_stop.empty() ||
-             (model_.reschedule &&
-              (!model_.pending.empty() || model_.queue->pending_count() > 0)) ||
+             (model_.reschedule && (!model_.pending.empty() || !model_.mig_pending.empty() ||
+                                    model_.queue->pending_count() > 0)) ||
              std::chrono::steady_clock::now() >= next_sweep_ ||
              (!deadlines_.empty() && fleet::NowMs() >= deadlines_.begin()->first);
     });
@@ -140,7 +143,11 @@ void Scheduler::Loop() {
       to_start.push_back(id);
     }
     model_.pending.clear();
+    // Every pass says afresh what waits and why.
+    model_.waiting.clear();
+    model_.waiting_index.clear();
     if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
+    PlaceMigLocked(mutations, to_start);
     if (!mutations.empty()) model_.Commit(std::move(mutations), nullptr);
     mutations.clear();
     for (const auto& id : to_start)
@@ -214,7 +221,9 @@ placement::Fleet* Scheduler::SyncFleetLocked() {
       if (index == kNone) continue;
       bit_of_gpu_[index] = {static_cast<int>(f), static_cast<int>(bit)};
       const GpuRecord& gpu = model_.gpus[index];
-      if (gpu.state == LeaseState::kFree && gpu.available) free |= topology::GpuMask{1} << bit;
+      // A GPU in MIG mode is handed out by slice only (PlaceMigLocked).
+      if (gpu.state == LeaseState::kFree && gpu.available && !gpu.mig_enabled)
+        free |= topology::GpuMask{1} << bit;
     }
     if (auto status = fleet->SetFreeMask(static_cast<int>(f), free); !status)
       spdlog::error("placement: node {}: {}", fleet->node(static_cast<int>(f)).name,
@@ -229,7 +238,9 @@ void Scheduler::AdoptRunningLocked() {
   deadlines_.clear();
   for (const auto& id : model_.container_order) {
     const ContainerRecord& container = model_.containers.at(id);
-    if (fleet::IsTerminal(container.state) || !container.started || container.gpus.empty())
+    // MIG containers hold slices, not whole GPUs of the placement model.
+    if (fleet::IsTerminal(container.state) || !container.started || container.gpus.empty() ||
+        container.spec.mig.count > 0)
       continue;
     placement::Placement placement;
     for (const auto& gpu_id : container.gpus) {
@@ -322,8 +333,6 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
       StopForLocked(*container, "preempted", out);
     }
   }
-  model_.waiting.clear();
-  model_.waiting_index.clear();
   for (const auto& wait : pass.waiting) {
     const ContainerRecord* container = container_of(wait.id);
     if (!container) continue;
@@ -339,6 +348,126 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
     model_.waiting_index[entry.id] = model_.waiting.size();
     model_.waiting.push_back(std::move(entry));
   }
+}
+
+void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::string>& to_start) {
+  if (model_.mig_pending.empty()) return;
+  // Dispatch order: higher priority first, then submission order. Requests for different
+  // profiles or sizes never block each other: whatever fits now starts.
+  std::vector<ContainerRecord*> order;
+  std::deque<std::string> still;
+  for (const auto& id : model_.mig_pending) {
+    auto it = model_.containers.find(id);
+    if (it == model_.containers.end() || it->second.state != ContainerState::kPending ||
+        it->second.started || it->second.spec.mig.count == 0)
+      continue;
+    order.push_back(&it->second);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return a->spec.priority > b->spec.priority;
+  });
+  // GPU equivalents each tenancy holds (whole GPUs and slices), for its GPU quota.
+  std::map<std::string, double> in_use;
+  for (const auto& usage : model_.queue->Usage())
+    in_use[usage.name] += usage.in_use;
+  for (const auto& [id, container] : model_.containers)
+    if (container.spec.mig.count > 0 && container.started && !fleet::IsTerminal(container.state))
+      in_use[container.spec.tenancy] += container.mig_gpus;
+
+  std::vector<size_t> parent_gpu;  // index into model_.gpus per MigParent
+  std::vector<placement::MigParent> parents;
+  for (size_t i = 0; i < model_.gpus.size(); ++i) {
+    const GpuRecord& gpu = model_.gpus[i];
+    if (!gpu.mig_enabled || !gpu.available) continue;
+    placement::MigParent parent;
+    parent.compute_slices = gpu.compute_slices;
+    parent.placeable = (gpu.state == LeaseState::kFree || gpu.state == LeaseState::kReserved ||
+                        gpu.state == LeaseState::kActive) &&
+                       !gpu.drain_requested && !gpu.quarantine_requested;
+    for (const auto& slice : gpu.mig_slices)
+      parent.slots.push_back({slice.profile, slice.compute_slices,
+                              slice.container_id.empty() && !slice.profile.empty()});
+    parents.push_back(std::move(parent));
+    parent_gpu.push_back(i);
+  }
+  for (ContainerRecord* container : order) {
+    const std::string& tenancy = container->spec.tenancy;
+    std::string reason;
+    auto chosen =
+        placement::PackMigSlices(parents, container->spec.mig.profile, container->spec.mig.count);
+    double share = 0;
+    if (chosen) {
+      for (const auto& choice : *chosen) {
+        const auto& parent = parents[choice.parent];
+        share += placement::MigGpuFraction(parent.slots[choice.slot].compute_slices,
+                                           parent.compute_slices);
+      }
+      const int quota = model_.queue->GetTenancy(tenancy).quota_gpus;
+      if (quota != scheduling::kUnlimited && in_use[tenancy] + share > quota + 1e-9) {
+        reason = fmt::format("tenancy {} is at its GPU quota ({:.3f} of {} GPUs in use)", tenancy,
+                             in_use[tenancy], quota);
+      }
+    } else {
+      reason =
+          "waiting for MIG devices " + container->spec.mig.profile + ": " + chosen.error().message;
+    }
+    if (!reason.empty()) {
+      still.push_back(container->id);
+      QueueEntry entry;
+      entry.id = container->id;
+      entry.tenancy = tenancy;
+      entry.tenancy_uid = container->tenancy_uid;
+      entry.mig = container->spec.mig;
+      entry.priority = container->spec.priority;
+      entry.position = static_cast<int>(model_.waiting.size()) + 1;
+      entry.reason = std::move(reason);
+      entry.created_ms = container->created_ms;
+      model_.waiting_index[entry.id] = model_.waiting.size();
+      model_.waiting.push_back(std::move(entry));
+      continue;
+    }
+    if (may_place_ && !may_place_()) return;
+    container->gpus.clear();
+    container->mig_devices.clear();
+    for (const auto& choice : *chosen) {
+      GpuRecord& gpu = model_.gpus[parent_gpu[choice.parent]];
+      fleet::MigSlice& slice = gpu.mig_slices[choice.slot];
+      slice.container_id = container->id;
+      slice.tenancy = tenancy;
+      parents[choice.parent].slots[choice.slot].free = false;
+      container->mig_devices.push_back(slice.id);
+      if (std::find(container->gpus.begin(), container->gpus.end(), gpu.id()) ==
+          container->gpus.end()) {
+        container->gpus.push_back(gpu.id());
+        if (gpu.state == LeaseState::kFree) {
+          // The first slice leases the whole GPU; the last one's release checks it.
+          gpu.tenancy = tenancy;
+          gpu.container_id = container->id;
+          model_.SetGpuState(gpu, LeaseState::kReserved, "", out);
+        } else {
+          out.push_back(gpu);
+        }
+      }
+    }
+    container->mig_gpus = share;
+    in_use[tenancy] += share;
+    container->started = true;
+    container->reason.clear();
+    const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
+    model_.meter.ObserveWait(tenancy, waited);
+    spdlog::info(
+        "container {}: placed ({} MIG devices {} of tenancy {}, {:.3f} GPUs) after {:.3f} "
+        "s",
+        container->id, container->mig_devices.size(), container->spec.mig.profile, tenancy, share,
+        waited);
+    out.push_back(*container);
+    to_start.push_back(container->id);
+  }
+  // Those still waiting, in submission order.
+  std::sort(still.begin(), still.end(), [this](const std::string& a, const std::string& b) {
+    return model_.container_position.at(a) < model_.container_position.at(b);
+  });
+  model_.mig_pending = std::move(still);
 }
 
 void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& out) {
@@ -369,8 +498,16 @@ void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& 
   for (const auto& gpu_id : container.gpus) {
     if (auto* gpu = model_.FindGpu(gpu_id)) {
       request.gpu_pci_addresses.push_back(gpu->pci_address);
-      request.cdi_devices.push_back(gpu->cdi_device);
       request.node = gpu->node;
+      if (container.spec.mig.count == 0) {
+        request.cdi_devices.push_back(gpu->cdi_device);
+        continue;
+      }
+      // Its MIG devices only: each brings the parent's node and its two capability nodes.
+      for (const auto& slice : gpu->mig_slices)
+        if (std::find(container.mig_devices.begin(), container.mig_devices.end(), slice.id) !=
+            container.mig_devices.end())
+          request.cdi_devices.push_back(slice.cdi_device);
     }
   }
   model_.busy++;

@@ -51,6 +51,10 @@ class Scheduler {
   // place and reason.
   void PassLocked(placement::Fleet& fleet, std::vector<fleet::Mutation>& out,
                   std::vector<std::string>& to_start);
+  // Pending MIG containers take free slices of their profile (placement::PackMigSlices) on GPUs
+  // in MIG mode whose lease lets new slices in, within their tenancy's GPU quota (slices count
+  // by their share of the GPU); those that wait get their place and reason after the queue's.
+  void PlaceMigLocked(std::vector<fleet::Mutation>& out, std::vector<std::string>& to_start);
   // Running GPU containers counted in the queue (usage, quotas, what holds which GPU) after a
   // start of leadership or a change of the fleet's nodes; their duration limits armed.
   void AdoptRunningLocked();

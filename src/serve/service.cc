@@ -79,6 +79,8 @@ Status Service::Load(Host host) {
       if (container.spec.gpus > 0) {
         if (auto queued = model_.queue->Enqueue(PendingRequestOf(container)); !queued)
           spdlog::error("container {}: {}", container.id, queued.error().message);
+      } else if (container.spec.mig.count > 0) {
+        model_.mig_pending.push_back(container.id);
       } else {
         model_.pending.push_back(container.id);
       }
@@ -107,6 +109,9 @@ Status Service::Load(Host host) {
       merged.index = gpu.index;
       merged.model = gpu.model;
       merged.cdi_device = gpu.cdi_device;
+      merged.mig_enabled = gpu.mig_enabled;
+      merged.compute_slices = gpu.compute_slices;
+      merged.mig_slices = gpu.mig_slices;
       model_.gpus.push_back(std::move(merged));
     } else {
       // First sight of this GPU: its option ROM now is the baseline later checks compare with.
@@ -133,8 +138,35 @@ Status Service::Load(Host host) {
     }
     spdlog::warn("GPU {} is in the store but not on the host", id);
   }
+  AttachMigHoldersLocked();
   if (auto status = model_.store.CommitAndWait(std::move(mutations)); !status) return status;
   return Ok();
+}
+
+void Service::AttachMigHoldersLocked() {
+  // Who holds a slice is what the container records say: a started MIG container that has not
+  // ended holds the MIG devices it names.
+  for (const auto& id : model_.container_order) {
+    const ContainerRecord& container = model_.containers.at(id);
+    if (container.spec.mig.count == 0 || !container.started || fleet::IsTerminal(container.state))
+      continue;
+    for (const auto& device : container.mig_devices) {
+      bool found = false;
+      for (const auto& gpu_id : container.gpus) {
+        GpuRecord* gpu = model_.FindGpu(gpu_id);
+        if (!gpu) continue;
+        for (auto& slice : gpu->mig_slices) {
+          if (slice.id != device) continue;
+          slice.container_id = container.id;
+          slice.tenancy = container.spec.tenancy;
+          found = true;
+        }
+      }
+      // Its parent's lease (still naming the container) is released with the container.
+      if (!found)
+        spdlog::warn("container {}: MIG device {} is no longer in the host's layout", id, device);
+    }
+  }
 }
 
 void Service::Reconcile() {
@@ -198,6 +230,8 @@ void Service::Reconcile() {
       if (!gpu.leased()) continue;
       auto it = model_.containers.find(gpu.container_id);
       bool holder_done = it == model_.containers.end() || fleet::IsTerminal(it->second.state);
+      // In MIG mode the lease lasts while any slice is held.
+      if (gpu.mig_enabled && gpu.HasMigHolders()) holder_done = false;
       if ((gpu.state == LeaseState::kReserved || gpu.state == LeaseState::kActive) && holder_done) {
         model_.SetGpuState(gpu, LeaseState::kReleasing, "", mutations);
       }
@@ -356,13 +390,12 @@ Counts Service::counts() const {
     counts.gpus[static_cast<int>(gpu.state)]++;
   counts.containers = model_.container_counts;
   for (const auto& [tenancy, gpu_ms] : model_.meter.ended_gpu_ms())
-    counts.tenancy_gpu_seconds[tenancy] += static_cast<double>(gpu_ms) / 1000.0;
+    counts.tenancy_gpu_seconds[tenancy] += gpu_ms / 1000.0;
   const int64_t now_ms = fleet::NowMs();
   for (const auto& [id, container] : model_.containers) {
     if (container.state != ContainerState::kRunning || container.started_ms <= 0) continue;
     counts.tenancy_gpu_seconds[container.spec.tenancy] +=
-        static_cast<double>(OverlapGpuMs(static_cast<int>(container.gpus.size()),
-                                         container.started_ms, now_ms, 0, now_ms)) /
+        OverlapGpuMs(fleet::GpuEquivalents(container), container.started_ms, now_ms, 0, now_ms) /
         1000.0;
   }
   for (const auto& [tenancy, histogram] : model_.meter.waits()) {

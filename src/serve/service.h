@@ -134,6 +134,8 @@ class Service {
           std::unique_ptr<backends::ContainerBackend> backend);
 
   Status Load(Host host);
+  // mu held: the slices of GPUs in MIG mode get their holders from the container records.
+  void AttachMigHoldersLocked();
   void Reconcile();
 
   ServiceOptions options_;

@@ -31,10 +31,21 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
     return done(NotFound("tenancy " + spec.tenancy + " not found"));
   if (spec.gpus < 0 || spec.gpus > fleet::kMaxGpusPerContainer)
     return done(InvalidArgument("gpus: must be 0.." + std::to_string(fleet::kMaxGpusPerContainer)));
+  const bool mig = spec.mig.count > 0;
+  if (mig) {
+    // The API's parser checked these already; a submission from elsewhere is held to them too.
+    if (spec.gpus > 0) return done(InvalidArgument("mig: asks for MIG slices instead of gpus"));
+    if (spec.isolation != fleet::Isolation::kRunc)
+      return done(InvalidArgument("mig: MIG slices run with isolation runc only"));
+    if (spec.mig.count > fleet::kMaxMigSlicesPerContainer ||
+        !fleet::CheckMigProfileName(spec.mig.profile).empty())
+      return done(InvalidArgument("mig: not a valid MIG request"));
+    if (auto status = gpus_.CheckMigRequest(spec.mig); !status) return done(status.error());
+  }
   if (spec.gpus > 0) {
     if (auto status = gpus_.CheckRequest(spec.gpus); !status) return done(status.error());
   }
-  if (auto status = backend_.CheckIsolation(spec.isolation, spec.gpus); !status)
+  if (auto status = backend_.CheckIsolation(spec.isolation, mig ? 1 : spec.gpus); !status)
     return done(status.error());
   auto random = fleet::RandomHex(8);
   if (!random) return done(random.error());
@@ -74,15 +85,27 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   // GPU containers join the queue: the priority within the tenancy's bound, and the pending
   // quota checked under the lock, so concurrent submissions cannot pass it together.
   const bool queued = spec.gpus > 0 && model_.queue;
-  if (queued) {
+  if ((queued || mig) && model_.queue) {
     const auto policy = model_.queue->GetTenancy(spec.tenancy);
     if (spec.priority > policy.max_priority)
       return done(PermissionDenied("priority: " + std::to_string(spec.priority) +
                                    " is above tenancy " + spec.tenancy + "'s maxPriority " +
                                    std::to_string(policy.max_priority)));
-    if (auto status = model_.queue->CheckSubmit(PendingRequestOf(spec, "", fleet::NowMs()));
-        !status)
-      return done(status.error());
+    // MIG requests wait beside the queue; the pending quota counts both.
+    const int mig_pending = model_.MigPendingOf(spec.tenancy);
+    if (mig_pending > 0 || mig) {
+      int pending = mig_pending;
+      for (const auto& usage : model_.queue->Usage())
+        if (usage.name == spec.tenancy) pending += usage.pending;
+      if (pending >= policy.quota_pending)
+        return done(FailedPrecondition(std::string(kQuotaRefusal) + std::to_string(pending) + "/" +
+                                       std::to_string(policy.quota_pending) + " requests pending"));
+    }
+    if (queued) {
+      if (auto status = model_.queue->CheckSubmit(PendingRequestOf(spec, "", fleet::NowMs()));
+          !status)
+        return done(status.error());
+    }
   }
   std::vector<Mutation> mutations;
   auto tenancy = model_.EnsureTenancy(spec.tenancy, mutations);
@@ -104,6 +127,8 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   if (queued) {
     if (auto status = model_.queue->Enqueue(PendingRequestOf(container)); !status)
       return done(status.error());
+  } else if (mig) {
+    model_.mig_pending.push_back(container.id);
   } else {
     model_.pending.push_back(container.id);
   }

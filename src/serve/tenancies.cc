@@ -108,12 +108,12 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
   report.tenancy = name;
   report.from_ms = query.from_s * 1000;
   report.to_ms = query.to_s ? *query.to_s * 1000 : now_ms;
-  auto count = [&](const std::string& id, int gpus, int64_t started_ms, int64_t finished_ms) {
+  auto count = [&](const std::string& id, double gpus, int64_t started_ms, int64_t finished_ms) {
     const int64_t end_ms = finished_ms ? finished_ms : now_ms;
     // Every container that held GPUs in the window is listed, a zero-length one included.
     if (started_ms >= report.to_ms || end_ms < report.from_ms) return;
-    const int64_t gpu_ms = OverlapGpuMs(gpus, started_ms, end_ms, report.from_ms, report.to_ms);
-    report.gpu_seconds += static_cast<double>(gpu_ms) / 1000.0;
+    const double gpu_ms = OverlapGpuMs(gpus, started_ms, end_ms, report.from_ms, report.to_ms);
+    report.gpu_seconds += gpu_ms / 1000.0;
     if (report.containers_total++ < UsageReport::kMaxContainers)
       report.containers.push_back({id, gpus, started_ms, finished_ms, gpu_ms / 1000.0});
   };
@@ -122,7 +122,7 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
     if (container.spec.tenancy != name || !caller.Sees(container) ||
         container.state != fleet::ContainerState::kRunning || container.started_ms <= 0)
       continue;
-    count(id, static_cast<int>(container.gpus.size()), container.started_ms, 0);
+    count(id, fleet::GpuEquivalents(container), container.started_ms, 0);
   }
   for (auto record = ended.rbegin(); record != ended.rend(); ++record) {
     if (!caller.admin && record->tenancy_uid != caller.tenancy_uid) continue;

@@ -128,7 +128,7 @@ struct UsageQuery {
 };
 struct ContainerUsage {
   std::string id;
-  int gpus = 0;
+  double gpus = 0;  // GPU equivalents (MIG slices by their share)
   int64_t started_ms = 0;
   int64_t finished_ms = 0;  // 0: still running
   double gpu_seconds = 0;   // within the window
@@ -151,6 +151,7 @@ struct QueueEntry {
   std::string tenancy;
   std::string tenancy_uid;
   int gpus = 0;
+  fleet::MigRequest mig;  // a MIG request instead of gpus
   int priority = 0;
   int position = 0;  // 1-based, over the whole queue (a tenant sees its own entries only)
   std::string reason;

@@ -82,9 +82,24 @@ TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
     bad["data"]["gpus"] = gpus;
     EXPECT_FALSE(UsageRecordOf(bad).ok()) << gpus;
   }
+  for (const char* gpus : {"0.0", "8.5", "1e3", "0x2", "1.5x", "nan", "inf"}) {
+    Json bad = object;
+    bad["data"]["gpus"] = gpus;
+    EXPECT_FALSE(UsageRecordOf(bad).ok()) << gpus;
+  }
   Json backwards = object;
   backwards["data"]["finished"] = "2025-11-23T12:13:20.000Z";
   EXPECT_FALSE(UsageRecordOf(backwards).ok());
+}
+
+TEST(KubernetesStateObjects, MigUsageKeepsItsShareOfTheGpu) {
+  fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 3.0 / 7.0,
+                           1763900001456,        1763900009789};
+  Json object = UsageConfigMap(usage, "tessera-system");
+  EXPECT_EQ(object["data"]["gpus"], "0.428571");
+  auto back = UsageRecordOf(Json::parse(object.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_NEAR(back->gpus, 3.0 / 7.0, 1e-6);
 }
 
 TEST(KubernetesStateObjects, IdempotentIdsArePerIncarnationAndKey) {

@@ -67,5 +67,19 @@ TEST(MigPacking, FractionIsComputeSlicesOverTheBoards) {
   EXPECT_DOUBLE_EQ(MigGpuFraction(1, 0), 1.0);
 }
 
+TEST(MigPacking, ComputeSlicesComeFromTheProfileName) {
+  EXPECT_EQ(MigProfileComputeSlices("1g.10gb"), 1u);
+  EXPECT_EQ(MigProfileComputeSlices("1g.10gb+me"), 1u);
+  EXPECT_EQ(MigProfileComputeSlices("3g.40gb"), 3u);
+  EXPECT_EQ(MigProfileComputeSlices("7g.80gb"), 7u);
+  EXPECT_EQ(MigProfileComputeSlices("1c.3g.40gb"), 1u);  // a compute instance of a 3g instance
+  EXPECT_EQ(MigProfileComputeSlices("2c.4g.40gb"), 2u);
+  for (const char* other : {"", "g.10gb", "1x.10gb", "10", "1g", "abc", "1g10gb"})
+    EXPECT_EQ(MigProfileComputeSlices(other), 0u) << other;
+  EXPECT_EQ(MigBoardComputeSlices(0x20b7), 4u);  // A30
+  EXPECT_EQ(MigBoardComputeSlices(0x20b0), 7u);  // A100
+  EXPECT_EQ(MigBoardComputeSlices(0x2330), 7u);  // H100 SXM
+}
+
 }  // namespace
 }  // namespace tessera::placement

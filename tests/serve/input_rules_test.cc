@@ -101,6 +101,16 @@ TEST(ImageReference, RefusesTransportsPathsAndMalformedNames) {
   EXPECT_NE(fleet::CheckImageReference(std::string(300, 'a')), "") << "name over 255";
 }
 
+TEST(MigProfileName, AcceptsNvmlProfileNamesOnly) {
+  for (const char* name : {"1g.10gb", "1g.10gb+me", "1g.20gb", "3g.40gb", "7g.80gb", "1c.3g.40gb",
+                           "1g.24gb-me", "4g.71gb+gfx"})
+    EXPECT_EQ(fleet::CheckMigProfileName(name), "") << name;
+  for (const char* name : {"", "1g", "g.10gb", "0g.10gb", "1g.10GB", "1g.10gb+", "../1g.10gb",
+                           "1g.10gb\n", "1g.10gb 2g.20gb", "123g.10gb", "1g.10gb+me+me+me+me+me"})
+    EXPECT_NE(fleet::CheckMigProfileName(name), "") << name;
+  EXPECT_NE(fleet::CheckMigProfileName(std::string(33, '1')), "");
+}
+
 TEST(ConnectionCap, StaysBelowTheDescriptorLimit) {
   EXPECT_EQ(api::EffectiveConnectionCap(1024, 1048576), 1024);
   EXPECT_EQ(api::EffectiveConnectionCap(1024, 1024), 960);

@@ -119,6 +119,25 @@ TEST(Metering, AContainerThatNeverRanWithGpusIsNotMetered) {
   EXPECT_EQ(UsageOf(container).gpus, 0);
 }
 
+TEST(Metering, MigSlicesCountByTheirShareOfTheGpu) {
+  fleet::ContainerRecord container;
+  container.id = "c-2";
+  container.spec.tenancy = "a";
+  container.spec.mig = {"1g.10gb", 3};
+  container.gpus = {"0000:18:00.0"};  // the parent
+  container.mig_devices = {"MIG-1", "MIG-2", "MIG-3"};
+  container.mig_gpus = 3.0 / 7.0;
+  container.started_ms = 1000;
+  container.finished_ms = 8000;
+  EXPECT_DOUBLE_EQ(fleet::GpuEquivalents(container), 3.0 / 7.0);
+  auto usage = UsageOf(container);
+  EXPECT_DOUBLE_EQ(usage.gpus, 3.0 / 7.0);
+  Meter meter;
+  meter.Add(usage);
+  EXPECT_NEAR(meter.ended_gpu_ms().at("a"), 3000.0, 1e-6);  // 7 s at 3/7 of a GPU
+  EXPECT_DOUBLE_EQ(OverlapGpuMs(usage.gpus, 1000, 8000, 0, 4500), 1500.0);
+}
+
 TEST(Metering, TotalsPerTenancyAddUpTheRecords) {
   Meter meter;
   meter.Load({{"c-1", "a", "u1", 2, 1000, 3000}, {"c-2", "b", "u2", 1, 0, 500}});

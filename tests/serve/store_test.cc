@@ -223,6 +223,27 @@ TEST(SqliteStore, UsageRecordsOutliveTheirContainersAndLoadInTheOrderTheyEnded) 
   EXPECT_EQ(snapshot->usage[1], late);
 }
 
+TEST(SqliteStore, MigRequestsTheirDevicesAndFractionalUsageRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  ContainerRecord container;
+  container.id = "c-mig";
+  container.spec.tenancy = "t";
+  container.spec.mig = {"1g.10gb+me", 2};
+  container.gpus = {"0000:18:00.0"};
+  container.mig_devices = {"MIG-aaaa", "MIG-bbbb"};
+  container.mig_gpus = 2.0 / 7.0;
+  container.started = true;
+  UsageRecord usage{"c-mig", "t", "u1", 2.0 / 7.0, 1000, 8000};
+  ASSERT_TRUE(Open(path)->CommitAndWait({container, usage}).ok());
+  auto snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->containers.size(), 1u);
+  EXPECT_EQ(snapshot->containers[0], container);
+  ASSERT_EQ(snapshot->usage.size(), 1u);
+  EXPECT_EQ(snapshot->usage[0], usage);  // stored as REAL, read back exactly
+}
+
 TEST(SqliteStore, AContainerDeletionRemovesTheRecord) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";

@@ -1,5 +1,9 @@
 #include "backends/kubernetes/state_objects.h"
 
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -470,6 +474,14 @@ Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map) {
   return out;
 }
 
+namespace {
+// Whole GPU counts as integers ("2"), fractions with six decimals.
+std::string GpuCountText(double gpus) {
+  if (gpus == std::floor(gpus)) return std::to_string(static_cast<int64_t>(gpus));
+  return fmt::format("{:.6f}", gpus);
+}
+}  // namespace
+
 std::string UsageConfigMapName(const std::string& container_id) {
   return "tessera-usage-" + container_id;
 }
@@ -487,7 +499,7 @@ Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns) {
            {{"container", usage.container_id},
             {"tenancy", usage.tenancy},
             {"tenancyUid", usage.tenancy_uid},
-            {"gpus", std::to_string(usage.gpus)},
+            {"gpus", GpuCountText(usage.gpus)},
             {"started", Rfc3339(usage.started_ms)},
             {"finished", Rfc3339(usage.finished_ms)}}}};
 }
@@ -511,10 +523,16 @@ Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
   TESSERA_TAKE(usage.tenancy_uid, Text(data, "tenancyUid", field("tenancyUid")));
   std::string gpus;
   TESSERA_TAKE(gpus, Text(data, "gpus", field("gpus")));
-  if (gpus.size() != 1 || gpus[0] < '1' || gpus[0] > '0' + fleet::kMaxGpusPerContainer)
-    return InvalidArgument(field("gpus") + ": want 1.." +
+  // Whole GPUs, or MIG slices' share of their GPUs ("0.285714"): a plain decimal above 0.
+  double count = 0;
+  const auto parsed =
+      std::from_chars(gpus.data(), gpus.data() + gpus.size(), count, std::chars_format::fixed);
+  if (gpus.empty() || gpus.size() > 16 || parsed.ec != std::errc() ||
+      parsed.ptr != gpus.data() + gpus.size() || !(count > 0) ||
+      count > fleet::kMaxGpusPerContainer)
+    return InvalidArgument(field("gpus") + ": want a number above 0 and at most " +
                            std::to_string(fleet::kMaxGpusPerContainer));
-  usage.gpus = gpus[0] - '0';
+  usage.gpus = count;
   TESSERA_TAKE(usage.started_ms, UnixMs(data, "started", field("started")));
   TESSERA_TAKE(usage.finished_ms, UnixMs(data, "finished", field("finished")));
 #undef TESSERA_TAKE

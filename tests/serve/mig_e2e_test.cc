@@ -1,0 +1,307 @@
+// MIG slices through a real tessera-serve with real podman containers, on materialized MIG hosts
+// whose profiles and UUIDs come from the stand-in NVML: slices packed onto their parent, a
+// request that does not fit waiting with its reason, the parent's lease held while any slice
+// runs and checked once when the last is released, the holders surviving a kill -9, MIG
+// GPU-seconds metered by the share of the GPU, and the requests the service refuses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "serve/container_wait.h"
+#include "serve/podman_serve_fixture.h"
+#include "serve/serve_process.h"
+#include "support/fake_nvml_state.h"
+#include "support/wait.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+
+// The container lists the GPU device nodes it was given, then keeps running.
+const char* kListNodes =
+    "for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do [ -e \"$n\" ] && echo \"$n\"; done; "
+    "echo listed; exec sleep 600";
+
+class MigServeTest : public PodmanServeTest {
+ protected:
+  MigServeTest(const std::string& fixture, size_t gpus)
+      : PodmanServeTest("mig", fixture, gpus), nvml_(fixture) {}
+
+  void StartWithNvml() { StartServe({"--nvml", FAKE_NVML}); }
+
+  json Post(const json& body, int* status) {
+    return CallJson(*admin_, "POST", "/v1/containers", body.dump(), status);
+  }
+
+  std::string SubmitMig(const std::string& profile, int count, const char* script = kListNodes) {
+    int status = 0;
+    auto answer = Post({{"image", image_},
+                        {"tenancy", "slices"},
+                        {"mig", {{"profile", profile}, {"count", count}}},
+                        {"command", {"/bin/sh", "-c", script}}},
+                       &status);
+    EXPECT_EQ(status, 202) << answer;
+    return answer.value("id", "");
+  }
+
+  json WaitFor(const std::string& id, const std::set<std::string>& states) {
+    return WaitForContainerState(*admin_, *serve_, id, states, std::chrono::seconds(240));
+  }
+
+  // The device nodes a running container listed.
+  std::vector<std::string> Listed(const std::string& id) {
+    std::string logs;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          auto response = admin_->Call("GET", "/v1/containers/" + id + "/logs");
+          logs = response ? response->body : "";
+          return logs.find("listed\n") != std::string::npos;
+        },
+        std::chrono::seconds(120)))
+        << logs;
+    std::vector<std::string> nodes;
+    std::istringstream lines(logs);
+    for (std::string line; std::getline(lines, line) && line != "listed";)
+      nodes.push_back(line);
+    return nodes;
+  }
+
+  json Gpu(const std::string& pci) {
+    const json listed = CallJson(*admin_, "GET", "/v1/gpus");
+    for (const auto& gpu : listed["gpus"])
+      if (gpu["pci_address"] == pci) return gpu;
+    ADD_FAILURE() << "no GPU " << pci << " in " << listed;
+    return json();
+  }
+
+  static int HeldSlices(const json& gpu) {
+    int held = 0;
+    for (const auto& slice : gpu["mig"]["slices"])
+      held += slice["container_id"] != "" ? 1 : 0;
+    return held;
+  }
+
+  void Stop(const std::string& id) {
+    int status = 0;
+    CallJson(*admin_, "DELETE", "/v1/containers/" + id, "", &status);
+    EXPECT_EQ(status, 202);
+    auto done = WaitFor(id, {"exited", "failed"});
+    EXPECT_NE(done["state"], "pending") << done;
+  }
+
+  FakeNvmlState nvml_;
+};
+
+// One H100 with seven 1g.10gb instances.
+class MigSevenSlices : public MigServeTest {
+ protected:
+  MigSevenSlices() : MigServeTest("h100-mig-1g", 1) {}
+};
+
+TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
+  StartWithNvml();
+  const std::string parent = gpus_[0];
+  std::string a = SubmitMig("1g.10gb", 3);
+  std::string b = SubmitMig("1g.10gb", 3);
+  EXPECT_EQ(WaitFor(a, {"running", "exited", "failed"})["state"], "running");
+  EXPECT_EQ(WaitFor(b, {"running", "exited", "failed"})["state"], "running");
+  // One slice is left: a request for two waits, saying so.
+  std::string c = SubmitMig("1g.10gb", 2);
+  json waiting;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        waiting = CallJson(*admin_, "GET", "/v1/containers/" + c);
+        return waiting.value("queue_position", 0) == 1;
+      },
+      std::chrono::seconds(60)))
+      << waiting;
+  EXPECT_EQ(waiting["state"], "pending");
+  EXPECT_NE(waiting["reason"].get<std::string>().find("2 free MIG slice(s) wanted, 1 free"),
+            std::string::npos)
+      << waiting;
+  auto queue = CallJson(*admin_, "GET", "/v1/queue");
+  ASSERT_EQ(queue["queue"].size(), 1u) << queue;
+  EXPECT_EQ(queue["queue"][0]["mig"], json({{"profile", "1g.10gb"}, {"count", 2}}));
+
+  // Each container has the parent's node and the two capability nodes of each of its slices;
+  // no two containers share a capability node.
+  std::set<std::string> caps_seen;
+  for (const auto& id : {a, b}) {
+    auto record = CallJson(*admin_, "GET", "/v1/containers/" + id);
+    EXPECT_EQ(record["gpus"], json::array({parent})) << record;
+    EXPECT_EQ(record["mig_devices"].size(), 3u) << record;
+    EXPECT_NEAR(record["mig_gpus"].get<double>(), 3.0 / 7.0, 1e-9) << record;
+    auto nodes = Listed(id);
+    ASSERT_EQ(nodes.size(), 7u);
+    EXPECT_EQ(nodes[0], "/dev/nvidia0");
+    for (size_t i = 1; i < nodes.size(); ++i) {
+      EXPECT_EQ(nodes[i].rfind("/dev/nvidia-caps/nvidia-cap", 0), 0u) << nodes[i];
+      EXPECT_TRUE(caps_seen.insert(nodes[i]).second) << nodes[i] << " given twice";
+    }
+  }
+  json gpu = Gpu(parent);
+  EXPECT_EQ(gpu["state"], "active") << gpu;
+  EXPECT_EQ(HeldSlices(gpu), 6) << gpu;
+
+  // The holders are the container records': a kill -9 and a restart keep them.
+  serve_->Kill(SIGKILL);
+  Restart();
+  gpu = Gpu(parent);
+  EXPECT_EQ(gpu["state"], "active") << gpu;
+  EXPECT_EQ(HeldSlices(gpu), 6) << gpu;
+  EXPECT_EQ(CallJson(*admin_, "GET", "/v1/containers/" + c)["state"], "pending");
+
+  // a's three slices go back; c takes two of the four now free. The parent stays leased (no
+  // check while other slices run).
+  Stop(a);
+  EXPECT_EQ(WaitFor(c, {"running", "exited", "failed"})["state"], "running");
+  gpu = Gpu(parent);
+  EXPECT_EQ(gpu["state"], "active") << gpu;
+  EXPECT_EQ(HeldSlices(gpu), 5) << gpu;
+  Stop(b);
+  Stop(c);
+  ASSERT_TRUE(WaitUntil([&] { return Gpu(parent)["state"] == "free"; }, std::chrono::seconds(120)))
+      << serve_->log();
+  // One lease, one release, one check: across both processes' logs, the parent went to
+  // releasing exactly once.
+  const std::string log = serve_->log();
+  size_t releases = 0;
+  for (size_t at = log.find(parent + ": active -> releasing"); at != std::string::npos;
+       at = log.find(parent + ": active -> releasing", at + 1))
+    ++releases;
+  EXPECT_EQ(releases, 1u) << log;
+  EXPECT_NE(log.find(parent + ": checking -> free"), std::string::npos) << log;
+
+  // Metered by the share of the GPU: three 1g slices of seven are 3/7 of a GPU.
+  auto usage = CallJson(*admin_, "GET", "/v1/tenancies/slices/usage");
+  ASSERT_EQ(usage["containers"].size(), 3u) << usage;
+  double total = 0;
+  for (const auto& entry : usage["containers"]) {
+    const double want_gpus = entry["id"] == c ? 2.0 / 7.0 : 3.0 / 7.0;
+    EXPECT_NEAR(entry["gpus"].get<double>(), want_gpus, 1e-6) << entry;
+    const double seconds =
+        (entry["finished_ms"].get<double>() - entry["started_ms"].get<double>()) / 1000.0;
+    EXPECT_NEAR(entry["gpu_seconds"].get<double>(), want_gpus * seconds, 1e-3) << entry;
+    total += entry["gpu_seconds"].get<double>();
+  }
+  EXPECT_NEAR(usage["gpu_seconds"].get<double>(), total, 1e-3) << usage;
+}
+
+TEST_F(MigSevenSlices, RequestsTheHostCannotServeAreRefusedNamingTheField) {
+  StartWithNvml();
+  auto body = [&](json extra) {
+    json b = {{"image", image_}, {"tenancy", "slices"}, {"command", {"true"}}};
+    b.update(extra);
+    return b;
+  };
+  auto mig = [](const std::string& profile, int count) {
+    return json{{"profile", profile}, {"count", count}};
+  };
+  int status = 0;
+  // The only GPU is in MIG mode: it is never handed out whole.
+  auto answer = Post(body({{"gpus", 1}}), &status);
+  EXPECT_EQ(status, 409) << answer;
+  EXPECT_NE(answer.dump().find("0 GPUs not in MIG mode"), std::string::npos) << answer;
+  // gVisor's nvproxy and Kata's VFIO take no MIG devices.
+  for (const char* isolation : {"gvisor", "kata"}) {
+    answer = Post(body({{"mig", mig("1g.10gb", 1)}, {"isolation", isolation}}), &status);
+    EXPECT_EQ(status, 400) << answer;
+    EXPECT_NE(answer.dump().find("mig: MIG slices run with isolation runc only"), std::string::npos)
+        << answer;
+  }
+  answer = Post(body({{"mig", mig("1g.10gb", 1)}, {"gpus", 1}}), &status);
+  EXPECT_EQ(status, 400) << answer;
+  EXPECT_NE(answer.dump().find("mig: asks for MIG slices instead of gpus"), std::string::npos);
+  // More than the host has, or a profile it does not have: 409 naming what there is.
+  answer = Post(body({{"mig", mig("1g.10gb", 8)}}), &status);
+  EXPECT_EQ(status, 409) << answer;
+  EXPECT_NE(answer.dump().find("7 MIG devices of 1g.10gb, 8 requested"), std::string::npos)
+      << answer;
+  answer = Post(body({{"mig", mig("3g.40gb", 1)}}), &status);
+  EXPECT_EQ(status, 409) << answer;
+  EXPECT_NE(answer.dump().find("profiles here: 1g.10gb"), std::string::npos) << answer;
+  // Malformed requests: 400 naming the field.
+  const std::vector<std::pair<json, std::string>> bad = {
+      {mig("1g.10gb", 0), "mig.count"},
+      {mig("1g.10gb", 57), "mig.count"},
+      {mig("../../etc/passwd", 1), "mig.profile"},
+      {mig(std::string(40, '1'), 1), "mig.profile"},
+      {json{{"profile", "1g.10gb"}}, "mig.count: required"},
+      {json{{"count", 1}}, "mig.profile: required"},
+      {json{{"profile", "1g.10gb"}, {"count", 1}, {"uuid", "MIG-x"}}, "mig.uuid: unknown field"},
+      {json("1g.10gb"), "mig: must be an object"}};
+  for (const auto& [value, field] : bad) {
+    answer = Post(body({{"mig", value}}), &status);
+    EXPECT_EQ(status, 400) << value << " " << answer;
+    EXPECT_NE(answer.dump().find(field), std::string::npos) << value << " " << answer;
+  }
+  // Nothing was accepted.
+  EXPECT_TRUE(CallJson(*admin_, "GET", "/v1/containers")["containers"].empty());
+}
+
+// An H100 with 3g.40gb + 2g.20gb + 1g.10gb beside an H100 without MIG.
+class MigMixedHost : public MigServeTest {
+ protected:
+  MigMixedHost() : MigServeTest("h100-mig-mixed", 2) {}
+};
+
+TEST_F(MigMixedHost, WholeGpusGoToTheGpuWithoutMigAndSlicesToTheOther) {
+  StartWithNvml();
+  const std::string mig_gpu = gpus_[0], whole_gpu = gpus_[1];
+  int status = 0;
+  auto whole = Post({{"image", image_},
+                     {"tenancy", "slices"},
+                     {"gpus", 1},
+                     {"command", {"/bin/sh", "-c", kListNodes}}},
+                    &status);
+  ASSERT_EQ(status, 202) << whole;
+  std::string big = SubmitMig("3g.40gb", 1);
+  std::string small = SubmitMig("1g.10gb", 1);
+  for (const auto& id : {whole["id"].get<std::string>(), big, small})
+    EXPECT_EQ(WaitFor(id, {"running", "exited", "failed"})["state"], "running") << id;
+
+  EXPECT_EQ(CallJson(*admin_, "GET", "/v1/containers/" + whole["id"].get<std::string>())["gpus"],
+            json::array({whole_gpu}));
+  EXPECT_EQ(Listed(whole["id"]), std::vector<std::string>{"/dev/nvidia1"});
+  auto big_record = CallJson(*admin_, "GET", "/v1/containers/" + big);
+  EXPECT_EQ(big_record["gpus"], json::array({mig_gpu}));
+  EXPECT_EQ(big_record["mig_devices"], json::array({"MIG-8e2c3d4b-0001-4000-8000-000000000000"}));
+  EXPECT_NEAR(big_record["mig_gpus"].get<double>(), 3.0 / 7.0, 1e-9);
+  // GPU instance 1 (3g.40gb) has capability minors 12 and 13 in the fixture; GI 13 (1g.10gb)
+  // 120 and 121.
+  EXPECT_EQ(Listed(big), (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12",
+                                                   "/dev/nvidia-caps/nvidia-cap13"}));
+  EXPECT_EQ(Listed(small),
+            (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap120",
+                                      "/dev/nvidia-caps/nvidia-cap121"}));
+  // The 2g.20gb slice is the one left; a second 3g.40gb waits for the first.
+  std::string second = SubmitMig("3g.40gb", 1);
+  json waiting;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        waiting = CallJson(*admin_, "GET", "/v1/containers/" + second);
+        return waiting.value("queue_position", 0) == 1;
+      },
+      std::chrono::seconds(60)))
+      << waiting;
+  EXPECT_NE(waiting["reason"].get<std::string>().find("1 free MIG slice(s) wanted, 0 free"),
+            std::string::npos)
+      << waiting;
+  Stop(big);
+  EXPECT_EQ(WaitFor(second, {"running", "exited", "failed"})["state"], "running");
+  Stop(second);
+  Stop(small);
+  Stop(whole["id"]);
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Gpu(mig_gpu)["state"] == "free" && Gpu(whole_gpu)["state"] == "free"; },
+      std::chrono::seconds(120)))
+      << serve_->log();
+}
+
+}  // namespace
+}  // namespace tessera::testing
