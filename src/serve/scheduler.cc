@@ -2,15 +2,12 @@
 // stops handed to the pool, and the retention sweep of finished records.
 #include "serve/scheduler.h"
 
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdio>
-#include <deque>
-#include <map>
 
 #include "serve/queue.h"
 
@@ -348,126 +345,6 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
     model_.waiting_index[entry.id] = model_.waiting.size();
     model_.waiting.push_back(std::move(entry));
   }
-}
-
-void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::string>& to_start) {
-  if (model_.mig_pending.empty()) return;
-  // Dispatch order: higher priority first, then submission order. Requests for different
-  // profiles or sizes never block each other: whatever fits now starts.
-  std::vector<ContainerRecord*> order;
-  std::deque<std::string> still;
-  for (const auto& id : model_.mig_pending) {
-    auto it = model_.containers.find(id);
-    if (it == model_.containers.end() || it->second.state != ContainerState::kPending ||
-        it->second.started || it->second.spec.mig.count == 0)
-      continue;
-    order.push_back(&it->second);
-  }
-  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
-    return a->spec.priority > b->spec.priority;
-  });
-  // GPU equivalents each tenancy holds (whole GPUs and slices), for its GPU quota.
-  std::map<std::string, double> in_use;
-  for (const auto& usage : model_.queue->Usage())
-    in_use[usage.name] += usage.in_use;
-  for (const auto& [id, container] : model_.containers)
-    if (container.spec.mig.count > 0 && container.started && !fleet::IsTerminal(container.state))
-      in_use[container.spec.tenancy] += container.mig_gpus;
-
-  std::vector<size_t> parent_gpu;  // index into model_.gpus per MigParent
-  std::vector<placement::MigParent> parents;
-  for (size_t i = 0; i < model_.gpus.size(); ++i) {
-    const GpuRecord& gpu = model_.gpus[i];
-    if (!gpu.mig_enabled || !gpu.available) continue;
-    placement::MigParent parent;
-    parent.compute_slices = gpu.compute_slices;
-    parent.placeable = (gpu.state == LeaseState::kFree || gpu.state == LeaseState::kReserved ||
-                        gpu.state == LeaseState::kActive) &&
-                       !gpu.drain_requested && !gpu.quarantine_requested;
-    for (const auto& slice : gpu.mig_slices)
-      parent.slots.push_back({slice.profile, slice.compute_slices,
-                              slice.container_id.empty() && !slice.profile.empty()});
-    parents.push_back(std::move(parent));
-    parent_gpu.push_back(i);
-  }
-  for (ContainerRecord* container : order) {
-    const std::string& tenancy = container->spec.tenancy;
-    std::string reason;
-    auto chosen =
-        placement::PackMigSlices(parents, container->spec.mig.profile, container->spec.mig.count);
-    double share = 0;
-    if (chosen) {
-      for (const auto& choice : *chosen) {
-        const auto& parent = parents[choice.parent];
-        share += placement::MigGpuFraction(parent.slots[choice.slot].compute_slices,
-                                           parent.compute_slices);
-      }
-      const int quota = model_.queue->GetTenancy(tenancy).quota_gpus;
-      if (quota != scheduling::kUnlimited && in_use[tenancy] + share > quota + 1e-9) {
-        reason = fmt::format("tenancy {} is at its GPU quota ({:.3f} of {} GPUs in use)", tenancy,
-                             in_use[tenancy], quota);
-      }
-    } else {
-      reason =
-          "waiting for MIG devices " + container->spec.mig.profile + ": " + chosen.error().message;
-    }
-    if (!reason.empty()) {
-      still.push_back(container->id);
-      QueueEntry entry;
-      entry.id = container->id;
-      entry.tenancy = tenancy;
-      entry.tenancy_uid = container->tenancy_uid;
-      entry.mig = container->spec.mig;
-      entry.priority = container->spec.priority;
-      entry.position = static_cast<int>(model_.waiting.size()) + 1;
-      entry.reason = std::move(reason);
-      entry.created_ms = container->created_ms;
-      model_.waiting_index[entry.id] = model_.waiting.size();
-      model_.waiting.push_back(std::move(entry));
-      continue;
-    }
-    if (may_place_ && !may_place_()) return;
-    container->gpus.clear();
-    container->mig_devices.clear();
-    for (const auto& choice : *chosen) {
-      GpuRecord& gpu = model_.gpus[parent_gpu[choice.parent]];
-      fleet::MigSlice& slice = gpu.mig_slices[choice.slot];
-      slice.container_id = container->id;
-      slice.tenancy = tenancy;
-      parents[choice.parent].slots[choice.slot].free = false;
-      container->mig_devices.push_back(slice.id);
-      if (std::find(container->gpus.begin(), container->gpus.end(), gpu.id()) ==
-          container->gpus.end()) {
-        container->gpus.push_back(gpu.id());
-        if (gpu.state == LeaseState::kFree) {
-          // The first slice leases the whole GPU; the last one's release checks it.
-          gpu.tenancy = tenancy;
-          gpu.container_id = container->id;
-          model_.SetGpuState(gpu, LeaseState::kReserved, "", out);
-        } else {
-          out.push_back(gpu);
-        }
-      }
-    }
-    container->mig_gpus = share;
-    in_use[tenancy] += share;
-    container->started = true;
-    container->reason.clear();
-    const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
-    model_.meter.ObserveWait(tenancy, waited);
-    spdlog::info(
-        "container {}: placed ({} MIG devices {} of tenancy {}, {:.3f} GPUs) after {:.3f} "
-        "s",
-        container->id, container->mig_devices.size(), container->spec.mig.profile, tenancy, share,
-        waited);
-    out.push_back(*container);
-    to_start.push_back(container->id);
-  }
-  // Those still waiting, in submission order.
-  std::sort(still.begin(), still.end(), [this](const std::string& a, const std::string& b) {
-    return model_.container_position.at(a) < model_.container_position.at(b);
-  });
-  model_.mig_pending = std::move(still);
 }
 
 void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& out) {

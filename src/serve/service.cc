@@ -416,7 +416,8 @@ bool Service::WaitIdle(std::chrono::milliseconds timeout) {
     bool running = false;
     for (const auto& gpu : model_.gpus)
       running = running || gpu.leased();
-    return model_.pending.empty() && model_.queue->pending_count() == 0 && model_.exits.empty() &&
+    return model_.pending.empty() && model_.mig_pending.empty() &&
+           model_.queue->pending_count() == 0 && model_.exits.empty() &&
            model_.to_check.empty() && model_.busy == 0 && !running;
   });
 }

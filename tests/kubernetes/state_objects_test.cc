@@ -82,7 +82,7 @@ TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
     bad["data"]["gpus"] = gpus;
     EXPECT_FALSE(UsageRecordOf(bad).ok()) << gpus;
   }
-  for (const char* gpus : {"0.0", "8.5", "1e3", "0x2", "1.5x", "nan", "inf"}) {
+  for (const char* gpus : {"0.0", "8.5", "1e3", "0x2", "1.5x", "nan", "inf", "-0.5", " 1"}) {
     Json bad = object;
     bad["data"]["gpus"] = gpus;
     EXPECT_FALSE(UsageRecordOf(bad).ok()) << gpus;
@@ -96,10 +96,10 @@ TEST(KubernetesStateObjects, MigUsageKeepsItsShareOfTheGpu) {
   fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 3.0 / 7.0,
                            1763900001456,        1763900009789};
   Json object = UsageConfigMap(usage, "tessera-system");
-  EXPECT_EQ(object["data"]["gpus"], "0.428571");
+  EXPECT_EQ(object["data"]["gpus"], "0.42857142857142855");
   auto back = UsageRecordOf(Json::parse(object.dump()));
   ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_NEAR(back->gpus, 3.0 / 7.0, 1e-6);
+  EXPECT_EQ(*back, usage);  // exactly
 }
 
 TEST(KubernetesStateObjects, IdempotentIdsArePerIncarnationAndKey) {

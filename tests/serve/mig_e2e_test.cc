@@ -301,6 +301,14 @@ TEST_F(MigMixedHost, WholeGpusGoToTheGpuWithoutMigAndSlicesToTheOther) {
       [&] { return Gpu(mig_gpu)["state"] == "free" && Gpu(whole_gpu)["state"] == "free"; },
       std::chrono::seconds(120)))
       << serve_->log();
+
+  // `tessera run --mig` asks for the same and prints what the container saw.
+  auto run = RunArgv({"env", "TESSERA_TOKEN=" + serve_->admin_token(),
+                      std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera", "run", "--server",
+                      "http://127.0.0.1:" + std::to_string(serve_->port()), "--tenancy", "slices",
+                      "--mig", "1g.10gbx1", image_, "/bin/sh", "-c", "ls /dev/nvidia-caps"});
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("nvidia-cap120\nnvidia-cap121\n"), std::string::npos) << run.output;
 }
 
 }  // namespace

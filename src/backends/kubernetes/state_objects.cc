@@ -475,10 +475,11 @@ Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map) {
 }
 
 namespace {
-// Whole GPU counts as integers ("2"), fractions with six decimals.
+// Whole GPU counts as integers ("2"), fractions in the shortest text that reads back the same
+// double ("0.42857142857142855"), so a record survives the round trip exactly.
 std::string GpuCountText(double gpus) {
   if (gpus == std::floor(gpus)) return std::to_string(static_cast<int64_t>(gpus));
-  return fmt::format("{:.6f}", gpus);
+  return fmt::format("{}", gpus);
 }
 }  // namespace
 
@@ -523,11 +524,11 @@ Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
   TESSERA_TAKE(usage.tenancy_uid, Text(data, "tenancyUid", field("tenancyUid")));
   std::string gpus;
   TESSERA_TAKE(gpus, Text(data, "gpus", field("gpus")));
-  // Whole GPUs, or MIG slices' share of their GPUs ("0.285714"): a plain decimal above 0.
+  // Whole GPUs, or MIG slices' share of their GPUs ("0.2857142857142857"): a number above 0.
   double count = 0;
   const auto parsed =
-      std::from_chars(gpus.data(), gpus.data() + gpus.size(), count, std::chars_format::fixed);
-  if (gpus.empty() || gpus.size() > 16 || parsed.ec != std::errc() ||
+      std::from_chars(gpus.data(), gpus.data() + gpus.size(), count, std::chars_format::general);
+  if (gpus.empty() || gpus.size() > 32 || parsed.ec != std::errc() ||
       parsed.ptr != gpus.data() + gpus.size() || !(count > 0) ||
       count > fleet::kMaxGpusPerContainer)
     return InvalidArgument(field("gpus") + ": want a number above 0 and at most " +
