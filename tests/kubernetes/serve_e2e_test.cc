@@ -113,6 +113,13 @@ TEST(ServeKubernetes, SubmittedContainerRunsAsAPodAndItsExitComesBack) {
   int status = 0;
   CallJson(*connection, "PUT", "/v1/tenancies/team-a", "{}", &status);
   ASSERT_EQ(status, 200);
+  // MIG slices are claimed through DRA on Kubernetes, not placed by the service.
+  Json refused = CallJson(
+      *connection, "POST", "/v1/containers",
+      R"({"image":"cuda","tenancy":"team-a","mig":{"profile":"1g.10gb","count":1}})", &status);
+  EXPECT_EQ(status, 400) << refused.dump();
+  EXPECT_NE(refused.dump().find("mig: the kubernetes backend places whole GPUs"), std::string::npos)
+      << refused.dump();
   Json submitted = CallJson(
       *connection, "POST", "/v1/containers",
       R"({"image":"cuda","tenancy":"team-a","gpus":2,"isolation":"gvisor","command":["nvidia-smi"]})",

@@ -53,6 +53,19 @@ class MigServeTest : public PodmanServeTest {
     return WaitForContainerState(*admin_, *serve_, id, states, std::chrono::seconds(240));
   }
 
+  // A pending container once a scheduling pass put it first in the queue (with its reason).
+  json WaitFirstInQueue(const std::string& id) {
+    json container;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          container = CallJson(*admin_, "GET", "/v1/containers/" + id);
+          return container.value("queue_position", 0) == 1;
+        },
+        std::chrono::seconds(60)))
+        << container;
+    return container;
+  }
+
   // The device nodes a running container listed.
   std::vector<std::string> Listed(const std::string& id) {
     std::string logs;
@@ -112,14 +125,7 @@ TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
   EXPECT_EQ(WaitFor(b, {"running", "exited", "failed"})["state"], "running");
   // One slice is left: a request for two waits, saying so.
   std::string c = SubmitMig("1g.10gb", 2);
-  json waiting;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        waiting = CallJson(*admin_, "GET", "/v1/containers/" + c);
-        return waiting.value("queue_position", 0) == 1;
-      },
-      std::chrono::seconds(60)))
-      << waiting;
+  json waiting = WaitFirstInQueue(c);
   EXPECT_EQ(waiting["state"], "pending");
   EXPECT_NE(waiting["reason"].get<std::string>().find("2 free MIG slice(s) wanted, 1 free"),
             std::string::npos)
@@ -281,14 +287,7 @@ TEST_F(MigMixedHost, WholeGpusGoToTheGpuWithoutMigAndSlicesToTheOther) {
                                       "/dev/nvidia-caps/nvidia-cap121"}));
   // The 2g.20gb slice is the one left; a second 3g.40gb waits for the first.
   std::string second = SubmitMig("3g.40gb", 1);
-  json waiting;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        waiting = CallJson(*admin_, "GET", "/v1/containers/" + second);
-        return waiting.value("queue_position", 0) == 1;
-      },
-      std::chrono::seconds(60)))
-      << waiting;
+  json waiting = WaitFirstInQueue(second);
   EXPECT_NE(waiting["reason"].get<std::string>().find("1 free MIG slice(s) wanted, 0 free"),
             std::string::npos)
       << waiting;
