@@ -682,6 +682,7 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
                                {"pending", LimitJson(share.policy.quota_pending)}}},
                              {"maxPriority", share.policy.max_priority},
                              {"gpus_in_use", share.gpus_in_use},
+                             {"mig_gpus_in_use", share.mig_gpus_in_use},
                              {"pending", share.pending},
                              {"share", share.share},
                              {"target_share", share.target}});

@@ -304,7 +304,8 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
     auto it = pending_.find(kept.holder);
     if (it == pending_.end() || kept.node >= fleet.node_count()) continue;
     const Tenancy& owner = tenancies_[it->second.tenancy];
-    if (fair && owner.in_use + it->second.request.gpus > owner.policy.quota_gpus) continue;
+    if (fair && owner.in_use + owner.other_gpus + it->second.request.gpus > owner.policy.quota_gpus)
+      continue;
     if (yields[it->second.tenancy]) continue;
     if (kept.gpus & reserved[kept.node]) continue;
     Reservation again = kept;
@@ -414,9 +415,9 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
     bool admitted = false;
     if (!can) {
       wait.kind = WaitKind::kNeverPlaceable;
-    } else if (fair && tenancy.in_use + gpus > tenancy.policy.quota_gpus) {
+    } else if (fair && tenancy.in_use + tenancy.other_gpus + gpus > tenancy.policy.quota_gpus) {
       wait.kind = WaitKind::kQuotaGpus;
-      wait.in_use = tenancy.in_use;
+      wait.in_use = tenancy.in_use + tenancy.other_gpus;
       wait.quota = tenancy.policy.quota_gpus;
     } else if (auto own = held.find(id); own != held.end()) {
       // A holder starts on its own reserved GPUs (or anywhere else that fits now), or keeps

@@ -109,7 +109,7 @@ struct Wait {
   RequestId id = 0;
   int position = 0;  // 1-based place in dispatch order among what still waits
   WaitKind kind = WaitKind::kNone;
-  int in_use = 0;        // kQuotaGpus: the tenancy's GPUs in use
+  double in_use = 0;     // kQuotaGpus: the tenancy's GPUs in use (MIG slices by share)
   int quota = 0;         // kQuotaGpus: its quota
   int reservation = -1;  // kReservation / kReserved: index into PassResult::reservations
   int free_gpus = 0;     // kNoCapacity: free GPUs the fleet had at that point
@@ -138,6 +138,7 @@ struct TenancyUsage {
   std::string name;
   double weight = 1;
   int in_use = 0;
+  double other_gpus = 0;  // held outside the queue's requests (SetOtherUse)
   int pending = 0;
   double recent_gpus = 0;  // decayed average of GPUs in use over the half-life
   double share = 0;        // of the fleet's recent usage, 0..1
@@ -170,6 +171,9 @@ class Scheduler {
   void Started(RequestId id, const std::string& tenancy, const placement::Placement& placement,
                int gpus, double started_s, double max_duration_s, int priority, bool preemptible);
   void Finished(RequestId id, double now_s);
+  // GPUs a tenancy holds outside this queue's requests (MIG slices, by their share of a GPU),
+  // from `now_s` on: they count in its share and against its quota.gpus as GPUs in use do.
+  void SetOtherUse(const std::string& tenancy, double gpus, double now_s);
 
   // One scheduling pass at `now_s` over `fleet` (whose free GPUs are the truth about what can
   // be given). Admitted requests are leased in the fleet and counted as started. With
@@ -190,6 +194,7 @@ class Scheduler {
     std::string name;
     TenancyPolicy policy;
     int in_use = 0;
+    double other_gpus = 0;           // SetOtherUse
     double decayed_gpu_seconds = 0;  // integral of GPUs in use, decayed by the half-life
     // Pending request IDs in this tenancy's own order.
     std::set<std::tuple<int, double, uint64_t, RequestId>> queue;

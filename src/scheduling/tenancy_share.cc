@@ -1,5 +1,6 @@
 // Fair share: recent usage decayed with a half-life, the order key of a tenancy, and the usage
 // report.
+#include <algorithm>
 #include <cmath>
 
 #include "scheduling/scheduling.h"
@@ -13,16 +14,21 @@ void Scheduler::Advance(double now_s) {
   // Exact for GPUs in use held constant over dt: U' = U d + g tau (1 - d), d = e^(-dt/tau).
   const double decay = std::exp(-dt / tau_s_);
   for (Tenancy& tenancy : tenancies_) {
-    tenancy.decayed_gpu_seconds =
-        tenancy.decayed_gpu_seconds * decay + tenancy.in_use * tau_s_ * (1 - decay);
+    tenancy.decayed_gpu_seconds = tenancy.decayed_gpu_seconds * decay +
+                                  (tenancy.in_use + tenancy.other_gpus) * tau_s_ * (1 - decay);
   }
+}
+
+void Scheduler::SetOtherUse(const std::string& tenancy, double gpus, double now_s) {
+  Advance(now_s);
+  tenancies_[TenancyIndex(tenancy)].other_gpus = std::max(0.0, gpus);
 }
 
 // Lower goes first. Recent usage over tau is the average number of GPUs in use over the recent
 // window; GPUs in use now are added so an admission counts at once, not only as it decays in.
 double Scheduler::ShareKey(const Tenancy& tenancy, double extra_gpus) const {
   const double recent = tenancy.decayed_gpu_seconds / tau_s_;
-  return (recent + tenancy.in_use + extra_gpus) / tenancy.policy.weight;
+  return (recent + tenancy.in_use + tenancy.other_gpus + extra_gpus) / tenancy.policy.weight;
 }
 
 std::vector<TenancyUsage> Scheduler::Usage() const {
@@ -33,15 +39,18 @@ std::vector<TenancyUsage> Scheduler::Usage() const {
     usage.name = tenancy.name;
     usage.weight = tenancy.policy.weight;
     usage.in_use = tenancy.in_use;
+    usage.other_gpus = tenancy.other_gpus;
     usage.pending = static_cast<int>(tenancy.queue.size());
     usage.recent_gpus = tenancy.decayed_gpu_seconds / tau_s_;
-    total_recent += usage.recent_gpus + usage.in_use;
-    if (usage.in_use > 0 || usage.pending > 0) active_weight += usage.weight;
+    const double held = usage.in_use + usage.other_gpus;
+    total_recent += usage.recent_gpus + held;
+    if (held > 0 || usage.pending > 0) active_weight += usage.weight;
     out.push_back(std::move(usage));
   }
   for (TenancyUsage& usage : out) {
-    if (total_recent > 0) usage.share = (usage.recent_gpus + usage.in_use) / total_recent;
-    if (active_weight > 0 && (usage.in_use > 0 || usage.pending > 0))
+    const double held = usage.in_use + usage.other_gpus;
+    if (total_recent > 0) usage.share = (usage.recent_gpus + held) / total_recent;
+    if (active_weight > 0 && (held > 0 || usage.pending > 0))
       usage.target = usage.weight / active_weight;
   }
   return out;

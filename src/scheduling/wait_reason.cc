@@ -1,5 +1,7 @@
 // Names, validation and the words that tell a tenant why its request waits.
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 
 #include "scheduling/scheduling.h"
 
@@ -58,6 +60,14 @@ std::string NodeName(const placement::Fleet& fleet, int node) {
   return name.empty() ? "node " + std::to_string(node) : name;
 }
 
+// Whole GPUs as integers; with MIG slices in use, to three decimals.
+std::string GpuCount(double gpus) {
+  if (gpus == std::floor(gpus)) return std::to_string(static_cast<int64_t>(gpus));
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", gpus);
+  return text;
+}
+
 }  // namespace
 
 std::string Scheduler::Describe(const Wait& wait, const PassResult& pass,
@@ -79,8 +89,8 @@ std::string Scheduler::Describe(const Wait& wait, const PassResult& pass,
     case WaitKind::kNone:
       return "admitted";
     case WaitKind::kQuotaGpus:
-      return "waiting: tenancy quota " + std::to_string(wait.in_use) + "/" +
-             std::to_string(wait.quota) + " GPUs in use";
+      return "waiting: tenancy quota " + GpuCount(wait.in_use) + "/" + std::to_string(wait.quota) +
+             " GPUs in use";
     case WaitKind::kReservation: {
       if (!reservation) break;
       std::string text = "waiting: next to start, " +

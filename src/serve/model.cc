@@ -66,6 +66,8 @@ void Model::SetContainerState(ContainerRecord& container, ContainerState state) 
 }
 
 void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
+  if (container.spec.mig.count > 0 && container.started && !container.mig_devices.empty())
+    AddMigUse(container.spec.tenancy, -container.mig_gpus);
   for (const auto& id : container.gpus) {
     auto* gpu = FindGpu(id);
     if (!gpu) continue;
@@ -108,6 +110,18 @@ void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
   gpu.tenancy = container.spec.tenancy;
   SetGpuState(gpu, LeaseState::kReleasing, "", out);
   to_check.push_back(gpu.id());
+}
+
+void Model::AddMigUse(const std::string& tenancy, double gpus) {
+  double held = mig_in_use[tenancy] + gpus;
+  // Sums of sevenths drift: what is left of a tenancy without slices is rounding.
+  if (held < 1e-9) {
+    held = 0;
+    mig_in_use.erase(tenancy);
+  } else {
+    mig_in_use[tenancy] = held;
+  }
+  if (queue) queue->SetOtherUse(tenancy, held, static_cast<double>(fleet::NowMs()) / 1000.0);
 }
 
 int Model::MigPendingOf(const std::string& tenancy) const {

@@ -79,6 +79,7 @@ class Model {
   // MIG containers waiting for slices, in submission order (entries that started or ended
   // since are dropped by the next pass).
   std::deque<std::string> mig_pending;
+  std::map<std::string, double> mig_in_use;  // tenancy -> GPUs its running slices make up
   std::deque<ExitEvent> exits;
   std::deque<std::string> to_check;          // GPUs in releasing, by ID
   std::deque<std::string> to_stop;           // running containers a client deleted
@@ -111,6 +112,9 @@ class Model {
   void ReleaseGpus(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
   // MIG containers of `tenancy` waiting for slices.
   int MigPendingOf(const std::string& tenancy) const;
+  // A tenancy's MIG slices in use changed by `gpus` (their share of a GPU): the queue counts
+  // them in its share and against its GPU quota.
+  void AddMigUse(const std::string& tenancy, double gpus);
   void FinishContainer(fleet::ContainerRecord& container, const backends::ExitInfo& info,
                        std::vector<fleet::Mutation>& out);
   // A new record, at the end of the listing order, its key indexed.

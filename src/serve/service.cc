@@ -148,8 +148,11 @@ void Service::AttachMigHoldersLocked() {
   // ended holds the MIG devices it names.
   for (const auto& id : model_.container_order) {
     const ContainerRecord& container = model_.containers.at(id);
-    if (container.spec.mig.count == 0 || !container.started || fleet::IsTerminal(container.state))
+    if (container.spec.mig.count == 0 || !container.started || fleet::IsTerminal(container.state) ||
+        container.mig_devices.empty())
       continue;
+    // Counted in its tenancy's share and GPU quota until it ends.
+    model_.AddMigUse(container.spec.tenancy, container.mig_gpus);
     for (const auto& device : container.mig_devices) {
       bool found = false;
       for (const auto& gpu_id : container.gpus) {
@@ -417,8 +420,8 @@ bool Service::WaitIdle(std::chrono::milliseconds timeout) {
     for (const auto& gpu : model_.gpus)
       running = running || gpu.leased();
     return model_.pending.empty() && model_.mig_pending.empty() &&
-           model_.queue->pending_count() == 0 && model_.exits.empty() &&
-           model_.to_check.empty() && model_.busy == 0 && !running;
+           model_.queue->pending_count() == 0 && model_.exits.empty() && model_.to_check.empty() &&
+           model_.busy == 0 && !running;
   });
 }
 

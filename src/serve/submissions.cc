@@ -235,6 +235,7 @@ QueueView Submissions::Queue(const Caller& caller) const {
     share.name = usage.name;
     share.policy = model_.queue->GetTenancy(usage.name);
     share.gpus_in_use = usage.in_use;
+    share.mig_gpus_in_use = usage.other_gpus;
     share.pending = usage.pending;
     share.share = usage.share;
     share.target = usage.target;

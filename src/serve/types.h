@@ -161,6 +161,7 @@ struct TenancyShare {
   std::string name;
   scheduling::TenancyPolicy policy;
   int gpus_in_use = 0;
+  double mig_gpus_in_use = 0;  // its running MIG slices, by their share of a GPU
   int pending = 0;
   double share = 0;   // of the fleet's recent GPU usage (half-life decayed), 0..1
   double target = 0;  // weight / weights of the tenancies with work, 0..1

@@ -61,6 +61,41 @@ TEST(GpuQuota, AdmissionsInOnePassCountAgainstTheQuota) {
   EXPECT_EQ(next.admitted[0].id, 4u);
 }
 
+TEST(GpuQuota, GpusHeldOutsideTheQueueCountAgainstItAndInTheShare) {
+  placement::Fleet fleet = HgxFleet(2);
+  Scheduler scheduler = MakeScheduler();
+  ASSERT_TRUE(scheduler.SetTenancy("a", {.quota_gpus = 2}).ok());
+  // Three 1g MIG slices of seven: 3/7 of a GPU, so two whole GPUs would pass the quota.
+  scheduler.SetOtherUse("a", 3.0 / 7.0, 1);
+  ASSERT_TRUE(scheduler.Enqueue(Request(1, "a", 2)).ok());
+  ASSERT_TRUE(scheduler.Enqueue(Request(2, "a", 1)).ok());
+  PassResult pass = scheduler.Schedule(fleet, 2);
+  EXPECT_FALSE(Admitted(pass, 1));
+  EXPECT_TRUE(Admitted(pass, 2));
+  const Wait* wait = WaitOf(pass, 1);
+  ASSERT_NE(wait, nullptr);
+  EXPECT_EQ(scheduler.Describe(*wait, pass, fleet), "waiting: tenancy quota 0.429/2 GPUs in use");
+  // Their share of the fleet counts them too; released, they count no more.
+  auto usage = scheduler.Usage();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_DOUBLE_EQ(usage[0].other_gpus, 3.0 / 7.0);
+  EXPECT_EQ(usage[0].in_use, 1);
+  scheduler.SetOtherUse("a", 0, 3);
+  EXPECT_DOUBLE_EQ(scheduler.Usage()[0].other_gpus, 0);
+}
+
+TEST(FairShare, SlicesHeldOutsideTheQueueMoveATenancyBack) {
+  placement::Fleet fleet = HgxFleet(1);
+  Scheduler scheduler = MakeScheduler();
+  // Equal weights, nothing run yet; a holds 2 GPUs' worth of MIG slices, b none: b goes first.
+  scheduler.SetOtherUse("a", 2, 0);
+  ASSERT_TRUE(scheduler.Enqueue(Request(1, "a", 8, 0)).ok());
+  ASSERT_TRUE(scheduler.Enqueue(Request(2, "b", 8, 1)).ok());
+  PassResult pass = scheduler.Schedule(fleet, 1);
+  EXPECT_TRUE(Admitted(pass, 2));
+  EXPECT_FALSE(Admitted(pass, 1));
+}
+
 struct PendingQuotaRow {
   int quota;
   int queued;

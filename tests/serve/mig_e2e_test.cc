@@ -310,5 +310,36 @@ TEST_F(MigMixedHost, WholeGpusGoToTheGpuWithoutMigAndSlicesToTheOther) {
   EXPECT_NE(run.output.find("nvidia-cap120\nnvidia-cap121\n"), std::string::npos) << run.output;
 }
 
+TEST_F(MigMixedHost, SlicesCountAgainstTheTenancysGpuQuota) {
+  StartWithNvml();
+  int status = 0;
+  CallJson(*admin_, "PUT", "/v1/tenancies/slices", R"({"quota":{"gpus":1}})", &status);
+  ASSERT_EQ(status, 200);
+  std::string big = SubmitMig("3g.40gb", 1);
+  EXPECT_EQ(WaitFor(big, {"running", "exited", "failed"})["state"], "running");
+  // 3/7 of a GPU in slices: a whole GPU would take the tenancy past its quota of 1.
+  auto whole =
+      Post({{"image", image_}, {"tenancy", "slices"}, {"gpus", 1}, {"command", {"true"}}}, &status);
+  ASSERT_EQ(status, 202) << whole;
+  json waiting = WaitFirstInQueue(whole["id"]);
+  EXPECT_EQ(waiting["reason"], "waiting: tenancy quota 0.429/1 GPUs in use") << waiting;
+  // Another slice still fits under it (4/7 of a GPU).
+  std::string small = SubmitMig("1g.10gb", 1);
+  EXPECT_EQ(WaitFor(small, {"running", "exited", "failed"})["state"], "running");
+  bool listed = false;
+  const json queue = CallJson(*admin_, "GET", "/v1/queue");
+  for (const auto& tenancy : queue["tenancies"])
+    if (tenancy["name"] == "slices") {
+      listed = true;
+      EXPECT_NEAR(tenancy["mig_gpus_in_use"].get<double>(), 4.0 / 7.0, 1e-9) << tenancy;
+    }
+  EXPECT_TRUE(listed) << queue;
+  // The slices end: the whole GPU runs.
+  Stop(big);
+  Stop(small);
+  auto done = WaitFor(whole["id"], {"exited", "failed"});
+  EXPECT_EQ(done["state"], "exited") << done;
+}
+
 }  // namespace
 }  // namespace tessera::testing
