@@ -174,6 +174,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::stri
         }
       }
     }
+    model_.MigLeftWaiting(*container);
     container->mig_gpus = share;
     in_use[tenancy] += share;
     model_.AddMigUse(tenancy, share);

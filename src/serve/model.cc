@@ -124,20 +124,28 @@ void Model::AddMigUse(const std::string& tenancy, double gpus) {
   if (queue) queue->SetOtherUse(tenancy, held, static_cast<double>(fleet::NowMs()) / 1000.0);
 }
 
+void Model::EnqueueMig(const ContainerRecord& container) {
+  mig_pending.push_back(container.id);
+  ++mig_waiting[container.spec.tenancy];
+}
+
+void Model::MigLeftWaiting(const ContainerRecord& container) {
+  auto it = mig_waiting.find(container.spec.tenancy);
+  if (it == mig_waiting.end()) return;
+  if (--it->second <= 0) mig_waiting.erase(it);
+}
+
 int Model::MigPendingOf(const std::string& tenancy) const {
-  int count = 0;
-  for (const auto& id : mig_pending) {
-    auto it = containers.find(id);
-    if (it != containers.end() && it->second.spec.tenancy == tenancy &&
-        it->second.state == ContainerState::kPending && !it->second.started)
-      ++count;
-  }
-  return count;
+  auto it = mig_waiting.find(tenancy);
+  return it == mig_waiting.end() ? 0 : it->second;
 }
 
 void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo& info,
                             std::vector<Mutation>& out) {
   if (fleet::IsTerminal(container.state)) return;
+  if (container.spec.mig.count > 0 && container.state == ContainerState::kPending &&
+      !container.started)
+    MigLeftWaiting(container);
   // A stop the scheduler decided (duration limit, preemption) set its reason already.
   const bool stop_reason = container.stop_requested && !container.reason.empty();
   if (info.failed) {

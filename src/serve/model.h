@@ -79,7 +79,8 @@ class Model {
   // MIG containers waiting for slices, in submission order (entries that started or ended
   // since are dropped by the next pass).
   std::deque<std::string> mig_pending;
-  std::map<std::string, double> mig_in_use;  // tenancy -> GPUs its running slices make up
+  std::map<std::string, double> mig_in_use;          // tenancy -> GPUs its running slices make up
+  std::unordered_map<std::string, int> mig_waiting;  // tenancy -> its MIG requests waiting
   std::deque<ExitEvent> exits;
   std::deque<std::string> to_check;          // GPUs in releasing, by ID
   std::deque<std::string> to_stop;           // running containers a client deleted
@@ -110,6 +111,10 @@ class Model {
   // Its reserved or active GPUs go to releasing and are queued for their check. A MIG container
   // gives back its slices; a parent is released (and checked) with its last slice.
   void ReleaseGpus(fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
+  // A pending MIG container joins the MIG requests waiting for slices; it leaves once placed or
+  // ended (MigLeftWaiting).
+  void EnqueueMig(const fleet::ContainerRecord& container);
+  void MigLeftWaiting(const fleet::ContainerRecord& container);
   // MIG containers of `tenancy` waiting for slices.
   int MigPendingOf(const std::string& tenancy) const;
   // A tenancy's MIG slices in use changed by `gpus` (their share of a GPU): the queue counts

@@ -80,7 +80,7 @@ Status Service::Load(Host host) {
         if (auto queued = model_.queue->Enqueue(PendingRequestOf(container)); !queued)
           spdlog::error("container {}: {}", container.id, queued.error().message);
       } else if (container.spec.mig.count > 0) {
-        model_.mig_pending.push_back(container.id);
+        model_.EnqueueMig(container);
       } else {
         model_.pending.push_back(container.id);
       }

@@ -128,7 +128,7 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
     if (auto status = model_.queue->Enqueue(PendingRequestOf(container)); !status)
       return done(status.error());
   } else if (mig) {
-    model_.mig_pending.push_back(container.id);
+    model_.EnqueueMig(container);
   } else {
     model_.pending.push_back(container.id);
   }

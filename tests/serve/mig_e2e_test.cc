@@ -133,6 +133,16 @@ TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
   auto queue = CallJson(*admin_, "GET", "/v1/queue");
   ASSERT_EQ(queue["queue"].size(), 1u) << queue;
   EXPECT_EQ(queue["queue"][0]["mig"], json({{"profile", "1g.10gb"}, {"count", 2}}));
+  // Waiting MIG requests count against the pending quota.
+  int status = 0;
+  CallJson(*admin_, "PUT", "/v1/tenancies/slices", R"({"quota":{"pending":1}})", &status);
+  ASSERT_EQ(status, 200);
+  auto refused = Post(
+      {{"image", image_}, {"tenancy", "slices"}, {"mig", {{"profile", "1g.10gb"}, {"count", 1}}}},
+      &status);
+  EXPECT_EQ(status, 429) << refused;
+  EXPECT_NE(refused.dump().find("tenancy quota: 1/1 requests pending"), std::string::npos)
+      << refused;
 
   // Each container has the parent's node and the two capability nodes of each of its slices;
   // no two containers share a capability node.
