@@ -76,12 +76,26 @@ Result<std::string> WriteTemporary(const std::string& path, std::string_view con
 }
 
 void SyncDirectoryOf(const std::string& path) {
-  std::string dir = DirectoryOf(path);
-  FileDescriptor dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (dir_fd.get() >= 0) ::fsync(dir_fd.get());
+  (void)SyncDirectory(DirectoryOf(path));
 }
 
 }  // namespace
+
+Status SyncDirectory(const std::string& dir) {
+  FileDescriptor dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir_fd.get() < 0) return ErrnoError("open " + dir, errno);
+  if (::fsync(dir_fd.get()) != 0) return ErrnoError("fsync " + dir, errno);
+  return Ok();
+}
+
+Status RemoveFile(const std::string& path, Durability durability) {
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return Ok();
+    return ErrnoError("remove " + path, errno);
+  }
+  if (durability == Durability::kPowerLoss) return SyncDirectory(DirectoryOf(path));
+  return Ok();
+}
 
 Status WriteFileAtomically(const std::string& path, std::string_view content, mode_t mode,
                            Durability durability) {

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   app.add_option("--driver-name", driver_name, "DRA driver name")->capture_default_str();
   app.add_option("--registry-dir", registry_dir, "kubelet plugin registry dir")
       ->capture_default_str();
-  app.add_option("--plugin-dir", plugin_dir, "Dir of dra.sock and the checkpoint")
+  app.add_option("--plugin-dir", plugin_dir, "Dir of dra.sock and the prepared claims")
       ->capture_default_str();
   app.add_option("--cdi-dir", cdi_dir, "Where per-claim CDI specs are written")
       ->capture_default_str();
@@ -163,7 +163,10 @@ int main(int argc, char** argv) {
                        if (!claim) return claim.error();
                        return claim->dump();
                      });
-  if (auto loaded = driver.Load(); !loaded) return fail(loaded.error());
+  auto loaded = driver.Load();
+  if (!loaded) return fail(loaded.error());
+  for (const auto& dropped : *loaded)
+    spdlog::warn("{}", dropped);
 
   auto read_state = [&]() -> Result<dra::DeviceState> {
     dra::DeviceState state;
