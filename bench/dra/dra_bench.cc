@@ -1,6 +1,7 @@
 // NodePrepareResources latency over the socket (the claim GET against a loopback API server
 // included), lease change -> ResourceSlice updated, and the plugin's peak RSS.
-// Usage: dra_bench [iterations]   (the API server is tests/tools/k8s/fake_apiserver.py)
+// Usage: dra_bench [iterations] [--tls]   (the API server is tests/tools/k8s/fake_apiserver.py;
+// with --tls it speaks HTTPS, as the API server does in a cluster)
 // The files lie as on a node: the CDI dir on a tmpfs (/var/run/cdi; /var/run is /run), the
 // plugin dir (/var/lib/kubelet/plugins/...) on disk.
 #include <stdlib.h>
@@ -87,16 +88,34 @@ size_t SliceDevices(k8s::Client& client) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iterations = argc > 1 ? std::atoi(argv[1]) : 200;
+  int iterations = 200;
+  bool tls = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--tls") {
+      tls = true;
+    } else {
+      iterations = std::atoi(argv[i]);
+    }
+  }
   std::string root = testing::MaterializeHost("hgx-h100-dgx");
-  testing::FakeApiServer server;
   testing::TempDir dir;
+  // In a cluster the plugin reaches the API server over HTTPS, so --tls measures what a node
+  // runs: the TLS session, its library and the CA the client loads.
+  std::vector<std::string> server_args;
+  if (tls) {
+    testing::MakeTestPki(dir.path());
+    server_args = {"--tls-cert", dir.path() + "/server.crt", "--tls-key",
+                   dir.path() + "/server.key"};
+  }
+  testing::FakeApiServer server(server_args);
   std::ofstream(dir.path() + "/kubeconfig")
       << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
          "    server: "
-      << server.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+      << server.url() << (tls ? "\n    certificate-authority: " + dir.path() + "/ca.crt" : "")
+      << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
   k8s::ClientConfig config;
   config.server = server.url();
+  if (tls) config.ca_file = dir.path() + "/ca.crt";
   k8s::Client client(config);
   inventory::ReadOptions read;
   read.root = root;
@@ -118,8 +137,8 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "DRA plugin bench: %d prepares per size, API server = fake_apiserver.py on "
-      "loopback (Python http.server)\n",
-      iterations);
+      "loopback (Python http.server), %s\n",
+      iterations, tls ? "HTTPS" : "HTTP");
   std::printf("CDI dir %s: %s; plugin dir %s: %s\n", cdi_dir.path().c_str(),
               FilesystemOf(cdi_dir.path()).c_str(), plugin_dir.c_str(),
               FilesystemOf(plugin_dir).c_str());
