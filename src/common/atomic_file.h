@@ -31,6 +31,13 @@ Status WriteFileAtomically(const std::string& path, std::string_view content, mo
 // an existing name where rename(2) would replace it).
 Status CreateFileAtomically(const std::string& path, std::string_view content, mode_t mode = 0644);
 
+// Removes `path`; a missing file is no error. With kPowerLoss the directory is fsynced after a
+// removal, so that the removal survives a power loss.
+Status RemoveFile(const std::string& path, Durability durability = Durability::kPowerLoss);
+
+// fsyncs a directory: the entries created, renamed or removed in it survive a power loss.
+Status SyncDirectory(const std::string& dir);
+
 // Reads a whole file. NotFound when it does not exist.
 Result<std::string> ReadWholeFile(const std::string& path);
 

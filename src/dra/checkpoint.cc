@@ -1,9 +1,13 @@
-// The checkpoint of prepared claims in <plugin-dir>: written atomically after every change, read
-// strictly on start, so a restarted plugin answers a retried prepare the same way and can
-// unprepare a claim whose object is gone.
+// The checkpoint of prepared claims: one file per claim in <plugin-dir>/prepared, written
+// atomically and parsed strictly on start, so a restarted plugin answers a retried prepare the
+// same way without the claim object. Each file holds the format of the single checkpoint.json of
+// earlier versions, with one claim:
 //
 // {"version":1,"claims":{"<uid>":{"namespace":"..","name":"..","devices":[{"requestNames":[..],
 //   "poolName":"..","deviceName":"..","cdiDeviceIds":[..]}]}}}
+#include <dirent.h>
+
+#include <cerrno>
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
@@ -18,6 +22,9 @@ using nlohmann::json;
 constexpr size_t kMaxCheckpointBytes = 16 << 20;
 constexpr size_t kMaxClaims = 4096;
 constexpr size_t kMaxString = 512;
+constexpr size_t kMaxUid = 253;
+constexpr std::string_view kClaimFilePrefix = "claim_";
+constexpr std::string_view kClaimFileSuffix = ".json";
 
 Status CheckKeys(const json& object, std::initializer_list<const char*> allowed,
                  const std::string& where) {
@@ -160,6 +167,78 @@ Result<Checkpoint> ReadCheckpoint(const std::string& path) {
 Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint,
                        Durability durability) {
   return WriteFileAtomically(path, SerializeCheckpoint(checkpoint), 0600, durability);
+}
+
+bool IsFileNameSafeUid(std::string_view uid) {
+  if (uid.empty() || uid.size() > kMaxUid || uid.front() == '.') return false;
+  for (char c : uid) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string PreparedClaimPath(std::string_view dir, std::string_view uid) {
+  return std::string(dir) + "/" + std::string(kClaimFilePrefix) + std::string(uid) +
+         std::string(kClaimFileSuffix);
+}
+
+Result<Checkpoint> ReadPreparedClaims(const std::string& dir, std::vector<std::string>* dropped) {
+  Checkpoint checkpoint;
+  DIR* handle = ::opendir(dir.c_str());
+  if (!handle) {
+    if (errno == ENOENT) return checkpoint;
+    return ErrnoError("open " + dir, errno);
+  }
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(handle)) {
+    std::string_view name = entry->d_name;
+    if (name.substr(0, kClaimFilePrefix.size()) == kClaimFilePrefix) names.emplace_back(name);
+    if (names.size() > 2 * kMaxClaims) break;
+  }
+  ::closedir(handle);
+  if (names.size() > 2 * kMaxClaims) return InvalidArgument(dir + ": too many claim files");
+  for (const auto& name : names) {
+    std::string path = dir + "/" + name;
+    if (name.find(".tmp-") != std::string::npos) {  // a write cut short by a crash
+      (void)RemoveFile(path, Durability::kProcessCrash);
+      continue;
+    }
+    if (name.size() <= kClaimFilePrefix.size() + kClaimFileSuffix.size() ||
+        name.substr(name.size() - kClaimFileSuffix.size()) != kClaimFileSuffix) {
+      continue;
+    }
+    std::string uid = name.substr(kClaimFilePrefix.size(),
+                                  name.size() - kClaimFilePrefix.size() - kClaimFileSuffix.size());
+    if (!IsFileNameSafeUid(uid)) continue;
+    if (checkpoint.size() >= kMaxClaims) return InvalidArgument(dir + ": too many claim files");
+    auto text = ReadWholeFile(path);
+    if (!text) return text.error();
+    auto one = ParseCheckpoint(*text);
+    std::string problem;
+    if (!one) {
+      problem = one.error().message;
+    } else if (one->size() != 1 || one->begin()->first != uid) {
+      problem = "want exactly claim " + uid;
+    }
+    if (!problem.empty()) {
+      if (dropped) dropped->push_back(path + ": " + problem + "; dropped");
+      (void)RemoveFile(path, Durability::kProcessCrash);
+      continue;
+    }
+    checkpoint[uid] = std::move(one->begin()->second);
+  }
+  return checkpoint;
+}
+
+Status WritePreparedClaim(const std::string& dir, const PreparedClaim& claim,
+                          Durability durability) {
+  if (!IsFileNameSafeUid(claim.ref.uid)) {
+    return InvalidArgument("claim UID " + Excerpt(claim.ref.uid, 40) + ": not a file name");
+  }
+  return WriteFileAtomically(PreparedClaimPath(dir, claim.ref.uid),
+                             SerializeCheckpoint({{claim.ref.uid, claim}}), 0600, durability);
 }
 
 }  // namespace tessera::dra

@@ -203,8 +203,10 @@ std::string ClaimSpecPath(std::string_view cdi_dir, std::string_view uid);
 std::string ClaimCdiId(std::string_view uid, std::string_view device);
 
 // ---------------------------------------------------------------------------------------------
-// Checkpoint of prepared claims ("<plugin-dir>/checkpoint.json"), so that a restarted plugin
-// still answers a retried prepare the same and knows what to unprepare.
+// Checkpoint of prepared claims, so that a restarted plugin still answers a retried prepare the
+// same without the claim object. One file per claim, "<plugin-dir>/prepared/claim_<uid>.json",
+// in the checkpoint format with that one claim; earlier versions kept every claim in
+// "<plugin-dir>/checkpoint.json", which Driver::Load moves into the per-claim files.
 
 using Checkpoint = std::map<std::string, PreparedClaim>;  // by claim UID
 
@@ -216,6 +218,20 @@ Result<Checkpoint> ReadCheckpoint(const std::string& path);
 Status WriteCheckpoint(const std::string& path, const Checkpoint& checkpoint,
                        Durability durability = Durability::kPowerLoss);
 
+// Whether a claim UID may name files: 1..253 bytes of [A-Za-z0-9._-], not starting with a dot
+// (Kubernetes UIDs are UUIDs).
+bool IsFileNameSafeUid(std::string_view uid);
+// "<dir>/claim_<uid>.json"
+std::string PreparedClaimPath(std::string_view dir, std::string_view uid);
+// Every claim file in `dir` (a missing dir holds none). A file that does not parse, or names
+// another claim than its file name, is removed and reported in `*dropped`: only a prepare cut
+// short by a power loss leaves one, and a lost prepare is harmless (see Driver::Prepare).
+// Temporary files left by a crash are removed.
+Result<Checkpoint> ReadPreparedClaims(const std::string& dir, std::vector<std::string>* dropped);
+// Writes the claim's file (tmp + rename) with `durability`.
+Status WritePreparedClaim(const std::string& dir, const PreparedClaim& claim,
+                          Durability durability);
+
 // ---------------------------------------------------------------------------------------------
 // The driver's state on this node: prepared claims (checkpointed), device health and leases.
 // The gRPC server calls it; tests drive it without a socket.
@@ -224,7 +240,7 @@ struct DriverConfig {
   std::string driver = kDefaultDriverName;
   std::string node_name;
   std::string cdi_dir = cdi::kDefaultSpecDir;
-  std::string plugin_dir;  // holds checkpoint.json
+  std::string plugin_dir;  // holds prepared/, the checkpoint
 };
 
 // GETs resource.k8s.io/v1 ResourceClaim <namespace>/<name> and returns its JSON text.
@@ -234,13 +250,14 @@ using ClaimFetcher =
 class Driver {
  public:
   Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch);
-  // Reads the checkpoint of an earlier run.
-  Status Load();
+  // Reads the prepared claims of an earlier run (moving a checkpoint.json of an earlier version
+  // into per-claim files); returns a warning for each claim file it had to drop.
+  Result<std::vector<std::string>> Load();
 
   // Idempotent: a claim prepared before (this run or an earlier one) answers the same without
-  // asking the API server again. Writes the claim's CDI spec and the checkpoint, side by side.
+  // asking the API server again. Writes the claim's CDI spec, then its checkpoint file.
   Result<PreparedClaim> Prepare(const ClaimRef& ref);
-  // Removes the claim's CDI spec and checkpoint entry; an unknown claim succeeds.
+  // Removes the claim's CDI spec and checkpoint file; an unknown claim succeeds.
   Status Unprepare(const ClaimRef& ref);
 
   // Replaces health and lease state; returns whether the published devices changed.
@@ -252,7 +269,8 @@ class Driver {
   void WaitForHealthChange(uint64_t seen, std::chrono::milliseconds timeout) const;
   const NodeDevices& node() const { return node_; }
   const DriverConfig& config() const { return config_; }
-  std::string CheckpointPath() const;
+  // "<plugin-dir>/prepared": the claim files.
+  std::string PreparedDir() const;
 
  private:
   // The claim's CDI spec from its prepared devices; with `only_if_missing`, only when the file

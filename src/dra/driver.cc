@@ -1,11 +1,12 @@
-// The driver's node state: prepare and unprepare with their files (per-claim CDI spec,
-// checkpoint), and the health/lease state that decides what is published.
+// The driver's node state: prepare and unprepare with their files (per-claim CDI spec and
+// checkpoint file), and the health/lease state that decides what is published.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <ctime>
-#include <future>
 
+#include "common/atomic_file.h"
 #include "dra/dra.h"
 
 namespace tessera::dra {
@@ -17,16 +18,36 @@ Driver::Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch)
     health_changed_[device.name] = now;
 }
 
-std::string Driver::CheckpointPath() const {
-  return config_.plugin_dir + "/checkpoint.json";
+std::string Driver::PreparedDir() const {
+  return config_.plugin_dir + "/prepared";
 }
 
-Status Driver::Load() {
-  auto checkpoint = ReadCheckpoint(CheckpointPath());
+Result<std::vector<std::string>> Driver::Load() {
+  const std::string dir = PreparedDir();
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoError("create directory " + dir, errno);
+  }
+  // Earlier versions kept every claim in one checkpoint.json: its claims become files, durably,
+  // before it goes.
+  const std::string legacy = config_.plugin_dir + "/checkpoint.json";
+  auto old = ReadCheckpoint(legacy);
+  if (!old) return old.error();
+  if (!old->empty()) {
+    for (const auto& [uid, claim] : *old) {
+      if (auto written = WritePreparedClaim(dir, claim, Durability::kWholeOnPowerLoss); !written) {
+        return written.error();
+      }
+    }
+    if (auto synced = SyncDirectory(dir); !synced) return synced.error();
+  }
+  if (auto removed = RemoveFile(legacy); !removed) return removed.error();
+
+  std::vector<std::string> dropped;
+  auto checkpoint = ReadPreparedClaims(dir, &dropped);
   if (!checkpoint) return checkpoint.error();
   std::lock_guard lock(mu_);
   checkpoint_ = std::move(*checkpoint);
-  return Ok();
+  return dropped;
 }
 
 Status Driver::WriteClaimSpec(const PreparedClaim& prepared, bool only_if_missing) const {
@@ -43,6 +64,8 @@ Status Driver::WriteClaimSpec(const PreparedClaim& prepared, bool only_if_missin
 }
 
 Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
+  // The UID names the claim's files.
+  if (!IsFileNameSafeUid(ref.uid)) return InvalidArgument("claim UID: not a UID");
   {
     std::lock_guard lock(mu_);
     // kubelet retries after a timeout or a restart: a prepared claim answers the same, with its
@@ -63,39 +86,43 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   PrepareContext context{config_.driver, config_.node_name, &node_, &state_};
   auto prepared = PlanPrepare(ref, *claim, context);
   if (!prepared) return prepared.error();
-  const std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
-  checkpoint_[ref.uid] = *prepared;
-  // Both files wait on their own fsync, so they are written side by side.
-  auto spec_written =
-      std::async(std::launch::async, [&] { return WriteClaimSpec(*prepared, false); });
-  // A prepare lost with a power loss is harmless, so its rename need not be durable: kubelet
-  // prepares again after the reboot and an unknown claim is fetched anew; Unprepare removes the
-  // spec by the claim's UID whether or not the checkpoint names it. The file must be whole,
-  // though: a torn checkpoint would keep the plugin from starting.
-  Status saved = WriteCheckpoint(CheckpointPath(), checkpoint_, Durability::kWholeOnPowerLoss);
-  Status spec = spec_written.get();
-  if (!saved || !spec) {
-    // Neither file alone: without a checkpoint entry a restarted plugin would not know to
-    // remove the spec, and an entry without its spec would answer kubelet with CDI IDs that
+  // The spec first: a checkpoint file promises CDI IDs that resolve.
+  Status written = WriteClaimSpec(*prepared, false);
+  // A prepare lost with a power loss is harmless, so the claim's file is not fsynced: kubelet
+  // prepares again after the reboot (its checkpoint restores claims as not prepared:
+  // newClaimInfoFromState in pkg/kubelet/cm/dra/claiminfo.go), an unknown claim is fetched anew,
+  // and Unprepare removes the spec and the file by the claim's UID whether or not they were
+  // written. A file torn by the power loss is dropped on start for the same reason; it holds this
+  // claim only, where a torn checkpoint.json would have held every claim. The rename is to a
+  // name that does not exist yet, which ext4 does not flush as it flushes a rename over a file.
+  // Only removals must be durable (see Unprepare). So on a tmpfs CDI dir a prepare waits on no
+  // disk.
+  if (written) written = WritePreparedClaim(PreparedDir(), *prepared, Durability::kProcessCrash);
+  if (!written) {
+    // Neither file alone: an entry without its spec would answer kubelet with CDI IDs that
     // resolve to nothing.
-    checkpoint_.erase(ref.uid);
-    ::unlink(spec_path.c_str());
-    if (saved) (void)WriteCheckpoint(CheckpointPath(), checkpoint_);
-    return saved ? spec.error() : saved.error();
+    ::unlink(ClaimSpecPath(config_.cdi_dir, ref.uid).c_str());
+    (void)RemoveFile(PreparedClaimPath(PreparedDir(), ref.uid), Durability::kProcessCrash);
+    return written.error();
   }
+  checkpoint_[ref.uid] = *prepared;
   return prepared;
 }
 
 Status Driver::Unprepare(const ClaimRef& ref) {
+  if (!IsFileNameSafeUid(ref.uid)) return InvalidArgument("claim UID: not a UID");
   std::lock_guard lock(mu_);
   std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
   if (::unlink(spec_path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError("unlink " + spec_path, errno);
   }
-  if (checkpoint_.erase(ref.uid) == 0) return Ok();
-  // Durable before kubelet hears of it: a removal lost with a power loss would leave an entry
-  // that answers a later prepare of the same UID, reallocated meanwhile, with the old devices.
-  return WriteCheckpoint(CheckpointPath(), checkpoint_, Durability::kPowerLoss);
+  // Durable before kubelet hears of it: a removal lost with a power loss would leave a file that
+  // answers a later prepare of the same UID, reallocated meanwhile, with the old devices.
+  if (auto removed = RemoveFile(PreparedClaimPath(PreparedDir(), ref.uid)); !removed) {
+    return removed.error();
+  }
+  checkpoint_.erase(ref.uid);
+  return Ok();
 }
 
 bool Driver::SetState(DeviceState state) {

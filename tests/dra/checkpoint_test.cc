@@ -1,9 +1,10 @@
-// The checkpoint of prepared claims: round trip, strict parsing, atomic file.
+// The checkpoint of prepared claims: round trip, strict parsing, atomic file, claim files.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
+#include "common/atomic_file.h"
 #include "dra/dra.h"
 
 namespace tessera::dra {
@@ -59,6 +60,55 @@ TEST(Checkpoint, FileIsWrittenAtomicallyAndMissingMeansEmpty) {
   EXPECT_EQ(*read, Sample());
   // Only the checkpoint itself is left behind (no temporary file).
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, OnlyUidsThatCannotLeaveTheDirectoryNameFiles) {
+  EXPECT_TRUE(IsFileNameSafeUid("9d0b7a1e-1111-4222-8333-944455556666"));
+  EXPECT_TRUE(IsFileNameSafeUid("never-prepared"));
+  for (std::string_view bad : {"", ".", "..", "../x", "a/b", ".x", "a b", "a\nb"})
+    EXPECT_FALSE(IsFileNameSafeUid(bad)) << bad;
+  EXPECT_FALSE(IsFileNameSafeUid(std::string(254, 'a')));
+  EXPECT_EQ(PreparedClaimPath("/p/prepared", "u-1"), "/p/prepared/claim_u-1.json");
+}
+
+TEST(Checkpoint, ClaimFilesReadBackAndStrayOnesAreDroppedOrLeftAlone) {
+  auto dir = std::filesystem::temp_directory_path() / ("dra-claims-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> dropped;
+  auto none = ReadPreparedClaims(dir.string(), &dropped);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  std::filesystem::create_directories(dir);
+  Checkpoint sample = Sample();
+  for (const auto& [uid, claim] : sample)
+    ASSERT_TRUE(WritePreparedClaim(dir.string(), claim, Durability::kProcessCrash).ok());
+  const auto& [uid, claim] = *sample.begin();
+  // A file under another claim's name, a torn one, a crashed write's temporary file and a file
+  // of no claim.
+  PreparedClaim other = claim;
+  other.ref.uid = "other";
+  ASSERT_TRUE(WriteFileAtomically(PreparedClaimPath(dir.string(), "moved"),
+                                  SerializeCheckpoint({{"other", other}}))
+                  .ok());
+  ASSERT_TRUE(WriteFileAtomically(PreparedClaimPath(dir.string(), "torn"), "{\"vers").ok());
+  std::string temporary = PreparedClaimPath(dir.string(), "crashed") + ".tmp-1-2-3";
+  ASSERT_TRUE(WriteFileAtomically(temporary, "{").ok());
+  std::string unrelated = (dir / "notes.txt").string();
+  ASSERT_TRUE(WriteFileAtomically(unrelated, "x").ok());
+
+  auto read = ReadPreparedClaims(dir.string(), &dropped);
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(*read, sample);
+  EXPECT_EQ(dropped.size(), 2u);
+  EXPECT_FALSE(std::filesystem::exists(PreparedClaimPath(dir.string(), "moved")));
+  EXPECT_FALSE(std::filesystem::exists(PreparedClaimPath(dir.string(), "torn")));
+  EXPECT_FALSE(std::filesystem::exists(temporary));
+  EXPECT_TRUE(std::filesystem::exists(unrelated));
+  // A claim's file is the checkpoint format holding that claim alone.
+  auto one = ReadCheckpoint(PreparedClaimPath(dir.string(), uid));
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, (Checkpoint{{uid, claim}}));
   std::filesystem::remove_all(dir);
 }
 

@@ -1,4 +1,4 @@
-// The driver's files: the per-claim CDI spec and the checkpoint, across retries and restarts.
+// The driver's files: the per-claim CDI spec and checkpoint file, across retries and restarts.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -38,7 +38,7 @@ class DriverFiles : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::unique_ptr<Driver> Make() {
+  std::unique_ptr<Driver> Make(std::vector<std::string>* dropped = nullptr) {
     auto driver = std::make_unique<Driver>(
         config_, node_,
         [this](const std::string& ns, const std::string& name) -> Result<std::string> {
@@ -46,7 +46,9 @@ class DriverFiles : public ::testing::Test {
           if (ns != "team" || name != "train") return NotFound("no such claim");
           return claim_;
         });
-    EXPECT_TRUE(driver->Load().ok());
+    auto loaded = driver->Load();
+    EXPECT_TRUE(loaded.ok()) << loaded.error().message;
+    if (loaded && dropped) *dropped = *loaded;
     return driver;
   }
   void Allocate(const std::vector<std::string>& devices) {
@@ -59,6 +61,9 @@ class DriverFiles : public ::testing::Test {
                  .dump();
   }
   std::string SpecPath() const { return ClaimSpecPath(config_.cdi_dir, kUid); }
+  std::string ClaimFile() const {
+    return PreparedClaimPath(config_.plugin_dir + "/prepared", kUid);
+  }
 
   NodeDevices node_;
   fs::path dir_;
@@ -106,7 +111,7 @@ TEST_F(DriverFiles, RefusedClaimWritesNothing) {
   auto driver = Make();
   EXPECT_FALSE(driver->Prepare(ref_).ok());
   EXPECT_FALSE(fs::exists(SpecPath()));
-  EXPECT_FALSE(fs::exists(driver->CheckpointPath()));
+  EXPECT_TRUE(fs::is_empty(driver->PreparedDir()));
 }
 
 TEST_F(DriverFiles, RestartedDriverKnowsPreparedClaimsAndUnprepares) {
@@ -125,11 +130,75 @@ TEST_F(DriverFiles, RestartedDriverKnowsPreparedClaimsAndUnprepares) {
   EXPECT_EQ(*again, prepared);
   ASSERT_TRUE(restarted->Unprepare(ref_).ok());
   EXPECT_FALSE(fs::exists(SpecPath()));
-  auto checkpoint = ReadCheckpoint(restarted->CheckpointPath());
+  EXPECT_FALSE(fs::exists(ClaimFile()));
+  auto checkpoint = ReadPreparedClaims(restarted->PreparedDir(), nullptr);
   ASSERT_TRUE(checkpoint.ok());
   EXPECT_TRUE(checkpoint->empty());
   // Unknown claims unprepare successfully (kubelet retries after a lost answer).
   EXPECT_TRUE(restarted->Unprepare(ClaimRef{"x", "y", "never-prepared"}).ok());
+}
+
+TEST_F(DriverFiles, ATornClaimFileIsDroppedOnStartAndTheClaimIsFetchedAgain) {
+  // A prepare's file is not fsynced: a power loss may leave it empty or cut short.
+  Allocate({node_.devices[0].name});
+  PreparedClaim prepared;
+  {
+    auto driver = Make();
+    auto result = driver->Prepare(ref_);
+    ASSERT_TRUE(result.ok());
+    prepared = *result;
+  }
+  std::string text = *ReadWholeFile(ClaimFile());
+  ASSERT_TRUE(WriteFileAtomically(ClaimFile(), text.substr(0, text.size() / 2)).ok());
+  std::vector<std::string> dropped;
+  auto restarted = Make(&dropped);
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_NE(dropped[0].find(ClaimFile()), std::string::npos) << dropped[0];
+  EXPECT_FALSE(fs::exists(ClaimFile()));
+  auto again = restarted->Prepare(ref_);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*again, prepared);
+  EXPECT_EQ(gets_, 2);
+  EXPECT_TRUE(fs::exists(ClaimFile()));
+}
+
+TEST_F(DriverFiles, TheCheckpointOfAnEarlierVersionBecomesClaimFiles) {
+  Allocate({node_.devices[0].name, node_.devices[1].name});
+  PreparedClaim prepared;
+  {
+    auto driver = Make();
+    auto result = driver->Prepare(ref_);
+    ASSERT_TRUE(result.ok());
+    prepared = *result;
+  }
+  // As an earlier version left it: every claim in <plugin-dir>/checkpoint.json.
+  fs::remove_all(config_.plugin_dir + "/prepared");
+  std::string legacy = config_.plugin_dir + "/checkpoint.json";
+  ASSERT_TRUE(WriteCheckpoint(legacy, {{kUid, prepared}}).ok());
+  claim_ = "{}";  // answered from the checkpoint, without the claim
+  auto restarted = Make();
+  EXPECT_FALSE(fs::exists(legacy));
+  EXPECT_TRUE(fs::exists(ClaimFile()));
+  auto again = restarted->Prepare(ref_);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*again, prepared);
+  EXPECT_EQ(gets_, 1);
+}
+
+TEST_F(DriverFiles, AUidThatCannotNameAFileIsRefusedWritingAndRemovingNothing) {
+  Allocate({node_.devices[0].name});
+  auto driver = Make();
+  std::string victim = config_.plugin_dir + "/keep.json";
+  ASSERT_TRUE(WriteFileAtomically(victim, "{}").ok());
+  for (const char* uid : {"../keep", "a/b", ".hidden", ""}) {
+    ClaimRef ref{"team", "train", uid};
+    EXPECT_FALSE(driver->Prepare(ref).ok()) << uid;
+    EXPECT_FALSE(driver->Unprepare(ref).ok()) << uid;
+  }
+  EXPECT_TRUE(fs::exists(victim));
+  EXPECT_EQ(gets_, 0);
+  EXPECT_TRUE(fs::is_empty(config_.cdi_dir));
+  EXPECT_TRUE(fs::is_empty(driver->PreparedDir()));
 }
 
 TEST_F(DriverFiles, StateChangesReportWhetherThePublishedSetChanged) {
