@@ -51,6 +51,13 @@ class DriverFiles : public ::testing::Test {
     if (loaded && dropped) *dropped = *loaded;
     return driver;
   }
+  // Prepares ref_ with a driver that is gone again afterwards (a plugin that restarts).
+  void PrepareWithADriverThatStops(PreparedClaim* prepared) {
+    auto driver = Make();
+    auto result = driver->Prepare(ref_);
+    ASSERT_TRUE(result.ok()) << result.error().message;
+    *prepared = *result;
+  }
   void Allocate(const std::vector<std::string>& devices) {
     json results = json::array();
     for (const auto& d : devices)
@@ -117,12 +124,7 @@ TEST_F(DriverFiles, RefusedClaimWritesNothing) {
 TEST_F(DriverFiles, RestartedDriverKnowsPreparedClaimsAndUnprepares) {
   Allocate({node_.devices[0].name});
   PreparedClaim prepared;
-  {
-    auto driver = Make();
-    auto result = driver->Prepare(ref_);
-    ASSERT_TRUE(result.ok());
-    prepared = *result;
-  }
+  ASSERT_NO_FATAL_FAILURE(PrepareWithADriverThatStops(&prepared));
   claim_ = "{}";  // the claim object is gone: neither call may need it now
   auto restarted = Make();
   auto again = restarted->Prepare(ref_);
@@ -142,12 +144,7 @@ TEST_F(DriverFiles, ATornClaimFileIsDroppedOnStartAndTheClaimIsFetchedAgain) {
   // A prepare's file is not fsynced: a power loss may leave it empty or cut short.
   Allocate({node_.devices[0].name});
   PreparedClaim prepared;
-  {
-    auto driver = Make();
-    auto result = driver->Prepare(ref_);
-    ASSERT_TRUE(result.ok());
-    prepared = *result;
-  }
+  ASSERT_NO_FATAL_FAILURE(PrepareWithADriverThatStops(&prepared));
   std::string text = *ReadWholeFile(ClaimFile());
   ASSERT_TRUE(WriteFileAtomically(ClaimFile(), text.substr(0, text.size() / 2)).ok());
   std::vector<std::string> dropped;
