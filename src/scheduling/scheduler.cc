@@ -77,12 +77,17 @@ Status Scheduler::CheckSubmit(const PendingRequest& request) const {
     return InvalidArgument("maxDurationSeconds: expected 1.." +
                            std::to_string(static_cast<int64_t>(kMaxDurationLimitSeconds)));
   }
-  const int pending = index < 0 ? 0 : static_cast<int>(tenancies_[index].queue.size());
+  const int pending = PendingOf(request.tenancy);
   if (pending >= policy.quota_pending) {
     return FailedPrecondition("tenancy quota: " + std::to_string(pending) + "/" +
                               std::to_string(policy.quota_pending) + " requests pending");
   }
   return Ok();
+}
+
+int Scheduler::PendingOf(const std::string& tenancy) const {
+  const int index = FindTenancy(tenancy);
+  return index < 0 ? 0 : static_cast<int>(tenancies_[index].queue.size());
 }
 
 Status Scheduler::Enqueue(PendingRequest request) {

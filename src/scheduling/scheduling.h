@@ -186,6 +186,8 @@ class Scheduler {
                        const placement::Fleet& fleet) const;
 
   size_t pending_count() const { return pending_.size(); }
+  // Requests of `tenancy` waiting in this queue.
+  int PendingOf(const std::string& tenancy) const;
   size_t running_count() const { return running_.size(); }
   std::vector<TenancyUsage> Usage() const;
 

@@ -94,9 +94,7 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
     // MIG requests wait beside the queue; the pending quota counts both.
     const int mig_pending = model_.MigPendingOf(spec.tenancy);
     if (mig_pending > 0 || mig) {
-      int pending = mig_pending;
-      for (const auto& usage : model_.queue->Usage())
-        if (usage.name == spec.tenancy) pending += usage.pending;
+      const int pending = mig_pending + model_.queue->PendingOf(spec.tenancy);
       if (pending >= policy.quota_pending)
         return done(FailedPrecondition(std::string(kQuotaRefusal) + std::to_string(pending) + "/" +
                                        std::to_string(policy.quota_pending) + " requests pending"));

@@ -53,12 +53,26 @@ class MigServeTest : public PodmanServeTest {
     return WaitForContainerState(*admin_, *serve_, id, states, std::chrono::seconds(240));
   }
 
+  // GET that answered 200: a call that failed on the way (a loaded machine) is made again.
+  json Get(const std::string& path) {
+    json answer;
+    int status = 0;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          answer = CallJson(*admin_, "GET", path, "", &status);
+          return status == 200;
+        },
+        std::chrono::seconds(60)))
+        << path << " answered " << status << ": " << answer;
+    return answer;
+  }
+
   // A pending container once a scheduling pass put it first in the queue (with its reason).
   json WaitFirstInQueue(const std::string& id) {
     json container;
     EXPECT_TRUE(WaitUntil(
         [&] {
-          container = CallJson(*admin_, "GET", "/v1/containers/" + id);
+          container = Get("/v1/containers/" + id);
           return container.value("queue_position", 0) == 1;
         },
         std::chrono::seconds(60)))
@@ -85,7 +99,7 @@ class MigServeTest : public PodmanServeTest {
   }
 
   json Gpu(const std::string& pci) {
-    const json listed = CallJson(*admin_, "GET", "/v1/gpus");
+    const json listed = Get("/v1/gpus");
     for (const auto& gpu : listed["gpus"])
       if (gpu["pci_address"] == pci) return gpu;
     ADD_FAILURE() << "no GPU " << pci << " in " << listed;
@@ -130,7 +144,7 @@ TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
   EXPECT_NE(waiting["reason"].get<std::string>().find("2 free MIG slice(s) wanted, 1 free"),
             std::string::npos)
       << waiting;
-  auto queue = CallJson(*admin_, "GET", "/v1/queue");
+  auto queue = Get("/v1/queue");
   ASSERT_EQ(queue["queue"].size(), 1u) << queue;
   EXPECT_EQ(queue["queue"][0]["mig"], json({{"profile", "1g.10gb"}, {"count", 2}}));
   // Waiting MIG requests count against the pending quota.
@@ -148,7 +162,7 @@ TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
   // no two containers share a capability node.
   std::set<std::string> caps_seen;
   for (const auto& id : {a, b}) {
-    auto record = CallJson(*admin_, "GET", "/v1/containers/" + id);
+    auto record = Get("/v1/containers/" + id);
     EXPECT_EQ(record["gpus"], json::array({parent})) << record;
     EXPECT_EQ(record["mig_devices"].size(), 3u) << record;
     EXPECT_NEAR(record["mig_gpus"].get<double>(), 3.0 / 7.0, 1e-9) << record;
@@ -170,7 +184,7 @@ TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
   gpu = Gpu(parent);
   EXPECT_EQ(gpu["state"], "active") << gpu;
   EXPECT_EQ(HeldSlices(gpu), 6) << gpu;
-  EXPECT_EQ(CallJson(*admin_, "GET", "/v1/containers/" + c)["state"], "pending");
+  EXPECT_EQ(Get("/v1/containers/" + c)["state"], "pending");
 
   // a's three slices go back; c takes two of the four now free. The parent stays leased (no
   // check while other slices run).
@@ -194,7 +208,7 @@ TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
   EXPECT_NE(log.find(parent + ": checking -> free"), std::string::npos) << log;
 
   // Metered by the share of the GPU: three 1g slices of seven are 3/7 of a GPU.
-  auto usage = CallJson(*admin_, "GET", "/v1/tenancies/slices/usage");
+  auto usage = Get("/v1/tenancies/slices/usage");
   ASSERT_EQ(usage["containers"].size(), 3u) << usage;
   double total = 0;
   for (const auto& entry : usage["containers"]) {
@@ -257,7 +271,7 @@ TEST_F(MigSevenSlices, RequestsTheHostCannotServeAreRefusedNamingTheField) {
     EXPECT_NE(answer.dump().find(field), std::string::npos) << value << " " << answer;
   }
   // Nothing was accepted.
-  EXPECT_TRUE(CallJson(*admin_, "GET", "/v1/containers")["containers"].empty());
+  EXPECT_TRUE(Get("/v1/containers")["containers"].empty());
 }
 
 // An H100 with 3g.40gb + 2g.20gb + 1g.10gb beside an H100 without MIG.
@@ -281,10 +295,10 @@ TEST_F(MigMixedHost, WholeGpusGoToTheGpuWithoutMigAndSlicesToTheOther) {
   for (const auto& id : {whole["id"].get<std::string>(), big, small})
     EXPECT_EQ(WaitFor(id, {"running", "exited", "failed"})["state"], "running") << id;
 
-  EXPECT_EQ(CallJson(*admin_, "GET", "/v1/containers/" + whole["id"].get<std::string>())["gpus"],
+  EXPECT_EQ(Get("/v1/containers/" + whole["id"].get<std::string>())["gpus"],
             json::array({whole_gpu}));
   EXPECT_EQ(Listed(whole["id"]), std::vector<std::string>{"/dev/nvidia1"});
-  auto big_record = CallJson(*admin_, "GET", "/v1/containers/" + big);
+  auto big_record = Get("/v1/containers/" + big);
   EXPECT_EQ(big_record["gpus"], json::array({mig_gpu}));
   EXPECT_EQ(big_record["mig_devices"], json::array({"MIG-8e2c3d4b-0001-4000-8000-000000000000"}));
   EXPECT_NEAR(big_record["mig_gpus"].get<double>(), 3.0 / 7.0, 1e-9);
@@ -337,7 +351,7 @@ TEST_F(MigMixedHost, SlicesCountAgainstTheTenancysGpuQuota) {
   std::string small = SubmitMig("1g.10gb", 1);
   EXPECT_EQ(WaitFor(small, {"running", "exited", "failed"})["state"], "running");
   bool listed = false;
-  const json queue = CallJson(*admin_, "GET", "/v1/queue");
+  const json queue = Get("/v1/queue");
   for (const auto& tenancy : queue["tenancies"])
     if (tenancy["name"] == "slices") {
       listed = true;
