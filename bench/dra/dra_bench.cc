@@ -108,11 +108,8 @@ int main(int argc, char** argv) {
                    dir.path() + "/server.key"};
   }
   testing::FakeApiServer server(server_args);
-  std::ofstream(dir.path() + "/kubeconfig")
-      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-         "    server: "
-      << server.url() << (tls ? "\n    certificate-authority: " + dir.path() + "/ca.crt" : "")
-      << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url(),
+                               tls ? dir.path() + "/ca.crt" : "");
   k8s::ClientConfig config;
   config.server = server.url();
   if (tls) config.ca_file = dir.path() + "/ca.crt";

@@ -39,10 +39,7 @@ Round RunRound(const std::string& lease_ms, const std::string& renew_ms,
                const std::string& retry_ms) {
   FakeApiServer api;
   TempDir dir;
-  std::ofstream(dir.path() + "/kubeconfig")
-      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-         "    server: "
-      << api.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  WriteKubeconfigFile(dir.path() + "/kubeconfig", api.url());
   k8s::ClientConfig config;
   config.server = api.url();
   k8s::Client admin(config);

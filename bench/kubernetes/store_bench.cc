@@ -46,10 +46,7 @@ std::string StatusField(pid_t pid, const char* field) {
 
 std::string WriteKubeconfig(const std::string& dir, const std::string& url) {
   const std::string path = dir + "/kubeconfig";
-  std::ofstream(path)
-      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-         "    server: "
-      << url << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  WriteKubeconfigFile(path, url);
   std::ofstream(dir + "/admin.token") << kAdminToken << "\n";
   std::filesystem::permissions(dir + "/admin.token", std::filesystem::perms::owner_read |
                                                          std::filesystem::perms::owner_write);

@@ -46,10 +46,7 @@ class DraPlugin : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = testing::MaterializeHost("hgx-h100-dgx");
-    std::ofstream(dir_.path() + "/kubeconfig")
-        << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-           "    server: "
-        << server_.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+    testing::WriteKubeconfigFile(dir_.path() + "/kubeconfig", server_.url());
     k8s::ClientConfig config;
     config.server = server_.url();
     client_ = std::make_unique<k8s::Client>(config);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <stdexcept>
 
 #include "support/fixture_host.h"
@@ -81,6 +82,15 @@ nlohmann::json FakeApiServer::Log() {
 }
 void FakeApiServer::ClearLog() {
   Control("/_tessera/clear-log", nlohmann::json::object());
+}
+
+void WriteKubeconfigFile(const std::string& path, const std::string& server,
+                         const std::string& ca_file) {
+  std::ofstream(path) << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: "
+                         "c\n  cluster:\n    server: "
+                      << server
+                      << (ca_file.empty() ? "" : "\n    certificate-authority: " + ca_file)
+                      << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
 }
 
 void MakeTestPki(const std::string& dir) {

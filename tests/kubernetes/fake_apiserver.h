@@ -35,6 +35,11 @@ class FakeApiServer {
   bool tls_ = false;
 };
 
+// A kubeconfig at `path` naming `server` (and `ca_file` as its certificate authority, if any), with
+// no credentials: what the clients under test read.
+void WriteKubeconfigFile(const std::string& path, const std::string& server,
+                         const std::string& ca_file = "");
+
 // A CA, a server certificate for 127.0.0.1/localhost and a client certificate, made with the
 // openssl CLI into `dir`: ca.crt, ca.key, server.crt, server.key, client.crt, client.key.
 void MakeTestPki(const std::string& dir);

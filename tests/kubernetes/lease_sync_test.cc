@@ -40,10 +40,7 @@ TEST(LeaseSync, LeaseFileFollowsThisNodesLeases) {
   FakeApiServer server;
   server.SetWatchSeconds(0.5);
   TempDir dir;
-  std::ofstream(dir.path() + "/kubeconfig")
-      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-         "    server: "
-      << server.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
   ClientConfig config;
   config.server = server.url();
   Client client(config);
@@ -112,10 +109,7 @@ TEST(LeaseSync, PublishesTheNodesGpusOnceAndAgainOnlyWhenTheyChange) {
   FakeApiServer server;
   server.SetWatchSeconds(0.5);
   TempDir dir;
-  std::ofstream(dir.path() + "/kubeconfig")
-      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-         "    server: "
-      << server.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
   ClientConfig config;
   config.server = server.url();
   Client client(config);

@@ -60,10 +60,7 @@ Json WaitForGpus(client::Connection& connection, size_t count) {
 }
 
 std::string WriteKubeconfig(const std::string& dir, const std::string& server) {
-  std::ofstream(dir + "/kubeconfig")
-      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-         "    server: "
-      << server << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  WriteKubeconfigFile(dir + "/kubeconfig", server);
   return dir + "/kubeconfig";
 }
 
@@ -85,10 +82,7 @@ std::string AffinityNode(const Json& pod) {
 TEST(ServeKubernetes, SubmittedContainerRunsAsAPodAndItsExitComesBack) {
   FakeApiServer api;
   TempDir dir;
-  std::ofstream(dir.path() + "/kubeconfig")
-      << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-         "    server: "
-      << api.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+  WriteKubeconfigFile(dir.path() + "/kubeconfig", api.url());
   k8s::ClientConfig config;
   config.server = api.url();
   k8s::Client admin(config);

@@ -27,10 +27,7 @@ constexpr const char* kNamespace = "tessera-system";
 class ServeKubernetesReplicas : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ofstream(dir_.path() + "/kubeconfig")
-        << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-           "    server: "
-        << api_.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+    WriteKubeconfigFile(dir_.path() + "/kubeconfig", api_.url());
     config_.server = api_.url();
     admin_ = std::make_unique<k8s::Client>(config_);
     PublishGpuNode(*admin_, "gpu-node-1", "hgx-h100-dgx");

@@ -35,10 +35,7 @@ constexpr int kLeaseMs = 3000;
 class ServeReplicasSharingTheCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::ofstream(dir_.path() + "/kubeconfig")
-        << "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters:\n- name: c\n  cluster:\n"
-           "    server: "
-        << api_.url() << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
+    WriteKubeconfigFile(dir_.path() + "/kubeconfig", api_.url());
     // The chart mounts one admin token Secret into every replica.
     std::ofstream(dir_.path() + "/admin.token") << kAdminToken << "\n";
     std::filesystem::permissions(
