@@ -35,15 +35,6 @@ namespace {
 
 constexpr const char* kAdminToken = "tsa_0123456789abcdef0123456789abcdef0123456789abcdef";
 
-std::string StatusField(pid_t pid, const char* field) {
-  std::string status = ReadText("/proc/" + std::to_string(pid) + "/status");
-  auto at = status.find(field);
-  if (at == std::string::npos) return "?";
-  auto end = status.find('\n', at);
-  std::string line = status.substr(at, end - at);
-  return Trimmed(line.substr(line.find(':') + 1));
-}
-
 std::string WriteKubeconfig(const std::string& dir, const std::string& url) {
   const std::string path = dir + "/kubeconfig";
   WriteKubeconfigFile(path, url);
@@ -161,7 +152,8 @@ void PeakRss(int objects) {
   std::printf("== one replica, %d GpuContainer objects in the cluster\n", objects);
   std::printf("listening (caches synced) after %.2f s: VmHWM %s, VmRSS %s\n",
               std::chrono::duration<double>(Clock::now() - started).count(),
-              StatusField(serve.pid(), "VmHWM").c_str(), StatusField(serve.pid(), "VmRSS").c_str());
+              ProcStatusField(serve.pid(), "VmHWM").c_str(),
+              ProcStatusField(serve.pid(), "VmRSS").c_str());
   auto client = serve.Connect(kAdminToken);
   size_t listed = 0;
   std::string after;
@@ -175,7 +167,8 @@ void PeakRss(int objects) {
     after = doc["next"].get<std::string>();
   }
   std::printf("after listing all %zu: VmHWM %s, VmRSS %s\n", listed,
-              StatusField(serve.pid(), "VmHWM").c_str(), StatusField(serve.pid(), "VmRSS").c_str());
+              ProcStatusField(serve.pid(), "VmHWM").c_str(),
+              ProcStatusField(serve.pid(), "VmRSS").c_str());
 }
 
 }  // namespace

@@ -30,15 +30,6 @@ std::string LoadAverage() {
   return Trimmed(ReadText("/proc/loadavg"));
 }
 
-std::string StatusField(pid_t pid, const char* field) {
-  std::string status = ReadText("/proc/" + std::to_string(pid) + "/status");
-  auto at = status.find(field);
-  if (at == std::string::npos) return "?";
-  auto end = status.find('\n', at);
-  std::string line = status.substr(at, end - at);
-  return Trimmed(line.substr(line.find(':') + 1));
-}
-
 pid_t ServePid(const std::string& data_dir) {
   // The process whose command line names this data dir.
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
@@ -130,12 +121,12 @@ void PeakRss(int containers) {
     client.join();
   pid_t pid = ServePid(serve.data_dir());
   std::printf("== memory with %d containers in the store\n", containers);
-  std::printf("after submitting them: VmHWM %s, VmRSS %s\n", StatusField(pid, "VmHWM").c_str(),
-              StatusField(pid, "VmRSS").c_str());
+  std::printf("after submitting them: VmHWM %s, VmRSS %s\n", ProcStatusField(pid, "VmHWM").c_str(),
+              ProcStatusField(pid, "VmRSS").c_str());
   serve.Kill(SIGTERM);
   if (!serve.Start()) std::exit(1);
   pid = ServePid(serve.data_dir());
-  std::printf("after a restart (store loaded): VmHWM %s\n", StatusField(pid, "VmHWM").c_str());
+  std::printf("after a restart (store loaded): VmHWM %s\n", ProcStatusField(pid, "VmHWM").c_str());
   // Every container, page by page, as a client lists them.
   auto client = serve.Connect(token);
   size_t pages = 0, bytes = 0, listed = 0;
@@ -152,8 +143,8 @@ void PeakRss(int containers) {
     after = doc["next"].get<std::string>();
   }
   std::printf("after listing all %zu containers (%zu pages, %zu bytes): VmHWM %s, VmRSS %s\n",
-              listed, pages, bytes, StatusField(pid, "VmHWM").c_str(),
-              StatusField(pid, "VmRSS").c_str());
+              listed, pages, bytes, ProcStatusField(pid, "VmHWM").c_str(),
+              ProcStatusField(pid, "VmRSS").c_str());
   std::printf("store file: %s bytes\n",
               std::to_string(std::filesystem::file_size(serve.data_dir() + "/tessera.db")).c_str());
 }

@@ -39,6 +39,16 @@ inline std::string Trimmed(std::string text) {
   return text;
 }
 
+// A field of /proc/<pid>/status ("VmHWM" -> "16292 kB"); "?" when it has none.
+inline std::string ProcStatusField(pid_t pid, const char* field) {
+  std::string status = ReadText("/proc/" + std::to_string(pid) + "/status");
+  auto at = status.find(field);
+  if (at == std::string::npos) return "?";
+  auto end = status.find('\n', at);
+  std::string line = status.substr(at, end - at);
+  return Trimmed(line.substr(line.find(':') + 1));
+}
+
 // Writes an option ROM ("ROM-v1-<PCI address>") for every GPU of a materialized fixture host:
 // the firmware check's baseline, so released GPUs pass their check. Returns the GPUs' PCI
 // addresses, sorted.
