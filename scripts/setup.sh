@@ -13,6 +13,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libtomlplusplus-dev
   libsqlite3-dev libboost-dev libboost-system-dev libssl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # their static archives, linked into the node daemons (cmake/TesseraGrpc.cmake)
+  libabsl-dev libc-ares-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # Windows native discovery backend, cross-compiled
   g++-mingw-w64-x86-64-posix directx-headers-dev
