@@ -46,6 +46,8 @@ struct Library::Api {
   Return (*memory)(Device, Memory*) = nullptr;
   Return (*attributes)(Device, DeviceAttributes*) = nullptr;
   Return (*running_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
+  Return (*get_compute_mode)(Device, unsigned int*) = nullptr;
+  Return (*set_compute_mode)(Device, unsigned int) = nullptr;
 
   ~Api() {
     if (initialized && shutdown) shutdown();
@@ -62,6 +64,7 @@ struct Library::Api {
   Error Fail(const char* call, Return code) const {
     if (code == kErrorNotFound) return NotFound(Describe(call, code));
     if (code == kErrorInvalidArgument) return InvalidArgument(Describe(call, code));
+    if (code == kErrorNoPermission) return PermissionDenied(Describe(call, code));
     if (code == kErrorInUse || code == kErrorNotSupported)
       return FailedPrecondition(Describe(call, code));
     return Unavailable(Describe(call, code));
@@ -132,6 +135,8 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   Bind(h, api->memory, "nvmlDeviceGetMemoryInfo");
   Bind(h, api->attributes, "nvmlDeviceGetAttributes_v2");
   Bind(h, api->running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  Bind(h, api->get_compute_mode, "nvmlDeviceGetComputeMode");
+  Bind(h, api->set_compute_mode, "nvmlDeviceSetComputeMode");
   if (!api->init || !api->shutdown || !api->by_pci) {
     return Unavailable(path + ": missing NVML entry points (not the NVIDIA management library?)");
   }
@@ -412,6 +417,47 @@ Status Library::DestroyGpuInstance(Gpu gpu, uint32_t gpu_instance_id) const {
   if ((r = api_->destroy_gpu_instance(instance)) != kSuccess) {
     return api_->Fail("nvmlGpuInstanceDestroy", r);
   }
+  return Ok();
+}
+
+const char* ComputeModeName(ComputeMode mode) {
+  switch (mode) {
+    case ComputeMode::kDefault:
+      return "DEFAULT";
+    case ComputeMode::kExclusiveThread:
+      return "EXCLUSIVE_THREAD";
+    case ComputeMode::kProhibited:
+      return "PROHIBITED";
+    case ComputeMode::kExclusiveProcess:
+      return "EXCLUSIVE_PROCESS";
+  }
+  return "UNKNOWN";
+}
+
+Result<uint64_t> Library::MemoryTotal(Gpu gpu) const {
+  if (auto s = api_->Need(api_->memory, "nvmlDeviceGetMemoryInfo"); !s) return s.error();
+  Memory memory{};
+  if (Return r = api_->memory(static_cast<Device>(gpu.handle()), &memory); r != kSuccess)
+    return api_->Fail("nvmlDeviceGetMemoryInfo", r);
+  return static_cast<uint64_t>(memory.total);
+}
+
+Result<ComputeMode> Library::GetComputeMode(Gpu gpu) const {
+  if (auto s = api_->Need(api_->get_compute_mode, "nvmlDeviceGetComputeMode"); !s) return s.error();
+  unsigned int mode = 0;
+  if (Return r = api_->get_compute_mode(static_cast<Device>(gpu.handle()), &mode); r != kSuccess)
+    return api_->Fail("nvmlDeviceGetComputeMode", r);
+  if (mode > static_cast<unsigned int>(ComputeMode::kExclusiveProcess))
+    return Internal("nvmlDeviceGetComputeMode: unknown mode " + std::to_string(mode));
+  return static_cast<ComputeMode>(mode);
+}
+
+Status Library::SetComputeMode(Gpu gpu, ComputeMode mode) const {
+  if (auto s = api_->Need(api_->set_compute_mode, "nvmlDeviceSetComputeMode"); !s) return s;
+  if (Return r = api_->set_compute_mode(static_cast<Device>(gpu.handle()),
+                                        static_cast<unsigned int>(mode));
+      r != kSuccess)
+    return api_->Fail("nvmlDeviceSetComputeMode", r).WithContext(ComputeModeName(mode));
   return Ok();
 }
 

@@ -1,5 +1,6 @@
 // NVIDIA's management library (NVML), opened with dlopen at run time: the MIG queries the
-// inventory needs and the MIG changes `tessera mig apply` makes. Nothing links libnvidia-ml, so
+// inventory needs, the MIG changes `tessera mig apply` makes, and the compute mode and memory
+// size of GPUs shared through MPS. Nothing links libnvidia-ml, so
 // every tessera program starts on hosts without the NVIDIA driver; a missing library or entry
 // point is an Unavailable error the caller turns into a warning.
 #pragma once
@@ -56,6 +57,17 @@ struct MigMode {
   bool pending = false;
 };
 
+// nvmlComputeMode_t. MPS needs EXCLUSIVE_PROCESS: only the MPS server then holds a context, so
+// a process that bypasses the daemon cannot open one of its own.
+enum class ComputeMode : uint32_t {
+  kDefault = 0,
+  kExclusiveThread = 1,  // deprecated by NVIDIA; read, never set
+  kProhibited = 2,
+  kExclusiveProcess = 3,
+};
+// nvidia-smi's names: "DEFAULT", "EXCLUSIVE_THREAD", "PROHIBITED", "EXCLUSIVE_PROCESS".
+const char* ComputeModeName(ComputeMode mode);
+
 // One GPU known to NVML, found by PCI address.
 class Gpu {
  public:
@@ -85,14 +97,19 @@ class Library {
   // Processes using the GPU (or any of its MIG devices) right now.
   Result<uint32_t> RunningProcessCount(Gpu gpu) const;
 
-  // State changes. SetMigMode answers whether the new mode is active (false: the GPU needs a
-  // reset before it takes effect).
+  // The board's memory in bytes (nvmlDeviceGetMemoryInfo's total).
+  Result<uint64_t> MemoryTotal(Gpu gpu) const;
+  Result<ComputeMode> GetComputeMode(Gpu gpu) const;
+
+  // State changes. SetComputeMode needs root. SetMigMode answers whether the new mode is active
+  // (false: the GPU needs a reset before it takes effect).
   Result<bool> SetMigMode(Gpu gpu, bool enabled) const;
   // Creates a GPU instance of `profile_id` at `placement` with one compute instance covering
   // all of it; answers the new GPU instance ID.
   Result<uint32_t> CreateGpuInstance(Gpu gpu, uint32_t profile_id, Placement placement) const;
   // Destroys the GPU instance `gpu_instance_id` and every compute instance in it.
   Status DestroyGpuInstance(Gpu gpu, uint32_t gpu_instance_id) const;
+  Status SetComputeMode(Gpu gpu, ComputeMode mode) const;
 
   struct Api;
 

@@ -6,6 +6,7 @@
  * back after every change, one line per fact:
  *   gpu <pci> board=<h100-80gb|a100-40gb> uuid=<GPU-…> mig=<0|1> pending=<0|1> processes=<n>
  *       [activation=<nvml error>]      (SetMigMode records pending but answers this status)
+ *       [memory_mb=<MiB>]              (the whole GPU's memory; default: the board's)
  *   gi <pci> id=<g> profile=<profile ID> start=<memory slice>
  *   ci <pci> gi=<g> id=<c> slices=<compute slices> uuid=<MIG-…>
  *   fail <nvml function> <nvml error>  (that function answers the error)
@@ -101,6 +102,7 @@ typedef struct {
   char board[24];
   char uuid[96];
   int mig, pending, processes, activation, used;
+  unsigned int memory_mb;
 } Gpu;
 typedef struct {
   int used, gpu;
@@ -173,6 +175,7 @@ void FakeNvmlMigLoad(void) {
         g->pending = (int)Number(line, "pending", (unsigned int)g->mig);
         g->processes = (int)Number(line, "processes", 0);
         g->activation = (int)Number(line, "activation", 0);
+        g->memory_mb = Number(line, "memory_mb", 0);
         break;
       }
     } else if (strcmp(kind, "gi") == 0) {
@@ -217,6 +220,7 @@ static void Save(void) {
     fprintf(f, "gpu %s board=%s uuid=%s mig=%d pending=%d processes=%d", g->pci, g->board, g->uuid,
             g->mig, g->pending, g->processes);
     if (g->activation) fprintf(f, " activation=%d", g->activation);
+    if (g->memory_mb) fprintf(f, " memory_mb=%u", g->memory_mb);
     fprintf(f, "\n");
   }
   for (int i = 0; i < MAX_GIS; ++i)
@@ -500,7 +504,18 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
 
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
-  if (!ci) return NVML_ERROR_NOT_SUPPORTED;
+  if (!ci) {
+    /* A whole GPU: its memory_mb, else its board's (H100 80GB: 81559 MiB; A100 40GB: 40960). */
+    int gpu = GpuOf(device);
+    if (gpu < 0) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned long long mb = gpus[gpu].memory_mb                         ? gpus[gpu].memory_mb
+                            : strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960
+                                                                        : 81559;
+    memory->total = mb << 20;
+    memory->used = 0;
+    memory->free = memory->total;
+    return NVML_SUCCESS;
+  }
   Gi* gi = FindGi(ci->gpu, ci->gi);
   const Profile* p = gi ? ProfileById(ci->gpu, gi->profile_id) : NULL;
   if (!p) return NVML_ERROR_NOT_FOUND;
