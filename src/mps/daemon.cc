@@ -116,6 +116,19 @@ void KillAndWait(pid_t pid, std::chrono::milliseconds patience) {
   }
 }
 
+// control.log and server.log (their tails) read out.
+LogFacts ReadLogsOf(const Paths& paths) {
+  std::string text;
+  for (const char* name : {"control.log", "server.log"}) {
+    auto tail = ReadTail(paths.log + "/" + name, kLogTailBytes);
+    if (!tail) continue;
+    // A tail cut mid-line starts with a fragment; the parser counts it as malformed.
+    text += *tail;
+    if (!text.empty() && text.back() != '\n') text += '\n';
+  }
+  return ReadLogFacts(text);
+}
+
 }  // namespace
 
 std::string ReadReadyMarker(const Paths& paths) {
@@ -219,15 +232,7 @@ std::optional<uint32_t> Daemon::ControlPid() const {
 }
 
 LogFacts Daemon::ReadLog() const {
-  std::string text;
-  for (const char* name : {"control.log", "server.log"}) {
-    auto tail = ReadTail(paths_.log + "/" + name, kLogTailBytes);
-    if (!tail) continue;
-    // A tail cut mid-line starts with a fragment; the parser counts it as malformed.
-    text += *tail;
-    if (!text.empty() && text.back() != '\n') text += '\n';
-  }
-  return ReadLogFacts(text);
+  return ReadLogsOf(paths_);
 }
 
 Status Daemon::SetComputeMode(bool exclusive) {
@@ -408,6 +413,23 @@ Status Daemon::Stop() {
   }
   if (first) spdlog::info("MPS daemon of {}: stopped", config_.gpu_uuid);
   return first;
+}
+
+std::vector<DaemonReport> InspectDaemons(const std::string& root) {
+  std::vector<DaemonReport> reports;
+  for (const std::string& uuid : Daemon::Existing(root)) {
+    DaemonReport report;
+    report.gpu_uuid = uuid;
+    report.paths = *PathsFor(root, uuid);
+    if (auto text = ReadTail(report.paths.pipe + "/" + kPidFile, 32))
+      report.control_pid = ParsePid(*text);
+    report.running = report.control_pid && Alive(static_cast<pid_t>(*report.control_pid));
+    report.marker = ReadReadyMarker(report.paths);
+    report.shm_mounted = IsMountPoint(report.paths.shm);
+    report.log = ReadLogsOf(report.paths);
+    reports.push_back(std::move(report));
+  }
+  return reports;
 }
 
 }  // namespace tessera::mps

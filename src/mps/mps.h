@@ -174,6 +174,19 @@ class Daemon {
   uint32_t fatal_seen_ = 0;  // fatal exceptions in the log at the last check
 };
 
+// What `tessera doctor` says of each daemon under a root: read only, nothing is asked of the
+// daemons themselves.
+struct DaemonReport {
+  std::string gpu_uuid;
+  Paths paths;
+  std::optional<uint32_t> control_pid;  // from its pid file
+  bool running = false;                 // that process lives
+  std::string marker;                   // the ready marker's hash; empty: not ready
+  bool shm_mounted = false;
+  LogFacts log;
+};
+std::vector<DaemonReport> InspectDaemons(const std::string& root);
+
 // Mounts a tmpfs of `bytes` at `path` (nosuid, nodev, noexec, mode 1777) unless one is there.
 Status MountShm(const std::string& path, uint64_t bytes);
 // Unmounts it (lazily: a client's open file must not keep the teardown from finishing).

@@ -17,8 +17,10 @@
  *                               stand-in NVML's compute-mode calls)
  *   <uuid>.behaviour            "exit": the daemon dies at once (socket and pid file left, as
  *                               after a crash); "hang": it stops answering; "fault": it logs a
- *                               server's fatal exception once (the file is then renamed .done)
+ *                               server's fatal exception. "exit" and "fault" happen once (the
+ *                               file is then renamed .done); "hang" lasts until it is removed
  *   <uuid>.start-delay-ms       the daemon waits this long before it makes its socket
+ *   <uuid>.answer-delay-ms      the daemon waits this long before it answers each command
  *   <uuid>.clients              client PIDs of one running server (get_server_list answers a
  *                               server only while this file lists clients)
  * where <uuid> is the daemon's CUDA_VISIBLE_DEVICES. With TESSERA_FAKE_MPS_WATCH naming a file
@@ -188,15 +190,14 @@ static int Behaviour(void) {
   int got = fscanf(f, "%15s", word);
   fclose(f);
   if (got != 1) return 0;
-  if (strcmp(word, "exit") == 0) return 1;
   if (strcmp(word, "hang") == 0) return 2;
-  if (strcmp(word, "fault") == 0) {
+  const int event = strcmp(word, "exit") == 0 ? 1 : strcmp(word, "fault") == 0 ? 3 : 0;
+  if (event) {
     char done[MAX_PATH];
     snprintf(done, sizeof done, "%s.done", path);
     rename(path, done);
-    return 3;
   }
-  return 0;
+  return event;
 }
 
 static void ApplyBehaviour(long pid) {
@@ -284,6 +285,10 @@ static int RunDaemon(void) {
     }
     ControlLog("Control", pid, "Cmd:%s", command);
     Transcript("cmd %s", command);
+    char answer_delay[MAX_PATH];
+    FakePath(answer_delay, ".answer-delay-ms");
+    long wait_ms = ReadNumberFile(answer_delay, 0);
+    if (wait_ms > 0) usleep((useconds_t)wait_ms * 1000);
     Answer(client, command);
     close(client);
     ControlLog("Control", pid, "UI closed");

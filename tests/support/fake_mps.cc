@@ -64,6 +64,14 @@ void FakeMps::SetStartDelayMs(const std::string& uuid, int ms) const {
   Write(dir_.path() + "/" + uuid + ".start-delay-ms", std::to_string(ms) + "\n");
 }
 
+void FakeMps::SetAnswerDelayMs(const std::string& uuid, int ms) const {
+  Write(dir_.path() + "/" + uuid + ".answer-delay-ms", std::to_string(ms) + "\n");
+}
+
+std::string FakeMps::NvidiaSmi() {
+  return std::string(TESSERA_BINARY_DIR) + "/tests/mps/fake-bin/nvidia-smi";
+}
+
 void FakeMps::SetClients(const std::string& uuid, const std::vector<int>& pids) const {
   std::string text;
   for (int pid : pids)

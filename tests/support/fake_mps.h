@@ -30,6 +30,9 @@ class FakeMps {
   // "exit", "hang" or "fault" for the daemon of `uuid`; "" clears it.
   void SetBehaviour(const std::string& uuid, const std::string& behaviour) const;
   void SetStartDelayMs(const std::string& uuid, int ms) const;
+  void SetAnswerDelayMs(const std::string& uuid, int ms) const;
+  // The stand-in nvidia-smi (compute-policy --set-timeslice only), logging to the transcript.
+  static std::string NvidiaSmi();
   // The client PIDs of `uuid`'s simulated server (none: no server runs).
   void SetClients(const std::string& uuid, const std::vector<int>& pids) const;
   // NVML's compute mode of the GPU at `pci` now (0 DEFAULT, 3 EXCLUSIVE_PROCESS).
