@@ -78,6 +78,14 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
         card.appendChild(el('div', 'pci', g.pci_address));
         card.appendChild(el('div', 'state', g.state));
         if (g.tenancy) { const t = el('div', 'tenant', g.tenancy); t.style.borderLeft = '6px solid hsl(' + hue(g.tenancy) + ',80%,60%)'; card.appendChild(t); }
+        if (g.shared) {
+          // A shared GPU: its mode, what holds the limits, each share, and a daemon fault.
+          card.dataset.shared = g.shared.mode;
+          card.dataset.enforcement = g.shared.enforcement;
+          card.appendChild(el('div', 'shared', g.shared.mode + ' · enforcement ' + g.shared.enforcement));
+          for (const s of g.shared.shares) card.appendChild(el('div', 'share', s.memory + ' / ' + s.compute + '% ' + (s.tenancy || s.container_id)));
+          if (!g.shared.healthy) card.appendChild(el('div', 'fault', 'fault: ' + g.shared.fault));
+        }
         if (g.reason) card.title = g.reason;
         grid.appendChild(card);
       }
@@ -85,7 +93,9 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
       body.replaceChildren();
       for (const c of containers.containers) {
         const row = el('tr'); row.dataset.id = c.id; row.dataset.state = c.state; row.dataset.tenancy = c.tenancy; row.dataset.gpus = c.gpus.join(' ');
-        for (const v of [c.id, c.tenancy, c.image, c.state, c.mig ? c.mig.count + ' x ' + c.mig.profile : c.gpus.length, c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
+        const held = c.mig ? c.mig.count + ' x ' + c.mig.profile : c.share ? c.share.memory + ' / ' + c.share.compute + '% ' + c.share.mode : c.gpus.length;
+        if (c.enforcement) row.dataset.enforcement = c.enforcement;
+        for (const v of [c.id, c.tenancy, c.image, c.state, held + (c.enforcement ? ' (' + c.enforcement + ')' : ''), c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
         body.appendChild(row);
       }
       document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · ' + gpus.gpus.length + ' GPUs · ' + containers.containers.length + (containers.next ? ' newest containers' : ' containers');

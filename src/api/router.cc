@@ -12,6 +12,7 @@
 #include "api/api.h"
 #include "common/untrusted_text.h"
 #include "serve/queue.h"
+#include "sharing/sharing.h"
 
 namespace tessera::api {
 namespace {
@@ -96,6 +97,13 @@ json TenancyJson(const fleet::Tenancy& tenancy) {
           {"maxPriority", policy.max_priority}};
 }
 
+json ShareJson(const sharing::Share& share) {
+  return {{"memory", sharing::FormatMemory(share.memory_bytes)},
+          {"memory_bytes", share.memory_bytes},
+          {"compute", share.compute_percent},
+          {"mode", sharing::ModeName(share.mode)}};
+}
+
 json ContainerJson(const fleet::ContainerRecord& c) {
   json doc = {{"id", c.id},
               {"tenancy", c.spec.tenancy},
@@ -124,6 +132,13 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   } else {
     doc["mig"] = nullptr;
   }
+  doc["share"] = c.spec.share ? ShareJson(*c.spec.share) : json(nullptr);
+  if (c.spec.share) doc["share_gpus"] = c.share_gpus;
+  // What holds its limits: hardware (MIG), driver (MPS), watchdog, none; empty for whole GPUs.
+  doc["enforcement"] = !c.enforcement.empty() ? json(c.enforcement)
+                       : c.spec.mig.count > 0
+                           ? json(sharing::EnforcementName(sharing::Enforcement::kHardware))
+                           : json(nullptr);
   if (c.state == fleet::ContainerState::kPending && c.queue_position > 0)
     doc["queue_position"] = c.queue_position;
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
@@ -137,7 +152,7 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   return doc;
 }
 
-json GpuJson(const fleet::GpuRecord& g, bool admin) {
+json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog) {
   json doc = {{"id", g.id()},
               {"node", g.node},
               {"available", g.available},
@@ -166,6 +181,25 @@ json GpuJson(const fleet::GpuRecord& g, bool admin) {
         {"enabled", true}, {"compute_slices", g.compute_slices}, {"slices", std::move(slices)}};
   } else {
     doc["mig"] = nullptr;
+  }
+  if (g.memory_bytes > 0) doc["memory_bytes"] = g.memory_bytes;
+  if (!g.shares.empty() || !g.share_fault.empty()) {
+    json shares = json::array();
+    for (const auto& holder : g.shares) {
+      json item = ShareJson(holder.share);
+      item["tenancy"] = holder.tenancy;
+      item["container_id"] = holder.container_id;
+      shares.push_back(std::move(item));
+    }
+    const sharing::Mode mode = g.shares.empty() ? sharing::Mode::kMps : g.shares.front().share.mode;
+    doc["shared"] = {
+        {"mode", sharing::ModeName(mode)},
+        {"enforcement", sharing::EnforcementName(sharing::EnforcementOf(mode, watchdog))},
+        {"shares", std::move(shares)},
+        {"healthy", g.share_fault.empty()},
+        {"fault", g.share_fault}};
+  } else {
+    doc["shared"] = nullptr;
   }
   return doc;
 }
@@ -672,6 +706,7 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
                            {"created_ms", entry.created_ms}});
         if (entry.mig.count > 0)
           entries.back()["mig"] = {{"profile", entry.mig.profile}, {"count", entry.mig.count}};
+        if (entry.share) entries.back()["share"] = ShareJson(*entry.share);
       }
       json tenancies = json::array();
       for (const auto& share : view.tenancies) {
@@ -702,13 +737,32 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       json list = json::array();
       for (const auto& gpu : service_->ListGpus(caller)) {
         if (collection == "gpus") {
-          list.push_back(GpuJson(gpu, caller.admin));
+          list.push_back(GpuJson(gpu, caller.admin, service_->WatchdogRuns()));
         } else {
-          list.push_back({{"gpu", gpu.id()},
-                          {"state", fleet::LeaseStateName(gpu.state)},
-                          {"reason", gpu.reason},
-                          {"tenancy", gpu.tenancy},
-                          {"container_id", gpu.container_id}});
+          json lease = {{"gpu", gpu.id()},
+                        {"state", fleet::LeaseStateName(gpu.state)},
+                        {"reason", gpu.reason},
+                        {"tenancy", gpu.tenancy},
+                        {"container_id", gpu.container_id}};
+          // Fractional leases say what they hold and what holds their limits.
+          if (gpu.mig_enabled) {
+            lease["mode"] = "mig";
+            lease["enforcement"] = sharing::EnforcementName(sharing::Enforcement::kHardware);
+          } else if (!gpu.shares.empty()) {
+            const sharing::Mode mode = gpu.shares.front().share.mode;
+            lease["mode"] = sharing::ModeName(mode);
+            lease["enforcement"] =
+                sharing::EnforcementName(sharing::EnforcementOf(mode, service_->WatchdogRuns()));
+            json shares = json::array();
+            for (const auto& holder : gpu.shares) {
+              json item = ShareJson(holder.share);
+              item["tenancy"] = holder.tenancy;
+              item["container_id"] = holder.container_id;
+              shares.push_back(std::move(item));
+            }
+            lease["shares"] = std::move(shares);
+          }
+          list.push_back(std::move(lease));
         }
       }
       return respond(Json(http::status::ok, {{collection, list}}));
@@ -719,10 +773,12 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       if (!action) return respond(ErrorResponse(action.error()));
       auto reason = ParseGpuActionBody(body);
       if (!reason) return respond(ErrorResponse(reason.error()));
-      return service_->GpuAdmin(
-          caller, parts[2], *action, std::move(*reason),
-          Reply<fleet::GpuRecord>(std::move(respond), http::status::ok,
-                                  [](const fleet::GpuRecord& gpu) { return GpuJson(gpu, true); }));
+      return service_->GpuAdmin(caller, parts[2], *action, std::move(*reason),
+                                Reply<fleet::GpuRecord>(std::move(respond), http::status::ok,
+                                                        [watchdog = service_->WatchdogRuns()](
+                                                            const fleet::GpuRecord& gpu) {
+                                                          return GpuJson(gpu, true, watchdog);
+                                                        }));
     }
   }
   respond(NoSuchEndpoint(target));

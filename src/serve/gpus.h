@@ -24,6 +24,9 @@ class Gpus {
   // FailedPrecondition when this host does not have that many MIG devices of the profile
   // (layouts change only by `tessera mig apply` and a restart); InvalidArgument in fleet mode.
   Status CheckMigRequest(const fleet::MigRequest& mig) const;
+  // FailedPrecondition when no GPU here could ever hold `share` (none shareable, or none with
+  // that much memory less the reserve); InvalidArgument in fleet mode.
+  Status CheckShareRequest(const sharing::Share& share) const;
   std::vector<fleet::GpuRecord> List(const Caller& caller) const;
   // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
   void Admin(const Caller& caller, const std::string& gpu_id, GpuAction action, std::string reason,

@@ -68,11 +68,17 @@ void Model::SetContainerState(ContainerRecord& container, ContainerState state) 
 void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
   if (container.spec.mig.count > 0 && container.started && !container.mig_devices.empty())
     AddMigUse(container.spec.tenancy, -container.mig_gpus);
+  if (container.spec.share && container.started && !container.gpus.empty())
+    AddMigUse(container.spec.tenancy, -container.share_gpus);
   for (const auto& id : container.gpus) {
     auto* gpu = FindGpu(id);
     if (!gpu) continue;
     if (container.spec.mig.count > 0) {
       ReleaseMigSlices(*gpu, container, out);
+      continue;
+    }
+    if (container.spec.share) {
+      ReleaseShare(*gpu, container, out);
       continue;
     }
     if (gpu->container_id != container.id) continue;
@@ -112,6 +118,58 @@ void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
   to_check.push_back(gpu.id());
 }
 
+void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
+                         std::vector<Mutation>& out) {
+  std::erase_if(gpu.shares, [&](const fleet::ShareHolder& holder) {
+    return holder.container_id == container.id;
+  });
+  if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
+  if (!gpu.shares.empty()) {
+    // Other shares still run: the lease stays, named after one of their holders.
+    if (gpu.container_id == container.id) {
+      gpu.container_id = gpu.shares.front().container_id;
+      gpu.tenancy = gpu.shares.front().tenancy;
+      lease_dirty_ = true;
+      out.push_back(gpu);
+    }
+    return;
+  }
+  // The last share: its MPS daemon goes (Model::unshare, run by the checker), then the whole GPU
+  // is checked, the check following this holder.
+  gpu.container_id = container.id;
+  gpu.tenancy = container.spec.tenancy;
+  SetGpuState(gpu, LeaseState::kReleasing, "", out);
+  to_check.push_back(gpu.id());
+}
+
+void Model::EnqueueShare(const ContainerRecord& container) {
+  share_pending.push_back(container.id);
+  ++share_waiting[container.spec.tenancy];
+}
+
+void Model::ShareLeftWaiting(const ContainerRecord& container) {
+  auto it = share_waiting.find(container.spec.tenancy);
+  if (it == share_waiting.end()) return;
+  if (--it->second <= 0) share_waiting.erase(it);
+}
+
+int Model::SharePendingOf(const std::string& tenancy) const {
+  auto it = share_waiting.find(tenancy);
+  return it == share_waiting.end() ? 0 : it->second;
+}
+
+void Model::StopContainer(ContainerRecord& container, std::string reason,
+                          std::vector<Mutation>& out) {
+  spdlog::info("container {}: stopping: {}", container.id, reason);
+  container.stop_requested = true;
+  container.reason = std::move(reason);
+  out.push_back(container);
+  if (container.state == ContainerState::kRunning) {
+    to_stop.push_back(container.id);
+    scheduler_wake.notify_one();
+  }
+}
+
 void Model::AddMigUse(const std::string& tenancy, double gpus) {
   double held = mig_in_use[tenancy] + gpus;
   // Sums of sevenths drift: what is left of a tenancy without slices is rounding.
@@ -146,6 +204,8 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
   if (container.spec.mig.count > 0 && container.state == ContainerState::kPending &&
       !container.started)
     MigLeftWaiting(container);
+  if (container.spec.share && container.state == ContainerState::kPending && !container.started)
+    ShareLeftWaiting(container);
   // A stop the scheduler decided (duration limit, preemption) set its reason already.
   const bool stop_reason = container.stop_requested && !container.reason.empty();
   if (info.failed) {

@@ -79,8 +79,16 @@ class Model {
   // MIG containers waiting for slices, in submission order (entries that started or ended
   // since are dropped by the next pass).
   std::deque<std::string> mig_pending;
-  std::map<std::string, double> mig_in_use;          // tenancy -> GPUs its running slices make up
+  // tenancy -> GPUs its running MIG slices and shares make up (each by its fraction of a GPU)
+  std::map<std::string, double> mig_in_use;
   std::unordered_map<std::string, int> mig_waiting;  // tenancy -> its MIG requests waiting
+  // Share containers waiting for room on a GPU, in submission order (as mig_pending).
+  std::deque<std::string> share_pending;
+  std::unordered_map<std::string, int> share_waiting;  // tenancy -> its share requests waiting
+  // Set by the service before any thread starts: a GPU's last share is gone (its MPS daemon torn
+  // down, compute mode and time-slice put back). The checker runs it before the GPU's check; an
+  // error quarantines the GPU.
+  std::function<Status(const fleet::GpuRecord&)> unshare;
   std::deque<ExitEvent> exits;
   std::deque<std::string> to_check;          // GPUs in releasing, by ID
   std::deque<std::string> to_stop;           // running containers a client deleted
@@ -117,9 +125,17 @@ class Model {
   void MigLeftWaiting(const fleet::ContainerRecord& container);
   // MIG containers of `tenancy` waiting for slices.
   int MigPendingOf(const std::string& tenancy) const;
-  // A tenancy's MIG slices in use changed by `gpus` (their share of a GPU): the queue counts
-  // them in its share and against its GPU quota.
+  // A tenancy's MIG slices or shares in use changed by `gpus` (their fraction of a GPU): the
+  // queue counts them in its share and against its GPU quota.
   void AddMigUse(const std::string& tenancy, double gpus);
+  // A pending share container waits for room beside the queue; it leaves once placed or ended.
+  void EnqueueShare(const fleet::ContainerRecord& container);
+  void ShareLeftWaiting(const fleet::ContainerRecord& container);
+  int SharePendingOf(const std::string& tenancy) const;
+  // A stop the service decides (duration limit, preemption, watchdog, a shared GPU's fault): the
+  // reason is the container's once it ends.
+  void StopContainer(fleet::ContainerRecord& container, std::string reason,
+                     std::vector<fleet::Mutation>& out);
   void FinishContainer(fleet::ContainerRecord& container, const backends::ExitInfo& info,
                        std::vector<fleet::Mutation>& out);
   // A new record, at the end of the listing order, its key indexed.
@@ -142,6 +158,8 @@ class Model {
   void WriteLeaseFile();
   void ReleaseMigSlices(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                         std::vector<fleet::Mutation>& out);
+  void ReleaseShare(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
+                    std::vector<fleet::Mutation>& out);
 
   bool lease_dirty_ = true;  // a GPU changed since the lease file was written
   std::string lease_file_written_;

@@ -14,11 +14,13 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "backends/backend.h"
 #include "serve/model.h"
+#include "serve/shared_gpus.h"
 
 namespace boost::asio {
 class thread_pool;
@@ -28,7 +30,7 @@ namespace tessera::serve {
 
 class Scheduler {
  public:
-  Scheduler(Model& model, backends::ContainerBackend& backend);
+  Scheduler(Model& model, backends::ContainerBackend& backend, SharedGpus& shared);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -55,14 +57,15 @@ class Scheduler {
   // in MIG mode whose lease lets new slices in, within their tenancy's GPU quota (slices count
   // by their share of the GPU); those that wait get their place and reason after the queue's.
   void PlaceMigLocked(std::vector<fleet::Mutation>& out, std::vector<std::string>& to_start);
+  // Pending share containers take room on a GPU (sharing::ChooseGpu): never past its memory less
+  // the reserve or past 100 % of its compute, one mode per GPU, one tenancy per GPU unless
+  // --share-across-tenancies; within their tenancy's GPU quota (a share counts by its fraction).
+  void PlaceSharesLocked(std::vector<fleet::Mutation>& out, std::vector<std::string>& to_start);
   // Running GPU containers counted in the queue (usage, quotas, what holds which GPU) after a
   // start of leadership or a change of the fleet's nodes; their duration limits armed.
   void AdoptRunningLocked();
   // Stops containers past their maxDurationSeconds.
   void EnforceLimitsLocked(std::vector<fleet::Mutation>& out);
-  // A stop the scheduler decides: the reason is the container's once it ends.
-  void StopForLocked(fleet::ContainerRecord& container, std::string reason,
-                     std::vector<fleet::Mutation>& out);
   // mu held: hand a placed container's start, or a stop, to the pool; the start's outcome is
   // applied under mu when it returns.
   void StartOnPoolLocked(const std::string& id, std::vector<fleet::Mutation>& out);
@@ -74,6 +77,7 @@ class Scheduler {
 
   Model& model_;
   backends::ContainerBackend& backend_;
+  SharedGpus& shared_;                                  // share containers' GPUs made ready
   bool stopping_ = false;                               // guarded by model_.mu
   std::function<bool()> may_place_;                     // guarded by model_.mu
   std::chrono::steady_clock::time_point next_sweep_{};  // scheduler thread only
@@ -83,6 +87,9 @@ class Scheduler {
   std::vector<std::vector<size_t>> gpu_of_bit_;
   std::unordered_map<size_t, std::pair<int, int>> bit_of_gpu_;  // record -> (node, bit)
   std::vector<size_t> adopted_nodes_;  // model_.placement_nodes when running ones were adopted
+  // Embedded mode: GPU records (indices into model_.gpus) the last pass reserved for waiting
+  // whole-GPU requests; shares never take them.
+  std::unordered_set<size_t> reserved_gpus_;
   bool adopted_ = false;
   // Running containers with a duration limit: when it falls (Unix ms) -> container ID.
   std::multimap<int64_t, std::string> deadlines_;

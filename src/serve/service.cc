@@ -26,8 +26,9 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       access_(model_),
       tenancies_(model_, *backend_),
       submissions_(model_, gpus_, *backend_),
-      scheduler_(model_, *backend_),
-      checker_(model_, *backend_),
+      shared_(model_, options_.sharing),
+      scheduler_(model_, *backend_, shared_),
+      checker_(model_, *backend_, shared_),
       replica_sync_(model_) {}
 
 Service::~Service() {
@@ -81,6 +82,8 @@ Status Service::Load(Host host) {
           spdlog::error("container {}: {}", container.id, queued.error().message);
       } else if (container.spec.mig.count > 0) {
         model_.EnqueueMig(container);
+      } else if (container.spec.share) {
+        model_.EnqueueShare(container);
       } else {
         model_.pending.push_back(container.id);
       }
@@ -112,6 +115,8 @@ Status Service::Load(Host host) {
       merged.mig_enabled = gpu.mig_enabled;
       merged.compute_slices = gpu.compute_slices;
       merged.mig_slices = gpu.mig_slices;
+      merged.memory_bytes = gpu.memory_bytes;
+      merged.uuid = gpu.uuid;
       model_.gpus.push_back(std::move(merged));
     } else {
       // First sight of this GPU: its option ROM now is the baseline later checks compare with.
@@ -139,6 +144,7 @@ Status Service::Load(Host host) {
     spdlog::warn("GPU {} is in the store but not on the host", id);
   }
   AttachMigHoldersLocked();
+  AttachShareHoldersLocked();
   if (auto status = model_.store.CommitAndWait(std::move(mutations)); !status) return status;
   return Ok();
 }
@@ -169,6 +175,25 @@ void Service::AttachMigHoldersLocked() {
       if (!found)
         spdlog::warn("container {}: MIG device {} is no longer in the host's layout", id, device);
     }
+  }
+}
+
+void Service::AttachShareHoldersLocked() {
+  // A started share container that has not ended holds a share of the GPU it names.
+  for (const auto& id : model_.container_order) {
+    const ContainerRecord& container = model_.containers.at(id);
+    if (!container.spec.share || !container.started || fleet::IsTerminal(container.state) ||
+        container.gpus.size() != 1)
+      continue;
+    model_.AddMigUse(container.spec.tenancy, container.share_gpus);
+    GpuRecord* gpu = model_.FindGpu(container.gpus.front());
+    if (!gpu) {
+      spdlog::warn("container {}: its shared GPU {} is no longer on the host", id,
+                   container.gpus.front());
+      continue;
+    }
+    gpu->shares.push_back(
+        {container.id, container.spec.tenancy, container.tenancy_uid, *container.spec.share});
   }
 }
 
@@ -233,8 +258,9 @@ void Service::Reconcile() {
       if (!gpu.leased()) continue;
       auto it = model_.containers.find(gpu.container_id);
       bool holder_done = it == model_.containers.end() || fleet::IsTerminal(it->second.state);
-      // In MIG mode the lease lasts while any slice is held.
+      // In MIG mode the lease lasts while any slice is held; a shared GPU's while any share is.
       if (gpu.mig_enabled && gpu.HasMigHolders()) holder_done = false;
+      if (!gpu.shares.empty()) holder_done = false;
       if ((gpu.state == LeaseState::kReserved || gpu.state == LeaseState::kActive) && holder_done) {
         model_.SetGpuState(gpu, LeaseState::kReleasing, "", mutations);
       }
@@ -272,11 +298,13 @@ void Service::StartLeading() {
   }
   scheduler_.Start();
   checker_.Start();
+  shared_.Start();
 }
 
 void Service::StopLeading() {
   scheduler_.Stop();
   checker_.Stop();
+  shared_.Stop();
 }
 
 void Service::SetLeadershipCheck(std::function<bool()> is_leader) {
@@ -419,7 +447,7 @@ bool Service::WaitIdle(std::chrono::milliseconds timeout) {
     bool running = false;
     for (const auto& gpu : model_.gpus)
       running = running || gpu.leased();
-    return model_.pending.empty() && model_.mig_pending.empty() &&
+    return model_.pending.empty() && model_.mig_pending.empty() && model_.share_pending.empty() &&
            model_.queue->pending_count() == 0 && model_.exits.empty() && model_.to_check.empty() &&
            model_.busy == 0 && !running;
   });

@@ -45,7 +45,16 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   if (spec.gpus > 0) {
     if (auto status = gpus_.CheckRequest(spec.gpus); !status) return done(status.error());
   }
-  if (auto status = backend_.CheckIsolation(spec.isolation, mig ? 1 : spec.gpus); !status)
+  const bool share = spec.share.has_value();
+  if (share) {
+    if (spec.gpus > 0 || mig)
+      return done(InvalidArgument("share: asks for a share of one GPU instead of gpus or mig"));
+    if (auto status = sharing::CheckShare(*spec.share); !status)
+      return done(status.error().WithContext("share"));
+    if (auto status = backend_.CheckShare(spec.isolation); !status) return done(status.error());
+    if (auto status = gpus_.CheckShareRequest(*spec.share); !status) return done(status.error());
+  }
+  if (auto status = backend_.CheckIsolation(spec.isolation, mig || share ? 1 : spec.gpus); !status)
     return done(status.error());
   auto random = fleet::RandomHex(8);
   if (!random) return done(random.error());
@@ -85,16 +94,16 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   // GPU containers join the queue: the priority within the tenancy's bound, and the pending
   // quota checked under the lock, so concurrent submissions cannot pass it together.
   const bool queued = spec.gpus > 0 && model_.queue;
-  if ((queued || mig) && model_.queue) {
+  if ((queued || mig || share) && model_.queue) {
     const auto policy = model_.queue->GetTenancy(spec.tenancy);
     if (spec.priority > policy.max_priority)
       return done(PermissionDenied("priority: " + std::to_string(spec.priority) +
                                    " is above tenancy " + spec.tenancy + "'s maxPriority " +
                                    std::to_string(policy.max_priority)));
-    // MIG requests wait beside the queue; the pending quota counts both.
-    const int mig_pending = model_.MigPendingOf(spec.tenancy);
-    if (mig_pending > 0 || mig) {
-      const int pending = mig_pending + model_.queue->PendingOf(spec.tenancy);
+    // MIG and share requests wait beside the queue; the pending quota counts them all.
+    const int beside = model_.MigPendingOf(spec.tenancy) + model_.SharePendingOf(spec.tenancy);
+    if (beside > 0 || mig || share) {
+      const int pending = beside + model_.queue->PendingOf(spec.tenancy);
       if (pending >= policy.quota_pending)
         return done(FailedPrecondition(std::string(kQuotaRefusal) + std::to_string(pending) + "/" +
                                        std::to_string(policy.quota_pending) + " requests pending"));
@@ -127,6 +136,8 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
       return done(status.error());
   } else if (mig) {
     model_.EnqueueMig(container);
+  } else if (share) {
+    model_.EnqueueShare(container);
   } else {
     model_.pending.push_back(container.id);
   }
