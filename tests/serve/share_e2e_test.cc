@@ -320,9 +320,11 @@ TEST_F(ShareServeTest, MemoryIsNeverOvercommittedUnderFiftyConcurrentSubmissions
   std::atomic<bool> done{false};
   int worst = 0;  // most MiB any GPU held, over the run
   std::thread watcher([&] {
+    // A connection of its own: one connection carries one exchange at a time.
+    auto connection = serve_->Connect(serve_->admin_token());
     while (!done) {
       int status = 0;
-      auto listed = CallJson(*admin_, "GET", "/v1/gpus", "", &status);
+      auto listed = CallJson(*connection, "GET", "/v1/gpus", "", &status);
       if (status == 200) {
         for (const auto& gpu : listed["gpus"]) {
           if (gpu["shared"].is_null()) continue;
