@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <random>
 
+#include "common/bounded_file.h"
+
 namespace tessera {
 namespace {
 
@@ -124,18 +126,7 @@ Status CreateFileAtomically(const std::string& path, std::string_view content, m
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError("open " + path, errno);
-  std::string out;
-  char buffer[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("read " + path, errno);
-    if (n == 0) break;
-    out.append(buffer, static_cast<size_t>(n));
-  }
-  return out;
+  return ReadBoundedFile(path, kMaxWholeFileBytes);
 }
 
 }  // namespace tessera
