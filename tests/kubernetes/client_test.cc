@@ -3,6 +3,7 @@
 // watch resume after the stream ends and relist after 410 Gone. Plus kubeconfig parsing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -241,6 +242,80 @@ TEST(Client, WatchResumesFromTheLastVersionAndRelistsAfterGone) {
   count_requests(&lists, &resumed);
   EXPECT_GE(lists, 2);
   EXPECT_GE(resumed, 2);
+}
+
+// A hostile (or impersonated) API server: answers over the call's limit are refused while they
+// are read and not retried, deep JSON is refused before it is parsed, a trickling answer ends at
+// the call's deadline, and it holds up no other call of the same client.
+class HostileServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(client_.Create(Resource::Namespaces(), "", ConfigMapLike("a")).ok());
+  }
+  // The next GET of the namespace is answered as `rule` says.
+  void Answer(Json rule) {
+    rule["method"] = "GET";
+    rule["path"] = "/namespaces/tenant-a$";
+    rule["times"] = 1;
+    server_.Script(Json::array({rule}));
+  }
+  int Gets() {
+    int n = 0;
+    for (const auto& entry : server_.Log())
+      n += entry["method"] == "GET" && entry["path"] == "/api/v1/namespaces/tenant-a";
+    return n;
+  }
+  FakeApiServer server_;
+  Client client_{Plain(server_)};
+};
+
+TEST_F(HostileServer, AnAnswerOverTheCallsLimitIsRefusedAsItIsReadAndNotRetried) {
+  for (bool chunked : {false, true}) {
+    server_.ClearLog();
+    Answer({{"huge_bytes", 64 << 20}, {"chunked", chunked}});
+    auto got = client_.GetBytes(Resource::Namespaces(), "", "tenant-a", CallLimits{1 << 20, {}});
+    ASSERT_FALSE(got.ok()) << chunked;
+    EXPECT_NE(got.error().message.find("response body larger than 1048576 bytes"),
+              std::string::npos)
+        << got.error().message;
+    EXPECT_EQ(Gets(), 1) << chunked;
+  }
+  // Under the limit the same answer passes, unparsed.
+  server_.ClearLog();
+  Answer({{"huge_bytes", 100000}});
+  auto fits = client_.GetBytes(Resource::Namespaces(), "", "tenant-a", CallLimits{1 << 20, {}});
+  ASSERT_TRUE(fits.ok()) << fits.error().message;
+  EXPECT_EQ(fits->size(), 100000u);
+}
+
+TEST_F(HostileServer, DeepJsonIsRefusedBeforeItIsParsed) {
+  Answer({{"deep", 100000}});
+  auto got = client_.Get(Resource::Namespaces(), "", "tenant-a");
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.error().message.find("nested deeper than 64 levels"), std::string::npos)
+      << got.error().message;
+  EXPECT_LT(got.error().message.size(), 400u);
+}
+
+TEST_F(HostileServer, ATricklingAnswerEndsAtTheCallsDeadlineAndDelaysNoOtherCall) {
+  Answer({{"trickle_interval", 1.0}});
+  auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> slow_done{false};
+  std::thread slow([&] {
+    auto got = client_.GetBytes(Resource::Namespaces(), "", "tenant-a",
+                                CallLimits{0, std::chrono::milliseconds(3000)});
+    EXPECT_FALSE(got.ok());
+    if (!got.ok()) EXPECT_NE(got.error().message.find("timed out"), std::string::npos);
+    slow_done = true;
+  });
+  ASSERT_TRUE(testing::WaitUntil([&] { return Gets() > 0; }));
+  // The same client, another object, while the slow call waits on the network.
+  auto other = client_.Get(Resource::Namespaces(), "", "tenant-b");
+  EXPECT_EQ(other.error().category, ErrorCategory::kNotFound);
+  EXPECT_FALSE(slow_done.load());
+  slow.join();
+  // Its attempts and backoffs together stayed inside the deadline (plus one poll slice).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST(ClientTls, VerifiesTheServerWithTheKubeconfigCaAndPresentsAClientCertificate) {
