@@ -25,6 +25,7 @@
 #include "common/bounded_file.h"
 #include "common/bounded_yaml.h"
 #include "common/untrusted_text.h"
+#include "support/hostile_files.h"
 
 namespace {
 
@@ -56,17 +57,6 @@ void Case(const char* what, const std::function<std::string()>& body) {
   ::waitpid(pid, nullptr, 0);
 }
 
-std::string BillionLaughs() {
-  std::string text = "laughs:\n  - &a [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
-  for (char level = 'b'; level <= 'i'; ++level) {
-    text += std::string("  - &") + level + " [";
-    for (int i = 0; i < 10; ++i)
-      text += std::string(i ? ", " : "") + "*" + static_cast<char>(level - 1);
-    text += "]\n";
-  }
-  return text;
-}
-
 // The conversion loaders did before the bound (YAML to JSON, aliases expanded), stopped after
 // `budget` nodes.
 nlohmann::json Convert(const YAML::Node& node, size_t* budget) {
@@ -92,7 +82,7 @@ std::string Outcome(const tessera::Result<std::string>& result) {
 
 int main() {
   using namespace tessera;
-  const std::string bomb = BillionLaughs();
+  const std::string bomb = testing::AliasBomb("", "laughs");
   std::printf("bounded readers: what hostile input costs (%zu-byte billion-laughs YAML)\n",
               bomb.size());
   Case("billion laughs, LoadBoundedYaml (100,000 nodes)", [&] {

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "common/file_descriptor.h"
+
 namespace tessera {
 namespace {
 
@@ -30,20 +32,6 @@ Error TooLarge(const std::string& path, size_t max_bytes) {
   return InvalidArgument(path + ": larger than " + std::to_string(max_bytes) + " bytes");
 }
 
-class Descriptor {
- public:
-  explicit Descriptor(int fd) : fd_(fd) {}
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-  ~Descriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 }  // namespace
 
 Result<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes) {
@@ -55,7 +43,7 @@ Result<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes) {
   if (static_cast<uint64_t>(st.st_size) > max_bytes) return TooLarge(path, max_bytes);
   // O_NONBLOCK: should the name have become a FIFO since, the open still returns at once, and
   // the descriptor's own type (fstat) refuses it.
-  Descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (fd.get() < 0) return ErrnoError("open " + path, errno);
   if (::fstat(fd.get(), &st) != 0) return ErrnoError("stat " + path, errno);
   if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);

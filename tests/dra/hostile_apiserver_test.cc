@@ -19,6 +19,12 @@ constexpr long kMaxPeakRssKb = 50 * 1024;
 
 class HostileApiServer : public DraPlugin {
  protected:
+  void SetUp() override {
+    DraPlugin::SetUp();
+    StartPlugin();
+    Register(kubelet_);
+  }
+
   // Answers GETs of claim `name` with `rule` ("deep", "huge_bytes", "trickle_interval"...),
   // every time.
   void Hostile(const std::string& name, Json rule) {
@@ -29,12 +35,11 @@ class HostileApiServer : public DraPlugin {
   }
   bool ClaimGetSeen(const std::string& name) { return ClaimGets(name) > 0; }
   bool PluginAlive() { return ::kill(plugin_->pid(), 0) == 0; }
+
+  DraKubelet kubelet_{Registry(), "gpu.tessera.dev"};
 };
 
 TEST_F(HostileApiServer, DeepAndHugeClaimsAreRefusedPerClaimAndThePluginStaysSmall) {
-  StartPlugin();
-  DraKubelet kubelet(Registry(), "gpu.tessera.dev");
-  Register(kubelet);
   ClaimRef deep = CreateClaim("deep", {0});
   ClaimRef huge = CreateClaim("huge", {1});
   ClaimRef chunked = CreateClaim("chunked", {2});
@@ -45,7 +50,7 @@ TEST_F(HostileApiServer, DeepAndHugeClaimsAreRefusedPerClaimAndThePluginStaysSma
   Hostile("chunked", {{"huge_bytes", 200 << 20}, {"chunked", true}});
 
   std::string rpc_error;
-  auto results = kubelet.Prepare({deep, huge, chunked, fine}, &rpc_error);
+  auto results = kubelet_.Prepare({deep, huge, chunked, fine}, &rpc_error);
   ASSERT_EQ(rpc_error, "") << plugin_->Log();
   ASSERT_EQ(results.size(), 4u);
   EXPECT_NE(results[deep.uid].error.find("nested deeper than"), std::string::npos)
@@ -65,7 +70,7 @@ TEST_F(HostileApiServer, DeepAndHugeClaimsAreRefusedPerClaimAndThePluginStaysSma
     EXPECT_LT(results[ref.uid].error.size(), 1000u);
   }
   // kubelet retries: the same claims again, and the plugin is still there to refuse them.
-  results = kubelet.Prepare({deep, huge, chunked}, &rpc_error);
+  results = kubelet_.Prepare({deep, huge, chunked}, &rpc_error);
   ASSERT_EQ(rpc_error, "") << plugin_->Log();
   EXPECT_NE(results[deep.uid].error, "");
   EXPECT_NE(results[huge.uid].error, "");
@@ -77,9 +82,6 @@ TEST_F(HostileApiServer, DeepAndHugeClaimsAreRefusedPerClaimAndThePluginStaysSma
 }
 
 TEST_F(HostileApiServer, ATricklingClaimDelaysNoOtherAndFailsWithinKubeletsCall) {
-  StartPlugin();
-  DraKubelet kubelet(Registry(), "gpu.tessera.dev");
-  Register(kubelet);
   ClaimRef slow = CreateClaim("slow", {0});
   ClaimRef fast = CreateClaim("fast", {1});
   Hostile("slow", {{"trickle_interval", 1.0}});
@@ -87,7 +89,7 @@ TEST_F(HostileApiServer, ATricklingClaimDelaysNoOtherAndFailsWithinKubeletsCall)
   std::atomic<bool> slow_done{false};
   auto slow_call = std::async(std::launch::async, [&] {
     std::string rpc_error;
-    auto results = kubelet.Prepare({slow}, &rpc_error);
+    auto results = kubelet_.Prepare({slow}, &rpc_error);
     slow_done = true;
     return std::make_pair(rpc_error, results[slow.uid].error);
   });
@@ -96,7 +98,7 @@ TEST_F(HostileApiServer, ATricklingClaimDelaysNoOtherAndFailsWithinKubeletsCall)
   // The slow claim's GET is in flight. Another claim is fetched on a connection of its own.
   const auto start = Clock::now();
   std::string rpc_error;
-  auto results = kubelet.Prepare({fast}, &rpc_error);
+  auto results = kubelet_.Prepare({fast}, &rpc_error);
   const auto took = Clock::now() - start;
   ASSERT_EQ(rpc_error, "") << plugin_->Log();
   EXPECT_EQ(results[fast.uid].error, "");

@@ -11,6 +11,7 @@
 #include "backends/kubernetes/kubernetes.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
+#include "support/hostile_files.h"
 #include "support/wait.h"
 
 namespace tessera::k8s {
@@ -305,7 +306,9 @@ TEST_F(HostileServer, ATricklingAnswerEndsAtTheCallsDeadlineAndDelaysNoOtherCall
     auto got = client_.GetBytes(Resource::Namespaces(), "", "tenant-a",
                                 CallLimits{0, std::chrono::milliseconds(3000)});
     EXPECT_FALSE(got.ok());
-    if (!got.ok()) EXPECT_NE(got.error().message.find("timed out"), std::string::npos);
+    if (!got.ok()) {
+      EXPECT_NE(got.error().message.find("timed out"), std::string::npos);
+    }
     slow_done = true;
   });
   ASSERT_TRUE(testing::WaitUntil([&] { return Gets() > 0; }));
@@ -371,6 +374,36 @@ TEST(ClientTls, VerifiesTheServerWithTheKubeconfigCaAndPresentsAClientCertificat
   named.tls_server_name = "other.example";
   EXPECT_EQ(Client(named).Get(Resource::Namespaces(), "", "tenant-tls").error().category,
             ErrorCategory::kUnavailable);
+}
+
+TEST(ClientFiles, HostileCaCertificateKeyAndTokenFilesAreRefusedAtOnceNamingThem) {
+  TempDir pki;
+  testing::MakeTestPki(pki.path());
+  FakeApiServer server(
+      {"--tls-cert", pki.path() + "/server.crt", "--tls-key", pki.path() + "/server.key"});
+  ClientConfig good;
+  good.server = server.url();
+  good.ca_file = pki.path() + "/ca.crt";
+  good.retry.max_attempts = 1;
+  ASSERT_TRUE(Client(good).Create(Resource::Namespaces(), "", BuildNamespace("f")).ok());
+  testing::HostileFiles hostile(".pem");
+  for (const auto& file : hostile.all()) {
+    for (const char* which : {"ca", "certificate", "key", "token"}) {
+      ClientConfig config = good;
+      std::string* slot = std::string(which) == "ca"            ? &config.ca_file
+                          : std::string(which) == "certificate" ? &config.client_cert_file
+                          : std::string(which) == "key"         ? &config.client_key_file
+                                                                : &config.token_file;
+      *slot = file.path;
+      if (slot == &config.client_key_file) config.client_cert_file = pki.path() + "/client.crt";
+      if (slot == &config.client_cert_file) config.client_key_file = pki.path() + "/client.key";
+      auto got = Client(config).Get(Resource::Namespaces(), "", "tenant-f");
+      ASSERT_FALSE(got.ok()) << which << " " << file.kind;
+      EXPECT_NE(got.error().message.find(file.path + ": " + testing::ReasonFor(file)),
+                std::string::npos)
+          << which << " " << file.kind << ": " << got.error().message;
+    }
+  }
 }
 
 TEST(Kubeconfig, SelectsTheContextAndResolvesRelativeFiles) {

@@ -43,14 +43,26 @@ Json Lease(const std::string& name, Json gpu_ids) {
           {"spec", {{"tenancy", "t"}, {"node", "node-1"}, {"gpuIds", std::move(gpu_ids)}}}};
 }
 
-TEST(LeaseSyncHostile, OnlyCanonicalPciAddressesReachTheLeaseFile) {
+// The scripted API server, a kubeconfig naming it, and a client of the test's own.
+class LeaseSyncHostile : public ::testing::Test {
+ protected:
+  LeaseSyncHostile() {
+    server.SetWatchSeconds(0.5);
+    testing::WriteKubeconfigFile(kubeconfig, server.url());
+  }
+  static ClientConfig ConfigFor(const FakeApiServer& server) {
+    ClientConfig config;
+    config.server = server.url();
+    return config;
+  }
+
   FakeApiServer server;
-  server.SetWatchSeconds(0.5);
   TempDir dir;
-  testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
-  ClientConfig config;
-  config.server = server.url();
-  Client client(config);
+  const std::string kubeconfig = dir.path() + "/kubeconfig";
+  Client client{ConfigFor(server)};
+};
+
+TEST_F(LeaseSyncHostile, OnlyCanonicalPciAddressesReachTheLeaseFile) {
   const std::string root = testing::MaterializeHost("hgx-h100-dgx");
   inventory::ReadOptions read;
   read.root = root;
@@ -75,11 +87,10 @@ TEST(LeaseSyncHostile, OnlyCanonicalPciAddressesReachTheLeaseFile) {
   create(Lease("bad-state", {"0000:9a:00.0"}), {{"state", "owned\nby me"}});
 
   const std::string file = dir.path() + "/leases.json";
-  testing::PluginProcess sync(
-      LeaseSyncBinary(),
-      {"--kubeconfig", dir.path() + "/kubeconfig", "--node", "node-1", "--lease-file", file,
-       "--root", root, "--pod-resources-interval-ms", "0"},
-      dir.path() + "/log");
+  testing::PluginProcess sync(LeaseSyncBinary(),
+                              {"--kubeconfig", kubeconfig, "--node", "node-1", "--lease-file", file,
+                               "--root", root, "--pod-resources-interval-ms", "0"},
+                              dir.path() + "/log");
   Json leases;
   ASSERT_TRUE(testing::WaitUntil([&] {
     leases = Json::parse(ReadText(file), nullptr, false);
@@ -114,11 +125,7 @@ TEST(LeaseSyncHostile, OnlyCanonicalPciAddressesReachTheLeaseFile) {
   EXPECT_EQ(log.find("GpuLease a-string", log.find("GpuLease a-string") + 1), std::string::npos);
 }
 
-TEST(LeaseSyncHostile, HostileKubeconfigAndPartitionTableAreRefusedAtOnceNamingThem) {
-  FakeApiServer server;
-  TempDir dir;
-  const std::string kubeconfig = dir.path() + "/kubeconfig";
-  testing::WriteKubeconfigFile(kubeconfig, server.url());
+TEST_F(LeaseSyncHostile, HostileKubeconfigAndPartitionTableAreRefusedAtOnceNamingThem) {
   auto args = [&](const std::string& config, const std::string& table) {
     std::vector<std::string> out = {
         LeaseSyncBinary(),          "--kubeconfig", config, "--node", "node-1", "--lease-file",
