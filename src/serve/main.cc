@@ -28,6 +28,7 @@
 #include "backends/local/local.h"
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
 #include "placement/placement.h"
@@ -166,7 +167,7 @@ constexpr size_t kMinAdminToken = 32;
 // The admin token: an existing file is used as is; otherwise one is generated, written 0600 and
 // printed once on stdout.
 Result<std::string> AdminToken(const std::string& path) {
-  auto existing = ReadWholeFile(path);
+  auto existing = ReadBoundedFile(path, kMaxTokenFileBytes);
   if (existing) {
     std::string token = Trim(*existing);
     // The admin token opens every tenancy: one an attacker can guess is no lock at all.
@@ -373,11 +374,13 @@ int Main(const Flags& flags) {
                         "(tessera-lease-sync --partition-table)"));
   if (!flags.partition_table.empty()) {
     Result<topology::PartitionTable> table = InvalidArgument("");
-    auto text = ReadWholeFile(flags.partition_table);
+    auto text = ReadBoundedFile(flags.partition_table, kMaxConfigFileBytes);
     if (text) {
       table = topology::ParsePartitionTableFile(flags.partition_table, *text);
-    } else {
+    } else if (text.error().category == ErrorCategory::kNotFound) {
       table = topology::PresetTable(flags.partition_table);
+    } else {
+      table = text.error();
     }
     if (!table) Die(table.error().WithContext("--partition-table"));
     options.partition_table = std::move(*table);

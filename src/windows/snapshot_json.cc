@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/untrusted_text.h"
 #include "windows/snapshot.h"
 
 namespace tessera::windows {
@@ -326,6 +327,8 @@ SchemaVersion Snapshot::MaxSchemaVersion() const {
 }
 
 Result<Snapshot> ParseSnapshot(const std::string& text) {
+  // Snapshots nest a handful of levels; the check runs on the bytes, before anything recurses.
+  if (auto nesting = CheckJsonNesting(text, "snapshot"); !nesting) return nesting.error();
   json j;
   try {
     j = json::parse(text);

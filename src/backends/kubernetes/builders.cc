@@ -379,28 +379,4 @@ Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& o
                                             {"type", "DirectoryOrCreate"}}}}})}}}}}}}};
 }
 
-std::string LeaseFileFor(const Json& list, const std::string& node) {
-  Json gpus = Json::object();
-  if (list.contains("items") && list["items"].is_array()) {
-    for (const auto& lease : list["items"]) {
-      const Json& spec = lease.value("spec", Json::object());
-      if (spec.value("node", "") != node) continue;
-      const Json& status = lease.value("status", Json::object());
-      std::string state = status.value("state", "reserved");
-      for (const auto& id : spec.value("gpuIds", Json::array())) {
-        if (!id.is_string()) continue;
-        gpus[id.get<std::string>()] = {{"state", state},
-                                       {"reason", status.value("reason", "")},
-                                       {"tenancy", spec.value("tenancy", "")}};
-        // DRA: the node's plugin prepares these GPUs for the pinned claim only.
-        const Json& claim = status.value("claim", Json::object());
-        if (claim.is_object() && claim.value("uid", Json()).is_string() &&
-            !claim["uid"].get<std::string>().empty())
-          gpus[id.get<std::string>()]["claim"] = claim["uid"];
-      }
-    }
-  }
-  return Json{{"version", 1}, {"gpus", gpus}}.dump(2);
-}
-
 }  // namespace tessera::k8s
