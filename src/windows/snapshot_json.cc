@@ -10,9 +10,12 @@
 
 #include "common/untrusted_text.h"
 #include "windows/snapshot.h"
+#include "windows/text.h"
 
 namespace tessera::windows {
 namespace {
+
+using text::Hex;
 
 using nlohmann::json;
 
@@ -102,12 +105,6 @@ uint64_t GetHex(const json& j, const std::string& path, const char* key, size_t 
           "expected " + std::to_string(digits) + " hex digits without 0x, got \"" + s + "\"");
   }
   return std::stoull(s, nullptr, 16);
-}
-
-std::string Hex(uint64_t value, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%0*llx", digits, static_cast<unsigned long long>(value));
-  return buf;
 }
 
 bool IsCopyToVmName(const std::string& name) {

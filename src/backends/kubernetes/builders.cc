@@ -21,7 +21,7 @@ bool IsDnsLabel(const std::string& name, size_t max) {
          std::isalnum(static_cast<unsigned char>(name.back()));
 }
 
-bool IsIpAddress(const std::string& text) {
+bool IsAddressLiteral(const std::string& text) {
   unsigned char buffer[16];
   return inet_pton(AF_INET, text.c_str(), buffer) == 1 ||
          inet_pton(AF_INET6, text.c_str(), buffer) == 1;
@@ -50,7 +50,7 @@ const NfsEntitlement* FindEntitlement(const std::vector<NfsEntitlement>& entitle
 std::vector<std::string> NfsIps(const std::vector<NfsEntitlement>& entitlements) {
   std::vector<std::string> ips;
   for (const auto& e : entitlements) {
-    if (IsIpAddress(e.server) && std::find(ips.begin(), ips.end(), e.server) == ips.end())
+    if (IsAddressLiteral(e.server) && std::find(ips.begin(), ips.end(), e.server) == ips.end())
       ips.push_back(e.server);
   }
   return ips;
@@ -59,7 +59,8 @@ std::vector<std::string> NfsIps(const std::vector<NfsEntitlement>& entitlements)
 std::vector<std::string> NfsHostnames(const std::vector<NfsEntitlement>& entitlements) {
   std::vector<std::string> names;
   for (const auto& e : entitlements) {
-    if (!IsIpAddress(e.server) && std::find(names.begin(), names.end(), e.server) == names.end())
+    if (!IsAddressLiteral(e.server) &&
+        std::find(names.begin(), names.end(), e.server) == names.end())
       names.push_back(e.server);
   }
   return names;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "backends/local/local.h"
+#include "backends/local/start_check.h"
 #include "process/process.h"
 #include "runtimes/runtimes.h"
 
@@ -88,6 +90,19 @@ class PodmanBackend final : public ContainerBackend {
         }
       }
     }
+    // Beside the service's start, so the API answers meanwhile; the first Start waits for it.
+    start_check_ =
+        std::async(std::launch::async, [podman = options_.podman, runc = options_.runc_runtime,
+                                        instance = options_.instance] {
+          StartCheck check = CheckContainersStart(podman, runc, instance);
+          if (!check.problem.empty())
+            spdlog::error("local backend: {}", check.summary);
+          else if (!check.run_args.empty())
+            spdlog::warn("local backend: {}", check.summary);
+          else
+            spdlog::info("local backend: {}", check.summary);
+          return check;
+        }).share();
   }
 
   ~PodmanBackend() override {
@@ -169,6 +184,8 @@ class PodmanBackend final : public ContainerBackend {
     for (const auto& [key, value] : request.labels)
       argv.push_back("--label=" + key + "=" + value);
     argv.push_back("--runtime=" + RuntimeFor(request.isolation));
+    for (const auto& arg : start_check_.get().run_args)
+      argv.push_back(arg);
     for (const auto& device : request.cdi_devices)
       argv.push_back("--device=" + device);
     for (const auto& [key, value] : request.env)
@@ -189,7 +206,7 @@ class PodmanBackend final : public ContainerBackend {
     auto child = process::Spawn(argv);
     if (!child) return child.error();
     auto handoff = std::make_shared<StartHandoff>();
-    Follow(request.id, *child, std::move(on_exit), false, handoff);
+    Follow(request.id, *child, std::move(on_exit), false, RuntimeFor(request.isolation), handoff);
 
     // Until the ID file appears, or podman ends without one (nothing was created: Start fails
     // and the follower stays silent). The image pull, when needed, happens in here too.
@@ -202,7 +219,7 @@ class PodmanBackend final : public ContainerBackend {
         handoff->start_failed = true;
         handoff->start_decided = true;
         handoff->changed.notify_all();
-        return Classify("run " + request.id, handoff->outcome);
+        return StartFailed(request, handoff->outcome);
       }
       if (std::chrono::steady_clock::now() > deadline) {
         lock.unlock();
@@ -220,7 +237,7 @@ class PodmanBackend final : public ContainerBackend {
   Status Watch(const std::string& id, ExitCallback on_exit) override {
     auto child = process::Spawn({options_.podman, "wait", ContainerName(id)});
     if (!child) return child.error();
-    Follow(id, *child, std::move(on_exit), true);
+    Follow(id, *child, std::move(on_exit), true, "its OCI runtime");
     return Ok();
   }
 
@@ -251,7 +268,7 @@ class PodmanBackend final : public ContainerBackend {
     argv.insert(argv.end(), {"start", "--attach", ContainerName(id)});
     auto child = process::Spawn(argv);
     if (!child) return child.error();
-    Follow(id, *child, std::move(on_exit), false);
+    Follow(id, *child, std::move(on_exit), false, "its OCI runtime");
     return Ok();
   }
 
@@ -435,6 +452,22 @@ class PodmanBackend final : public ContainerBackend {
     return process::Run(args, options);
   }
 
+  // A container podman could not start: its error line with doctor's diagnosis and fix (podman's
+  // whole output says less and may be long).
+  static std::string Diagnosis(const std::string& runtime, const process::Outcome& outcome) {
+    runtimes::ProbeOutcome probe{outcome.status, outcome.timed_out, outcome.output};
+    runtimes::ProbeContext context;
+    if (const char* conf = std::getenv("CONTAINERS_CONF")) context.containers_conf = conf;
+    auto failure = runtimes::DiagnosePodmanFailure(runtime, probe, context);
+    return failure.error + "; fix: " + failure.fix;
+  }
+  Error StartFailed(const StartRequest& request, const process::Outcome& outcome) const {
+    std::string message =
+        "podman run " + request.id + ": " + Diagnosis(RuntimeFor(request.isolation), outcome);
+    if (outcome.timed_out) return Unavailable(message);
+    return Internal(message);
+  }
+
   static Error Classify(const std::string& what, const process::Outcome& outcome) {
     std::string message = "podman " + what + ": " + outcome.output;
     while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
@@ -459,8 +492,9 @@ class PodmanBackend final : public ContainerBackend {
   };
 
   // A thread that reads the client's output, reaps it, and decides how the container ended.
+  // `runtime` is what a diagnosis of a failed start names ("runc").
   void Follow(const std::string& id, process::Child child, ExitCallback on_exit, bool waited,
-              std::shared_ptr<StartHandoff> handoff = nullptr) {
+              std::string runtime, std::shared_ptr<StartHandoff> handoff = nullptr) {
     std::lock_guard lock(mutex_);
     // Reap followers that are done, so the list stays as long as the running set.
     for (auto it = followers_.begin(); it != followers_.end();) {
@@ -475,8 +509,8 @@ class PodmanBackend final : public ContainerBackend {
     follower.id = id;
     follower.pid = child.pid;
     Follower* self = &follower;
-    follower.thread =
-        std::thread([this, self, id, child, waited, handoff, on_exit = std::move(on_exit)] {
+    follower.thread = std::thread(
+        [this, self, id, child, waited, runtime, handoff, on_exit = std::move(on_exit)] {
           process::Outcome outcome = process::Finish(child);
           {
             std::lock_guard lock(mutex_);
@@ -491,7 +525,7 @@ class PodmanBackend final : public ContainerBackend {
             if (handoff->start_failed) return;
           }
           if (stopping_) return;
-          on_exit(id, Conclude(id, outcome, waited));
+          on_exit(id, Conclude(id, outcome, waited, runtime));
         });
   }
 
@@ -555,7 +589,8 @@ class PodmanBackend final : public ContainerBackend {
   // podman run exits with the container's status, or 125 when podman itself failed (126/127:
   // the command could not be run; 128+n: killed by signal n). Those are ambiguous, so podman is
   // asked what happened; `podman wait` (a followed container) prints the exit code.
-  ExitInfo Conclude(const std::string& id, const process::Outcome& outcome, bool waited) {
+  ExitInfo Conclude(const std::string& id, const process::Outcome& outcome, bool waited,
+                    const std::string& runtime) {
     if (!waited && outcome.status >= 0 && outcome.status < 125) {
       return ExitInfo{outcome.status, false, ""};
     }
@@ -573,11 +608,7 @@ class PodmanBackend final : public ContainerBackend {
     if (inspected && inspected->state == BackendState::kExited && inspected->exit_code) {
       return ExitInfo{inspected->exit_code, false, ""};
     }
-    std::string reason = outcome.output;
-    while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
-      reason.pop_back();
-    if (reason.size() > 2000) reason = reason.substr(reason.size() - 2000);
-    if (reason.empty()) reason = "podman exited with status " + std::to_string(outcome.status);
+    const std::string reason = Diagnosis(runtime, outcome);
     if (!inspected && inspected.error().category == ErrorCategory::kNotFound) {
       return ExitInfo{std::nullopt, true, "container could not be created: " + reason};
     }
@@ -585,8 +616,9 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   LocalOptions options_;
-  std::optional<runtimes::RunscInfo> runsc_;  // set at creation when runsc answered
-  std::string runsc_error_;                   // why it did not, when installed
+  std::shared_future<StartCheck> start_check_;  // set at creation, ready once podman answered
+  std::optional<runtimes::RunscInfo> runsc_;    // set at creation when runsc answered
+  std::string runsc_error_;                     // why it did not, when installed
   tenancy::PodmanTenancy tenancy_;
   std::mutex tenancy_mutex_;              // serializes network/volume changes
   std::set<std::string> networks_ready_;  // tenancies whose network exists (tenancy_mutex_)
