@@ -18,6 +18,7 @@
 // scheduler decides order, admission and reservations, and asks the fleet where a request goes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -44,6 +45,8 @@ inline constexpr int kMaxQuotaGpus = 1000000;
 inline constexpr int kMaxQuotaPending = 1000000;
 inline constexpr double kMaxDurationLimitSeconds = 366.0 * 24 * 3600;
 inline constexpr int kUnlimited = std::numeric_limits<int>::max();
+// A tenancy policy's quota_pending that follows SchedulerOptions::default_quota_pending.
+inline constexpr int kDefaultQuota = std::numeric_limits<int>::min();
 inline constexpr double kUnknownTime = std::numeric_limits<double>::infinity();
 
 enum class Mode {
@@ -55,9 +58,9 @@ Result<Mode> ParseMode(std::string_view name);
 
 struct TenancyPolicy {
   double weight = 1;
-  int quota_gpus = kUnlimited;     // GPUs in use at once
-  int quota_pending = kUnlimited;  // requests waiting at once
-  int max_priority = 0;            // highest priority its submissions may ask for
+  int quota_gpus = kUnlimited;        // GPUs in use at once
+  int quota_pending = kDefaultQuota;  // requests waiting at once (kDefaultQuota: the scheduler's)
+  int max_priority = 0;               // highest priority its submissions may ask for
 };
 // InvalidArgument naming the field when a value is outside the bounds above.
 Status ValidateTenancyPolicy(const TenancyPolicy& policy);
@@ -70,6 +73,9 @@ struct SchedulerOptions {
   // reservations off (plain backfill: anything that fits runs).
   int max_reservations = 8;
   bool preemption = false;
+  // quota_pending of tenancies whose policy does not set one: a bound on what one tenancy can
+  // queue, so nobody's submission waits on a queue another filled without limit.
+  int default_quota_pending = kUnlimited;
 };
 Status ValidateSchedulerOptions(const SchedulerOptions& options);
 
@@ -97,6 +103,11 @@ enum class WaitKind {
 
 struct Reservation {
   RequestId holder = 0;
+  // Where the holder's turn came in the walk that made the reservation: its tenancy (an index
+  // of the scheduler's) and the GPUs of that tenancy's requests walked before it. An arrival
+  // that would come earlier in the order may take the reservation over.
+  int holder_tenancy = -1;
+  double holder_walked_gpus = 0;
   int node = -1;
   placement::GpuMask gpus = 0;
   std::optional<uint32_t> partition_id;
@@ -132,6 +143,8 @@ struct PassResult {
   std::vector<Reservation> reservations;  // in dispatch order
   std::vector<Preemption> preemptions;    // chosen victims (options.preemption)
   int64_t decisions = 0;                  // requests considered
+  // The walk ended early (without report): nothing else pending could start or reserve.
+  bool stopped_early = false;
 };
 
 struct TenancyUsage {
@@ -154,6 +167,8 @@ class Scheduler {
   // Creates or changes a tenancy; tenancies not set explicitly get the defaults on first use.
   Status SetTenancy(const std::string& name, const TenancyPolicy& policy);
   TenancyPolicy GetTenancy(const std::string& name) const;
+  // The pending quota that applies to `name`: its policy's, or the scheduler's default.
+  int PendingQuotaOf(const std::string& name) const;
 
   // Whether `request` may join the queue: InvalidArgument for a priority outside
   // kMinPriority..the tenancy's maximum, a size below 1 or a bad duration limit;
@@ -168,9 +183,17 @@ class Scheduler {
   void Advance(double now_s);
   // A request that runs (admitted by a pass, or adopted after a restart): counts against its
   // tenancy's quota and share until Finished. A pending request of that ID leaves the queue.
+  // Adopted with a start before the scheduler's time, the time it ran so far is charged too.
   void Started(RequestId id, const std::string& tenancy, const placement::Placement& placement,
                int gpus, double started_s, double max_duration_s, int priority, bool preemptible);
-  void Finished(RequestId id, double now_s);
+  // It stopped counting at `now_s`; with `ended_s` earlier (its runtime says it ended then),
+  // the time after that is taken back from its tenancy's recent usage. False when it was not
+  // running here.
+  bool Finished(RequestId id, double now_s, double ended_s = kUnknownTime);
+  // Recent usage of `gpus` GPUs over [from_s, to_s] (both at most now) added to `tenancy`'s, as
+  // though counted then; a negative `gpus` takes it back. Usage records at start-up, and runs
+  // that ended while nobody counted them.
+  void ChargePast(const std::string& tenancy, double gpus, double from_s, double to_s);
   // GPUs a tenancy holds outside this queue's requests (MIG slices, by their share of a GPU),
   // from `now_s` on: they count in its share and against its quota.gpus as GPUs in use do.
   void SetOtherUse(const std::string& tenancy, double gpus, double now_s);
@@ -178,8 +201,22 @@ class Scheduler {
   // One scheduling pass at `now_s` over `fleet` (whose free GPUs are the truth about what can
   // be given). Admitted requests are leased in the fleet and counted as started. With
   // `report`, every pending request gets its position and reason; without it the pass stops
-  // as soon as nothing more can start (the simulator's fast path).
+  // as soon as no pending request could start or take a reservation any more, so its cost
+  // follows what can change, not how many requests wait.
   PassResult Schedule(placement::Fleet& fleet, double now_s, bool report = true);
+
+  // Whether the pending request `id` (just enqueued) could change what a pass decides, given
+  // what the last pass found and nothing else having changed since: it may fit the GPUs that
+  // pass left free (or backfill into reserved ones), take a reservation, come before a
+  // reservation's holder in the order, or make its tenancy active (which moves every target
+  // share). True when unsure (no pass yet). A caller runs a pass only when this, or another
+  // input (GPUs freed, a policy, a request leaving), changed.
+  bool CouldChangeAPass(RequestId id) const;
+
+  // The tenancy a pending or running request belongs to; empty when unknown.
+  std::string TenancyOf(RequestId id) const;
+  // A pending request as it was enqueued; null when it is not pending.
+  const PendingRequest* Request(RequestId id) const;
 
   // "waiting: tenancy quota 8/8 GPUs in use", "waiting: reserved for c-7 (8 GPUs on node-3)", ...
   std::string Describe(const Wait& wait, const PassResult& pass,
@@ -192,6 +229,7 @@ class Scheduler {
   std::vector<TenancyUsage> Usage() const;
 
  private:
+  static constexpr int kMaxSize = 64;  // GPUs of one request at most
   struct Tenancy {
     std::string name;
     TenancyPolicy policy;
@@ -200,6 +238,9 @@ class Scheduler {
     double decayed_gpu_seconds = 0;  // integral of GPUs in use, decayed by the half-life
     // Pending request IDs in this tenancy's own order.
     std::set<std::tuple<int, double, uint64_t, RequestId>> queue;
+    // Its pending requests by size (GPUs), and their GPUs together.
+    std::array<int, kMaxSize + 1> pending_by_size{};
+    int64_t pending_gpus = 0;
   };
   struct Pending {
     PendingRequest request;
@@ -216,7 +257,23 @@ class Scheduler {
     bool preemptible = false;
   };
 
+  // What the last pass found, for CouldChangeAPass: the GPUs it left visible and reserved-free,
+  // and per size whether nothing visible fitted, the earliest end that found no GPUs to
+  // backfill into, and whether no reservation could be chosen.
+  struct PassEnd {
+    bool valid = false;
+    double now_s = 0;
+    int free_visible = 0;
+    int free_hidden = 0;
+    double latest_ready_s = 0;  // of the reservations kept
+    std::array<bool, kMaxSize + 1> no_fit{};
+    std::array<double, kMaxSize + 1> backfill_failed_end{};
+    std::array<bool, kMaxSize + 1> reserve_failed{};
+  };
+
   explicit Scheduler(SchedulerOptions options) : options_(options) {}
+  void Added(const Pending& pending);
+  void Removed(const Pending& pending);
   int TenancyIndex(const std::string& name);
   int FindTenancy(const std::string& name) const;
   std::tuple<int, double, uint64_t, RequestId> QueueKey(const Pending& pending) const;
@@ -248,6 +305,10 @@ class Scheduler {
   // The reservations of the last pass: kept for their holders while they wait, so requests that
   // come earlier in a later pass's order cannot take GPUs a reservation has drained.
   std::vector<Reservation> kept_;
+  PassEnd last_pass_;
+  // Durations (s) of the pending requests with a limit, per size: the shortest is the one most
+  // likely to backfill.
+  std::array<std::multiset<double>, kMaxSize + 1> limited_durations_;
 };
 
 // ---------------------------------------------------------------------------------------------
