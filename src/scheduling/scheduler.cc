@@ -93,11 +93,68 @@ void Scheduler::Removed(const Pending& pending) {
   }
 }
 
-std::tuple<int, double, uint64_t, RequestId> Scheduler::QueueKey(const Pending& pending) const {
-  if (options_.mode == Mode::kFifo) return {0, 0.0, pending.sequence, pending.request.id};
+Scheduler::OrderKey Scheduler::QueueKey(const Pending& pending) const {
+  const PendingRequest& r = pending.request;
+  if (options_.mode == Mode::kFifo)
+    return {0, 0.0, pending.sequence, r.id, r.gpus, r.max_duration_s, r.priority};
   const int bound = tenancies_[pending.tenancy].policy.max_priority;
-  const int priority = std::clamp(pending.request.priority, kMinPriority, bound);
-  return {-priority, pending.request.submitted_s, pending.sequence, pending.request.id};
+  const int priority = std::clamp(r.priority, kMinPriority, bound);
+  return {-priority, r.submitted_s, pending.sequence, r.id, r.gpus, r.max_duration_s, r.priority};
+}
+
+Scheduler::Snapshot Scheduler::TakeSnapshot() const {
+  Snapshot snapshot;
+  snapshot.options_ = options_;
+  snapshot.tau_s_ = tau_s_;
+  snapshot.now_s_ = now_s_;
+  snapshot.next_sequence_ = next_sequence_;
+  snapshot.tenancies_.reserve(tenancies_.size());
+  for (const Tenancy& tenancy : tenancies_) {
+    auto& state = snapshot.tenancies_.emplace_back();
+    state.name = tenancy.name;
+    state.policy = tenancy.policy;
+    state.in_use = tenancy.in_use;
+    state.other_gpus = tenancy.other_gpus;
+    state.decayed_gpu_seconds = tenancy.decayed_gpu_seconds;
+    state.pending.assign(tenancy.queue.begin(), tenancy.queue.end());
+  }
+  snapshot.running_.assign(running_.begin(), running_.end());
+  snapshot.gpu_ends_ = gpu_ends_;
+  snapshot.gpu_owner_ = gpu_owner_;
+  snapshot.kept_ = kept_;
+  return snapshot;
+}
+
+Scheduler Scheduler::FromSnapshot(const Snapshot& snapshot) {
+  Scheduler scheduler(snapshot.options_);
+  scheduler.tau_s_ = snapshot.tau_s_;
+  scheduler.now_s_ = snapshot.now_s_;
+  scheduler.next_sequence_ = snapshot.next_sequence_;
+  for (const auto& state : snapshot.tenancies_) {
+    const int index = scheduler.TenancyIndex(state.name);
+    Tenancy& tenancy = scheduler.tenancies_[index];
+    tenancy.policy = state.policy;
+    tenancy.in_use = state.in_use;
+    tenancy.other_gpus = state.other_gpus;
+    tenancy.decayed_gpu_seconds = state.decayed_gpu_seconds;
+    for (const OrderKey& key : state.pending) {
+      Pending pending;
+      pending.tenancy = index;
+      pending.sequence = std::get<2>(key);
+      pending.request.id = std::get<3>(key);
+      pending.request.gpus = std::get<4>(key);
+      pending.request.max_duration_s = std::get<5>(key);
+      pending.request.priority = std::get<6>(key);
+      pending.request.submitted_s = std::get<1>(key);
+      auto [it, inserted] = scheduler.pending_.emplace(pending.request.id, std::move(pending));
+      if (inserted) scheduler.Added(it->second);
+    }
+  }
+  scheduler.running_.insert(snapshot.running_.begin(), snapshot.running_.end());
+  scheduler.gpu_ends_ = snapshot.gpu_ends_;
+  scheduler.gpu_owner_ = snapshot.gpu_owner_;
+  scheduler.kept_ = snapshot.kept_;
+  return scheduler;
 }
 
 Status Scheduler::CheckSubmit(const PendingRequest& request) const {
@@ -142,6 +199,8 @@ Status Scheduler::Enqueue(PendingRequest request) {
   pending.tenancy = TenancyIndex(request.tenancy);
   pending.sequence = next_sequence_++;
   pending.request = std::move(request);
+  // Known by its index from here on: no string per pending request.
+  pending.request.tenancy = std::string();
   auto [it, inserted] = pending_.emplace(pending.request.id, std::move(pending));
   Added(it->second);
   return Ok();

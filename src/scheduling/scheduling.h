@@ -20,12 +20,14 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -213,14 +215,19 @@ class Scheduler {
   // input (GPUs freed, a policy, a request leaving), changed.
   bool CouldChangeAPass(RequestId id) const;
 
+  class Snapshot;
+  Snapshot TakeSnapshot() const;
+  static Scheduler FromSnapshot(const Snapshot& snapshot);
+
   // The tenancy a pending or running request belongs to; empty when unknown.
   std::string TenancyOf(RequestId id) const;
   // A pending request as it was enqueued; null when it is not pending.
   const PendingRequest* Request(RequestId id) const;
 
   // "waiting: tenancy quota 8/8 GPUs in use", "waiting: reserved for c-7 (8 GPUs on node-3)", ...
-  std::string Describe(const Wait& wait, const PassResult& pass,
-                       const placement::Fleet& fleet) const;
+  // A request is named by its label, else by `label_of` (when given), else its ID.
+  std::string Describe(const Wait& wait, const PassResult& pass, const placement::Fleet& fleet,
+                       const std::function<std::string(RequestId)>& label_of = nullptr) const;
 
   size_t pending_count() const { return pending_.size(); }
   // Requests of `tenancy` waiting in this queue.
@@ -230,14 +237,18 @@ class Scheduler {
 
  private:
   static constexpr int kMaxSize = 64;  // GPUs of one request at most
+  // A pending request's place in its tenancy's order: -priority (clamped to the tenancy's
+  // bound; 0 in FIFO), submitted_s, sequence, ID; then what a report needs of it (GPUs, duration
+  // limit, priority as asked), so a snapshot reads the order alone.
+  using OrderKey = std::tuple<int, double, uint64_t, RequestId, int, double, int>;
   struct Tenancy {
     std::string name;
     TenancyPolicy policy;
     int in_use = 0;
     double other_gpus = 0;           // SetOtherUse
     double decayed_gpu_seconds = 0;  // integral of GPUs in use, decayed by the half-life
-    // Pending request IDs in this tenancy's own order.
-    std::set<std::tuple<int, double, uint64_t, RequestId>> queue;
+    // Pending requests in this tenancy's own order.
+    std::set<OrderKey> queue;
     // Its pending requests by size (GPUs), and their GPUs together.
     std::array<int, kMaxSize + 1> pending_by_size{};
     int64_t pending_gpus = 0;
@@ -257,6 +268,32 @@ class Scheduler {
     bool preemptible = false;
   };
 
+ public:
+  // The queue as a report needs it, copied flat (one walk of each tenancy's order, no lookup or
+  // allocation per request): cheap to take under a caller's lock. FromSnapshot makes a scheduler
+  // of it, without that lock, to run the report's pass on.
+  class Snapshot {
+   private:
+    friend class Scheduler;
+    SchedulerOptions options_;
+    double tau_s_ = 0, now_s_ = 0;
+    uint64_t next_sequence_ = 0;
+    struct TenancyState {
+      std::string name;
+      TenancyPolicy policy;
+      int in_use = 0;
+      double other_gpus = 0;
+      double decayed_gpu_seconds = 0;
+      std::vector<OrderKey> pending;  // its order
+    };
+    std::vector<TenancyState> tenancies_;
+    std::vector<std::pair<RequestId, Running>> running_;
+    std::vector<std::vector<double>> gpu_ends_;
+    std::vector<std::vector<RequestId>> gpu_owner_;
+    std::vector<Reservation> kept_;
+  };
+
+ private:
   // What the last pass found, for CouldChangeAPass: the GPUs it left visible and reserved-free,
   // and per size whether nothing visible fitted, the earliest end that found no GPUs to
   // backfill into, and whether no reservation could be chosen.
@@ -276,7 +313,7 @@ class Scheduler {
   void Removed(const Pending& pending);
   int TenancyIndex(const std::string& name);
   int FindTenancy(const std::string& name) const;
-  std::tuple<int, double, uint64_t, RequestId> QueueKey(const Pending& pending) const;
+  OrderKey QueueKey(const Pending& pending) const;
   double ShareKey(const Tenancy& tenancy, double extra_gpus) const;
   void EnsureNodes(const placement::Fleet& fleet);
   void SetGpuOwner(const placement::Placement& placement, double ends_s, RequestId owner);

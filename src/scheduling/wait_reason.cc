@@ -77,11 +77,12 @@ std::string GpuCount(double gpus) {
 }  // namespace
 
 std::string Scheduler::Describe(const Wait& wait, const PassResult& pass,
-                                const placement::Fleet& fleet) const {
+                                const placement::Fleet& fleet,
+                                const std::function<std::string(RequestId)>& label_of) const {
   auto label = [&](RequestId id) {
     auto it = pending_.find(id);
     if (it != pending_.end() && !it->second.request.label.empty()) return it->second.request.label;
-    return std::to_string(id);
+    return label_of ? label_of(id) : std::to_string(id);
   };
   auto gpus_of = [&](RequestId id) {
     auto it = pending_.find(id);
