@@ -62,7 +62,18 @@ enum class BackendState {
   kExited,
   kUnknown,
 };
-const char* BackendStateName(BackendState state);
+inline const char* BackendStateName(BackendState state) {
+  switch (state) {
+    case BackendState::kCreated:
+      return "created";
+    case BackendState::kRunning:
+      return "running";
+    case BackendState::kExited:
+      return "exited";
+    default:
+      return "unknown";
+  }
+}
 
 struct BackendContainer {
   std::string id;  // the fleet's container ID

@@ -64,24 +64,17 @@ class ServeHardening : public ::testing::Test {
   void SetUp() override { root_ = MaterializeHost("hgx-h100-dgx"); }
 
   void Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {"--root",     root_,
-                                      "--backend",  "null",
-                                      "--cdi-dir",  dir_.path() + "/cdi",
-                                      "--cdi-kind", "tessera-test.example/gpu"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    serve_ = std::make_unique<ServeProcess>(dir_.path(), flags);
+    serve_ = std::make_unique<ServeProcess>(dir_.path(),
+                                            NullBackendFlags(root_, dir_.path(), std::move(extra)));
     std::string log;
     ASSERT_TRUE(serve_->Start(&log)) << log;
     admin_ = serve_->Connect(serve_->admin_token());
   }
 
   std::string Token(const std::string& tenancy) {
-    int status = 0;
-    CallJson(*admin_, "PUT", "/v1/tenancies/" + tenancy, "{}", &status);
-    EXPECT_EQ(status, 200);
-    auto token = CallJson(*admin_, "POST", "/v1/tenancies/" + tenancy + "/tokens", "", &status);
-    EXPECT_EQ(status, 201) << token;
-    return token.value("token", "");
+    const std::string token = TenancyToken(*admin_, tenancy);
+    EXPECT_FALSE(token.empty()) << tenancy;
+    return token;
   }
 
   void ExpectHealthy() {

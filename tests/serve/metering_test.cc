@@ -24,12 +24,8 @@ class Metering : public ::testing::Test {
   void Start(const std::string& dir, std::vector<std::string> extra = {}) {
     root_ = MaterializeHost("hgx-h100-dgx");
     WriteGpuRoms(root_);
-    std::vector<std::string> flags = {"--root",     root_,
-                                      "--backend",  "null",
-                                      "--cdi-dir",  dir_.path() + "/cdi",
-                                      "--cdi-kind", "tessera-test.example/gpu"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    serve_ = std::make_unique<ServeProcess>(dir, flags);
+    serve_ =
+        std::make_unique<ServeProcess>(dir, NullBackendFlags(root_, dir_.path(), std::move(extra)));
     Restart();
   }
 

@@ -23,12 +23,7 @@ class StartupRefusal : public ::testing::Test {
       root_ = MaterializeHost("hgx-h100-dgx");
       WriteGpuRoms(root_);
     }
-    std::vector<std::string> flags = {"--root",     root_,
-                                      "--backend",  "null",
-                                      "--cdi-dir",  dir_.path() + "/cdi",
-                                      "--cdi-kind", "tessera-test.example/gpu"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    return flags;
+    return NullBackendFlags(root_, dir_.path(), std::move(extra));
   }
 
   // A store with records in it, the service stopped.

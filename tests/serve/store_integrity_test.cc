@@ -45,6 +45,16 @@ void Exec(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
+// A closed store of `count` container records (about 400 bytes each): its WAL in the file.
+void WriteContainers(const std::string& path, int count) {
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  std::vector<Mutation> records;
+  for (int i = 0; i < count; ++i)
+    records.push_back(Container("c-" + std::to_string(i), 400));
+  ASSERT_TRUE(store->CommitAndWait(std::move(records)).ok());
+}
+
 // Refused at open, the message naming the file, the problem and the way back.
 void ExpectRefused(const std::string& path, const std::string& problem, bool refuse_empty = false) {
   StoreOptions options{path};
@@ -133,14 +143,8 @@ PRAGMA user_version=5;
 TEST(StoreIntegrity, GarbageInItsPagesIsRefusedNamingTheFileAndTheRecovery) {
   TempDir dir;
   const std::string path = dir.path() + "/tessera.db";
-  {
-    auto store = Open(path);
-    std::vector<Mutation> records;
-    for (int i = 0; i < 200; ++i)
-      records.push_back(Container("c-" + std::to_string(i), 400));
-    ASSERT_TRUE(store->CommitAndWait(std::move(records)).ok());
-  }
-  // Closed: the WAL is in the database file. Garbage over a stretch of its pages.
+  ASSERT_NO_FATAL_FAILURE(WriteContainers(path, 200));
+  // Garbage over a stretch of its pages.
   const auto size = std::filesystem::file_size(path);
   ASSERT_GT(size, 40000u);
   {
@@ -155,13 +159,7 @@ TEST(StoreIntegrity, GarbageInItsPagesIsRefusedNamingTheFileAndTheRecovery) {
 TEST(StoreIntegrity, ATruncatedStoreIsRefused) {
   TempDir dir;
   const std::string path = dir.path() + "/tessera.db";
-  {
-    auto store = Open(path);
-    std::vector<Mutation> records;
-    for (int i = 0; i < 200; ++i)
-      records.push_back(Container("c-" + std::to_string(i), 400));
-    ASSERT_TRUE(store->CommitAndWait(std::move(records)).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteContainers(path, 200));
   std::filesystem::resize_file(path, std::filesystem::file_size(path) / 3);
   ExpectRefused(path, "cannot be trusted");
 }

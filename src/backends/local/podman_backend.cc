@@ -25,19 +25,6 @@
 
 namespace tessera::backends {
 
-const char* BackendStateName(BackendState state) {
-  switch (state) {
-    case BackendState::kCreated:
-      return "created";
-    case BackendState::kRunning:
-      return "running";
-    case BackendState::kExited:
-      return "exited";
-    default:
-      return "unknown";
-  }
-}
-
 namespace {
 
 constexpr const char* kIdLabel = "tessera.container";
