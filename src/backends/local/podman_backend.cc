@@ -17,6 +17,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "backends/local/local.h"
@@ -25,19 +26,6 @@
 #include "runtimes/runtimes.h"
 
 namespace tessera::backends {
-
-const char* BackendStateName(BackendState state) {
-  switch (state) {
-    case BackendState::kCreated:
-      return "created";
-    case BackendState::kRunning:
-      return "running";
-    case BackendState::kExited:
-      return "exited";
-    default:
-      return "unknown";
-  }
-}
 
 namespace {
 
@@ -59,6 +47,31 @@ BackendState StateFromPodman(const std::string& state) {
   if (state == "created" || state == "configured" || state == "initialized")
     return BackendState::kCreated;
   return BackendState::kUnknown;
+}
+
+// `podman inspect` of State.Status, ExitCode, StartedAt and FinishedAt (Unix ms; the zero Go
+// time, year 1, when it never started or has not ended): the line that has them, podman's
+// warnings ("time=… level=warning msg=…", on stderr, read with it) around it.
+Result<BackendContainer> ParseInspect(const std::string& id, const std::string& text) {
+  std::istringstream lines(text);
+  std::string line, status;
+  int exit_code = 0;
+  int64_t started_ms = 0, finished_ms = 0;
+  bool found = false;
+  while (!found && std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string rest;
+    found = (fields >> status >> exit_code >> started_ms >> finished_ms) && !(fields >> rest) &&
+            status.find('=') == std::string::npos;
+  }
+  if (!found)
+    return Internal("podman inspect " + id + ": unexpected output \"" + text.substr(0, 120) + "\"");
+  BackendContainer container{id, StateFromPodman(status), std::nullopt};
+  if (container.state == BackendState::kExited) container.exit_code = exit_code;
+  container.started_ms = started_ms > 0 ? started_ms : 0;
+  container.finished_ms = finished_ms > 0 ? finished_ms : 0;
+  container.never_started = container.state != BackendState::kRunning && started_ms <= 0;
+  return container;
 }
 
 class PodmanBackend final : public ContainerBackend {
@@ -281,22 +294,18 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   Result<BackendContainer> Inspect(const std::string& id) override {
+    // State.StartedAt and State.FinishedAt are Go times: the zero time (year 1) when the
+    // container never started or has not ended.
     auto outcome = Podman({"inspect", "--type", "container", "--format",
-                           "{{.State.Status}} {{.State.ExitCode}}", ContainerName(id)},
+                           "{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt.UnixMilli}} "
+                           "{{.State.FinishedAt.UnixMilli}}",
+                           ContainerName(id)},
                           30000);
     if (!outcome) return outcome.error();
     if (outcome->status != 0) return Classify("inspect " + id, *outcome);
-    std::string text = outcome->output;
-    auto space = text.find(' ');
-    BackendContainer container{id, StateFromPodman(text.substr(0, space)), std::nullopt};
-    if (container.state == BackendState::kExited && space != std::string::npos) {
-      try {
-        container.exit_code = std::stoi(text.substr(space + 1));
-      } catch (...) {
-        return Internal("podman inspect " + id + ": exit code \"" + text + "\"");
-      }
-    }
-    return container;
+    auto container = ParseInspect(id, outcome->output);
+    if (!container) return container.error();
+    return *container;
   }
 
   Result<std::string> Logs(const std::string& id) override {
@@ -350,6 +359,17 @@ class PodmanBackend final : public ContainerBackend {
       if (container.state == BackendState::kExited && entry.contains("ExitCode") &&
           entry["ExitCode"].is_number_integer())
         container.exit_code = entry["ExitCode"].get<int>();
+      // Whole seconds here (Inspect has milliseconds); 0 or less: never.
+      auto seconds = [&entry](const char* key) -> int64_t {
+        auto value = entry.find(key);
+        if (value == entry.end() || !value->is_number_integer()) return 0;
+        const int64_t s = value->get<int64_t>();
+        return s > 0 && s < INT64_MAX / 1000 ? s * 1000 : 0;
+      };
+      container.started_ms = seconds("StartedAt");
+      container.finished_ms = seconds("ExitedAt");
+      container.never_started =
+          container.state != BackendState::kRunning && container.started_ms == 0;
       out.push_back(std::move(container));
     }
     return out;
@@ -606,13 +626,19 @@ class PodmanBackend final : public ContainerBackend {
     }
     auto inspected = Inspect(id);
     if (inspected && inspected->state == BackendState::kExited && inspected->exit_code) {
-      return ExitInfo{inspected->exit_code, false, ""};
+      ExitInfo info{inspected->exit_code, false, ""};
+      info.finished_ms = inspected->finished_ms;
+      info.never_started = inspected->never_started;
+      return info;
     }
     const std::string reason = Diagnosis(runtime, outcome);
-    if (!inspected && inspected.error().category == ErrorCategory::kNotFound) {
-      return ExitInfo{std::nullopt, true, "container could not be created: " + reason};
-    }
-    return ExitInfo{std::nullopt, true, "container did not run: " + reason};
+    ExitInfo info{std::nullopt, true, "container did not run: " + reason};
+    if (!inspected && inspected.error().category == ErrorCategory::kNotFound)
+      info.reason = "container could not be created: " + reason;
+    // Created but never started (its command could not be run, say): nothing is billed.
+    info.never_started = !inspected || inspected->never_started;
+    if (inspected) info.finished_ms = inspected->finished_ms;
+    return info;
   }
 
   LocalOptions options_;
