@@ -48,6 +48,7 @@ struct Library::Api {
   Return (*running_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
   Return (*get_compute_mode)(Device, unsigned int*) = nullptr;
   Return (*set_compute_mode)(Device, unsigned int) = nullptr;
+  Return (*module_id)(Device, unsigned int*) = nullptr;
 
   ~Api() {
     if (initialized && shutdown) shutdown();
@@ -137,6 +138,7 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   Bind(h, api->running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
   Bind(h, api->get_compute_mode, "nvmlDeviceGetComputeMode");
   Bind(h, api->set_compute_mode, "nvmlDeviceSetComputeMode");
+  Bind(h, api->module_id, "nvmlDeviceGetModuleId");
   if (!api->init || !api->shutdown || !api->by_pci) {
     return Unavailable(path + ": missing NVML entry points (not the NVIDIA management library?)");
   }
@@ -315,6 +317,23 @@ Result<std::vector<MigDevice>> Library::MigDevices(Gpu gpu) const {
   return out;
 }
 
+Result<uint64_t> Library::MemoryTotal(Gpu gpu) const {
+  if (auto s = api_->Need(api_->memory, "nvmlDeviceGetMemoryInfo"); !s) return s.error();
+  Memory memory{};
+  Return r = api_->memory(static_cast<Device>(gpu.handle()), &memory);
+  if (r != kSuccess) return api_->Fail("nvmlDeviceGetMemoryInfo", r);
+  return static_cast<uint64_t>(memory.total);
+}
+
+Result<std::optional<uint32_t>> Library::ModuleId(Gpu gpu) const {
+  if (auto s = api_->Need(api_->module_id, "nvmlDeviceGetModuleId"); !s) return s.error();
+  unsigned int id = 0;
+  Return r = api_->module_id(static_cast<Device>(gpu.handle()), &id);
+  if (r == kErrorNotSupported) return std::optional<uint32_t>();
+  if (r != kSuccess) return api_->Fail("nvmlDeviceGetModuleId", r);
+  return std::optional<uint32_t>(id);
+}
+
 Result<uint32_t> Library::RunningProcessCount(Gpu gpu) const {
   if (auto s = api_->Need(api_->running_processes, "nvmlDeviceGetComputeRunningProcesses_v3"); !s) {
     return s.error();
@@ -432,14 +451,6 @@ const char* ComputeModeName(ComputeMode mode) {
       return "EXCLUSIVE_PROCESS";
   }
   return "UNKNOWN";
-}
-
-Result<uint64_t> Library::MemoryTotal(Gpu gpu) const {
-  if (auto s = api_->Need(api_->memory, "nvmlDeviceGetMemoryInfo"); !s) return s.error();
-  Memory memory{};
-  if (Return r = api_->memory(static_cast<Device>(gpu.handle()), &memory); r != kSuccess)
-    return api_->Fail("nvmlDeviceGetMemoryInfo", r);
-  return static_cast<uint64_t>(memory.total);
 }
 
 Result<ComputeMode> Library::GetComputeMode(Gpu gpu) const {

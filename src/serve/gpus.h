@@ -27,6 +27,9 @@ class Gpus {
   // FailedPrecondition when no GPU here could ever hold `share` (none shareable, or none with
   // that much memory less the reserve); InvalidArgument in fleet mode.
   Status CheckShareRequest(const sharing::Share& share) const;
+  // mu held: whether a GPU that lets new slices in has a free MIG device of `profile` (a MIG
+  // request arriving may then start).
+  bool MigSlicesFreeLocked(const std::string& profile) const;
   std::vector<fleet::GpuRecord> List(const Caller& caller) const;
   // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
   void Admin(const Caller& caller, const std::string& gpu_id, GpuAction action, std::string reason,

@@ -1,11 +1,23 @@
 #include "serve/request_order.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <map>
+
+#include "serve/queue.h"
 
 namespace tessera::serve {
 
 using fleet::ContainerRecord;
+
+std::string QuotaWaitReason(double in_use, int quota) {
+  const std::string held = in_use == std::floor(in_use)
+                               ? std::to_string(static_cast<int64_t>(in_use))
+                               : fmt::format("{:.3f}", in_use);
+  return fmt::format("waiting: tenancy quota {}/{} GPUs in use", held, quota);
+}
 
 RequestOrder::RequestOrder(std::vector<ContainerRecord*> pending,
                            const scheduling::Scheduler& queue) {
@@ -26,9 +38,9 @@ RequestOrder::RequestOrder(std::vector<ContainerRecord*> pending,
                       {}});
   }
   for (ContainerRecord* container : pending) {
-    auto it = index.find(container->spec.tenancy);
+    auto it = index.find(QueueTenancy(*container));
     if (it == index.end()) {
-      it = index.emplace(container->spec.tenancy, lists_.size()).first;
+      it = index.emplace(QueueTenancy(*container), lists_.size()).first;
       lists_.push_back({0, 1, 0, {}});
     }
     lists_[it->second].requests.push_back(container);

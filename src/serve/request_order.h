@@ -1,5 +1,6 @@
-// The order in which the scheduler's passes beside the queue (MIG slices, shares of a GPU) try
-// their pending requests: the scheduling policy's, fair share or FIFO.
+// What the scheduler's passes beside the queue (MIG slices, shares of a GPU) have in common: the
+// order they try their pending requests in (the scheduling policy's, fair share or FIFO), and
+// the reason a request over its tenancy's GPU quota waits.
 #pragma once
 
 #include <string>
@@ -14,6 +15,10 @@ namespace tessera::serve {
 // tenancy with the lowest (recent GPU usage + GPUs in use, slices and shares included, + what
 // this pass has placed for it) / weight, as the queue orders whole-GPU requests. FIFO: priority,
 // then submission.
+// "waiting: tenancy quota 1.250/2 GPUs in use": whole GPUs as integers; with MIG slices or
+// shares in use, to three decimals (as the queue's reasons).
+std::string QuotaWaitReason(double in_use, int quota);
+
 class RequestOrder {
  public:
   RequestOrder(std::vector<fleet::ContainerRecord*> pending, const scheduling::Scheduler& queue);

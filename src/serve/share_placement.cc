@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 
+#include "serve/queue.h"
 #include "serve/request_order.h"
 #include "serve/scheduler.h"
 
@@ -39,7 +40,11 @@ sharing::SharedGpu ShareViewOf(const GpuRecord& gpu, bool reserved_for_queue) {
 
 }  // namespace
 
-void Scheduler::PlaceSharesLocked(std::vector<Mutation>& out, std::vector<std::string>& to_start) {
+void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::string>* to_start,
+                                  std::vector<QueueEntry>* waiting) {
+  // Without `out` nothing is placed: the walk only says what would wait, and why (the queue
+  // report's share part).
+  const bool dry = out == nullptr;
   if (model_.share_pending.empty()) return;
   std::vector<ContainerRecord*> pending;
   for (const auto& id : model_.share_pending) {
@@ -50,7 +55,8 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>& out, std::vector<std::s
     pending.push_back(&it->second);
   }
   RequestOrder order(std::move(pending), *model_.queue);
-  std::map<std::string, double> in_use;  // GPUs each tenancy holds, for its GPU quota
+  // GPUs each tenancy incarnation holds, whole, slices and shares, for its GPU quota.
+  std::map<std::string, double> in_use;
   for (const auto& usage : model_.queue->Usage())
     in_use[usage.name] = usage.in_use + usage.other_gpus;
 
@@ -65,65 +71,70 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>& out, std::vector<std::s
   std::deque<std::string> still;
   while (ContainerRecord* container = order.Next()) {
     const std::string& tenancy = container->spec.tenancy;
+    const std::string key = QueueTenancy(*container);
     const sharing::Share& share = *container->spec.share;
     std::string reason;
     auto chosen = sharing::ChooseGpu(views, share, container->tenancy_uid, rules);
     double fraction = 0;
     if (chosen) {
       fraction = sharing::Fraction(share, model_.gpus[*chosen].memory_bytes);
-      const int quota = model_.queue->GetTenancy(tenancy).quota_gpus;
-      if (quota != scheduling::kUnlimited && in_use[tenancy] + fraction > quota + 1e-9)
-        reason = fmt::format("tenancy {} is at its GPU quota ({:.3f} of {} GPUs in use)", tenancy,
-                             in_use[tenancy], quota);
+      const int quota = model_.queue->GetTenancy(key).quota_gpus;
+      if (quota != scheduling::kUnlimited && in_use[key] + fraction > quota + 1e-9)
+        reason = QuotaWaitReason(in_use[key], quota);
     } else {
-      reason = "waiting for room on a GPU: " + chosen.error().message;
+      reason = "waiting: room on a GPU: " + chosen.error().message;
     }
     if (!reason.empty()) {
       still.push_back(container->id);
-      QueueEntry entry;
-      entry.id = container->id;
-      entry.tenancy = tenancy;
-      entry.tenancy_uid = container->tenancy_uid;
-      entry.share = share;
-      entry.priority = container->spec.priority;
-      entry.position = static_cast<int>(model_.waiting.size()) + 1;
-      entry.reason = std::move(reason);
-      entry.created_ms = container->created_ms;
-      model_.waiting_index[entry.id] = model_.waiting.size();
-      model_.waiting.push_back(std::move(entry));
+      if (waiting) {
+        QueueEntry entry;
+        entry.id = container->id;
+        entry.tenancy = tenancy;
+        entry.tenancy_uid = container->tenancy_uid;
+        entry.share = share;
+        entry.priority = container->spec.priority;
+        entry.position = static_cast<int>(waiting->size()) + 1;
+        entry.reason = std::move(reason);
+        entry.created_ms = container->created_ms;
+        waiting->push_back(std::move(entry));
+      }
       continue;
     }
+    views[*chosen].held.push_back(share);
+    views[*chosen].tenancy_uid = container->tenancy_uid;
+    in_use[key] += fraction;
+    order.Placed(fraction);
+    if (dry) continue;
     if (may_place_ && !may_place_()) return;
     GpuRecord& gpu = model_.gpus[*chosen];
     gpu.shares.push_back({container->id, tenancy, container->tenancy_uid, share});
-    views[*chosen].held.push_back(share);
     views[*chosen].tenancy_uid = gpu.shares.front().tenancy_uid;
     if (gpu.state == LeaseState::kFree) {
       // The first share leases the whole GPU; the last one's release checks it.
       gpu.tenancy = tenancy;
       gpu.container_id = container->id;
-      model_.SetGpuState(gpu, LeaseState::kReserved, "", out);
+      model_.SetGpuState(gpu, LeaseState::kReserved, "", *out);
     }
     container->gpus = {gpu.id()};
     container->share_gpus = fraction;
     container->enforcement = sharing::EnforcementName(
         sharing::EnforcementOf(share.mode, static_cast<bool>(model_.options.sharing.measure)));
     model_.ShareLeftWaiting(*container);
-    in_use[tenancy] += fraction;
-    model_.AddMigUse(tenancy, fraction);
-    order.Placed(fraction);
+    model_.AddMigUse(key, fraction);
     container->started = true;
     container->reason.clear();
     const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
-    model_.meter.ObserveWait(tenancy, waited);
+    model_.meter.ObserveWait(container->tenancy_uid, tenancy, waited);
     spdlog::info(
         "container {}: placed (a {} share {} / {}% of GPU {}, tenancy {}, {:.3f} GPUs, "
         "enforcement {}) after {:.3f} s",
         container->id, sharing::ModeName(share.mode), sharing::FormatMemory(share.memory_bytes),
         share.compute_percent, gpu.id(), tenancy, fraction, container->enforcement, waited);
-    out.push_back(*container);
-    to_start.push_back(container->id);
+    out->push_back(*container);
+    to_start->push_back(container->id);
   }
+  if (dry) return;
+  // Those still waiting, in submission order.
   std::sort(still.begin(), still.end(), [this](const std::string& a, const std::string& b) {
     return model_.container_position.at(a) < model_.container_position.at(b);
   });

@@ -505,9 +505,10 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
   if (!ci) {
-    /* A whole GPU: its memory_mb, else its board's (H100 80GB: 81559 MiB; A100 40GB: 40960). */
+    /* A whole GPU: its memory_mb, else the total nvidia-smi shows as memory.total for its board
+       (H100 80GB: 81559 MiB; A100 40GB: 40960). */
     int gpu = GpuOf(device);
-    if (gpu < 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (gpu < 0) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned long long mb = gpus[gpu].memory_mb                         ? gpus[gpu].memory_mb
                             : strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960
                                                                         : 81559;

@@ -358,7 +358,7 @@ TEST_F(ShareServeTest, MemoryIsNeverOvercommittedUnderFiftyConcurrentSubmissions
   // The rest wait, saying why.
   const json waiting = Get("/v1/containers?state=pending&tenancy=crowd");
   ASSERT_EQ(waiting["containers"].size(), 34u);
-  EXPECT_NE(waiting["containers"][0]["reason"].get<std::string>().find("waiting for room on a GPU"),
+  EXPECT_NE(waiting["containers"][0]["reason"].get<std::string>().find("waiting: room on a GPU"),
             std::string::npos)
       << waiting["containers"][0];
 }
