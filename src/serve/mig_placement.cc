@@ -134,9 +134,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
   }
   if (dry) return;
   // Those still waiting, in submission order.
-  std::sort(still.begin(), still.end(), [this](const std::string& a, const std::string& b) {
-    return model_.container_position.at(a) < model_.container_position.at(b);
-  });
+  model_.SortBySubmission(still);
   model_.mig_pending = std::move(still);
 }
 

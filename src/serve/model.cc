@@ -102,22 +102,11 @@ void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
   // The container held slices of this parent (it is in its `gpus`), even one a changed layout
   // no longer lists: with no holder left, the lease ends.
   if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
-  for (const auto& slice : gpu.mig_slices) {
-    if (slice.container_id.empty()) continue;
-    // Other slices still run: the lease stays, named after one of their holders.
-    if (gpu.container_id == container.id) {
-      gpu.container_id = slice.container_id;
-      gpu.tenancy = slice.tenancy;
-      lease_dirty_ = true;
-      out.push_back(gpu);
-    }
-    return;
-  }
+  for (const auto& slice : gpu.mig_slices)
+    if (!slice.container_id.empty())
+      return PassLeaseOn(gpu, container, slice.container_id, slice.tenancy, out);
   // The last slice: the whole GPU is checked, the check following this holder.
-  gpu.container_id = container.id;
-  gpu.tenancy = container.spec.tenancy;
-  SetGpuState(gpu, LeaseState::kReleasing, "", out);
-  to_check.push_back(gpu.id());
+  PassLeaseOn(gpu, container, "", "", out);
 }
 
 void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
@@ -126,22 +115,37 @@ void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
     return holder.container_id == container.id;
   });
   if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
-  if (!gpu.shares.empty()) {
-    // Other shares still run: the lease stays, named after one of their holders.
+  if (!gpu.shares.empty())
+    return PassLeaseOn(gpu, container, gpu.shares.front().container_id, gpu.shares.front().tenancy,
+                       out);
+  // The last share: its MPS daemon goes (Model::unshare, run by the checker), then the whole GPU
+  // is checked, the check following this holder.
+  PassLeaseOn(gpu, container, "", "", out);
+}
+
+void Model::PassLeaseOn(GpuRecord& gpu, const ContainerRecord& container,
+                        const std::string& next_container, const std::string& next_tenancy,
+                        std::vector<Mutation>& out) {
+  if (!next_container.empty()) {
+    // Others still run on it: the lease stays, named after one of them.
     if (gpu.container_id == container.id) {
-      gpu.container_id = gpu.shares.front().container_id;
-      gpu.tenancy = gpu.shares.front().tenancy;
+      gpu.container_id = next_container;
+      gpu.tenancy = next_tenancy;
       lease_dirty_ = true;
       out.push_back(gpu);
     }
     return;
   }
-  // The last share: its MPS daemon goes (Model::unshare, run by the checker), then the whole GPU
-  // is checked, the check following this holder.
   gpu.container_id = container.id;
   gpu.tenancy = container.spec.tenancy;
   SetGpuState(gpu, LeaseState::kReleasing, "", out);
   to_check.push_back(gpu.id());
+}
+
+void Model::SortBySubmission(std::deque<std::string>& ids) const {
+  std::sort(ids.begin(), ids.end(), [this](const std::string& a, const std::string& b) {
+    return container_position.at(a) < container_position.at(b);
+  });
 }
 
 void Model::EnqueueShare(const ContainerRecord& container) {

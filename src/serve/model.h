@@ -183,6 +183,8 @@ class Model {
   // Drops a record from memory (retention, a submission whose commit failed, another
   // replica's deletion), compacting the listing order behind it.
   void RemoveContainer(const std::string& id);
+  // Container IDs in submission order (the listing order), as requests beside the queue wait.
+  void SortBySubmission(std::deque<std::string>& ids) const;
   // Queue positions and reasons changed.
   void QueueChanged() { ++queue_version; }
   // The last queue report, asking the report thread for a new one when the queue changed since.
@@ -215,6 +217,11 @@ class Model {
                         std::vector<fleet::Mutation>& out);
   void ReleaseShare(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                     std::vector<fleet::Mutation>& out);
+  // A holder of part of `gpu` (a MIG slice, a share) is gone: the lease passes to another
+  // holder (`next_container`), or with none left the whole GPU goes to its check.
+  void PassLeaseOn(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
+                   const std::string& next_container, const std::string& next_tenancy,
+                   std::vector<fleet::Mutation>& out);
 
   bool lease_dirty_ = true;  // a GPU changed since the lease file was written
   std::string lease_file_written_;

@@ -135,9 +135,7 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
   }
   if (dry) return;
   // Those still waiting, in submission order.
-  std::sort(still.begin(), still.end(), [this](const std::string& a, const std::string& b) {
-    return model_.container_position.at(a) < model_.container_position.at(b);
-  });
+  model_.SortBySubmission(still);
   model_.share_pending = std::move(still);
 }
 
