@@ -42,6 +42,7 @@ class FileFabricManager : public FabricManager {
   Status SetActivatedPartitions(const std::vector<uint32_t>& partition_ids) override {
     return Update([&](topology::ActivationState& s) { return s.SetActive(partition_ids); });
   }
+  std::string Describe() const override { return "state file " + path_; }
 
  private:
   Result<topology::ActivationState> Load() const {
