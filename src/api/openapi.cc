@@ -95,7 +95,7 @@ const std::string& OpenApiJson() {
   "security": [{"bearer": []}],
   "paths": {
     "/v1/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3 document"}}}},
-    "/metrics": {"get": {"summary": "Prometheus metrics: GPUs by lease state, containers by state, tessera_tenancy_gpu_seconds_total{tenancy}, tessera_queue_wait_seconds{tenancy} (histogram), request latency histograms", "security": [], "responses": {"200": {"description": "text/plain; version=0.0.4"}}}},
+    "/metrics": {"get": {"summary": "Prometheus metrics: GPUs by lease state, containers by state, tessera_tenancy_gpu_seconds_total{tenancy}, tessera_queue_wait_seconds{tenancy} (histogram), request latency histograms, with --fabric-manager tessera_fabric_manager_restarts_total and tessera_fabric_partition_* counters", "security": [], "responses": {"200": {"description": "text/plain; version=0.0.4"}}}},
     "/": {"get": {"summary": "Dashboard (HTML)", "security": [], "responses": {"200": {"description": "text/html"}}}},
     "/v1/tenancies": {"get": {"summary": "List tenancies (a tenancy token sees its own)", "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"type": "object", "properties": {"tenancies": {"type": "array", "items": {"$ref": "#/components/schemas/Tenancy"}}}}}}}, "401": {"$ref": "#/components/responses/Unauthorized"}}}},
     "/v1/tenancies/{name}": {

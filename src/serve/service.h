@@ -124,6 +124,8 @@ class Service {
                 std::string reason, Done<fleet::GpuRecord> done);
 
   Counts counts() const;
+  // ServiceOptions::extra_metrics' series (empty when none).
+  std::string ExtraMetrics() const;
   const backends::ContainerBackend& backend() const { return *backend_; }
 
   // For tests and benchmarks: waits until nothing is pending, starting or being checked.
