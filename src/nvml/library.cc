@@ -312,6 +312,14 @@ Result<std::vector<MigDevice>> Library::MigDevices(Gpu gpu) const {
   return out;
 }
 
+Result<uint64_t> Library::MemoryTotal(Gpu gpu) const {
+  if (auto s = api_->Need(api_->memory, "nvmlDeviceGetMemoryInfo"); !s) return s.error();
+  Memory memory{};
+  Return r = api_->memory(static_cast<Device>(gpu.handle()), &memory);
+  if (r != kSuccess) return api_->Fail("nvmlDeviceGetMemoryInfo", r);
+  return static_cast<uint64_t>(memory.total);
+}
+
 Result<std::optional<uint32_t>> Library::ModuleId(Gpu gpu) const {
   if (auto s = api_->Need(api_->module_id, "nvmlDeviceGetModuleId"); !s) return s.error();
   unsigned int id = 0;
