@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "fabricmanager/operator_tools.h"
 #include "runtimes/runtimes.h"
 
@@ -26,7 +27,7 @@ fabricmanager::FabricDoctorInput FabricInput(const Options& options,
   }
   if (!options.fabricmanager_config.empty()) {
     input.config_path = options.fabricmanager_config;
-    auto text = ReadWholeFile(options.fabricmanager_config);
+    auto text = ReadBoundedFile(options.fabricmanager_config, kMaxConfigFileBytes);
     input.config = text ? fabricmanager::ParseFabricManagerConfig(*text)
                         : Result<std::map<std::string, std::string>>(text.error());
   }

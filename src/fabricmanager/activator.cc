@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "fabricmanager/fabricmanager.h"
 
 namespace tessera::fabricmanager {
@@ -52,7 +53,7 @@ Result<std::unique_ptr<PartitionActivator>> PartitionActivator::Open(ActivatorOp
     return InvalidArgument("fabric partition table: every module needs a PCI address");
   }
   PartitionLedger ledger(*planner);
-  auto text = ReadWholeFile(options.state_path);
+  auto text = ReadBoundedFile(options.state_path, kMaxStateFileBytes);
   if (text) {
     auto parsed = PartitionLedger::Parse(*text, *planner);
     if (!parsed) return parsed.error().WithContext(options.state_path);

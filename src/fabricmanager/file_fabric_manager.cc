@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "fabricmanager/fabricmanager.h"
 
 namespace tessera::fabricmanager {
@@ -47,7 +48,7 @@ class FileFabricManager : public FabricManager {
  private:
   Result<topology::ActivationState> Load() const {
     topology::ActivationState state(planner_);
-    auto text = ReadWholeFile(path_);
+    auto text = ReadBoundedFile(path_, kMaxStateFileBytes);
     if (!text) {
       if (text.error().category == ErrorCategory::kNotFound) return state;
       return text.error();

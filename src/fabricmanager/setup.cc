@@ -1,7 +1,7 @@
 // Opening a node's fabric: connection, first contact, module map, activator.
 #include <spdlog/spdlog.h>
 
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "fabricmanager/fabricmanager.h"
 #include "nvml/nvml.h"
 
@@ -9,7 +9,7 @@ namespace tessera::fabricmanager {
 
 Result<topology::PartitionTable> LoadPartitionTable(const std::string& preset_or_file) {
   if (auto preset = topology::PresetTable(preset_or_file)) return preset;
-  auto text = ReadWholeFile(preset_or_file);
+  auto text = ReadBoundedFile(preset_or_file, kMaxConfigFileBytes);
   if (!text) {
     return text.error().WithContext("partition table " + preset_or_file +
                                     " (neither a preset nor a readable file)");
@@ -74,7 +74,7 @@ Result<Fabric> OpenFabric(FabricSetup setup) {
     // Restarted while we were down and waiting for the active list: the ledger says what was
     // active. Until it is told, it answers nothing else (and it exits after 60 s).
     std::vector<uint32_t> ids;
-    auto text = ReadWholeFile(setup.ledger_path);
+    auto text = ReadBoundedFile(setup.ledger_path, kMaxStateFileBytes);
     if (text) {
       auto parsed = LedgerPartitionIds(*text);
       if (!parsed) return parsed.error().WithContext(setup.ledger_path);

@@ -9,6 +9,7 @@
 #include "support/fake_fabric_manager.h"
 #include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
+#include "support/hostile_files.h"
 #include "support/wait.h"
 
 namespace tessera::fabricmanager {
@@ -204,6 +205,33 @@ TEST(OpenFabric, WithoutNvmlOrTableAddressesItSaysWhatIsMissing) {
                                         "{1,2,3,4,5,6,7,8} have no PCI address"),
             std::string::npos)
       << fabric.error().message;
+}
+
+// An operator's partition table and the ledger another process wrote are files from outside: a
+// device, a FIFO or a huge file in their place is refused at once, by name, never read whole.
+TEST(OpenFabric, HostileTableAndLedgerFilesAreRefusedByName) {
+  FakeFabricManager fm;
+  const testing::HostileFiles files(".json");
+  for (const auto& file : files.all()) {
+    auto table = LoadPartitionTable(file.path);
+    ASSERT_FALSE(table.ok()) << file.kind;
+    EXPECT_NE(table.error().message.find(file.path), std::string::npos) << table.error().message;
+    EXPECT_NE(table.error().message.find(testing::ReasonFor(file)), std::string::npos)
+        << file.kind << ": " << table.error().message;
+
+    ActivatorOptions options;
+    options.connect = [] {
+      NvfmOptions nvfm;
+      nvfm.library = FAKE_NVFM;
+      return ConnectNvfm(nvfm);
+    };
+    options.table = Table();
+    options.state_path = file.path;
+    auto activator = PartitionActivator::Open(std::move(options));
+    ASSERT_FALSE(activator.ok()) << file.kind;
+    EXPECT_NE(activator.error().message.find(testing::ReasonFor(file)), std::string::npos)
+        << file.kind << ": " << activator.error().message;
+  }
 }
 
 }  // namespace
