@@ -410,6 +410,7 @@ std::string Router::Metrics() const {
     latency_[i].Render(out, "tessera_http_request_duration_seconds",
                        std::string("method=\"") + kMethodNames[i] + "\"");
   }
+  out += service_->ExtraMetrics();
   return out;
 }
 

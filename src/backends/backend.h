@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -155,6 +156,51 @@ class ContainerBackend {
     (void)tenancy;
     return Ok();
   }
+};
+
+// A backend that hands every call to another: the base of decorators (placement made durable
+// first, fabric partitions around each container), which override only what they change.
+class ForwardingBackend : public ContainerBackend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<ContainerBackend> inner) : inner_(std::move(inner)) {}
+
+  std::string name() const override { return inner_->name(); }
+  Status CheckIsolation(fleet::Isolation isolation, int gpus) const override {
+    return inner_->CheckIsolation(isolation, gpus);
+  }
+  Status Start(const StartRequest& request, ExitCallback on_exit) override {
+    return inner_->Start(request, std::move(on_exit));
+  }
+  Status Watch(const std::string& id, ExitCallback on_exit) override {
+    return inner_->Watch(id, std::move(on_exit));
+  }
+  Status Resume(const std::string& id, ExitCallback on_exit) override {
+    return inner_->Resume(id, std::move(on_exit));
+  }
+  Status Stop(const std::string& id, std::chrono::seconds grace) override {
+    return inner_->Stop(id, grace);
+  }
+  Result<BackendContainer> Inspect(const std::string& id) override { return inner_->Inspect(id); }
+  Result<std::string> Logs(const std::string& id) override { return inner_->Logs(id); }
+  Result<std::vector<BackendContainer>> List() override { return inner_->List(); }
+  Status Remove(const std::string& id) override { return inner_->Remove(id); }
+  Status PrepareTenancy(const std::string& tenancy,
+                        const tenancy::StorageEntitlements& storage) override {
+    return inner_->PrepareTenancy(tenancy, storage);
+  }
+  Result<GpuCheckVerdict> AwaitGpuCheck(const std::string& id,
+                                        std::chrono::milliseconds timeout) override {
+    return inner_->AwaitGpuCheck(id, timeout);
+  }
+  Status ReleaseTenancy(const std::string& tenancy) override {
+    return inner_->ReleaseTenancy(tenancy);
+  }
+
+ protected:
+  ContainerBackend& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<ContainerBackend> inner_;
 };
 
 }  // namespace tessera::backends

@@ -27,5 +27,6 @@ void AddDevicePluginCommand(CLI::App& app);
 void AddDraPluginCommand(CLI::App& app);
 void AddGpuCheckCommand(CLI::App& app);  // the firmware check (cmd_gpu_check.cc)
 void AddMigCommand(CLI::App& app);       // `tessera mig apply` (cmd_mig.cc)
+void AddFabricCommand(CLI::App& app);    // `tessera fabric ...` (cmd_fabric.cc)
 
 }  // namespace tessera::cli

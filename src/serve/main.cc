@@ -29,9 +29,11 @@
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
+#include "fabricmanager/fabricmanager.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
 #include "placement/placement.h"
+#include "serve/fabric_backend.h"
 #include "serve/replicated_backend.h"
 #include "serve/service.h"
 #include "topology/topology.h"
@@ -58,6 +60,8 @@ struct Flags {
   std::string cdi_kind = "nvidia.com/gpu";
   std::optional<std::string> nvml;  // MIG facts; default: libnvidia-ml.so.1 for root "/" only
   std::string partition_table;      // file or preset name
+  std::string fabric_manager;       // host[:port] or unix:PATH; empty: no fabric manager
+  std::string nvfm_library = "libnvfm.so.1";
   std::string firmware_command;
   std::vector<std::string> firmware_per_gpu;  // BDF=PROGRAM
   int firmware_timeout_ms = 60000;
@@ -403,6 +407,33 @@ int Main(const Flags& flags) {
     options.partition_table = std::move(*table);
   }
 
+  // Shared NVSwitch mode: the fabric manager's partitions are the placement table, and every
+  // container's partition is activated around it.
+  std::shared_ptr<fabricmanager::PartitionActivator> fabric;
+  if (!flags.fabric_manager.empty()) {
+    if (fleet_mode)
+      Die(InvalidArgument(
+          "--fabric-manager: with --backend kubernetes each node's agent "
+          "(tessera-lease-sync --fabric-manager) or DRA plugin owns its partitions"));
+    auto address = fabricmanager::ParseFabricAddress(flags.fabric_manager);
+    if (!address) Die(address.error().WithContext("--fabric-manager"));
+    fabricmanager::FabricSetup setup;
+    setup.nvfm.library = flags.nvfm_library;
+    setup.nvfm.address = *address;
+    setup.table = options.partition_table;
+    setup.nvml_library = read.nvml_library;
+    for (const auto* gpu : inv->Gpus())
+      setup.host_gpus.push_back(gpu->pci_address);
+    setup.ledger_path = data_dir + "/fabric-partitions.json";
+    auto opened = fabricmanager::OpenFabric(std::move(setup));
+    if (!opened) Die(opened.error().WithContext("--fabric-manager"));
+    options.partition_table = std::move(opened->table);
+    fabric = std::move(opened->activator);
+    options.extra_metrics = [fabric] { return fabric->MetricsText(); };
+    spdlog::info("fabric manager: {}; {} partitions, placement in whole partitions",
+                 fabric->Describe(), options.partition_table->partitions.size());
+  }
+
   std::unique_ptr<backends::ContainerBackend> backend;
   std::optional<k8s::ClientConfig> k8s_config;
   // The elector once it exists (--leader-elect): asked by the scheduler before each placement and
@@ -443,6 +474,8 @@ int Main(const Flags& flags) {
   } else {
     Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
   }
+
+  if (fabric) backend = serve::ActivatePartitionsAround(std::move(backend), fabric);
 
   // The store: a SQLite file under --data-dir, or the cluster's objects (every replica shares
   // them; nothing of the state is in the Pod).
@@ -519,6 +552,9 @@ int Main(const Flags& flags) {
                                         std::move(backend));
   if (!service) Die(service.error());
   (*service)->SetAdminTokenHash(*admin_hash);
+  // Reconciled by the service's start (the backend's list); from here on a restarted fabric
+  // manager is sent the active list.
+  if (fabric) fabric->StartWatch();
   serve::Service* const served = service->get();
   if (flags.leader_elect) served->SetLeadershipCheck(leading);
   if (cluster) {
@@ -657,6 +693,12 @@ int main(int argc, char** argv) {
                  "is /, none otherwise)");
   app.add_option("--partition-table", flags.partition_table,
                  "NVLink fabric partition table (file, or preset name such as hgx-h100-8gpu)");
+  app.add_option("--fabric-manager", flags.fabric_manager,
+                 "NVIDIA Fabric Manager API (host[:port], port 6666 by default, or unix:PATH): "
+                 "place whole fabric partitions and activate each container's before it starts");
+  app.add_option("--nvfm-library", flags.nvfm_library,
+                 "Fabric Manager client library (libnvfm.so.1, or a path)")
+      ->capture_default_str();
   app.add_option("--firmware-check-command", flags.firmware_command,
                  "Run 'PROGRAM [ARGS] <PCI address>' after each lease (exit 0 = pass) instead of "
                  "comparing the option ROM hash");

@@ -462,6 +462,10 @@ void Service::GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuActio
   gpus_.Admin(caller, gpu_id, action, std::move(reason), std::move(done));
 }
 
+std::string Service::ExtraMetrics() const {
+  return options_.extra_metrics ? options_.extra_metrics() : std::string();
+}
+
 Counts Service::counts() const {
   Counts counts;
   counts.store = model_.store.stats();

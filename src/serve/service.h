@@ -124,6 +124,8 @@ class Service {
                 std::string reason, Done<fleet::GpuRecord> done);
 
   Counts counts() const;
+  // ServiceOptions::extra_metrics' series (empty when none).
+  std::string ExtraMetrics() const;
   // Why the store cannot write now (changes are refused meanwhile); nullopt while it can.
   std::optional<std::string> StoreWriteFailure() const;
   // A tenancy's scheduling policy as it applies (the operator's default pending quota filled in

@@ -54,6 +54,9 @@ struct ServiceOptions {
   // for requests that do not fit, preemption, the default pending quota. `scheduling.placement`
   // follows `policy`.
   scheduling::SchedulerOptions scheduling;
+  // More Prometheus series for /metrics from parts the service does not own (the fabric
+  // manager's activator); called on every scrape, from the HTTP server's threads.
+  std::function<std::string()> extra_metrics;
 };
 
 // Who is calling: the admin, or one tenancy's token.

@@ -6,6 +6,7 @@
  * back after every change, one line per fact:
  *   gpu <pci> board=<h100-80gb|a100-40gb> uuid=<GPU-…> mig=<0|1> pending=<0|1> processes=<n>
  *       [activation=<nvml error>]      (SetMigMode records pending but answers this status)
+ *       [module=<n>]                   (nvmlDeviceGetModuleId; absent: not supported)
  *   gi <pci> id=<g> profile=<profile ID> start=<memory slice>
  *   ci <pci> gi=<g> id=<c> slices=<compute slices> uuid=<MIG-…>
  *   fail <nvml function> <nvml error>  (that function answers the error)
@@ -100,7 +101,7 @@ typedef struct {
   char pci[24];
   char board[24];
   char uuid[96];
-  int mig, pending, processes, activation, used;
+  int mig, pending, processes, activation, module, used;
 } Gpu;
 typedef struct {
   int used, gpu;
@@ -173,6 +174,7 @@ void FakeNvmlMigLoad(void) {
         g->pending = (int)Number(line, "pending", (unsigned int)g->mig);
         g->processes = (int)Number(line, "processes", 0);
         g->activation = (int)Number(line, "activation", 0);
+        g->module = (int)Number(line, "module", 0);
         break;
       }
     } else if (strcmp(kind, "gi") == 0) {
@@ -217,6 +219,7 @@ static void Save(void) {
     fprintf(f, "gpu %s board=%s uuid=%s mig=%d pending=%d processes=%d", g->pci, g->board, g->uuid,
             g->mig, g->pending, g->processes);
     if (g->activation) fprintf(f, " activation=%d", g->activation);
+    if (g->module) fprintf(f, " module=%d", g->module);
     fprintf(f, "\n");
   }
   for (int i = 0; i < MAX_GIS; ++i)
@@ -323,6 +326,15 @@ const char* nvmlErrorString(int result) {
     default:
       return "Unknown Error";
   }
+}
+
+int nvmlDeviceGetModuleId(void* device, unsigned int* id) {
+  int rc = Injected("nvmlDeviceGetModuleId");
+  if (rc) return rc;
+  int gpu = GpuOf(device);
+  if (gpu < 0 || gpus[gpu].module == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *id = (unsigned int)gpus[gpu].module;
+  return NVML_SUCCESS;
 }
 
 int nvmlDeviceGetMigMode(void* device, unsigned int* current, unsigned int* pending) {

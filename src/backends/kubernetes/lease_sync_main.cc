@@ -7,6 +7,9 @@
 //  - Reads kubelet's PodResources List every --pod-resources-interval-ms and writes the devices
 //    kubelet gave each leased Pod into its GpuLease's status.allocatedDevices (PCI addresses):
 //    with the device plugin, kubelet picks the IDs, and the firmware check must follow them.
+//  - With --fabric-manager (shared NVSwitch mode), owns this node's NVLink partitions: a leased
+//    Pod's partition is activated when its devices appear in PodResources and deactivated when
+//    they are gone (lease_sync_fabric.h); a restarted fabric manager is sent the active list.
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -14,12 +17,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/lease_sync_fabric.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
 #include "common/untrusted_text.h"
@@ -164,6 +169,23 @@ int main(int argc, char** argv) {
   app.add_option("--pod-resources-interval-ms", pod_resources_interval_ms,
                  "Read PodResources this often; 0: never")
       ->capture_default_str();
+  std::string fabric_manager, nvfm_library = "libnvfm.so.1", nvml_library = "libnvidia-ml.so.1";
+  std::string fabric_state = "/var/lib/tessera/fabric-partitions.json";
+  int fabric_interval_ms = 1000;
+  app.add_option("--fabric-manager", fabric_manager,
+                 "NVIDIA Fabric Manager API (host[:port] or unix:PATH): activate each leased "
+                 "Pod's NVLink partition when its devices appear in PodResources, deactivate it "
+                 "when they are gone");
+  app.add_option("--nvfm-library", nvfm_library, "Fabric Manager client library")
+      ->capture_default_str();
+  app.add_option("--nvml", nvml_library, "NVML library for GPU module IDs (\"\" = none)")
+      ->capture_default_str();
+  app.add_option("--fabric-state", fabric_state, "Which lease holds which partition")
+      ->capture_default_str();
+  app.add_option("--fabric-interval-ms", fabric_interval_ms,
+                 "Read PodResources for partitions this often")
+      ->check(CLI::Range(50, 60000))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
   if (node.empty()) {
@@ -191,6 +213,41 @@ int main(int argc, char** argv) {
       return 2;
     }
     table = std::move(*loaded);
+  }
+  std::unique_ptr<fabricmanager::PartitionActivator> fabric;
+  if (!fabric_manager.empty()) {
+    auto address = fabricmanager::ParseFabricAddress(fabric_manager);
+    if (!address) {
+      std::fprintf(stderr, "tessera-lease-sync: --fabric-manager: %s\n",
+                   address.error().message.c_str());
+      return 2;
+    }
+    fabricmanager::FabricSetup setup;
+    setup.nvfm.library = nvfm_library;
+    setup.nvfm.address = *address;
+    setup.table = table;
+    setup.nvml_library = nvml_library;
+    auto gpus = ReadNodeGpus(root, std::nullopt);
+    if (!gpus) {
+      std::fprintf(stderr, "tessera-lease-sync: %s\n", gpus.error().message.c_str());
+      return 4;
+    }
+    for (const auto& gpu : gpus->gpus)
+      setup.host_gpus.push_back(gpu.pci_address);
+    setup.ledger_path = fabric_state;
+    std::error_code made;
+    std::filesystem::create_directories(std::filesystem::path(fabric_state).parent_path(), made);
+    auto opened = fabricmanager::OpenFabric(std::move(setup));
+    if (!opened) {
+      std::fprintf(stderr, "tessera-lease-sync: --fabric-manager: %s\n",
+                   opened.error().message.c_str());
+      return 4;
+    }
+    // The node publishes the fabric's partitions, placed on its GPUs.
+    table = opened->table;
+    fabric = std::move(opened->activator);
+    fabric->StartWatch();
+    std::fprintf(stderr, "tessera-lease-sync: fabric manager %s\n", fabric->Describe().c_str());
   }
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
@@ -223,8 +280,9 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  std::mutex leases_mu;                     // guards leases
+  std::mutex leases_mu;                     // guards leases, leases_synced
   std::map<std::string, k8s::Json> leases;  // by name, this node's only
+  bool leases_synced = false;               // the watch has listed them once
   // kubelet's allocations -> GpuLease status, in its own thread with its own client.
   std::thread reporter([&] {
     if (pod_resources_interval_ms <= 0) return;
@@ -250,6 +308,40 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
+  // The leased Pods' partitions, once the leases are known (before, every Pod would look
+  // unleased and its partition would be deactivated under it).
+  std::thread partitions([&] {
+    if (!fabric) return;
+    k8s::NodeGpus gpus;
+    if (auto read = ReadNodeGpus(root, table)) gpus = std::move(*read);
+    std::string last_problem;
+    while (!g_stop) {
+      std::map<std::string, k8s::Json> snapshot;
+      bool synced;
+      {
+        std::lock_guard lock(leases_mu);
+        snapshot = leases;
+        synced = leases_synced;
+      }
+      std::string problem;
+      if (synced) {
+        auto pods = podresources::List(pod_resources_socket, std::chrono::seconds(5));
+        if (!pods) {
+          problem = pods.error().message;
+        } else {
+          auto held = k8s::LeasedPodDevices(snapshot, *pods, gpus);
+          for (const auto& line : k8s::SyncPartitions(*fabric, held))
+            problem += (problem.empty() ? "" : "; ") + line;
+        }
+      }
+      if (!problem.empty() && problem != last_problem)
+        std::fprintf(stderr, "tessera-lease-sync: partitions: %s\n", problem.c_str());
+      last_problem = problem;
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(fabric_interval_ms);
+      while (!g_stop && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   k8s::Client client(*config);
   // GPU UUIDs a lease may name instead of PCI addresses; canonical addresses need no inventory.
   k8s::NodeGpus known;
@@ -265,6 +357,7 @@ int main(int argc, char** argv) {
   auto handle = [&](const k8s::WatchEvent& event) {
     std::lock_guard lock(leases_mu);
     if (event.type == "SYNC") {
+      leases_synced = true;
       leases.clear();
       for (const auto& item : k8s::ArrayField(event.object, "items")) {
         if (node_of(item) == node) leases[name_of(item)] = item;
@@ -304,6 +397,7 @@ int main(int argc, char** argv) {
   g_stop = true;
   publisher.join();
   reporter.join();
+  partitions.join();
   if (!status) {
     std::fprintf(stderr, "tessera-lease-sync: %s\n", status.error().message.c_str());
     return 4;
