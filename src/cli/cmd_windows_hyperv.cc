@@ -102,10 +102,8 @@ void AddHyperVGpu(CLI::App& windows) {
     std::fputs(out.c_str(), stdout);
     if (preflight.Passes()) return;
     // The documents are printed for inspection; the exit status says they will not work as is.
-    for (const win::PreflightCheck& c : preflight.checks) {
-      if (c.status == win::CheckStatus::kPass) continue;
-      std::fprintf(stderr, "FAIL %s: %s; fix: %s\n", c.id.c_str(), c.detail.c_str(), c.fix.c_str());
-    }
+    for (const std::string& line : win::PreflightLines(preflight))
+      if (line.starts_with("FAIL ")) std::fprintf(stderr, "%s\n", line.c_str());
     std::fprintf(stderr,
                  "tessera: %zu preflight check(s) fail: the chain will not work as generated "
                  "(tessera windows check-hyperv-gpu lists every check)\n",
