@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "client/client.h"
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 
 namespace tessera::cli {
 namespace {
@@ -61,7 +61,7 @@ std::string Token(const RunFlags& flags) {
     const char* env = std::getenv("TESSERA_TOKEN_FILE");
     path = env && *env ? env : "tessera-data/admin.token";
   }
-  auto text = ReadWholeFile(path);
+  auto text = ReadBoundedFile(path, kMaxTokenFileBytes);
   if (!text) Fail(text.error().WithContext("token (set TESSERA_TOKEN or --token-file)"));
   std::string token = *text;
   while (!token.empty() && (token.back() == '\n' || token.back() == ' '))

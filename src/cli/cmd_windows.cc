@@ -11,7 +11,6 @@
 
 #include "cli/commands.h"
 #include "cli/windows_cli.h"
-#include "common/atomic_file.h"
 #include "windows/windows.h"
 
 namespace tessera::cli {

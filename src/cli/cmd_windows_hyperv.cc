@@ -6,7 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/windows_cli.h"
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "common/untrusted_text.h"
 
 namespace tessera::cli {
@@ -14,7 +14,7 @@ namespace tessera::cli {
 namespace win = tessera::windows;
 
 win::Snapshot LoadWindowsSnapshot(const std::string& path) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadBoundedFile(path, kMaxConfigFileBytes);
   if (!text.ok()) Fail(text.error().WithContext("read snapshot " + path));
   auto snapshot = win::ParseSnapshot(*text);
   if (!snapshot.ok()) Fail(snapshot.error().WithContext(path));

@@ -46,6 +46,7 @@ struct Library::Api {
   Return (*memory)(Device, Memory*) = nullptr;
   Return (*attributes)(Device, DeviceAttributes*) = nullptr;
   Return (*running_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
+  Return (*module_id)(Device, unsigned int*) = nullptr;
 
   ~Api() {
     if (initialized && shutdown) shutdown();
@@ -132,6 +133,7 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   Bind(h, api->memory, "nvmlDeviceGetMemoryInfo");
   Bind(h, api->attributes, "nvmlDeviceGetAttributes_v2");
   Bind(h, api->running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  Bind(h, api->module_id, "nvmlDeviceGetModuleId");
   if (!api->init || !api->shutdown || !api->by_pci) {
     return Unavailable(path + ": missing NVML entry points (not the NVIDIA management library?)");
   }
@@ -308,6 +310,23 @@ Result<std::vector<MigDevice>> Library::MigDevices(Gpu gpu) const {
     out.push_back(std::move(info));
   }
   return out;
+}
+
+Result<uint64_t> Library::MemoryTotal(Gpu gpu) const {
+  if (auto s = api_->Need(api_->memory, "nvmlDeviceGetMemoryInfo"); !s) return s.error();
+  Memory memory{};
+  Return r = api_->memory(static_cast<Device>(gpu.handle()), &memory);
+  if (r != kSuccess) return api_->Fail("nvmlDeviceGetMemoryInfo", r);
+  return static_cast<uint64_t>(memory.total);
+}
+
+Result<std::optional<uint32_t>> Library::ModuleId(Gpu gpu) const {
+  if (auto s = api_->Need(api_->module_id, "nvmlDeviceGetModuleId"); !s) return s.error();
+  unsigned int id = 0;
+  Return r = api_->module_id(static_cast<Device>(gpu.handle()), &id);
+  if (r == kErrorNotSupported) return std::optional<uint32_t>();
+  if (r != kSuccess) return api_->Fail("nvmlDeviceGetModuleId", r);
+  return std::optional<uint32_t>(id);
 }
 
 Result<uint32_t> Library::RunningProcessCount(Gpu gpu) const {

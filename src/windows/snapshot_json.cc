@@ -116,12 +116,6 @@ uint64_t GetHex(const json& j, const std::string& path, const char* key, size_t 
   return std::stoull(s, nullptr, 16);
 }
 
-std::string Hex(uint64_t value, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%0*llx", digits, static_cast<unsigned long long>(value));
-  return buf;
-}
-
 }  // namespace snapshot_json
 
 namespace {
@@ -351,8 +345,9 @@ SchemaVersion Snapshot::MaxSchemaVersion() const {
 }
 
 Result<Snapshot> ParseSnapshot(const std::string& text) {
+  // Snapshots nest a handful of levels; the check runs on the bytes, before anything recurses.
+  if (auto nesting = CheckJsonNesting(text, "snapshot"); !nesting) return nesting.error();
   json j;
-  if (Status nesting = CheckJsonNesting(text, "snapshot"); !nesting.ok()) return nesting.error();
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "windows/snapshot.h"
+#include "windows/text.h"
 
 namespace tessera::windows::snapshot_json {
 
@@ -47,7 +48,7 @@ std::optional<T> GetNullable(const json& j, const char* key, Read read) {
   return read();
 }
 
-std::string Hex(uint64_t value, int digits);
+using text::Hex;
 
 // Format 2's facts (snapshot_hyperv_json.cc): read from, and written into, the top-level object.
 HyperVFacts ParseHyperVFacts(const json& root);

@@ -500,7 +500,15 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
 
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
-  if (!ci) return NVML_ERROR_NOT_SUPPORTED;
+  if (!ci) {
+    /* A whole GPU: the total nvidia-smi shows as memory.total for the board. */
+    int gpu = GpuOf(device);
+    if (gpu < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    memory->total = (strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960ull : 81559ull) << 20;
+    memory->used = 0;
+    memory->free = memory->total;
+    return NVML_SUCCESS;
+  }
   Gi* gi = FindGi(ci->gpu, ci->gi);
   const Profile* p = gi ? ProfileById(ci->gpu, gi->profile_id) : NULL;
   if (!p) return NVML_ERROR_NOT_FOUND;

@@ -71,7 +71,8 @@ TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
   fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 4,
                            1763900001456,        1763900009789};
   Json object = UsageConfigMap(usage, "tessera-system");
-  EXPECT_EQ(object["metadata"]["name"], "tessera-usage-c-0123456789abcdef");
+  // One per run: the container and its start.
+  EXPECT_EQ(object["metadata"]["name"], "tessera-usage-c-0123456789abcdef-1763900001456");
   EXPECT_EQ(object["metadata"]["labels"][kUsageLabel], "container");
   EXPECT_FALSE(object["metadata"]["labels"].contains(kManagedBy));
   auto back = UsageRecordOf(Json::parse(object.dump()));
