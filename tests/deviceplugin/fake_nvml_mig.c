@@ -498,16 +498,33 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
   return NVML_SUCCESS;
 }
 
+/* fake_nvml_telemetry.c: memory and processes from the scenario a test drives. */
+int FakeNvmlScenarioMemory(void* device, Memory* memory);
+int FakeNvmlScenarioHasProcesses(const char* pci);
+int FakeNvmlScenarioProcesses(void* device, unsigned int* count, void* infos);
+
+int FakeNvmlMigHandle(void* handle, const char** pci, unsigned int* gi, unsigned int* ci);
+int FakeNvmlMigHandle(void* handle, const char** pci, unsigned int* gi, unsigned int* ci) {
+  if (!loaded) FakeNvmlMigLoad();
+  Ci* c = AsCi(handle);
+  if (!c || c->gpu < 0) return 0;
+  *pci = gpus[c->gpu].pci;
+  *gi = c->gi;
+  *ci = c->id;
+  return 1;
+}
+
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
-  if (!ci) return NVML_ERROR_NOT_SUPPORTED;
+  if (!ci) return FakeNvmlScenarioMemory(device, memory); /* a whole GPU */
   Gi* gi = FindGi(ci->gpu, ci->gi);
   const Profile* p = gi ? ProfileById(ci->gpu, gi->profile_id) : NULL;
   if (!p) return NVML_ERROR_NOT_FOUND;
   memory->total = (unsigned long long)p->memory_mb << 20;
   memory->used = 0;
   memory->free = memory->total;
-  return NVML_SUCCESS;
+  int rc = FakeNvmlScenarioMemory(device, memory); /* used: its processes' memory */
+  return rc == NVML_ERROR_NOT_SUPPORTED ? NVML_SUCCESS : rc;
 }
 
 int nvmlDeviceGetAttributes_v2(void* device, Attributes* attributes) {
@@ -527,6 +544,12 @@ int nvmlDeviceGetAttributes_v2(void* device, Attributes* attributes) {
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, void* infos) {
   int rc = Injected("nvmlDeviceGetComputeRunningProcesses_v3");
   if (rc) return rc;
+  {
+    Ci* ci = AsCi(device);
+    const char* pci = ci ? (ci->gpu >= 0 ? gpus[ci->gpu].pci : NULL) : (const char*)device;
+    if (pci && FakeNvmlScenarioHasProcesses(pci))
+      return FakeNvmlScenarioProcesses(device, count, infos);
+  }
   if (AsCi(device)) {
     *count = 0;
     return NVML_SUCCESS;
