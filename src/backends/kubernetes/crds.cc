@@ -131,6 +131,27 @@ Json GpuLeaseCrd() {
                 {"description",
                  "a device kubelet gave the Pod (PodResources): PCI address, or the raw device "
                  "ID when the node does not know it"}}}}},
+            {"measured",
+             {{"type", "object"},
+              {"description",
+               "what the node agent measured of the Pod's GPU processes (NVML, attributed by "
+               "cgroup): SM-seconds, GPU memory GiB-seconds, energy, and per GPU the cursor of "
+               "the last counted pass, written in one patch so a restarted agent counts nothing "
+               "twice"},
+              {"properties",
+               {{"smSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"memoryGibSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"energyJoules", {{"type", "number"}, {"minimum", 0}}},
+                {"updatedMs", {{"type", "integer"}, {"minimum", 0}}},
+                {"cursors",
+                 {{"type", "object"},
+                  {"maxProperties", 64},
+                  {"additionalProperties",
+                   {{"type", "object"},
+                    {"properties",
+                     {{"sampleUs", {{"type", "integer"}, {"minimum", 0}}},
+                      {"energyMj", {{"type", "integer"}, {"minimum", 0}}},
+                      {"sampledMs", {{"type", "integer"}, {"minimum", 0}}}}}}}}}}}}},
             {"lastTransitionTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
   Json columns = Json::array(
       {Column("Tenancy", "string", ".spec.tenancy"), Column("Node", "string", ".spec.node"),

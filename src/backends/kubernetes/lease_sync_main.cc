@@ -7,6 +7,9 @@
 //  - Reads kubelet's PodResources List every --pod-resources-interval-ms and writes the devices
 //    kubelet gave each leased Pod into its GpuLease's status.allocatedDevices (PCI addresses):
 //    with the device plugin, kubelet picks the IDs, and the firmware check must follow them.
+//  - Measures what each leased Pod's GPU processes use (NVML, attributed by cgroup) every
+//    --telemetry-interval-ms, keeps it in the GpuLease's status.measured and serves /metrics
+//    and /v1/telemetry on --metrics-listen (node_telemetry.h).
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +23,7 @@
 #include <thread>
 
 #include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/node_telemetry.h"
 #include "common/atomic_file.h"
 #include "inventory/inventory.h"
 #include "podresources/podresources.h"
@@ -141,6 +145,9 @@ int main(int argc, char** argv) {
   int inventory_interval_ms = 60000;
   std::string pod_resources_socket = podresources::kDefaultSocket;
   int pod_resources_interval_ms = 10000;
+  int telemetry_interval_ms = 10000;
+  size_t telemetry_max_series = 10000;
+  std::string metrics_listen, nvml = "libnvidia-ml.so.1", proc_dir = "/proc";
   CLI::App app{"tessera-lease-sync: GpuLeases of this node -> the node lease file"};
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig (default: in-cluster service account)");
   app.add_option("--node", node, "This node's name (default: $NODE_NAME)");
@@ -159,6 +166,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--pod-resources-interval-ms", pod_resources_interval_ms,
                  "Read PodResources this often; 0: never")
+      ->capture_default_str();
+  app.add_option("--telemetry-interval-ms", telemetry_interval_ms,
+                 "Measure the GPU processes of leased Pods this often (NVML); 0: never")
+      ->capture_default_str();
+  app.add_option("--telemetry-max-series", telemetry_max_series,
+                 "Per-container series on /metrics at most; the rest is summed into "
+                 "container=\"_other\"")
+      ->capture_default_str();
+  app.add_option("--metrics-listen", metrics_listen,
+                 "HOST:PORT serving /metrics and /v1/telemetry (default: none)");
+  app.add_option("--nvml", nvml, "NVML library")->capture_default_str();
+  app.add_option("--proc-dir", proc_dir, "The host's /proc (GPU processes' cgroups)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
@@ -217,8 +236,43 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  std::mutex leases_mu;                     // guards leases
+  std::mutex leases_mu;                     // guards leases, leases_listed
   std::map<std::string, k8s::Json> leases;  // by name, this node's only
+  bool leases_listed = false;
+  std::unique_ptr<k8s::NodeTelemetry> node_telemetry;
+  if (telemetry_interval_ms > 0) {
+    k8s::NodeTelemetryOptions options;
+    options.node = node;
+    options.nvml_library = nvml;
+    options.proc_dir = proc_dir;
+    options.interval = std::chrono::milliseconds(telemetry_interval_ms);
+    options.max_series = telemetry_max_series;
+    options.listen = metrics_listen;
+    inventory::ReadOptions read;
+    read.root = root;
+    read.read_driver_files = false;
+    if (auto inv = inventory::ReadInventory(read))
+      options.gpus = telemetry::GpuIdentitiesOf(*inv, node);
+    auto started = k8s::NodeTelemetry::Start(
+        *config, std::move(options), [&]() -> std::optional<std::map<std::string, k8s::Json>> {
+          std::lock_guard lock(leases_mu);
+          if (!leases_listed) return std::nullopt;
+          return leases;
+        });
+    // A node without the NVIDIA driver still syncs leases; a bad --metrics-listen is an error.
+    if (!started && started.error().category == ErrorCategory::kInvalidArgument) {
+      std::fprintf(stderr, "tessera-lease-sync: %s\n", started.error().message.c_str());
+      return 2;
+    }
+    if (!started) {
+      std::fprintf(stderr, "tessera-lease-sync: telemetry off: %s\n",
+                   started.error().message.c_str());
+    } else {
+      node_telemetry = std::move(*started);
+      if (node_telemetry->port())
+        std::fprintf(stderr, "tessera-lease-sync: /metrics on port %u\n", node_telemetry->port());
+    }
+  }
   // kubelet's allocations -> GpuLease status, in its own thread with its own client.
   std::thread reporter([&] {
     if (pod_resources_interval_ms <= 0) return;
@@ -249,6 +303,7 @@ int main(int argc, char** argv) {
   auto handle = [&](const k8s::WatchEvent& event) {
     std::lock_guard lock(leases_mu);
     if (event.type == "SYNC") {
+      leases_listed = true;
       leases.clear();
       for (const auto& item : event.object.value("items", k8s::Json::array())) {
         if (item.value("spec", k8s::Json::object()).value("node", "") == node)
@@ -280,6 +335,7 @@ int main(int argc, char** argv) {
   };
   auto status = client.ListWatch(k8s::Resource::GpuLeases(), "", "", handle, &g_stop);
   g_stop = true;
+  node_telemetry.reset();  // its threads read `leases`
   publisher.join();
   reporter.join();
   if (!status) {
