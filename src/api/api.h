@@ -37,9 +37,17 @@ Result<std::string> ParseGpuActionBody(std::string_view body);
 // state=S[,S...], tenancy=NAME; percent-encoded; unknown or repeated parameters are errors.
 Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query);
 // GET /v1/tenancies/{name}/usage query string: from=SECONDS, to=SECONDS (Unix time, whole
-// seconds, from <= to; defaults 0 and now); percent-encoded; unknown or repeated parameters are
-// errors.
+// seconds, from <= to; defaults 0 and now), step=SECONDS (60..86400: a series of buckets, at most
+// 1440); percent-encoded; unknown or repeated parameters are errors.
 Result<serve::UsageQuery> ParseUsageQuery(std::string_view query);
+// GET /v1/dashboard query string: usage=TENANCY (embed its usage series, the usage API's answer)
+// and range=hour|day (default hour: 60 buckets of a minute; day: 96 of 15 minutes).
+struct DashboardQuery {
+  std::string usage_tenancy;
+  int64_t window_s = 3600;
+  int64_t step_s = 60;
+};
+Result<DashboardQuery> ParseDashboardQuery(std::string_view query);
 // "HOST:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080").
 Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen);
 

@@ -126,6 +126,12 @@ class ContainerBackend {
     (void)timeout;
     return FailedPrecondition(name() + " backend runs no GPU checks of its own");
   }
+  // The runtime's own ID of a running container (podman's 64-hex container ID): what the kernel's
+  // cgroup paths of its processes name, for GPU telemetry. NotFound when the backend cannot tell
+  // (or the container runs elsewhere).
+  virtual Result<std::string> RuntimeId(const std::string& id) {
+    return NotFound(name() + " backend: no runtime ID for " + id);
+  }
   // Removes them after the tenancy was deleted (FailedPrecondition while anything still uses
   // them).
   virtual Status ReleaseTenancy(const std::string& tenancy) {

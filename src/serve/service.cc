@@ -28,7 +28,8 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       submissions_(model_, gpus_, *backend_),
       scheduler_(model_, *backend_),
       checker_(model_, *backend_),
-      replica_sync_(model_) {}
+      replica_sync_(model_),
+      measurement_(model_, *backend_) {}
 
 Service::~Service() {
   Stop();
@@ -55,6 +56,7 @@ Result<std::unique_ptr<Service>> Service::Create(
   if (auto status = service->Load(std::move(host)); !status) return status.error();
   // With a shared store only the leader reconciles, when it starts leading.
   if (!service->options_.resync) service->Reconcile();
+  service->measurement_.Open();
   return service;
 }
 
@@ -260,6 +262,7 @@ void Service::Reconcile() {
 
 void Service::Start() {
   StartLeading();
+  measurement_.Start();
 }
 
 void Service::StartLeading() {
@@ -289,6 +292,7 @@ void Service::ApplyReplicated(const fleet::Mutation& change) {
 }
 
 void Service::Stop() {
+  measurement_.Stop();
   StopLeading();
 }
 
@@ -383,6 +387,12 @@ std::vector<GpuRecord> Service::ListGpus(const Caller& caller) const {
 void Service::GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                        std::string reason, Done<GpuRecord> done) {
   gpus_.Admin(caller, gpu_id, action, std::move(reason), std::move(done));
+}
+
+DashboardView Service::Dashboard(const Caller& caller) const {
+  const auto gauges = measurement_.gauges();
+  std::lock_guard lock(model_.mu);
+  return BuildDashboardLocked(model_, caller, gauges.get());
 }
 
 Counts Service::counts() const {

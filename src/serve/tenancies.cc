@@ -1,5 +1,6 @@
 #include "serve/tenancies.h"
 
+#include <algorithm>
 #include <future>
 
 #include "serve/metering.h"
@@ -108,12 +109,34 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
   report.tenancy = name;
   report.from_ms = query.from_s * 1000;
   report.to_ms = query.to_s ? *query.to_s * 1000 : now_ms;
+  const int64_t step_ms = query.step_s * 1000;
+  if (step_ms > 0) {
+    const int64_t buckets = (report.to_ms - report.from_ms + step_ms - 1) / step_ms;
+    if (buckets > static_cast<int64_t>(UsageQuery::kMaxBuckets))
+      return InvalidArgument("query parameter step: more than " +
+                             std::to_string(UsageQuery::kMaxBuckets) +
+                             " buckets in the window (give from)");
+    report.series.resize(static_cast<size_t>(buckets));
+    for (int64_t i = 0; i < buckets; ++i)
+      report.series[static_cast<size_t>(i)].start_ms = report.from_ms + i * step_ms;
+  }
   auto count = [&](const std::string& id, double gpus, int64_t started_ms, int64_t finished_ms) {
     const int64_t end_ms = finished_ms ? finished_ms : now_ms;
     // Every container that held GPUs in the window is listed, a zero-length one included.
     if (started_ms >= report.to_ms || end_ms < report.from_ms) return;
     const double gpu_ms = OverlapGpuMs(gpus, started_ms, end_ms, report.from_ms, report.to_ms);
     report.gpu_seconds += gpu_ms / 1000.0;
+    if (step_ms > 0 && end_ms > started_ms) {
+      const int64_t first = (std::max(started_ms, report.from_ms) - report.from_ms) / step_ms;
+      const int64_t last = (std::min(end_ms, report.to_ms) - 1 - report.from_ms) / step_ms;
+      for (int64_t i = std::max<int64_t>(first, 0);
+           i <= last && i < static_cast<int64_t>(report.series.size()); ++i) {
+        auto& bucket = report.series[static_cast<size_t>(i)];
+        bucket.gpu_seconds += OverlapGpuMs(gpus, started_ms, end_ms, bucket.start_ms,
+                                           std::min(bucket.start_ms + step_ms, report.to_ms)) /
+                              1000.0;
+      }
+    }
     if (report.containers_total++ < UsageReport::kMaxContainers)
       report.containers.push_back({id, gpus, started_ms, finished_ms, gpu_ms / 1000.0});
   };

@@ -17,6 +17,7 @@
 #include "placement/placement.h"
 #include "scheduling/scheduling.h"
 #include "serve/bounds.h"
+#include "telemetry/telemetry.h"
 #include "topology/topology.h"
 
 namespace tessera::serve {
@@ -27,6 +28,17 @@ struct FirmwareCheckOptions {
   std::string command;
   std::map<std::string, std::string> per_gpu;  // PCI address -> program, overrides `command`
   std::chrono::milliseconds timeout{60000};
+};
+
+// GPU telemetry of this host (embedded mode): --telemetry-interval, --telemetry-max-series,
+// --nvml, --telemetry-proc-dir.
+struct TelemetryOptions {
+  std::string nvml_library;  // empty: off
+  std::string proc_dir = "/proc";
+  std::chrono::milliseconds interval{10000};
+  size_t max_series = 10000;
+  std::string hostname;                      // the Hostname label
+  std::vector<telemetry::GpuIdentity> gpus;  // this host's NVIDIA GPUs on the nvidia driver
 };
 
 struct ServiceOptions {
@@ -53,6 +65,7 @@ struct ServiceOptions {
   // Which pending GPU container goes next: fair share by weight (default) or FIFO, reservations
   // for requests that do not fit, preemption. `scheduling.placement` follows `policy`.
   scheduling::SchedulerOptions scheduling;
+  TelemetryOptions telemetry;
 };
 
 // Who is calling: the admin, or one tenancy's token.
@@ -121,10 +134,20 @@ struct Counts {
   std::map<std::string, Waits> queue_waits;
 };
 
-// GET /v1/tenancies/{name}/usage?from=&to=: GPU-seconds in [from, to) (Unix seconds).
+// GET /v1/tenancies/{name}/usage?from=&to=&step=: GPU-seconds in [from, to) (Unix seconds),
+// and with a step, per bucket of that many seconds (the dashboard's chart).
 struct UsageQuery {
+  static constexpr int64_t kMinStep = 60;
+  static constexpr int64_t kMaxStep = 86400;
+  static constexpr size_t kMaxBuckets = 1440;
   int64_t from_s = 0;
   std::optional<int64_t> to_s;  // unset: now
+  int64_t step_s = 0;           // 0: no series
+};
+// One bucket of the series: [start_ms, start_ms + step).
+struct UsageBucket {
+  int64_t start_ms = 0;
+  double gpu_seconds = 0;
 };
 struct ContainerUsage {
   std::string id;
@@ -142,6 +165,7 @@ struct UsageReport {
   // kMaxContainers; containers_total says how many there are.
   std::vector<ContainerUsage> containers;
   size_t containers_total = 0;
+  std::vector<UsageBucket> series;  // with a step: the window's buckets, oldest first
 };
 
 // GET /v1/queue: the pending GPU containers in dispatch order after the last scheduling pass, and
