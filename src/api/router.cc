@@ -126,6 +126,9 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   }
   if (c.state == fleet::ContainerState::kPending && c.queue_position > 0)
     doc["queue_position"] = c.queue_position;
+  doc["measured"] = {{"sm_seconds", c.measured.sm_seconds},
+                     {"memory_gib_seconds", c.measured.memory_gib_seconds},
+                     {"energy_joules", c.measured.energy_joules}};
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
   json volumes = json::array();
   for (const auto& volume : c.spec.volumes) {
@@ -171,15 +174,23 @@ json GpuJson(const fleet::GpuRecord& g, bool admin) {
 }
 
 // GET /v1/tenancies/{name}/usage (and the dashboard's chart, which embeds the same answer).
+// The measured figures of a usage entry, next to its allocated gpu_seconds.
+void AddMeasured(json& doc, const fleet::MeasuredUsage& measured) {
+  doc["sm_seconds"] = measured.sm_seconds;
+  doc["memory_gib_seconds"] = measured.memory_gib_seconds;
+  doc["energy_joules"] = measured.energy_joules;
+}
+
 json UsageJson(const serve::UsageReport& report, int64_t step_s) {
   json containers = json::array();
   for (const auto& usage : report.containers) {
-    containers.push_back(
-        {{"id", usage.id},
-         {"gpus", usage.gpus},
-         {"started_ms", usage.started_ms},
-         {"finished_ms", usage.finished_ms ? json(usage.finished_ms) : json(nullptr)},
-         {"gpu_seconds", usage.gpu_seconds}});
+    json entry = {{"id", usage.id},
+                  {"gpus", usage.gpus},
+                  {"started_ms", usage.started_ms},
+                  {"finished_ms", usage.finished_ms ? json(usage.finished_ms) : json(nullptr)},
+                  {"gpu_seconds", usage.gpu_seconds}};
+    AddMeasured(entry, usage.measured);
+    containers.push_back(std::move(entry));
   }
   json doc = {{"tenancy", report.tenancy},
               {"from_ms", report.from_ms},
@@ -187,10 +198,14 @@ json UsageJson(const serve::UsageReport& report, int64_t step_s) {
               {"gpu_seconds", report.gpu_seconds},
               {"containers", std::move(containers)},
               {"containers_total", report.containers_total}};
+  AddMeasured(doc, report.measured);
   if (step_s > 0) {
     json series = json::array();
-    for (const auto& bucket : report.series)
-      series.push_back({{"start_ms", bucket.start_ms}, {"gpu_seconds", bucket.gpu_seconds}});
+    for (const auto& bucket : report.series) {
+      json entry = {{"start_ms", bucket.start_ms}, {"gpu_seconds", bucket.gpu_seconds}};
+      AddMeasured(entry, bucket.measured);
+      series.push_back(std::move(entry));
+    }
     doc["step_s"] = step_s;
     doc["series"] = std::move(series);
   }

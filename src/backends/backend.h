@@ -39,9 +39,16 @@ struct StartRequest {
 
 // How a container ended.
 struct ExitInfo {
+  ExitInfo() = default;
+  ExitInfo(std::optional<int> exit_code, bool failed, std::string reason)
+      : exit_code(exit_code), failed(failed), reason(std::move(reason)) {}
+
   std::optional<int> exit_code;  // set when it ran and exited
   bool failed = false;           // could not be created/started, or vanished
   std::string reason;            // why it failed; empty otherwise
+  // What its GPU processes were measured to use, where the backend learns it (Kubernetes: the
+  // node agent's GpuLease status.measured); this host's own telemetry adds to the record itself.
+  std::optional<fleet::MeasuredUsage> measured;
 };
 
 struct GpuCheckVerdict {

@@ -111,6 +111,23 @@ struct ContainerSpec {
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
 
+// What a container's GPU processes were measured to use (GPU telemetry): SM-seconds (a whole
+// GPU's SMs busy for one second is 1), GPU memory GiB-seconds, and joules (the GPU's energy: the
+// busy part by SM share, the idle part by allocation).
+struct MeasuredUsage {
+  double sm_seconds = 0;
+  double memory_gib_seconds = 0;
+  double energy_joules = 0;
+  MeasuredUsage& operator+=(const MeasuredUsage& other) {
+    sm_seconds += other.sm_seconds;
+    memory_gib_seconds += other.memory_gib_seconds;
+    energy_joules += other.energy_joules;
+    return *this;
+  }
+  bool empty() const { return sm_seconds == 0 && memory_gib_seconds == 0 && energy_joules == 0; }
+  friend bool operator==(const MeasuredUsage&, const MeasuredUsage&) = default;
+};
+
 struct ContainerRecord;
 // What a container holds in GPU equivalents: its whole GPUs, or its MIG slices' share.
 double GpuEquivalents(const ContainerRecord& container);
@@ -137,6 +154,9 @@ struct ContainerRecord {
   // next), with `reason` saying why it waits; 0 otherwise. Not stored: the service fills both
   // into the copies it hands out.
   int queue_position = 0;
+  // What it measured so far while running (written with every telemetry pass that changed it, in
+  // the transaction that advances the GPUs' cursors; see TelemetryCursor).
+  MeasuredUsage measured;
 
   friend bool operator==(const ContainerRecord&, const ContainerRecord&) = default;
 };
@@ -149,8 +169,8 @@ std::string IdempotentContainerId(const std::string& tenancy_uid, const std::str
 
 // Two copies of one container record written by different replicas, merged: a stop request
 // seen by either stays; the status (state, GPUs, times, exit) is the one further along
-// (pending < running < exited/failed; started before not started), `ours` on a tie. The spec
-// and identity are `ours`.
+// (pending < running < exited/failed; started before not started), `ours` on a tie; the measured
+// use the larger of each figure. The spec and identity are `ours`.
 ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const ContainerRecord& theirs);
 
 // ---------------------------------------------------------------------------------------------
@@ -269,7 +289,8 @@ struct ContainerDeletion {
 
 // Metered GPU time of one container (billing): written once, in the commit that ends it and
 // releases its GPUs, and never changed. It outlives the container record (retention) and its
-// tenancy. GPU-seconds = gpus * (finished_ms - started_ms) / 1000.
+// tenancy. GPU-seconds = gpus * (finished_ms - started_ms) / 1000; next to that allocation, what
+// its processes were measured to use.
 struct UsageRecord {
   std::string container_id;
   std::string tenancy;
@@ -277,15 +298,29 @@ struct UsageRecord {
   double gpus = 0;          // GPU equivalents: whole GPUs, or MIG slices by their share of the GPU
   int64_t started_ms = 0;   // its GPUs became the running container's
   int64_t finished_ms = 0;  // the container ended and its GPUs went to their release
+  MeasuredUsage measured;
+  std::string gpu_model;  // its GPUs' model, and how it held them ("gpu", "mig"): the labels of
+  std::string mode;       // the per-tenancy series
 
   friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
 };
 
+// Where GPU telemetry last counted on one GPU of this host: the newest per-process sample and the
+// energy counter it took, and when. Committed with the measured use it produced, so a restarted
+// service counts neither a sample nor a joule twice.
+struct TelemetryCursor {
+  std::string gpu;  // PCI address
+  uint64_t sample_us = 0;
+  uint64_t energy_mj = 0;
+  int64_t sampled_ms = 0;
+  friend bool operator==(const TelemetryCursor&, const TelemetryCursor&) = default;
+};
+
 // One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
 // or deletes it (TenancyDeletion, ContainerDeletion). A UsageRecord is inserted once (a second
-// one for the same container replaces it).
+// one for the same container replaces it). A TelemetryCursor replaces its GPU's.
 using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
-                              ContainerDeletion, UsageRecord>;
+                              ContainerDeletion, UsageRecord, TelemetryCursor>;
 
 struct StoreSnapshot {
   std::vector<Tenancy> tenancies;
@@ -293,6 +328,7 @@ struct StoreSnapshot {
   std::vector<GpuRecord> gpus;              // by index
   std::vector<TokenRecord> tokens;
   std::vector<UsageRecord> usage;  // by finished_ms
+  std::vector<TelemetryCursor> cursors;
 };
 
 struct StoreStats {

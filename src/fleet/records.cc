@@ -3,6 +3,7 @@
 #include <openssl/sha.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <future>
@@ -186,6 +187,12 @@ ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const Contain
     merged.started_ms = theirs.started_ms;
     merged.finished_ms = theirs.finished_ms;
   }
+  // Measured use only grows: the larger of each figure.
+  merged.measured.sm_seconds = std::max(ours.measured.sm_seconds, theirs.measured.sm_seconds);
+  merged.measured.memory_gib_seconds =
+      std::max(ours.measured.memory_gib_seconds, theirs.measured.memory_gib_seconds);
+  merged.measured.energy_joules =
+      std::max(ours.measured.energy_joules, theirs.measured.energy_joules);
   return merged;
 }
 

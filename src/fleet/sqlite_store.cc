@@ -84,6 +84,21 @@ CREATE TABLE usage (
   finished_ms INTEGER NOT NULL);
 CREATE INDEX usage_by_tenancy ON usage (tenancy, finished_ms);
 )sql",
+    // 6: measured use (GPU telemetry) next to the allocation in each usage record, with the
+    // labels of the per-tenancy series; and where telemetry last counted on each GPU of this host,
+    // committed with the measured use it produced.
+    R"sql(
+ALTER TABLE usage ADD COLUMN sm_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE usage ADD COLUMN memory_gib_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE usage ADD COLUMN energy_joules REAL NOT NULL DEFAULT 0;
+ALTER TABLE usage ADD COLUMN gpu_model TEXT NOT NULL DEFAULT '';
+ALTER TABLE usage ADD COLUMN mode TEXT NOT NULL DEFAULT '';
+CREATE TABLE telemetry_cursors (
+  gpu TEXT PRIMARY KEY,
+  sample_us INTEGER NOT NULL,
+  energy_mj INTEGER NOT NULL,
+  sampled_ms INTEGER NOT NULL);
+)sql",
 };
 
 json MapToJson(const std::map<std::string, std::string>& map) {
@@ -118,6 +133,10 @@ std::string ContainerDoc(const ContainerRecord& c) {
       {"finished_ms", c.finished_ms},
   };
   if (c.exit_code) doc["exit_code"] = *c.exit_code;
+  if (!c.measured.empty())
+    doc["measured"] = {{"sm_seconds", c.measured.sm_seconds},
+                       {"memory_gib_seconds", c.measured.memory_gib_seconds},
+                       {"energy_joules", c.measured.energy_joules}};
   if (c.spec.priority != 0) doc["priority"] = c.spec.priority;
   if (c.spec.max_duration_s != 0) doc["maxDurationSeconds"] = c.spec.max_duration_s;
   if (c.spec.preemptible) doc["preemptible"] = true;
@@ -185,6 +204,12 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
   c.finished_ms = doc.value("finished_ms", int64_t{0});
   if (doc.contains("exit_code") && doc["exit_code"].is_number_integer())
     c.exit_code = doc["exit_code"].get<int>();
+  if (doc.contains("measured") && doc["measured"].is_object()) {
+    const json& measured = doc["measured"];
+    c.measured.sm_seconds = measured.value("sm_seconds", 0.0);
+    c.measured.memory_gib_seconds = measured.value("memory_gib_seconds", 0.0);
+    c.measured.energy_joules = measured.value("energy_joules", 0.0);
+  }
   return c;
 }
 
@@ -317,7 +342,14 @@ class SqliteStore final : public Store {
     if (auto s = upsert_usage_.Prepare(
             db_,
             "INSERT OR REPLACE INTO usage(container_id, tenancy, tenancy_uid, gpus, started_ms, "
-            "finished_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6)");
+            "finished_ms, sm_seconds, memory_gib_seconds, energy_joules, gpu_model, mode) "
+            "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
+        !s)
+      return s;
+    if (auto s = upsert_cursor_.Prepare(
+            db_,
+            "INSERT OR REPLACE INTO telemetry_cursors(gpu, sample_us, energy_mj, sampled_ms) "
+            "VALUES(?1, ?2, ?3, ?4)");
         !s)
       return s;
     if (options_.background_checkpoint) {
@@ -425,7 +457,8 @@ class SqliteStore final : public Store {
       Statement stmt;
       if (auto s = stmt.Prepare(db_,
                                 "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, "
-                                "finished_ms FROM usage ORDER BY finished_ms, rowid");
+                                "finished_ms, sm_seconds, memory_gib_seconds, energy_joules, "
+                                "gpu_model, mode FROM usage ORDER BY finished_ms, rowid");
           !s)
         return s.error();
       while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
@@ -437,7 +470,28 @@ class SqliteStore final : public Store {
         u.gpus = sqlite3_column_double(stmt.get(), 3);
         u.started_ms = sqlite3_column_int64(stmt.get(), 4);
         u.finished_ms = sqlite3_column_int64(stmt.get(), 5);
+        u.measured.sm_seconds = sqlite3_column_double(stmt.get(), 6);
+        u.measured.memory_gib_seconds = sqlite3_column_double(stmt.get(), 7);
+        u.measured.energy_joules = sqlite3_column_double(stmt.get(), 8);
+        u.gpu_model = ColumnText(stmt.get(), 9);
+        u.mode = ColumnText(stmt.get(), 10);
         snapshot.usage.push_back(std::move(u));
+      }
+    }
+    {
+      Statement stmt;
+      if (auto s = stmt.Prepare(
+              db_,
+              "SELECT gpu, sample_us, energy_mj, sampled_ms FROM telemetry_cursors ORDER BY gpu");
+          !s)
+        return s.error();
+      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
+        TelemetryCursor c;
+        c.gpu = ColumnText(stmt.get(), 0);
+        c.sample_us = static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 1));
+        c.energy_mj = static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 2));
+        c.sampled_ms = sqlite3_column_int64(stmt.get(), 3);
+        snapshot.cursors.push_back(std::move(c));
       }
     }
     return snapshot;
@@ -547,7 +601,19 @@ class SqliteStore final : public Store {
       upsert_usage_.Real(4, u->gpus);
       upsert_usage_.Int(5, u->started_ms);
       upsert_usage_.Int(6, u->finished_ms);
+      upsert_usage_.Real(7, u->measured.sm_seconds);
+      upsert_usage_.Real(8, u->measured.memory_gib_seconds);
+      upsert_usage_.Real(9, u->measured.energy_joules);
+      upsert_usage_.Text(10, u->gpu_model);
+      upsert_usage_.Text(11, u->mode);
       return Step(upsert_usage_);
+    }
+    if (const auto* c = std::get_if<TelemetryCursor>(&mutation)) {
+      upsert_cursor_.Text(1, c->gpu);
+      upsert_cursor_.Int(2, static_cast<int64_t>(c->sample_us));
+      upsert_cursor_.Int(3, static_cast<int64_t>(c->energy_mj));
+      upsert_cursor_.Int(4, c->sampled_ms);
+      return Step(upsert_cursor_);
     }
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
@@ -658,7 +724,7 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_;  // the connection: writer thread and Load()
   Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_token_;
-  Statement delete_tenancy_, delete_tokens_, delete_container_, upsert_usage_;
+  Statement delete_tenancy_, delete_tokens_, delete_container_, upsert_usage_, upsert_cursor_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
   std::condition_variable wake_;

@@ -8,9 +8,6 @@
 namespace tessera::serve {
 namespace {
 
-// Labels of the per-tenancy series: tenancy, GPU model, how it holds its GPUs.
-using TenancyKey = std::tuple<std::string, std::string, std::string>;
-
 std::string Escaped(const std::string& value) {
   std::string out;
   for (char c : value) {
@@ -25,6 +22,11 @@ std::string Escaped(const std::string& value) {
 }
 
 }  // namespace
+
+void Measurement::Seed(const std::vector<fleet::TelemetryCursor>& cursors) {
+  for (const auto& cursor : cursors)
+    cursors_[cursor.gpu] = {cursor.sample_us, cursor.energy_mj, cursor.sampled_ms};
+}
 
 void Measurement::Open() {
   const TelemetryOptions& options = model_.options.telemetry;
@@ -165,38 +167,61 @@ void Measurement::Pass() {
     GpuGauges g;
     g.lost = r.lost;
     if (r.gpu_percent && !r.mig) g.util_percent = *r.gpu_percent;
-    if (r.mig) {
-      // The GPU's activity as its instances' SM use (GPM), never a GPU_UTIL.
-      g.util_percent = std::min(100.0, gpu.sm_percent);
-    }
+    // A GPU in MIG mode has no GPU_UTIL: its instances' SM use (GPM) stands for it.
+    if (r.mig) g.util_percent = std::min(100.0, gpu.sm_percent);
     g.memory_used = r.memory_used;
     g.memory_total = r.memory_total;
     if (gpu.power_watts > 0 || r.power_mw) g.power_watts = gpu.power_watts;
     gauges->gpus[r.identity.pci_address] = g;
   }
   const double pass_s = std::chrono::duration<double>(model_.options.telemetry.interval).count();
-  std::lock_guard lock(mu_);
-  for (const auto& reading : pass.holders) {
-    const auto& holder = directory.holders[reading.holder];
-    Measured& measured = measured_[holder.key];
-    if (measured.tenancy.empty()) {
-      measured.tenancy = holder.tenancy;
-      measured.tenancy_uid = holder.tenancy_uid;
-      measured.mode = holder.mode;
-      measured.gpu_model = holder.gpus.empty() ? "" : model_of_gpu[holder.gpus.begin()->first];
+  std::map<TenancySeriesKey, TenancyGauges> tenancy_now;
+  {
+    // The measured use goes into the containers' records, and the GPUs' cursors with it, in one
+    // commit: after a kill -9 the store holds both from the same pass.
+    std::lock_guard lock(model_.mu);
+    std::vector<fleet::Mutation> mutations;
+    for (const auto& reading : pass.holders) {
+      const auto& holder = directory.holders[reading.holder];
+      auto it = model_.containers.find(holder.key);
+      // A container that ended during the pass keeps what it had (one interval at most lost).
+      if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
+        continue;
+      auto& container = it->second;
+      const std::string gpu_model =
+          holder.gpus.empty() ? "" : model_of_gpu[holder.gpus.begin()->first];
+      TenancyGauges& t = gauges->tenancies[holder.tenancy];
+      TenancyGauges& series = tenancy_now[{holder.tenancy, gpu_model, holder.mode}];
+      for (const auto& gpu : reading.gpus) {
+        t.sm_percent += gpu.sm_percent;
+        t.memory_bytes += gpu.memory_bytes;
+        series.sm_percent += gpu.sm_percent;
+        series.memory_bytes += gpu.memory_bytes;
+      }
+      t.power_watts += reading.delta.energy_joules / pass_s;
+      series.power_watts += reading.delta.energy_joules / pass_s;
+      const fleet::MeasuredUsage delta{reading.delta.sm_seconds, reading.delta.memory_gib_seconds,
+                                       reading.delta.energy_joules};
+      if (delta.empty()) continue;
+      container.measured += delta;
+      mutations.push_back(container);
     }
-    measured.total += reading.delta;
-    TenancyGauges& t = gauges->tenancies[holder.tenancy];
-    for (const auto& gpu : reading.gpus) {
-      t.sm_percent += gpu.sm_percent;
-      t.memory_bytes += gpu.memory_bytes;
+    for (const auto& gpu : pass.gpus) {
+      if (gpu.reading.lost) continue;
+      mutations.push_back(fleet::TelemetryCursor{gpu.reading.identity.pci_address,
+                                                 gpu.cursor.sample_us, gpu.cursor.energy_mj,
+                                                 gpu.cursor.sampled_ms});
     }
-    t.power_watts += reading.delta.energy_joules / pass_s;
+    model_.Commit(std::move(mutations), [](Status status) {
+      if (!status) spdlog::error("telemetry: store: {}", status.error().message);
+    });
   }
+  std::lock_guard lock(mu_);
   node_metrics_->Update(pass, directory);
   last_pass_ = std::move(pass);
   last_directory_ = std::move(directory);
   gauges_ = std::move(gauges);
+  tenancy_now_ = std::move(tenancy_now);
 }
 
 std::shared_ptr<const Gauges> Measurement::gauges() const {
@@ -205,64 +230,90 @@ std::shared_ptr<const Gauges> Measurement::gauges() const {
 }
 
 void Measurement::RenderMetrics(std::string& out) const {
-  std::lock_guard lock(mu_);
-  if (!node_metrics_) return;
-  std::map<std::string, telemetry::HolderTotals> totals;
-  std::map<TenancyKey, telemetry::Usage> counters;
-  for (const auto& [id, measured] : measured_) {
-    totals[id].total = measured.total;
-    counters[{measured.tenancy, measured.gpu_model, measured.mode}] += measured.total;
+  // Counters: the ended containers' usage records and the running containers' records, per
+  // tenancy, GPU model and mode; and each container's own, for the node's series (one that ended
+  // keeps its final figures while its series linger).
+  std::vector<std::string> shown;
+  {
+    std::lock_guard lock(mu_);
+    if (node_metrics_) shown = node_metrics_->keys();
   }
-  out += node_metrics_->Render(totals, fleet::NowMs());
-  // Per tenancy: the fleet-level series (bounded by tenancies, GPU models and modes).
-  std::map<TenancyKey, TenancyGauges> now;
-  for (const auto& reading : last_pass_.holders) {
-    const auto& holder = last_directory_.holders[reading.holder];
-    auto it = measured_.find(holder.key);
-    if (it == measured_.end()) continue;
-    TenancyGauges& g = now[{it->second.tenancy, it->second.gpu_model, it->second.mode}];
-    for (const auto& gpu : reading.gpus) {
-      g.sm_percent += gpu.sm_percent;
-      g.memory_bytes += gpu.memory_bytes;
+  std::map<TenancySeriesKey, fleet::MeasuredUsage> counters;
+  std::map<std::string, telemetry::HolderTotals> totals;
+  {
+    std::lock_guard lock(model_.mu);
+    counters = model_.meter.ended_measured();
+    std::set<std::string> running;
+    for (const auto& gpu : model_.gpus) {
+      std::vector<const std::string*> holders = {&gpu.container_id};
+      for (const auto& slice : gpu.mig_slices)
+        holders.push_back(&slice.container_id);
+      for (const auto* id : holders) {
+        if (id->empty() || !running.insert(*id).second) continue;
+        auto it = model_.containers.find(*id);
+        if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
+          continue;
+        const auto& c = it->second;
+        counters[{c.spec.tenancy, gpu.model, c.spec.mig.count > 0 ? "mig" : "gpu"}] += c.measured;
+      }
+    }
+    for (const auto& key : shown) {
+      auto it = model_.containers.find(key);
+      if (it == model_.containers.end()) continue;
+      const auto& m = it->second.measured;
+      totals[key].total = {m.sm_seconds, m.memory_gib_seconds, m.energy_joules};
     }
   }
+  std::lock_guard lock(mu_);
+  if (node_metrics_) out += node_metrics_->Render(totals, fleet::NowMs());
   char line[512];
-  auto labels = [](const TenancyKey& key) {
+  auto labels = [](const TenancySeriesKey& key) {
     return "tenancy=\"" + Escaped(std::get<0>(key)) + "\",gpu_model=\"" +
            Escaped(std::get<1>(key)) + "\",mode=\"" + Escaped(std::get<2>(key)) + "\"";
   };
-  out +=
-      "# HELP tessera_tenancy_sm_utilization SM use of a tenancy's processes now, in GPUs (1: one "
-      "GPU's SMs busy).\n# TYPE tessera_tenancy_sm_utilization gauge\n";
-  for (const auto& [key, g] : now) {
-    std::snprintf(line, sizeof line, "tessera_tenancy_sm_utilization{%s} %.4f\n",
-                  labels(key).c_str(), g.sm_percent / 100.0);
-    out += line;
+  if (!tenancy_now_.empty()) {
+    out +=
+        "# HELP tessera_tenancy_sm_utilization SM use of a tenancy's processes now, in GPUs (1: "
+        "one GPU's SMs busy).\n# TYPE tessera_tenancy_sm_utilization gauge\n";
+    for (const auto& [key, g] : tenancy_now_) {
+      std::snprintf(line, sizeof line, "tessera_tenancy_sm_utilization{%s} %.4f\n",
+                    labels(key).c_str(), g.sm_percent / 100.0);
+      out += line;
+    }
+    out +=
+        "# HELP tessera_tenancy_gpu_memory_bytes GPU memory a tenancy's processes hold now.\n"
+        "# TYPE tessera_tenancy_gpu_memory_bytes gauge\n";
+    for (const auto& [key, g] : tenancy_now_) {
+      std::snprintf(line, sizeof line, "tessera_tenancy_gpu_memory_bytes{%s} %llu\n",
+                    labels(key).c_str(), static_cast<unsigned long long>(g.memory_bytes));
+      out += line;
+    }
+    out +=
+        "# HELP tessera_tenancy_power_watts GPU power of a tenancy's containers in the last pass "
+        "(busy by SM share, idle by allocation).\n# TYPE tessera_tenancy_power_watts gauge\n";
+    for (const auto& [key, g] : tenancy_now_) {
+      std::snprintf(line, sizeof line, "tessera_tenancy_power_watts{%s} %.3f\n",
+                    labels(key).c_str(), g.power_watts);
+      out += line;
+    }
   }
-  out +=
-      "# HELP tessera_tenancy_gpu_memory_bytes GPU memory a tenancy's processes hold now.\n"
-      "# TYPE tessera_tenancy_gpu_memory_bytes gauge\n";
-  for (const auto& [key, g] : now) {
-    std::snprintf(line, sizeof line, "tessera_tenancy_gpu_memory_bytes{%s} %llu\n",
-                  labels(key).c_str(), static_cast<unsigned long long>(g.memory_bytes));
-    out += line;
-  }
+  if (counters.empty()) return;
   struct Counter {
     const char* name;
     const char* help;
-    double telemetry::Usage::*field;
+    double fleet::MeasuredUsage::*field;
   };
   for (const Counter& counter :
-       {Counter{
-            "tessera_tenancy_sm_seconds_total",
-            "Measured SM-seconds of a tenancy's containers (one GPU's SMs busy for a second: 1).",
-            &telemetry::Usage::sm_seconds},
+       {Counter{"tessera_tenancy_sm_seconds_total",
+                "Measured SM-seconds of a tenancy's containers (one GPU's SMs busy for a second: "
+                "1).",
+                &fleet::MeasuredUsage::sm_seconds},
         Counter{"tessera_tenancy_memory_gib_seconds_total",
                 "Measured GPU memory of a tenancy's containers, GiB-seconds.",
-                &telemetry::Usage::memory_gib_seconds},
+                &fleet::MeasuredUsage::memory_gib_seconds},
         Counter{"tessera_tenancy_energy_joules_total",
                 "GPU energy of a tenancy's containers: busy part by SM share, idle by allocation.",
-                &telemetry::Usage::energy_joules}}) {
+                &fleet::MeasuredUsage::energy_joules}}) {
     out += std::string("# HELP ") + counter.name + " " + counter.help + "\n# TYPE " + counter.name +
            " counter\n";
     for (const auto& [key, usage] : counters) {

@@ -1,10 +1,13 @@
 // What this host's GPUs and the containers on them really use (embedded mode): the telemetry
 // collector every --telemetry-interval over the host's GPUs, its processes attributed through
 // their cgroups to the running containers (podman's container IDs from the backend), the
-// measured use added to each container's record, the node's series (per GPU, per container),
-// per-tenancy series and the dashboard's gauges.
+// measured use added to each container's record in the same commit as the GPUs' cursors (so a
+// service killed at any point restarts from a consistent pair: nothing counted twice, at most one
+// interval lost), the node's series (per GPU, per container), the per-tenancy series (in
+// Kubernetes mode from the usage records alone) and the dashboard's gauges.
 //
-// Threads: one collection thread; readers (the API) take the latest results under mu_.
+// Threads: one collection thread; readers (the API) take the latest results under mu_. Lock
+// order: the model's mu before mu_.
 #pragma once
 
 #include <atomic>
@@ -18,6 +21,7 @@
 
 #include "backends/backend.h"
 #include "serve/dashboard.h"
+#include "serve/metering.h"
 #include "serve/model.h"
 #include "serve/types.h"
 #include "telemetry/telemetry.h"
@@ -30,6 +34,8 @@ class Measurement {
       : model_(model), backend_(backend) {}
   ~Measurement() { Stop(); }
 
+  // The cursors the store holds (at load, before Open).
+  void Seed(const std::vector<fleet::TelemetryCursor>& cursors);
   // Opens NVML for the host's GPUs (options.telemetry). Off (and the reason logged) when the
   // options name no library or it cannot be opened: serve runs on hosts without the driver.
   void Open();
@@ -66,12 +72,8 @@ class Measurement {
   telemetry::PassResult last_pass_;
   telemetry::Directory last_directory_;
   std::shared_ptr<const Gauges> gauges_;
-  // What each container measured so far, with what its per-tenancy series are labelled by.
-  struct Measured {
-    std::string tenancy, tenancy_uid, gpu_model, mode;
-    telemetry::Usage total;
-  };
-  std::map<std::string, Measured> measured_;  // by container ID
+  // The last pass's SM use and memory per tenancy series (the gauges of /metrics).
+  std::map<TenancySeriesKey, TenancyGauges> tenancy_now_;
 };
 
 }  // namespace tessera::serve

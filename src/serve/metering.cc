@@ -11,7 +11,7 @@ double OverlapGpuMs(double gpus, int64_t started_ms, int64_t finished_ms, int64_
   return end > begin ? gpus * static_cast<double>(end - begin) : 0;
 }
 
-fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container) {
+fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container, const std::string& gpu_model) {
   fleet::UsageRecord record;
   if (container.started_ms <= 0 || container.gpus.empty()) return record;
   record.container_id = container.id;
@@ -20,7 +20,21 @@ fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container) {
   record.gpus = fleet::GpuEquivalents(container);
   record.started_ms = container.started_ms;
   record.finished_ms = std::max(container.finished_ms, container.started_ms);
+  record.measured = container.measured;
+  record.gpu_model = gpu_model;
+  record.mode = container.spec.mig.count > 0 ? "mig" : "gpu";
   return record;
+}
+
+fleet::MeasuredUsage MeasuredWithin(const fleet::MeasuredUsage& measured, int64_t started_ms,
+                                    int64_t finished_ms, int64_t from_ms, int64_t to_ms) {
+  if (finished_ms <= started_ms) {
+    return started_ms >= from_ms && started_ms < to_ms ? measured : fleet::MeasuredUsage{};
+  }
+  const double share = OverlapGpuMs(1.0, started_ms, finished_ms, from_ms, to_ms) /
+                       static_cast<double>(finished_ms - started_ms);
+  return {measured.sm_seconds * share, measured.memory_gib_seconds * share,
+          measured.energy_joules * share};
 }
 
 void WaitHistogram::Observe(double seconds) {
@@ -40,6 +54,7 @@ void Meter::Load(std::vector<fleet::UsageRecord> records) {
 void Meter::Add(fleet::UsageRecord record) {
   ended_gpu_ms_[record.tenancy] +=
       record.gpus * static_cast<double>(record.finished_ms - record.started_ms);
+  ended_measured_[{record.tenancy, record.gpu_model, record.mode}] += record.measured;
   records_[record.tenancy].push_back(std::move(record));
 }
 

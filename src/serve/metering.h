@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -20,8 +21,18 @@ double OverlapGpuMs(double gpus, int64_t started_ms, int64_t finished_ms, int64_
                     int64_t to_ms);
 
 // The usage record of a container that ends now: none (gpus 0) when it never ran with GPUs.
-// MIG slices count by their share of their GPU (fleet::GpuEquivalents).
-fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container);
+// MIG slices count by their share of their GPU (fleet::GpuEquivalents). Its measured use is what
+// the container record holds; `gpu_model` labels it.
+fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container,
+                           const std::string& gpu_model = "");
+
+// The share of a container's measured use that falls in [from_ms, to_ms): its run taken as even
+// (the record holds totals); a run of no length counts whole when it is inside.
+fleet::MeasuredUsage MeasuredWithin(const fleet::MeasuredUsage& measured, int64_t started_ms,
+                                    int64_t finished_ms, int64_t from_ms, int64_t to_ms);
+
+// The labels of the per-tenancy series: tenancy, GPU model, how it holds GPUs ("gpu", "mig").
+using TenancySeriesKey = std::tuple<std::string, std::string, std::string>;
 
 // Prometheus histogram of queue waits, seconds.
 struct WaitHistogram {
@@ -42,6 +53,10 @@ class Meter {
   const std::vector<fleet::UsageRecord>& Of(const std::string& tenancy) const;
   // GPU-milliseconds of the ended containers, per tenancy name.
   const std::map<std::string, double>& ended_gpu_ms() const { return ended_gpu_ms_; }
+  // Measured use of the ended containers, per tenancy, GPU model and mode.
+  const std::map<TenancySeriesKey, fleet::MeasuredUsage>& ended_measured() const {
+    return ended_measured_;
+  }
 
   void ObserveWait(const std::string& tenancy, double seconds) { waits_[tenancy].Observe(seconds); }
   const std::map<std::string, WaitHistogram>& waits() const { return waits_; }
@@ -49,6 +64,7 @@ class Meter {
  private:
   std::unordered_map<std::string, std::vector<fleet::UsageRecord>> records_;
   std::map<std::string, double> ended_gpu_ms_;
+  std::map<TenancySeriesKey, fleet::MeasuredUsage> ended_measured_;
   std::map<std::string, WaitHistogram> waits_;
 };
 

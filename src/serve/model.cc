@@ -171,8 +171,21 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
                container.reason.empty() ? "" : ": " + container.reason);
   ReleaseGpus(container, out);
   out.push_back(container);
+  // What a node agent measured (Kubernetes mode: the GpuLease's status.measured) comes with the
+  // exit; this host's telemetry has been adding to the record all along.
+  if (info.measured) {
+    container.measured.sm_seconds =
+        std::max(container.measured.sm_seconds, info.measured->sm_seconds);
+    container.measured.memory_gib_seconds =
+        std::max(container.measured.memory_gib_seconds, info.measured->memory_gib_seconds);
+    container.measured.energy_joules =
+        std::max(container.measured.energy_joules, info.measured->energy_joules);
+  }
+  std::string gpu_model;
+  if (!container.gpus.empty())
+    if (const auto* gpu = FindGpu(container.gpus.front())) gpu_model = gpu->model;
   // Metered in the same commit that releases its GPUs: billing and leases cannot disagree.
-  if (auto usage = UsageOf(container); usage.gpus > 0) {
+  if (auto usage = UsageOf(container, gpu_model); usage.gpus > 0) {
     meter.Add(usage);
     out.push_back(std::move(usage));
   }

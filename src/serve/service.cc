@@ -76,6 +76,7 @@ Status Service::Load(Host host) {
   for (auto& token : snapshot->tokens)
     model_.tokens[token.sha256] = std::move(token);
   model_.meter.Load(std::move(snapshot->usage));
+  measurement_.Seed(snapshot->cursors);
   for (auto& container : snapshot->containers) {
     if (container.state == ContainerState::kPending && !container.started) {
       if (container.spec.gpus > 0) {

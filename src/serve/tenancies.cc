@@ -120,36 +120,42 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
     for (int64_t i = 0; i < buckets; ++i)
       report.series[static_cast<size_t>(i)].start_ms = report.from_ms + i * step_ms;
   }
-  auto count = [&](const std::string& id, double gpus, int64_t started_ms, int64_t finished_ms) {
+  auto count = [&](const std::string& id, double gpus, int64_t started_ms, int64_t finished_ms,
+                   const fleet::MeasuredUsage& measured) {
     const int64_t end_ms = finished_ms ? finished_ms : now_ms;
     // Every container that held GPUs in the window is listed, a zero-length one included.
     if (started_ms >= report.to_ms || end_ms < report.from_ms) return;
     const double gpu_ms = OverlapGpuMs(gpus, started_ms, end_ms, report.from_ms, report.to_ms);
+    const auto within = MeasuredWithin(measured, started_ms, end_ms, report.from_ms, report.to_ms);
     report.gpu_seconds += gpu_ms / 1000.0;
+    report.measured += within;
     if (step_ms > 0 && end_ms > started_ms) {
       const int64_t first = (std::max(started_ms, report.from_ms) - report.from_ms) / step_ms;
       const int64_t last = (std::min(end_ms, report.to_ms) - 1 - report.from_ms) / step_ms;
       for (int64_t i = std::max<int64_t>(first, 0);
            i <= last && i < static_cast<int64_t>(report.series.size()); ++i) {
         auto& bucket = report.series[static_cast<size_t>(i)];
-        bucket.gpu_seconds += OverlapGpuMs(gpus, started_ms, end_ms, bucket.start_ms,
-                                           std::min(bucket.start_ms + step_ms, report.to_ms)) /
-                              1000.0;
+        const int64_t bucket_end = std::min(bucket.start_ms + step_ms, report.to_ms);
+        bucket.gpu_seconds +=
+            OverlapGpuMs(gpus, started_ms, end_ms, bucket.start_ms, bucket_end) / 1000.0;
+        bucket.measured +=
+            MeasuredWithin(measured, started_ms, end_ms, bucket.start_ms, bucket_end);
       }
     }
     if (report.containers_total++ < UsageReport::kMaxContainers)
-      report.containers.push_back({id, gpus, started_ms, finished_ms, gpu_ms / 1000.0});
+      report.containers.push_back({id, gpus, started_ms, finished_ms, gpu_ms / 1000.0, within});
   };
   for (const auto& id : model_.container_order) {
     const auto& container = model_.containers.at(id);
     if (container.spec.tenancy != name || !caller.Sees(container) ||
         container.state != fleet::ContainerState::kRunning || container.started_ms <= 0)
       continue;
-    count(id, fleet::GpuEquivalents(container), container.started_ms, 0);
+    count(id, fleet::GpuEquivalents(container), container.started_ms, 0, container.measured);
   }
   for (auto record = ended.rbegin(); record != ended.rend(); ++record) {
     if (!caller.admin && record->tenancy_uid != caller.tenancy_uid) continue;
-    count(record->container_id, record->gpus, record->started_ms, record->finished_ms);
+    count(record->container_id, record->gpus, record->started_ms, record->finished_ms,
+          record->measured);
   }
   return report;
 }

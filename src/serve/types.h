@@ -148,6 +148,7 @@ struct UsageQuery {
 struct UsageBucket {
   int64_t start_ms = 0;
   double gpu_seconds = 0;
+  fleet::MeasuredUsage measured;  // each container's measured use spread evenly over its run
 };
 struct ContainerUsage {
   std::string id;
@@ -155,12 +156,16 @@ struct ContainerUsage {
   int64_t started_ms = 0;
   int64_t finished_ms = 0;  // 0: still running
   double gpu_seconds = 0;   // within the window
+  // Measured use within the window: the container's measured figures taken as even over its run
+  // (running: what was measured until now).
+  fleet::MeasuredUsage measured;
 };
 struct UsageReport {
   static constexpr size_t kMaxContainers = 1000;
   std::string tenancy;
   int64_t from_ms = 0, to_ms = 0;
-  double gpu_seconds = 0;  // every container of the tenancy within the window
+  double gpu_seconds = 0;         // every container of the tenancy within the window
+  fleet::MeasuredUsage measured;  // the same, measured (see ContainerUsage)
   // The containers that count, latest ended first (running ones first of all), at most
   // kMaxContainers; containers_total says how many there are.
   std::vector<ContainerUsage> containers;

@@ -203,6 +203,14 @@ void NodeMetrics::Update(const PassResult& pass, const Directory& directory) {
   }
 }
 
+std::vector<std::string> NodeMetrics::keys() const {
+  std::vector<std::string> out;
+  out.reserve(seen_.size());
+  for (const auto& [key, seen] : seen_)
+    out.push_back(key);
+  return out;
+}
+
 std::string NodeMetrics::Render(const std::map<std::string, HolderTotals>& totals,
                                 int64_t now_ms) const {
   Writer writer;

@@ -247,6 +247,9 @@ class NodeMetrics {
   std::string Render(const std::map<std::string, HolderTotals>& totals, int64_t now_ms) const;
   // Holder series in the last Render (for tests and the cardinality check).
   size_t last_holder_series() const { return last_holder_series_; }
+  // The holders whose series are shown now (the last pass's and those lingering): their totals
+  // are what Render needs.
+  std::vector<std::string> keys() const;
 
  private:
   struct Seen {

@@ -209,7 +209,16 @@ Json GpuContainerCrd() {
             {"exitCode", {{"type", "integer"}}},
             {"reason", Str()},
             {"startedTime", {{"type", "string"}, {"format", "date-time"}}},
-            {"finishedTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
+            {"finishedTime", {{"type", "string"}, {"format", "date-time"}}},
+            {"measured",
+             {{"type", "object"},
+              {"description",
+               "what its GPU processes were measured to use (from its GpuLease's "
+               "status.measured when it ended)"},
+              {"properties",
+               {{"smSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"memoryGibSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"energyJoules", {{"type", "number"}, {"minimum", 0}}}}}}}}}}}}}};
   Json columns = Json::array(
       {Column("ID", "string", ".spec.id"), Column("Tenancy", "string", ".spec.tenancy"),
        Column("Image", "string", ".spec.image", "", 1), Column("GPUs", "integer", ".spec.gpus"),

@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include "backends/kubernetes/state_objects.h"
 #include "common/untrusted_text.h"
 
 namespace tessera::backends {
@@ -545,13 +546,18 @@ class KubernetesBackend final : public ContainerBackend {
       bool delivered = false;
       for (auto& [id, info] : exits) {
         ExitCallback callback;
+        std::string lease_name;
         {
           std::lock_guard<std::mutex> relock(mu_);
           auto it = followed_.find(id);
           if (it == followed_.end() || it->second.delivered) continue;
           it->second.delivered = true;
           callback = it->second.on_exit;
+          lease_name = it->second.lease;
         }
+        // What the node agent measured of the Pod's GPU processes (status.measured) goes into the
+        // usage record with the exit.
+        if (!lease_name.empty()) info.measured = MeasuredOfLease(lease_name);
         delivered = true;
         if (callback) callback(id, info);
       }
@@ -581,6 +587,21 @@ class KubernetesBackend final : public ContainerBackend {
         if (it != followed_.end()) it->second.lease.clear();
       }
     }
+  }
+
+  // The node agent's measurement of a lease's Pod; nullopt when it has none (or says nothing
+  // readable).
+  std::optional<fleet::MeasuredUsage> MeasuredOfLease(const std::string& name) {
+    std::lock_guard<std::mutex> client_lock(client_mu_);
+    auto lease = client_.Get(Resource::GpuLeases(), "", name);
+    if (!lease || !(*lease).contains("status")) return std::nullopt;
+    auto measured =
+        k8s::MeasuredOf((*lease)["status"], "measured", "lease " + name + " status.measured");
+    if (!measured) {
+      spdlog::warn("{}", measured.error().message);
+      return std::nullopt;
+    }
+    return *measured;
   }
 
   // DRA, while the container has not ended: once the scheduler allocated its pinned claim,

@@ -59,6 +59,11 @@ Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map);
 // GpuContainer (retention deletes it) and its tenancy. Entries: container, tenancy, tenancyUid,
 // gpus, started and finished (RFC 3339, milliseconds).
 inline constexpr const char* kUsageLabel = "tessera.dev/usage";
+// {smSeconds, memoryGibSeconds, energyJoules} under `key` of `object` (a GpuContainer's status,
+// a GpuLease's status.measured as the node agent writes it): finite and not negative; absent =
+// zeros. Errors name `field`.
+Result<fleet::MeasuredUsage> MeasuredOf(const Json& object, const std::string& key,
+                                        const std::string& field);
 std::string UsageConfigMapName(const std::string& container_id);
 Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns);
 // InvalidArgument naming the entry when it is not one this control plane writes.
