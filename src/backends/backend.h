@@ -70,6 +70,14 @@ struct BackendContainer {
   std::optional<int> exit_code;  // when exited
 };
 
+// What a node agent last measured of one GPU (Kubernetes: the GpuLease's status.measured.gauges).
+struct GpuGaugeReading {
+  std::optional<double> util_percent;  // unset for a GPU in MIG mode
+  std::optional<uint64_t> memory_used, memory_total;
+  std::optional<double> power_watts;
+  int64_t time_ms = 0;  // when it was measured
+};
+
 // Called once per container when it has ended, from a thread the backend owns. Must not call
 // back into the backend for the same container synchronously with blocking work.
 using ExitCallback = std::function<void(const std::string& id, const ExitInfo& info)>;
@@ -133,6 +141,10 @@ class ContainerBackend {
     (void)timeout;
     return FailedPrecondition(name() + " backend runs no GPU checks of its own");
   }
+  // GPU ID ("<PCI>@<node>") -> what that node's agent measured last, for the GPUs of other nodes
+  // (the dashboard's bars in fleet mode). Backends that learn nothing of other nodes: none.
+  virtual std::map<std::string, GpuGaugeReading> GpuGauges() { return {}; }
+
   // The runtime's own ID of a running container (podman's 64-hex container ID): what the kernel's
   // cgroup paths of its processes name, for GPU telemetry. NotFound when the backend cannot tell
   // (or the container runs elsewhere).

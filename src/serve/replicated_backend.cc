@@ -37,6 +37,10 @@ class DurableStartBackend final : public backends::ContainerBackend {
   Result<std::string> Logs(const std::string& id) override { return backend_->Logs(id); }
   Result<std::vector<backends::BackendContainer>> List() override { return backend_->List(); }
   Status Remove(const std::string& id) override { return backend_->Remove(id); }
+  Result<std::string> RuntimeId(const std::string& id) override { return backend_->RuntimeId(id); }
+  std::map<std::string, backends::GpuGaugeReading> GpuGauges() override {
+    return backend_->GpuGauges();
+  }
   Status PrepareTenancy(const std::string& tenancy,
                         const tenancy::StorageEntitlements& storage) override {
     return backend_->PrepareTenancy(tenancy, storage);

@@ -391,7 +391,20 @@ void Service::GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuActio
 }
 
 DashboardView Service::Dashboard(const Caller& caller) const {
-  const auto gauges = measurement_.gauges();
+  auto gauges = measurement_.gauges();
+  if (options_.fleet) {
+    // The nodes' GPUs: what their agents measured, as the backend last read it.
+    auto fleet_gauges = std::make_shared<Gauges>();
+    for (const auto& [id, reading] : backend_->GpuGauges()) {
+      GpuGauges& g = fleet_gauges->gpus[id];
+      g.util_percent = reading.util_percent;
+      g.memory_used = reading.memory_used;
+      g.memory_total = reading.memory_total;
+      g.power_watts = reading.power_watts;
+      fleet_gauges->time_ms = std::max(fleet_gauges->time_ms, reading.time_ms);
+    }
+    gauges = std::move(fleet_gauges);
+  }
   std::lock_guard lock(model_.mu);
   return BuildDashboardLocked(model_, caller, gauges.get());
 }

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/node_telemetry.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
 #include "serve/container_wait.h"
@@ -94,6 +95,12 @@ struct Page {
   std::string Status() const { return doc.is_object() ? doc.value("status", "") : ""; }
   bool Updated() const { return Status().rfind("updated ", 0) == 0; }
 };
+
+int64_t fleet_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 std::string ScreenshotPath(const std::string& name) {
   return std::string(TESSERA_BINARY_DIR) + "/screenshots/" + name + ".png";
@@ -426,24 +433,14 @@ TEST(FleetDashboardInChromium, OneHundredNodesOfEightGpus) {
     return listed.is_object() && listed["gpus"].size() == 800;
   })) << serve.log();
 
-  // Work from five tenancies (their Pods stay unscheduled: the lease holds the GPUs), and an
-  // operator's quarantines and drains with reasons.
+  // An operator's quarantines and drains with reasons, then work from five tenancies (their Pods
+  // stay unscheduled: the lease holds the GPUs).
   int status = 0;
   const std::vector<std::string> tenancies = {"vision", "speech", "llm-train", "batch", "research"};
   for (const auto& tenancy : tenancies) {
     CallJson(*admin, "PUT", "/v1/tenancies/" + tenancy, "{}", &status);
     ASSERT_EQ(status, 200);
   }
-  int submitted = 0;
-  for (int i = 0; i < 60; ++i) {
-    const int gpus = i % 4 == 0 ? 8 : i % 4 == 1 ? 4 : i % 4 == 2 ? 2 : 1;
-    json body = {{"image", "registry.example/train:1"},
-                 {"tenancy", tenancies[i % tenancies.size()]},
-                 {"gpus", gpus}};
-    CallJson(*admin, "POST", "/v1/containers", body.dump(), &status);
-    submitted += status == 202;
-  }
-  ASSERT_EQ(submitted, 60);
   const std::vector<std::pair<std::string, std::string>> actions = {
       {"0000:18:00.0@gpu-node-097/quarantine", "Xid 79: GPU has fallen off the bus"},
       {"0000:2a:00.0@gpu-node-098/quarantine", "firmware check failed: option ROM hash changed"},
@@ -454,15 +451,54 @@ TEST(FleetDashboardInChromium, OneHundredNodesOfEightGpus) {
     EXPECT_EQ(status, 200) << path;
   }
 
+  int submitted = 0;
+  for (int i = 0; i < 60; ++i) {
+    const int gpus = i % 4 == 0 ? 8 : i % 4 == 1 ? 4 : i % 4 == 2 ? 2 : 1;
+    json body = {{"image", "registry.example/train:1"},
+                 {"tenancy", tenancies[i % tenancies.size()]},
+                 {"gpus", gpus}};
+    CallJson(*admin, "POST", "/v1/containers", body.dump(), &status);
+    submitted += status == 202;
+  }
+  ASSERT_EQ(submitted, 60);
+  // What the node agents write into each lease they measure (the very patch tessera-lease-sync
+  // sends): the GPUs' utilisation, memory and power.
+  size_t measured_gpus = 0;
+  ASSERT_TRUE(WaitUntil([&] {
+    auto leases = admin_k8s.List(k8s::Resource::GpuLeases(), "");
+    return leases && (*leases)["items"].size() == 60;
+  }));
+  auto leases = admin_k8s.List(k8s::Resource::GpuLeases(), "");
+  ASSERT_TRUE(leases);
+  int n = 0;
+  for (const auto& lease : (*leases)["items"]) {
+    k8s::LeaseMeasured measured;
+    measured.total = {3600.0 * (n % 7), 90000.0, 1.2e6};
+    for (const auto& gpu : lease["spec"]["gpuIds"]) {
+      auto& g = measured.gauges[gpu.get<std::string>()];
+      g.util_percent = 15 + (37 * n++) % 85;
+      g.memory_total = 85899345920ull;
+      g.memory_used = g.memory_total / 100 * static_cast<uint64_t>(10 + (53 * n) % 85);
+      g.power_watts = 150 + 4.5 * *g.util_percent;
+      ++measured_gpus;
+    }
+    ASSERT_TRUE(admin_k8s.Patch(k8s::Resource::GpuLeases(), "", lease["metadata"]["name"],
+                                k8s::MeasuredPatch(measured, fleet_now_ms()),
+                                k8s::PatchType::kMerge, "status"));
+  }
+
   Browser browser;
   browser.Open(serve.port(), token);
   if (::testing::Test::HasFatalFailure()) return;
   auto context = [&] { return "service log:\n" + serve.log().substr(0, 20000); };
   Page page = browser.WaitFor(
-      "800 GPUs on 100 node rows with the leases and reasons",
-      [](const Page& p) {
+      "800 GPUs on 100 node rows with the leases, their measured bars and the reasons",
+      [&](const Page& p) {
         return p.Updated() && p.Cards().size() == 800 && p.Rows().size() == 100 &&
-               p.Count([](const json& c) { return c.value("state", "") == "reserved"; }) > 100 &&
+               p.Count([](const json& c) { return c.value("state", "") == "reserved"; }) ==
+                   static_cast<int>(measured_gpus) &&
+               p.Count([](const json& c) { return c.value("util", 0.0) > 0; }) ==
+                   static_cast<int>(measured_gpus) &&
                p.Count([](const json& c) { return !c.value("reason", "").empty(); }) == 4;
       },
       context);

@@ -2,6 +2,7 @@
 // use in GpuLease status, and the /metrics endpoint. See node_telemetry.h.
 #include "backends/kubernetes/node_telemetry.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -128,13 +129,22 @@ Json MeasuredPatch(const LeaseMeasured& measured, int64_t now_ms) {
     cursors[pci] = {{"sampleUs", cursor.sample_us},
                     {"energyMj", cursor.energy_mj},
                     {"sampledMs", cursor.sampled_ms}};
+  Json gauges = Json::object();
+  for (const auto& [pci, g] : measured.gauges) {
+    Json gauge = {{"memoryUsed", g.memory_used},
+                  {"memoryTotal", g.memory_total},
+                  {"powerWatts", g.power_watts}};
+    if (g.util_percent) gauge["utilPercent"] = *g.util_percent;
+    gauges[pci] = std::move(gauge);
+  }
   return {{"status",
            {{"measured",
              {{"smSeconds", measured.total.sm_seconds},
               {"memoryGibSeconds", measured.total.memory_gib_seconds},
               {"energyJoules", measured.total.energy_joules},
               {"updatedMs", now_ms},
-              {"cursors", std::move(cursors)}}}}}};
+              {"cursors", std::move(cursors)},
+              {"gauges", std::move(gauges)}}}}}};
 }
 
 struct NodeTelemetry::Impl {
@@ -233,9 +243,19 @@ struct NodeTelemetry::Impl {
       }
       for (const auto& holder : directory.holders) {
         if (holder.tenancy.empty()) continue;
-        LeaseMeasured now{totals[holder.key].total, {}};
+        LeaseMeasured now{totals[holder.key].total, {}, {}};
         for (const auto& [pci, share] : holder.gpus)
           if (auto it = cursors.find(pci); it != cursors.end()) now.cursors[pci] = it->second;
+        for (const auto& gpu : pass.gpus) {
+          const auto& r = gpu.reading;
+          if (!holder.gpus.count(r.identity.pci_address) || r.lost) continue;
+          LeaseMeasured::GpuGauges& g = now.gauges[r.identity.pci_address];
+          if (r.gpu_percent && !r.mig) g.util_percent = *r.gpu_percent;
+          if (r.mig) g.util_percent = std::min(100.0, gpu.sm_percent);
+          g.memory_used = r.memory_used.value_or(0);
+          g.memory_total = r.memory_total.value_or(0);
+          g.power_watts = gpu.power_watts;
+        }
         const LeaseMeasured& before = written[holder.key];
         if (now.total == before.total && now.cursors == before.cursors) continue;
         patches.emplace_back(holder.key, std::move(now));

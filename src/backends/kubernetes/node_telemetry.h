@@ -41,6 +41,14 @@ telemetry::Directory NodeDirectory(const std::map<std::string, Json>& leases,
 struct LeaseMeasured {
   telemetry::Usage total;
   telemetry::Cursors cursors;
+  // The last pass's figures of its GPUs (the control plane's dashboard shows them), by PCI address.
+  struct GpuGauges {
+    std::optional<double> util_percent;
+    uint64_t memory_used = 0, memory_total = 0;
+    double power_watts = 0;
+    friend bool operator==(const GpuGauges&, const GpuGauges&) = default;
+  };
+  std::map<std::string, GpuGauges> gauges;
 };
 LeaseMeasured MeasuredOfLease(const Json& lease);
 // The merge patch of status.measured.
