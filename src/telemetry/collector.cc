@@ -27,8 +27,13 @@ PassResult Collector::Collect(const Directory& directory, Cursors& cursors, int6
   const double wall_start = Seconds(CLOCK_MONOTONIC);
   cost_ = PassCost{};
   std::vector<GpuReading> readings = source_->Read(cursors);
-  for (const auto& reading : readings)
+  for (auto& reading : readings) {
     cost_.nvml_seconds += reading.nvml_seconds;
+    // An accounting record of a process the previous pass saw is not a short process: its
+    // samples were counted while it ran.
+    std::erase_if(reading.ended,
+                  [this](const nvml::AccountingStats& ended) { return pids_.count(ended.pid) > 0; });
+  }
 
   // The PIDs of this pass; those of the previous pass keep their container.
   PidContainers current;
