@@ -20,6 +20,7 @@
 #include "client/client.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/lease_sync_process.h"
 #include "serve/serve_process.h"
 #include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
@@ -27,41 +28,6 @@
 namespace {
 
 using namespace tessera;
-
-struct Agent {
-  pid_t pid = -1;
-  std::string log;
-};
-
-Agent StartAgent(const std::vector<std::string>& args, const std::string& log) {
-  Agent agent;
-  agent.log = log;
-  std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-lease-sync";
-  std::vector<std::string> argv = {binary};
-  argv.insert(argv.end(), args.begin(), args.end());
-  agent.pid = ::fork();
-  if (agent.pid == 0) {
-    std::freopen(log.c_str(), "w", stderr);
-    std::vector<char*> raw;
-    for (auto& arg : argv)
-      raw.push_back(arg.data());
-    raw.push_back(nullptr);
-    ::execv(binary.c_str(), raw.data());
-    ::_exit(127);
-  }
-  return agent;
-}
-
-uint16_t PortOf(const std::string& log) {
-  for (int i = 0; i < 600; ++i) {
-    std::smatch match;
-    std::string text = testing::ReadText(log);
-    if (std::regex_search(text, match, std::regex("/metrics on port (\\d+)")))
-      return static_cast<uint16_t>(std::stoi(match[1]));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return 0;
-}
 
 }  // namespace
 
@@ -149,8 +115,9 @@ int main(int argc, char** argv) {
     } else {
       args.insert(args.end(), {"--telemetry-interval-ms", "0"});
     }
-    Agent agent = StartAgent(args, dir.path() + "/agent.log");
-    uint16_t port = telemetry ? PortOf(agent.log) : 0;
+    testing::LeaseSyncProcess agent(args,
+                                    dir.path() + "/agent-" + (telemetry ? "on" : "off") + ".log");
+    uint16_t port = telemetry ? agent.MetricsPort() : 0;
     size_t scrapes = 0, bytes = 0;
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     while (std::chrono::steady_clock::now() < until) {
@@ -173,16 +140,15 @@ int main(int argc, char** argv) {
                              std::to_string(bytes / 1024) + " KiB")
                                 .c_str()
                           : "",
-                testing::ProcStatusField(agent.pid, "VmHWM").c_str(),
-                testing::ProcStatusField(agent.pid, "VmRSS").c_str());
+                testing::ProcStatusField(agent.pid(), "VmHWM").c_str(),
+                testing::ProcStatusField(agent.pid(), "VmRSS").c_str());
     if (telemetry) {
       auto lease = client.Get(k8s::Resource::GpuLeases(), "", "job-0");
       if (lease)
         std::printf("  lease job-0 status.measured: %s\n",
                     (*lease)["status"].value("measured", k8s::Json()).dump().c_str());
     }
-    ::kill(agent.pid, SIGTERM);
-    ::waitpid(agent.pid, nullptr, 0);
+    agent.Kill(SIGTERM);
   }
   return 0;
 }

@@ -260,8 +260,7 @@ void Measurement::RenderMetrics(std::string& out) const {
     for (const auto& key : shown) {
       auto it = model_.containers.find(key);
       if (it == model_.containers.end()) continue;
-      const auto& m = it->second.measured;
-      totals[key].total = {m.sm_seconds, m.memory_gib_seconds, m.energy_joules};
+      totals[key].total = it->second.measured;
     }
   }
   std::lock_guard lock(mu_);
@@ -271,29 +270,27 @@ void Measurement::RenderMetrics(std::string& out) const {
     return "tenancy=\"" + Escaped(std::get<0>(key)) + "\",gpu_model=\"" +
            Escaped(std::get<1>(key)) + "\",mode=\"" + Escaped(std::get<2>(key)) + "\"";
   };
-  if (!tenancy_now_.empty()) {
-    out +=
-        "# HELP tessera_tenancy_sm_utilization SM use of a tenancy's processes now, in GPUs (1: "
-        "one GPU's SMs busy).\n# TYPE tessera_tenancy_sm_utilization gauge\n";
+  struct Gauge {
+    const char* name;
+    const char* help;
+    double (*value)(const TenancyGauges&);
+  };
+  for (const Gauge& gauge :
+       {Gauge{"tessera_tenancy_sm_utilization",
+              "SM use of a tenancy's processes now, in GPUs (1: one GPU's SMs busy).",
+              [](const TenancyGauges& g) { return g.sm_percent / 100.0; }},
+        Gauge{"tessera_tenancy_gpu_memory_bytes", "GPU memory a tenancy's processes hold now.",
+              [](const TenancyGauges& g) { return static_cast<double>(g.memory_bytes); }},
+        Gauge{"tessera_tenancy_power_watts",
+              "GPU power of a tenancy's containers in the last pass (busy by SM share, idle by "
+              "allocation).",
+              [](const TenancyGauges& g) { return g.power_watts; }}}) {
+    if (tenancy_now_.empty()) break;
+    out += std::string("# HELP ") + gauge.name + " " + gauge.help + "\n# TYPE " + gauge.name +
+           " gauge\n";
     for (const auto& [key, g] : tenancy_now_) {
-      std::snprintf(line, sizeof line, "tessera_tenancy_sm_utilization{%s} %.4f\n",
-                    labels(key).c_str(), g.sm_percent / 100.0);
-      out += line;
-    }
-    out +=
-        "# HELP tessera_tenancy_gpu_memory_bytes GPU memory a tenancy's processes hold now.\n"
-        "# TYPE tessera_tenancy_gpu_memory_bytes gauge\n";
-    for (const auto& [key, g] : tenancy_now_) {
-      std::snprintf(line, sizeof line, "tessera_tenancy_gpu_memory_bytes{%s} %llu\n",
-                    labels(key).c_str(), static_cast<unsigned long long>(g.memory_bytes));
-      out += line;
-    }
-    out +=
-        "# HELP tessera_tenancy_power_watts GPU power of a tenancy's containers in the last pass "
-        "(busy by SM share, idle by allocation).\n# TYPE tessera_tenancy_power_watts gauge\n";
-    for (const auto& [key, g] : tenancy_now_) {
-      std::snprintf(line, sizeof line, "tessera_tenancy_power_watts{%s} %.3f\n",
-                    labels(key).c_str(), g.power_watts);
+      std::snprintf(line, sizeof line, "%s{%s} %.15g\n", gauge.name, labels(key).c_str(),
+                    gauge.value(g));
       out += line;
     }
   }

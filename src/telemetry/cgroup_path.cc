@@ -141,9 +141,9 @@ std::optional<CgroupContainer> ContainerOfCgroupPath(std::string_view path) {
   return std::nullopt;
 }
 
-std::optional<CgroupContainer> ContainerOfProcCgroup(std::string_view text) {
+std::vector<std::string_view> CgroupPathsOf(std::string_view text) {
   if (text.size() > kMaxCgroupFile) text = text.substr(0, kMaxCgroupFile);
-  std::optional<CgroupContainer> found;
+  std::vector<std::string_view> paths;
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -155,7 +155,15 @@ std::optional<CgroupContainer> ContainerOfProcCgroup(std::string_view text) {
     if (first == std::string_view::npos) continue;
     const size_t second = line.find(':', first + 1);
     if (second == std::string_view::npos) continue;
-    auto container = ContainerOfCgroupPath(line.substr(second + 1));
+    paths.push_back(line.substr(second + 1));
+  }
+  return paths;
+}
+
+std::optional<CgroupContainer> ContainerOfProcCgroup(std::string_view text) {
+  std::optional<CgroupContainer> found;
+  for (std::string_view path : CgroupPathsOf(text)) {
+    auto container = ContainerOfCgroupPath(path);
     if (!container) continue;
     if (!found) {
       found = std::move(container);

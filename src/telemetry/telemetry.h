@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "fleet/fleet.h"
 #include "nvml/nvml.h"
 
 namespace tessera::telemetry {
@@ -53,6 +54,8 @@ std::optional<CgroupContainer> ContainerOfCgroupPath(std::string_view path);
 // different containers (never guessed). At most kMaxCgroupFile bytes are looked at.
 inline constexpr size_t kMaxCgroupFile = 16384;
 std::optional<CgroupContainer> ContainerOfProcCgroup(std::string_view text);
+// The path of each "<hierarchy>:<controllers>:<path>" line (of the first kMaxCgroupFile bytes).
+std::vector<std::string_view> CgroupPathsOf(std::string_view text);
 
 // ---------------------------------------------------------------------------------------------
 // Who holds what: the directory the caller (serve, the node agent) builds each pass from its
@@ -154,19 +157,8 @@ using Cursors = std::map<std::string, GpuCursor>;  // by PCI address
 // What one pass measured (integration.cc, pure).
 
 // Measured use: SM-seconds (Σ dt · SM utilisation, in GPU units: a whole GPU busy for one second
-// is 1), GiB-seconds of GPU memory, and joules.
-struct Usage {
-  double sm_seconds = 0;
-  double memory_gib_seconds = 0;
-  double energy_joules = 0;
-  Usage& operator+=(const Usage& other) {
-    sm_seconds += other.sm_seconds;
-    memory_gib_seconds += other.memory_gib_seconds;
-    energy_joules += other.energy_joules;
-    return *this;
-  }
-  friend bool operator==(const Usage&, const Usage&) = default;
-};
+// is 1), GiB-seconds of GPU memory, and joules - the figures the fleet's records keep.
+using Usage = fleet::MeasuredUsage;
 
 // One holder on one GPU in this pass.
 struct HolderGpu {

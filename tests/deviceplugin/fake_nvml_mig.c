@@ -124,7 +124,9 @@ static int loaded;
 
 /* ---- state file ---- */
 
-static const char* Value(const char* line, const char* key, char* out, size_t size) {
+/* The value of " key=" in a state or scenario line (the telemetry half reads its lines with it). */
+const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size);
+const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size) {
   char pattern[32];
   snprintf(pattern, sizeof pattern, " %s=", key);
   const char* at = strstr(line, pattern);
@@ -138,8 +140,8 @@ static const char* Value(const char* line, const char* key, char* out, size_t si
 }
 static unsigned int Number(const char* line, const char* key, unsigned int fallback) {
   char buffer[32];
-  return Value(line, key, buffer, sizeof buffer) ? (unsigned int)strtoul(buffer, NULL, 10)
-                                                 : fallback;
+  return FakeNvmlValue(line, key, buffer, sizeof buffer) ? (unsigned int)strtoul(buffer, NULL, 10)
+                                                         : fallback;
 }
 static int GpuIndex(const char* pci) {
   for (int i = 0; i < MAX_GPUS; ++i)
@@ -166,8 +168,8 @@ void FakeNvmlMigLoad(void) {
         Gpu* g = &gpus[i];
         g->used = 1;
         snprintf(g->pci, sizeof g->pci, "%s", pci);
-        if (!Value(line, "board", g->board, sizeof g->board)) strcpy(g->board, "h100-80gb");
-        if (!Value(line, "uuid", g->uuid, sizeof g->uuid))
+        if (!FakeNvmlValue(line, "board", g->board, sizeof g->board)) strcpy(g->board, "h100-80gb");
+        if (!FakeNvmlValue(line, "uuid", g->uuid, sizeof g->uuid))
           snprintf(g->uuid, sizeof g->uuid, "GPU-%s", pci);
         g->mig = (int)Number(line, "mig", 0);
         g->pending = (int)Number(line, "pending", (unsigned int)g->mig);
@@ -191,7 +193,7 @@ void FakeNvmlMigLoad(void) {
                       Number(line, "id", 0),
                       Number(line, "slices", 1),
                       ""};
-        Value(line, "uuid", cis[i].uuid, sizeof cis[i].uuid);
+        FakeNvmlValue(line, "uuid", cis[i].uuid, sizeof cis[i].uuid);
         break;
       }
     } else if (strcmp(kind, "fail") == 0 && fail_count < MAX_FAILS) {
@@ -492,6 +494,12 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
   const char* text = ci ? ci->uuid : NULL;
   int gpu = ci ? -1 : GpuOf(device);
   if (!ci && gpu >= 0) text = gpus[gpu].uuid;
+  /* A GPU the MIG state does not list (telemetry scenarios): "GPU-<PCI address>". */
+  static char fallback[96];
+  if (!text && !ci && device) {
+    snprintf(fallback, sizeof fallback, "GPU-%s", (const char*)device);
+    text = fallback;
+  }
   if (!text) return NVML_ERROR_INVALID_ARGUMENT;
   if (strlen(text) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
   strcpy(uuid, text);

@@ -110,25 +110,16 @@ static unsigned long long NowUs(void) {
   return (unsigned long long)tv.tv_sec * 1000000ULL + (unsigned long long)tv.tv_usec;
 }
 
-static const char* Field(const char* line, const char* key, char* out, size_t size) {
-  char pattern[40];
-  snprintf(pattern, sizeof pattern, " %s=", key);
-  const char* at = strstr(line, pattern);
-  if (!at) return NULL;
-  at += strlen(pattern);
-  size_t n = strcspn(at, " \n");
-  if (n >= size) n = size - 1;
-  memcpy(out, at, n);
-  out[n] = 0;
-  return out;
-}
+/* fake_nvml_mig.c: the value of " key=" in a line. */
+const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size);
+
 static unsigned long long U64(const char* line, const char* key, unsigned long long fallback) {
   char buffer[40];
-  return Field(line, key, buffer, sizeof buffer) ? strtoull(buffer, NULL, 10) : fallback;
+  return FakeNvmlValue(line, key, buffer, sizeof buffer) ? strtoull(buffer, NULL, 10) : fallback;
 }
 static long long I64(const char* line, const char* key, long long fallback) {
   char buffer[40];
-  return Field(line, key, buffer, sizeof buffer) ? strtoll(buffer, NULL, 10) : fallback;
+  return FakeNvmlValue(line, key, buffer, sizeof buffer) ? strtoll(buffer, NULL, 10) : fallback;
 }
 
 static void Load(void) {
@@ -172,7 +163,8 @@ static void Load(void) {
     l->gpm = (int)U64(text, "gpm", 0);
     l->accounting = (int)U64(text, "accounting", 0);
     char memory[40];
-    l->memory_na = Field(text, "memory", memory, sizeof memory) && strcmp(memory, "na") == 0;
+    l->memory_na =
+        FakeNvmlValue(text, "memory", memory, sizeof memory) && strcmp(memory, "na") == 0;
     l->memory = U64(text, "memory", 0);
     l->period_us = U64(text, "period_ms", 1000) * 1000ULL;
     l->from_us = U64(text, "from_us", 0);

@@ -1,6 +1,6 @@
 // /proc/<pid>/cgroup: whatever the bytes, a container found has the shape the runtimes give it
 // (64 lowercase hex digits, a Pod UID of 32 or 36 [0-9a-f-]), and every line naming a container
-// names that one.
+// names that one (a Pod-only line, its Pod).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -29,18 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!found->pod_uid.empty() &&
       ((found->pod_uid.size() != 32 && found->pod_uid.size() != 36) || !Hex(found->pod_uid, true)))
     __builtin_trap();
-  // The first line that names a container agrees with the answer.
-  if (text.size() > t::kMaxCgroupFile) text = text.substr(0, t::kMaxCgroupFile);
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    start = end + 1;
-    size_t first = line.find(':');
-    size_t second = first == std::string_view::npos ? first : line.find(':', first + 1);
-    if (second == std::string_view::npos) continue;
-    auto one = t::ContainerOfCgroupPath(line.substr(second + 1));
+  // Every line that names a container agrees with the answer.
+  for (std::string_view path : t::CgroupPathsOf(text)) {
+    auto one = t::ContainerOfCgroupPath(path);
     if (!one) continue;
     if (one->pod_uid != found->pod_uid) __builtin_trap();
     if (!one->container_id.empty() && one->container_id != found->container_id) __builtin_trap();

@@ -19,6 +19,7 @@
 #include "backends/kubernetes/kubernetes.h"
 #include "client/client.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/lease_sync_process.h"
 #include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
 #include "support/wait.h"
@@ -27,6 +28,7 @@ namespace tessera::k8s {
 namespace {
 
 using testing::FakeApiServer;
+using testing::LeaseSyncProcess;
 using testing::TempDir;
 
 constexpr const char* kGpu = "0000:18:00.0";
@@ -39,49 +41,6 @@ std::string Slurp(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
-
-class Agent {
- public:
-  Agent(const std::vector<std::string>& args, const std::string& log) : log_(log) {
-    std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-lease-sync";
-    std::vector<std::string> argv = {binary};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ::unlink(log.c_str());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::freopen(log.c_str(), "a", stderr);
-      std::vector<char*> raw;
-      for (auto& arg : argv)
-        raw.push_back(arg.data());
-      raw.push_back(nullptr);
-      ::execv(binary.c_str(), raw.data());
-      ::_exit(127);
-    }
-  }
-  ~Agent() { Kill(SIGTERM); }
-  void Kill(int signal) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, signal);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  // The endpoint's port, from the line the agent logs once it listens.
-  uint16_t Port() const {
-    uint16_t port = 0;
-    testing::WaitUntil([&] {
-      std::smatch match;
-      std::string log = Slurp(log_);
-      if (std::regex_search(log, match, std::regex("/metrics on port (\\d+)")))
-        port = static_cast<uint16_t>(std::stoi(match[1]));
-      return port != 0;
-    });
-    return port;
-  }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
 
 class NodeTelemetryTest : public ::testing::Test {
  protected:
@@ -118,28 +77,29 @@ class NodeTelemetryTest : public ::testing::Test {
         << ".slice/cri-containerd-" << kContainerId << ".scope\n";
   }
 
-  std::unique_ptr<Agent> StartAgent() {
-    return std::make_unique<Agent>(std::vector<std::string>{"--kubeconfig",
-                                                            dir_.path() + "/kubeconfig",
-                                                            "--node",
-                                                            "node-1",
-                                                            "--lease-file",
-                                                            dir_.path() + "/leases.json",
-                                                            "--root",
-                                                            host_,
-                                                            "--pod-resources-interval-ms",
-                                                            "0",
-                                                            "--inventory-interval-ms",
-                                                            "0",
-                                                            "--telemetry-interval-ms",
-                                                            "300",
-                                                            "--nvml",
-                                                            FAKE_NVML,
-                                                            "--proc-dir",
-                                                            dir_.path() + "/proc",
-                                                            "--metrics-listen",
-                                                            "127.0.0.1:0"},
-                                   dir_.path() + "/agent.log");
+  std::unique_ptr<LeaseSyncProcess> StartAgent() {
+    return std::make_unique<LeaseSyncProcess>(
+        std::vector<std::string>{"--kubeconfig",
+                                 dir_.path() + "/kubeconfig",
+                                 "--node",
+                                 "node-1",
+                                 "--lease-file",
+                                 dir_.path() + "/leases.json",
+                                 "--root",
+                                 host_,
+                                 "--pod-resources-interval-ms",
+                                 "0",
+                                 "--inventory-interval-ms",
+                                 "0",
+                                 "--telemetry-interval-ms",
+                                 "300",
+                                 "--nvml",
+                                 FAKE_NVML,
+                                 "--proc-dir",
+                                 dir_.path() + "/proc",
+                                 "--metrics-listen",
+                                 "127.0.0.1:0"},
+        dir_.path() + "/agent.log");
   }
 
   Json Measured() {
@@ -177,7 +137,7 @@ TEST_F(NodeTelemetryTest, MetricsWithPodLabelsAndMeasuredUseAcrossKill9) {
   scenario_.Write(device + process + "sample " + kGpu + " pid=" + std::to_string(kPid) +
                   " ts=" + std::to_string(t0) + " sm=50\n");
   auto agent = StartAgent();
-  const uint16_t port = agent->Port();
+  const uint16_t port = agent->MetricsPort();
   ASSERT_NE(port, 0) << Slurp(dir_.path() + "/agent.log");
   Json baseline;
   ASSERT_TRUE(testing::WaitUntil([&] {

@@ -258,17 +258,8 @@ TEST(DashboardInChromium, OneHostEightGpusWithTelemetryReasonsFiltersAndUsageCha
   auto running = WaitForContainerState(*admin, serve, id, {"running"});
   std::vector<std::string> held = running["gpus"];
   ASSERT_EQ(held.size(), 2u);
-  std::vector<std::string> pids;
-  ASSERT_TRUE(WaitUntil([&] {
-    pids.clear();
-    std::istringstream top(podman.Run({"top", "tessera-" + id, "hpid"}).output);
-    std::string line;
-    std::getline(top, line);
-    while (std::getline(top, line))
-      if (line.find_first_not_of("0123456789 ") == std::string::npos && !line.empty())
-        pids.push_back(line);
-    return pids.size() == 2;
-  })) << podman.Run({"ps", "-a"}).output;
+  const auto pids = ContainerHostPids(podman, "tessera-" + id, 2);
+  ASSERT_EQ(pids.size(), 2u) << podman.Run({"ps", "-a"}).output;
   const uint64_t now = NowMicros();
   std::string processes;
   for (size_t i = 0; i < 2; ++i) {

@@ -100,16 +100,9 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
   ASSERT_EQ(running["gpus"].size(), 1u);
   const std::string gpu = running["gpus"][0];
   std::vector<std::string> pids;
-  ASSERT_TRUE(WaitUntil([&] {
-    pids.clear();
-    std::istringstream top(podman.Run({"top", "tessera-" + id, "hpid"}).output);
-    std::string line;
-    std::getline(top, line);
-    while (std::getline(top, line))
-      if (!line.empty() && line.find_first_not_of("0123456789 ") == std::string::npos)
-        pids.push_back(line);
-    return pids.size() == 2;
-  }));
+  for (uint32_t pid : ContainerHostPids(podman, "tessera-" + id, 2))
+    pids.push_back(std::to_string(pid));
+  ASSERT_EQ(pids.size(), 2u);
   const std::string processes = "process " + gpu + " pid=" + pids[0] +
                                 " memory=2147483648\nprocess " + gpu + " pid=" + pids[1] +
                                 " memory=1073741824\n";

@@ -28,7 +28,8 @@ struct Container {
 };
 
 std::string Trim(std::string text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+    text.pop_back();
   return text;
 }
 
@@ -37,20 +38,11 @@ Container Start(const Podman& podman, const std::string& name, const std::string
                 size_t processes) {
   Container c;
   c.name = name;
-  auto run = podman.Run({"run", "-d", "--rm", "--network", "none", "--name", name,
-                         podman.image(), "/bin/sh", "-c", script});
+  auto run = podman.Run({"run", "-d", "--rm", "--network", "none", "--name", name, podman.image(),
+                         "/bin/sh", "-c", script});
   EXPECT_EQ(run.status, 0) << run.output;
   c.id = Trim(podman.Run({"inspect", "--format", "{{.Id}}", name}).output);
-  // Until every process of the script is up.
-  for (int attempt = 0; attempt < 300 && c.pids.size() < processes; ++attempt) {
-    c.pids.clear();
-    std::istringstream top(podman.Run({"top", name, "hpid"}).output);
-    std::string line;
-    std::getline(top, line);  // the header
-    while (std::getline(top, line))
-      if (!Trim(line).empty()) c.pids.push_back(static_cast<uint32_t>(std::stoul(line)));
-    if (c.pids.size() < processes) usleep(100000);
-  }
+  c.pids = testing::ContainerHostPids(podman, name, processes);
   return c;
 }
 
@@ -106,19 +98,18 @@ TEST_F(Attribution, RealContainersThroughTheStandInNvml) {
   };
   // A's two processes and the host's on GPU 0; B's process on GPU 1 and also on GPU 0, as if
   // it had reached a device that is not its own.
-  scenario.Write("device 0000:18:00.0 util=80\ndevice 0000:2a:00.0 util=30\n" +
-                 line("0000:18:00.0", a_.pids[0], 1 * kGiB) +
-                 line("0000:18:00.0", a_.pids[1], 2 * kGiB) +
-                 line("0000:18:00.0", static_cast<uint32_t>(host_), 4 * kGiB) +
-                 line("0000:18:00.0", b_.pids[0], 8 * kGiB) +
-                 line("0000:2a:00.0", b_.pids[0], 16 * kGiB) + busy("0000:18:00.0", a_.pids[0], 20) +
-                 busy("0000:18:00.0", a_.pids[1], 30) +
-                 busy("0000:18:00.0", static_cast<uint32_t>(host_), 5) +
-                 busy("0000:2a:00.0", b_.pids[0], 25));
+  scenario.Write(
+      "device 0000:18:00.0 util=80\ndevice 0000:2a:00.0 util=30\n" +
+      line("0000:18:00.0", a_.pids[0], 1 * kGiB) + line("0000:18:00.0", a_.pids[1], 2 * kGiB) +
+      line("0000:18:00.0", static_cast<uint32_t>(host_), 4 * kGiB) +
+      line("0000:18:00.0", b_.pids[0], 8 * kGiB) + line("0000:2a:00.0", b_.pids[0], 16 * kGiB) +
+      busy("0000:18:00.0", a_.pids[0], 20) + busy("0000:18:00.0", a_.pids[1], 30) +
+      busy("0000:18:00.0", static_cast<uint32_t>(host_), 5) + busy("0000:2a:00.0", b_.pids[0], 25));
 
   NvmlSourceOptions options;
   options.library = FAKE_NVML;
-  options.gpus = {{"0000:18:00.0", "", "H100", 0, 0, "host"}, {"0000:2a:00.0", "", "H100", 1, 1, "host"}};
+  options.gpus = {{"0000:18:00.0", "", "H100", 0, 0, "host"},
+                  {"0000:2a:00.0", "", "H100", 1, 1, "host"}};
   auto source = OpenNvmlSource(options);
   ASSERT_TRUE(source) << source.error().message;
   Collector collector(std::move(*source), {});
@@ -145,7 +136,8 @@ TEST_F(Attribution, RealContainersThroughTheStandInNvml) {
 
   const HolderReading* ra = nullptr;
   const HolderReading* rb = nullptr;
-  for (const auto& h : pass.holders) (h.holder == 0 ? ra : rb) = &h;
+  for (const auto& h : pass.holders)
+    (h.holder == 0 ? ra : rb) = &h;
   ASSERT_TRUE(ra && rb);
   ASSERT_EQ(ra->gpus.size(), 1u);
   EXPECT_EQ(ra->gpus[0].pci_address, "0000:18:00.0");

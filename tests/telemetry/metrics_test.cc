@@ -25,8 +25,9 @@ std::string Slurp(const std::string& path) {
 
 GpuSnapshot Snapshot(const std::string& pci, int index, bool mig) {
   GpuSnapshot gpu;
-  gpu.reading.identity = {pci, "GPU-" + std::to_string(index) + "-uuid", "NVIDIA H100 80GB HBM3",
-                          index, index, "node-1"};
+  gpu.reading.identity = {
+      pci,     "GPU-" + std::to_string(index) + "-uuid", "NVIDIA H100 80GB HBM3", index, index,
+      "node-1"};
   gpu.reading.mig = mig;
   if (!mig) {
     gpu.reading.gpu_percent = 87;
@@ -137,7 +138,8 @@ TEST(NodeMetrics, TenThousandContainersStayWithinTheCapAndSumIntoOther) {
   EXPECT_GT(metrics.last_holder_series(), 1800u);
   // Every container counted exactly once: shown or in _other.
   std::set<std::string> shown;
-  std::regex counter(R"re(tessera_container_sm_seconds_total\{[^}]*container="([^"]+)"[^}]*\} (\S+))re");
+  std::regex counter(
+      R"re(tessera_container_sm_seconds_total\{[^}]*container="([^"]+)"[^}]*\} (\S+))re");
   double total = 0;
   for (std::sregex_iterator it(text.begin(), text.end(), counter), end; it != end; ++it) {
     shown.insert((*it)[1]);
@@ -161,7 +163,7 @@ TEST(NodeMetrics, AnEndedContainersSeriesLeaveAfterOneInterval) {
   Fixture f = Golden();
   NodeMetrics metrics({"node-1", 10000, 10000});  // linger: one 10 s interval
   metrics.Update(f.pass, f.dir);
-  EXPECT_NE(metrics.Render(f.totals, 1000).find("c-0000000000000002"), std::string::npos);
+  EXPECT_NE(metrics.Render(f.totals, 1000).find("pod=\"infer-"), std::string::npos);
   // Next pass: B has ended (no longer a holder). Its counters stay one interval, its gauges go.
   PassResult next = f.pass;
   next.time_ms = 11000;
