@@ -263,9 +263,10 @@ TEST(DashboardInChromium, OneHostEightGpusWithTelemetryReasonsFiltersAndUsageCha
   const uint64_t now = NowMicros();
   std::string processes;
   for (size_t i = 0; i < 2; ++i) {
+    const std::string pid = std::to_string(pids[i]);
     processes +=
-        "process " + held[i] + " pid=" + pids[i] + " memory=" + std::to_string(30ull << 30) + "\n";
-    processes += "busy " + held[i] + " pid=" + pids[i] + " sm=" + std::to_string(60 + 20 * i) +
+        "process " + held[i] + " pid=" + pid + " memory=" + std::to_string(30ull << 30) + "\n";
+    processes += "busy " + held[i] + " pid=" + pid + " sm=" + std::to_string(60 + 20 * i) +
                  " period_ms=100 from_us=" + std::to_string(now) + "\n";
   }
   // The held GPUs' device figures say what the processes do.
