@@ -129,6 +129,16 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
                           "\"[^}]*container=\"" + id + "\",tenancy=\"metered\"\\} 3072")))
       << metrics;
   EXPECT_NE(metrics.find("tessera_gpu_unattributed_processes{gpu="), std::string::npos);
+  // `tessera top` on serve (with the admin token): the GPU, its holder, the tenancy's line.
+  int top_status = -1;
+  const std::string top = RunCommand(TesseraBinary() + " top --once --server http://127.0.0.1:" +
+                                         std::to_string(serve->port()) + " --token-file " +
+                                         serve->data_dir() + "/admin.token 2>&1",
+                                     &top_status);
+  EXPECT_EQ(top_status, 0) << top;
+  EXPECT_NE(top.find(gpu), std::string::npos) << top;
+  EXPECT_NE(top.find("metered/" + id), std::string::npos) << top;
+  EXPECT_NE(top.find("\nmetered "), std::string::npos) << top;
 
   // Phase 2: both processes busy (the first at 50 %, the second at 30 %) with a sample every
   // 100 ms up to t_end, and the energy counter running at 200 W. The service is killed with -9
