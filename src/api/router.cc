@@ -126,9 +126,11 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   }
   if (c.state == fleet::ContainerState::kPending && c.queue_position > 0)
     doc["queue_position"] = c.queue_position;
-  doc["measured"] = {{"sm_seconds", c.measured.sm_seconds},
-                     {"memory_gib_seconds", c.measured.memory_gib_seconds},
-                     {"energy_joules", c.measured.energy_joules}};
+  doc["measured"] = nullptr;
+  if (c.measured)
+    doc["measured"] = {{"sm_seconds", c.measured->sm_seconds},
+                       {"memory_gib_seconds", c.measured->memory_gib_seconds},
+                       {"energy_joules", c.measured->energy_joules}};
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
   json volumes = json::array();
   for (const auto& volume : c.spec.volumes) {
@@ -174,11 +176,11 @@ json GpuJson(const fleet::GpuRecord& g, bool admin) {
 }
 
 // GET /v1/tenancies/{name}/usage (and the dashboard's chart, which embeds the same answer).
-// The measured figures of a usage entry, next to its allocated gpu_seconds.
-void AddMeasured(json& doc, const fleet::MeasuredUsage& measured) {
-  doc["sm_seconds"] = measured.sm_seconds;
-  doc["memory_gib_seconds"] = measured.memory_gib_seconds;
-  doc["energy_joules"] = measured.energy_joules;
+// The measured figures of a usage entry, next to its allocated gpu_seconds (null: not measured).
+void AddMeasured(json& doc, const std::optional<fleet::MeasuredUsage>& measured) {
+  doc["sm_seconds"] = measured ? json(measured->sm_seconds) : json(nullptr);
+  doc["memory_gib_seconds"] = measured ? json(measured->memory_gib_seconds) : json(nullptr);
+  doc["energy_joules"] = measured ? json(measured->energy_joules) : json(nullptr);
 }
 
 json UsageJson(const serve::UsageReport& report, int64_t step_s) {

@@ -155,8 +155,9 @@ struct ContainerRecord {
   // into the copies it hands out.
   int queue_position = 0;
   // What it measured so far while running (written with every telemetry pass that changed it, in
-  // the transaction that advances the GPUs' cursors; see TelemetryCursor).
-  MeasuredUsage measured;
+  // the transaction that advances the GPUs' cursors; see TelemetryCursor). Unset: no telemetry
+  // ever saw it (telemetry off, or never on a measured GPU).
+  std::optional<MeasuredUsage> measured;
 
   friend bool operator==(const ContainerRecord&, const ContainerRecord&) = default;
 };
@@ -298,7 +299,7 @@ struct UsageRecord {
   double gpus = 0;          // GPU equivalents: whole GPUs, or MIG slices by their share of the GPU
   int64_t started_ms = 0;   // its GPUs became the running container's
   int64_t finished_ms = 0;  // the container ended and its GPUs went to their release
-  MeasuredUsage measured;
+  std::optional<MeasuredUsage> measured;  // unset: not measured
   std::string gpu_model;  // its GPUs' model, and how it held them ("gpu", "mig"): the labels of
   std::string mode;       // the per-tenancy series
 

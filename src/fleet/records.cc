@@ -188,11 +188,13 @@ ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const Contain
     merged.finished_ms = theirs.finished_ms;
   }
   // Measured use only grows: the larger of each figure.
-  merged.measured.sm_seconds = std::max(ours.measured.sm_seconds, theirs.measured.sm_seconds);
-  merged.measured.memory_gib_seconds =
-      std::max(ours.measured.memory_gib_seconds, theirs.measured.memory_gib_seconds);
-  merged.measured.energy_joules =
-      std::max(ours.measured.energy_joules, theirs.measured.energy_joules);
+  if (theirs.measured) {
+    const MeasuredUsage mine = ours.measured.value_or(MeasuredUsage{});
+    merged.measured =
+        MeasuredUsage{std::max(mine.sm_seconds, theirs.measured->sm_seconds),
+                      std::max(mine.memory_gib_seconds, theirs.measured->memory_gib_seconds),
+                      std::max(mine.energy_joules, theirs.measured->energy_joules)};
+  }
   return merged;
 }
 

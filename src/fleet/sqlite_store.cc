@@ -84,13 +84,13 @@ CREATE TABLE usage (
   finished_ms INTEGER NOT NULL);
 CREATE INDEX usage_by_tenancy ON usage (tenancy, finished_ms);
 )sql",
-    // 6: measured use (GPU telemetry) next to the allocation in each usage record, with the
-    // labels of the per-tenancy series; and where telemetry last counted on each GPU of this host,
-    // committed with the measured use it produced.
+    // 6: measured use (GPU telemetry) next to the allocation in each usage record (NULL: not
+    // measured), with the labels of the per-tenancy series; and where telemetry last counted on
+    // each GPU of this host, committed with the measured use it produced.
     R"sql(
-ALTER TABLE usage ADD COLUMN sm_seconds REAL NOT NULL DEFAULT 0;
-ALTER TABLE usage ADD COLUMN memory_gib_seconds REAL NOT NULL DEFAULT 0;
-ALTER TABLE usage ADD COLUMN energy_joules REAL NOT NULL DEFAULT 0;
+ALTER TABLE usage ADD COLUMN sm_seconds REAL;
+ALTER TABLE usage ADD COLUMN memory_gib_seconds REAL;
+ALTER TABLE usage ADD COLUMN energy_joules REAL;
 ALTER TABLE usage ADD COLUMN gpu_model TEXT NOT NULL DEFAULT '';
 ALTER TABLE usage ADD COLUMN mode TEXT NOT NULL DEFAULT '';
 CREATE TABLE telemetry_cursors (
@@ -133,10 +133,10 @@ std::string ContainerDoc(const ContainerRecord& c) {
       {"finished_ms", c.finished_ms},
   };
   if (c.exit_code) doc["exit_code"] = *c.exit_code;
-  if (!c.measured.empty())
-    doc["measured"] = {{"sm_seconds", c.measured.sm_seconds},
-                       {"memory_gib_seconds", c.measured.memory_gib_seconds},
-                       {"energy_joules", c.measured.energy_joules}};
+  if (c.measured)
+    doc["measured"] = {{"sm_seconds", c.measured->sm_seconds},
+                       {"memory_gib_seconds", c.measured->memory_gib_seconds},
+                       {"energy_joules", c.measured->energy_joules}};
   if (c.spec.priority != 0) doc["priority"] = c.spec.priority;
   if (c.spec.max_duration_s != 0) doc["maxDurationSeconds"] = c.spec.max_duration_s;
   if (c.spec.preemptible) doc["preemptible"] = true;
@@ -206,9 +206,9 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
     c.exit_code = doc["exit_code"].get<int>();
   if (doc.contains("measured") && doc["measured"].is_object()) {
     const json& measured = doc["measured"];
-    c.measured.sm_seconds = measured.value("sm_seconds", 0.0);
-    c.measured.memory_gib_seconds = measured.value("memory_gib_seconds", 0.0);
-    c.measured.energy_joules = measured.value("energy_joules", 0.0);
+    c.measured =
+        MeasuredUsage{measured.value("sm_seconds", 0.0), measured.value("memory_gib_seconds", 0.0),
+                      measured.value("energy_joules", 0.0)};
   }
   return c;
 }
@@ -268,6 +268,7 @@ class Statement {
   }
   void Int(int index, int64_t value) { sqlite3_bind_int64(stmt_, index, value); }
   void Real(int index, double value) { sqlite3_bind_double(stmt_, index, value); }
+  void Null(int index) { sqlite3_bind_null(stmt_, index); }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
@@ -470,9 +471,10 @@ class SqliteStore final : public Store {
         u.gpus = sqlite3_column_double(stmt.get(), 3);
         u.started_ms = sqlite3_column_int64(stmt.get(), 4);
         u.finished_ms = sqlite3_column_int64(stmt.get(), 5);
-        u.measured.sm_seconds = sqlite3_column_double(stmt.get(), 6);
-        u.measured.memory_gib_seconds = sqlite3_column_double(stmt.get(), 7);
-        u.measured.energy_joules = sqlite3_column_double(stmt.get(), 8);
+        if (sqlite3_column_type(stmt.get(), 6) != SQLITE_NULL)
+          u.measured = MeasuredUsage{sqlite3_column_double(stmt.get(), 6),
+                                     sqlite3_column_double(stmt.get(), 7),
+                                     sqlite3_column_double(stmt.get(), 8)};
         u.gpu_model = ColumnText(stmt.get(), 9);
         u.mode = ColumnText(stmt.get(), 10);
         snapshot.usage.push_back(std::move(u));
@@ -601,9 +603,14 @@ class SqliteStore final : public Store {
       upsert_usage_.Real(4, u->gpus);
       upsert_usage_.Int(5, u->started_ms);
       upsert_usage_.Int(6, u->finished_ms);
-      upsert_usage_.Real(7, u->measured.sm_seconds);
-      upsert_usage_.Real(8, u->measured.memory_gib_seconds);
-      upsert_usage_.Real(9, u->measured.energy_joules);
+      if (u->measured) {
+        upsert_usage_.Real(7, u->measured->sm_seconds);
+        upsert_usage_.Real(8, u->measured->memory_gib_seconds);
+        upsert_usage_.Real(9, u->measured->energy_joules);
+      } else {
+        for (int column : {7, 8, 9})
+          upsert_usage_.Null(column);
+      }
       upsert_usage_.Text(10, u->gpu_model);
       upsert_usage_.Text(11, u->mode);
       return Step(upsert_usage_);

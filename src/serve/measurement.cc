@@ -200,10 +200,10 @@ void Measurement::Pass() {
       }
       t.power_watts += reading.delta.energy_joules / pass_s;
       series.power_watts += reading.delta.energy_joules / pass_s;
-      const fleet::MeasuredUsage delta{reading.delta.sm_seconds, reading.delta.memory_gib_seconds,
-                                       reading.delta.energy_joules};
-      if (delta.empty()) continue;
-      container.measured += delta;
+      // Measured from its first pass on (zeros included: it was measured).
+      if (container.measured && reading.delta.empty()) continue;
+      if (!container.measured) container.measured = fleet::MeasuredUsage{};
+      *container.measured += reading.delta;
       mutations.push_back(container);
     }
     for (const auto& gpu : pass.gpus) {
@@ -254,13 +254,15 @@ void Measurement::RenderMetrics(std::string& out) const {
         if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
           continue;
         const auto& c = it->second;
-        counters[{c.spec.tenancy, gpu.model, c.spec.mig.count > 0 ? "mig" : "gpu"}] += c.measured;
+        if (c.measured)
+          counters[{c.spec.tenancy, gpu.model, c.spec.mig.count > 0 ? "mig" : "gpu"}] +=
+              *c.measured;
       }
     }
     for (const auto& key : shown) {
       auto it = model_.containers.find(key);
       if (it == model_.containers.end()) continue;
-      totals[key].total = it->second.measured;
+      if (it->second.measured) totals[key].total = *it->second.measured;
     }
   }
   std::lock_guard lock(mu_);

@@ -54,7 +54,8 @@ void Meter::Load(std::vector<fleet::UsageRecord> records) {
 void Meter::Add(fleet::UsageRecord record) {
   ended_gpu_ms_[record.tenancy] +=
       record.gpus * static_cast<double>(record.finished_ms - record.started_ms);
-  ended_measured_[{record.tenancy, record.gpu_model, record.mode}] += record.measured;
+  if (record.measured)
+    ended_measured_[{record.tenancy, record.gpu_model, record.mode}] += *record.measured;
   records_[record.tenancy].push_back(std::move(record));
 }
 

@@ -174,12 +174,11 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
   // What a node agent measured (Kubernetes mode: the GpuLease's status.measured) comes with the
   // exit; this host's telemetry has been adding to the record all along.
   if (info.measured) {
-    container.measured.sm_seconds =
-        std::max(container.measured.sm_seconds, info.measured->sm_seconds);
-    container.measured.memory_gib_seconds =
-        std::max(container.measured.memory_gib_seconds, info.measured->memory_gib_seconds);
-    container.measured.energy_joules =
-        std::max(container.measured.energy_joules, info.measured->energy_joules);
+    const fleet::MeasuredUsage mine = container.measured.value_or(fleet::MeasuredUsage{});
+    container.measured =
+        fleet::MeasuredUsage{std::max(mine.sm_seconds, info.measured->sm_seconds),
+                             std::max(mine.memory_gib_seconds, info.measured->memory_gib_seconds),
+                             std::max(mine.energy_joules, info.measured->energy_joules)};
   }
   std::string gpu_model;
   if (!container.gpus.empty())

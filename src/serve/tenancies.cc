@@ -121,14 +121,18 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
       report.series[static_cast<size_t>(i)].start_ms = report.from_ms + i * step_ms;
   }
   auto count = [&](const std::string& id, double gpus, int64_t started_ms, int64_t finished_ms,
-                   const fleet::MeasuredUsage& measured) {
+                   const std::optional<fleet::MeasuredUsage>& measured) {
     const int64_t end_ms = finished_ms ? finished_ms : now_ms;
     // Every container that held GPUs in the window is listed, a zero-length one included.
     if (started_ms >= report.to_ms || end_ms < report.from_ms) return;
     const double gpu_ms = OverlapGpuMs(gpus, started_ms, end_ms, report.from_ms, report.to_ms);
-    const auto within = MeasuredWithin(measured, started_ms, end_ms, report.from_ms, report.to_ms);
+    std::optional<fleet::MeasuredUsage> within;
+    if (measured) {
+      within = MeasuredWithin(*measured, started_ms, end_ms, report.from_ms, report.to_ms);
+      if (!report.measured) report.measured = fleet::MeasuredUsage{};
+      *report.measured += *within;
+    }
     report.gpu_seconds += gpu_ms / 1000.0;
-    report.measured += within;
     if (step_ms > 0 && end_ms > started_ms) {
       const int64_t first = (std::max(started_ms, report.from_ms) - report.from_ms) / step_ms;
       const int64_t last = (std::min(end_ms, report.to_ms) - 1 - report.from_ms) / step_ms;
@@ -138,8 +142,9 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
         const int64_t bucket_end = std::min(bucket.start_ms + step_ms, report.to_ms);
         bucket.gpu_seconds +=
             OverlapGpuMs(gpus, started_ms, end_ms, bucket.start_ms, bucket_end) / 1000.0;
-        bucket.measured +=
-            MeasuredWithin(measured, started_ms, end_ms, bucket.start_ms, bucket_end);
+        if (measured)
+          bucket.measured +=
+              MeasuredWithin(*measured, started_ms, end_ms, bucket.start_ms, bucket_end);
       }
     }
     if (report.containers_total++ < UsageReport::kMaxContainers)

@@ -157,15 +157,17 @@ struct ContainerUsage {
   int64_t finished_ms = 0;  // 0: still running
   double gpu_seconds = 0;   // within the window
   // Measured use within the window: the container's measured figures taken as even over its run
-  // (running: what was measured until now).
-  fleet::MeasuredUsage measured;
+  // (running: what was measured until now); unset when telemetry never measured it.
+  std::optional<fleet::MeasuredUsage> measured;
 };
 struct UsageReport {
   static constexpr size_t kMaxContainers = 1000;
   std::string tenancy;
   int64_t from_ms = 0, to_ms = 0;
-  double gpu_seconds = 0;         // every container of the tenancy within the window
-  fleet::MeasuredUsage measured;  // the same, measured (see ContainerUsage)
+  double gpu_seconds = 0;  // every container of the tenancy within the window
+  // The same, measured, over the containers telemetry measured (see ContainerUsage); unset when
+  // it measured none.
+  std::optional<fleet::MeasuredUsage> measured;
   // The containers that count, latest ended first (running ones first of all), at most
   // kMaxContainers; containers_total says how many there are.
   std::vector<ContainerUsage> containers;

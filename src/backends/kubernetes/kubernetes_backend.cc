@@ -645,7 +645,9 @@ class KubernetesBackend final : public ContainerBackend {
   std::optional<fleet::MeasuredUsage> MeasuredOfLease(const std::string& name) {
     std::lock_guard<std::mutex> client_lock(client_mu_);
     auto lease = client_.Get(Resource::GpuLeases(), "", name);
-    if (!lease || !(*lease).contains("status")) return std::nullopt;
+    if (!lease || !(*lease).contains("status") || !(*lease)["status"].is_object() ||
+        !(*lease)["status"].contains("measured"))
+      return std::nullopt;
     auto measured =
         k8s::MeasuredOf((*lease)["status"], "measured", "lease " + name + " status.measured");
     if (!measured) {

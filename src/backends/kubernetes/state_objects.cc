@@ -181,7 +181,7 @@ Json GpuContainerObject(const fleet::ContainerRecord& c) {
   if (!c.reason.empty()) status["reason"] = c.reason;
   if (c.started_ms) status["startedTime"] = Rfc3339(c.started_ms);
   if (c.finished_ms) status["finishedTime"] = Rfc3339(c.finished_ms);
-  if (!c.measured.empty()) status["measured"] = MeasuredJson(c.measured);
+  if (c.measured) status["measured"] = MeasuredJson(*c.measured);
   // The node is the GPUs' ("<PCI>@<node>"); the claim is the GpuLease the backend creates.
   if (!c.gpus.empty()) {
     const auto at = c.gpus.front().find('@');
@@ -278,7 +278,11 @@ Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
   TESSERA_TAKE(c.reason, Text(status, "reason", field("status.reason")));
   TESSERA_TAKE(c.started_ms, UnixMs(status, "startedTime", field("status.startedTime")));
   TESSERA_TAKE(c.finished_ms, UnixMs(status, "finishedTime", field("status.finishedTime")));
-  TESSERA_TAKE(c.measured, MeasuredOf(status, "measured", field("status.measured")));
+  if (status.contains("measured")) {
+    fleet::MeasuredUsage measured;
+    TESSERA_TAKE(measured, MeasuredOf(status, "measured", field("status.measured")));
+    c.measured = measured;
+  }
 #undef TESSERA_TAKE
   return c;
 }
@@ -520,25 +524,29 @@ std::string UsageConfigMapName(const std::string& container_id) {
 Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns) {
   // No managed-by label: the GPU records' list (which selects on it) never pages through the
   // usage maps, of which there is one per ended container.
-  return {{"apiVersion", "v1"},
-          {"kind", "ConfigMap"},
-          {"metadata",
-           {{"name", UsageConfigMapName(usage.container_id)},
-            {"namespace", ns},
-            {"labels", {{kUsageLabel, "container"}, {kTenancyLabel, usage.tenancy}}}}},
-          {"data",
-           {{"container", usage.container_id},
-            {"tenancy", usage.tenancy},
-            {"tenancyUid", usage.tenancy_uid},
-            {"gpus", GpuCountText(usage.gpus)},
-            {"started", Rfc3339(usage.started_ms)},
-            {"finished", Rfc3339(usage.finished_ms)},
-            // Measured use as ConfigMap data: strings, numbers in the shortest exact text.
-            {"smSeconds", fmt::format("{}", usage.measured.sm_seconds)},
-            {"memoryGibSeconds", fmt::format("{}", usage.measured.memory_gib_seconds)},
-            {"energyJoules", fmt::format("{}", usage.measured.energy_joules)},
-            {"gpuModel", usage.gpu_model},
-            {"mode", usage.mode}}}};
+  Json config_map = {{"apiVersion", "v1"},
+                     {"kind", "ConfigMap"},
+                     {"metadata",
+                      {{"name", UsageConfigMapName(usage.container_id)},
+                       {"namespace", ns},
+                       {"labels", {{kUsageLabel, "container"}, {kTenancyLabel, usage.tenancy}}}}},
+                     {"data",
+                      {{"container", usage.container_id},
+                       {"tenancy", usage.tenancy},
+                       {"tenancyUid", usage.tenancy_uid},
+                       {"gpus", GpuCountText(usage.gpus)},
+                       {"started", Rfc3339(usage.started_ms)},
+                       {"finished", Rfc3339(usage.finished_ms)},
+                       {"gpuModel", usage.gpu_model},
+                       {"mode", usage.mode}}}};
+  if (usage.measured) {
+    // Measured use as ConfigMap data: strings, numbers in the shortest exact text.
+    Json& data = config_map["data"];
+    data["smSeconds"] = fmt::format("{}", usage.measured->sm_seconds);
+    data["memoryGibSeconds"] = fmt::format("{}", usage.measured->memory_gib_seconds);
+    data["energyJoules"] = fmt::format("{}", usage.measured->energy_joules);
+  }
+  return config_map;
 }
 
 Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
@@ -572,14 +580,16 @@ Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
   usage.gpus = count;
   TESSERA_TAKE(usage.started_ms, UnixMs(data, "started", field("started")));
   TESSERA_TAKE(usage.finished_ms, UnixMs(data, "finished", field("finished")));
-  // Measured use (absent in maps written before it was kept): numbers not below 0.
-  for (auto [name, target] :
-       {std::pair<const char*, double*>{"smSeconds", &usage.measured.sm_seconds},
-        {"memoryGibSeconds", &usage.measured.memory_gib_seconds},
-        {"energyJoules", &usage.measured.energy_joules}}) {
+  // Measured use (absent: not measured): numbers not below 0.
+  fleet::MeasuredUsage measured;
+  bool any = false;
+  for (auto [name, target] : {std::pair<const char*, double*>{"smSeconds", &measured.sm_seconds},
+                              {"memoryGibSeconds", &measured.memory_gib_seconds},
+                              {"energyJoules", &measured.energy_joules}}) {
     std::string text;
     TESSERA_TAKE(text, Text(data, name, field(name)));
     if (text.empty()) continue;
+    any = true;
     double value = 0;
     const auto read =
         std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::general);
@@ -588,6 +598,7 @@ Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
       return InvalidArgument(field(name) + ": want a number not below 0");
     *target = value;
   }
+  if (any) usage.measured = measured;
   TESSERA_TAKE(usage.gpu_model, Text(data, "gpuModel", field("gpuModel")));
   TESSERA_TAKE(usage.mode, Text(data, "mode", field("mode")));
 #undef TESSERA_TAKE
