@@ -786,7 +786,8 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
                         if (!query.usage_tenancy.empty()) {
                           serve::UsageQuery usage;
                           usage.step_s = query.step_s;
-                          usage.from_s = fleet::NowMs() / 1000 - query.window_s;
+                          usage.to_s = fleet::NowMs() / 1000;
+        usage.from_s = *usage.to_s - query.window_s;
                           auto report = service_->Usage(caller, query.usage_tenancy, usage);
                           if (!report) return respond(ErrorResponse(report.error()));
                           doc["usage"] = UsageJson(*report, usage.step_s);

@@ -92,6 +92,19 @@ struct Page {
   json Errors() const {
     return doc.is_object() ? doc.value("errors", json::array()) : json::array();
   }
+  // Counts for a failure message (a whole reading of 800 cards is too long to read).
+  std::string Summary() const {
+    std::map<std::string, int> states;
+    int measured = 0, reasons = 0;
+    for (const auto& card : Cards()) {
+      states[card.value("state", "")]++;
+      measured += card.value("util", 0.0) > 0;
+      reasons += !card.value("reason", "").empty();
+    }
+    return "cards " + std::to_string(Cards().size()) + ", rows " + std::to_string(Rows().size()) +
+           ", states " + json(states).dump() + ", with a utilisation " + std::to_string(measured) +
+           ", with a reason " + std::to_string(reasons) + ", status \"" + Status() + "\"";
+  }
   std::string Status() const { return doc.is_object() ? doc.value("status", "") : ""; }
   bool Updated() const { return Status().rfind("updated ", 0) == 0; }
 };
@@ -150,7 +163,7 @@ class Browser {
       page_->Pump(std::chrono::milliseconds(200));
     }
     std::string last = page.doc.dump(1);
-    if (last.size() > 20000) last = last.substr(0, 20000) + "...";
+    if (last.size() > 20000) last = page.Summary();
     ADD_FAILURE() << "the page never showed " << what << "; last reading: " << last << "\n"
                   << error << "\n"
                   << context();
@@ -425,8 +438,8 @@ TEST(FleetDashboardInChromium, OneHundredNodesOfEightGpus) {
     return listed.is_object() && listed["gpus"].size() == 800;
   })) << serve.log();
 
-  // An operator's quarantines and drains with reasons, then work from five tenancies (their Pods
-  // stay unscheduled: the lease holds the GPUs).
+  // An operator's quarantines and drains with reasons, then work from five tenancies (the
+  // scripted API server runs no kubelet: their Pods exist and their leases hold the GPUs).
   int status = 0;
   const std::vector<std::string> tenancies = {"vision", "speech", "llm-train", "batch", "research"};
   for (const auto& tenancy : tenancies) {
@@ -487,7 +500,7 @@ TEST(FleetDashboardInChromium, OneHundredNodesOfEightGpus) {
       "800 GPUs on 100 node rows with the leases, their measured bars and the reasons",
       [&](const Page& p) {
         return p.Updated() && p.Cards().size() == 800 && p.Rows().size() == 100 &&
-               p.Count([](const json& c) { return c.value("state", "") == "reserved"; }) ==
+               p.Count([](const json& c) { return !c.value("tenancy", "").empty(); }) ==
                    static_cast<int>(measured_gpus) &&
                p.Count([](const json& c) { return c.value("util", 0.0) > 0; }) ==
                    static_cast<int>(measured_gpus) &&

@@ -47,6 +47,12 @@ StoredCursor ReadCursor(const std::string& db_path, const std::string& gpu) {
   return out;
 }
 
+// A measured figure of a container (its "measured" is null until telemetry measured it).
+double Measured(const json& container, const char* key) {
+  const json& measured = container.is_object() ? container.value("measured", json()) : json();
+  return measured.is_object() ? measured.value(key, 0.0) : 0.0;
+}
+
 TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
   const Podman& podman = Podman::Get();
   ASSERT_TRUE(podman.ready()) << podman.setup_error();
@@ -113,10 +119,10 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
   json container;
   ASSERT_TRUE(WaitUntil([&] {
     container = CallJson(*admin, "GET", "/v1/containers/" + id);
-    return container["measured"].value("memory_gib_seconds", 0.0) > 0;
+    return Measured(container, "memory_gib_seconds") > 0;
   })) << container
       << serve->log();
-  EXPECT_EQ(container["measured"].value("sm_seconds", -1.0), 0.0);
+  EXPECT_EQ(Measured(container, "sm_seconds"), 0.0);
   EXPECT_EQ(ReadCursor(serve->data_dir() + "/tessera.db", gpu).sample_us, t0);
 
   // /metrics: the container's processes on its GPU under dcgm-exporter's names, its labels.
@@ -161,7 +167,7 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
   scenario.Write(running_devices + processes + busy);
   ASSERT_TRUE(WaitUntil([&] {
     container = CallJson(*admin, "GET", "/v1/containers/" + id);
-    return container["measured"].value("sm_seconds", 0.0) > 0.4;
+    return Measured(container, "sm_seconds") > 0.4;
   })) << container;
   EXPECT_EQ(serve->Kill(SIGKILL), 128 + SIGKILL);
   serve = std::make_unique<ServeProcess>(dir.path(), flags);
@@ -172,7 +178,7 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
   })) << serve->log();
   // Every sample after the baseline counted once: 60 periods of 0.1 s at 50 % + 30 %.
   container = CallJson(*admin, "GET", "/v1/containers/" + id);
-  const double sm_seconds = container["measured"].value("sm_seconds", 0.0);
+  const double sm_seconds = Measured(container, "sm_seconds");
   EXPECT_NEAR(sm_seconds, 60 * 0.1 * (0.5 + 0.3), 1e-9) << container;
   // Which is also what the stand-in says it served: each distinct sample once.
   std::set<std::string> served;
@@ -193,7 +199,7 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
   // of it this container's: it holds the GPU whole and runs its only processes.
   const StoredCursor cursor = ReadCursor(serve->data_dir() + "/tessera.db", gpu);
   EXPECT_GT(cursor.energy_mj, 1000u);
-  EXPECT_NEAR(container["measured"].value("energy_joules", 0.0), (cursor.energy_mj - 1000) / 1000.0,
+  EXPECT_NEAR(Measured(container, "energy_joules"), (cursor.energy_mj - 1000) / 1000.0,
               1e-6)
       << container;
 
