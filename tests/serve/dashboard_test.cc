@@ -381,7 +381,11 @@ TEST(DashboardInChromium, OneHostEightGpusWithTelemetryReasonsFiltersAndUsageCha
       context);
   browser.Screenshot("dashboard-8-gpus");
 
-  // Every poll was one request, to /v1/dashboard.
+  // Every poll was one request, to /v1/dashboard: the first, the chart's, and the page's timer
+  // (every 2 s) after them, however fast the steps above went.
+  browser.WaitFor(
+      "a poll on the page's timer",
+      [&](const Page&) { return browser.ApiRequests()["/v1/dashboard"] >= 3; }, context);
   auto requests = browser.ApiRequests();
   EXPECT_GE(requests["/v1/dashboard"], 3);
   EXPECT_EQ(requests.size(), 1u) << json(requests).dump();
