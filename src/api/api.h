@@ -33,12 +33,17 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body);
 Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body);
 // POST /v1/gpus/{id}/{action}: {reason?}; an empty body is an empty object.
 Result<std::string> ParseGpuActionBody(std::string_view body);
+// The body of an endpoint that takes none (POST /v1/tenancies/{name}/tokens): empty, or an
+// empty JSON object.
+Status ParseEmptyBody(std::string_view body);
 // GET /v1/containers query string (after '?'): limit=1..1000, after=ID, order=asc|desc,
 // state=S[,S...], tenancy=NAME; percent-encoded; unknown or repeated parameters are errors.
 Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query);
 // GET /v1/tenancies/{name}/usage query string: from=SECONDS, to=SECONDS (Unix time, whole
-// seconds, from <= to; defaults 0 and now), step=SECONDS (60..86400: a series of buckets, at most
-// 1440); percent-encoded; unknown or repeated parameters are errors.
+// seconds up to the year 9999, from <= to; defaults 0 and now, the service refusing a `from`
+// after now), step=SECONDS (60..86400: a series of buckets, at most 1440); percent-encoded;
+// unknown or repeated parameters, signs and values that do not fit are errors naming the
+// parameter.
 Result<serve::UsageQuery> ParseUsageQuery(std::string_view query);
 // GET /v1/dashboard query string: usage=TENANCY (embed its usage series, the usage API's answer)
 // and range=hour|day (default hour: 60 buckets of a minute; day: 96 of 15 minutes).
@@ -48,6 +53,9 @@ struct DashboardQuery {
   int64_t step_s = 60;
 };
 Result<DashboardQuery> ParseDashboardQuery(std::string_view query);
+// The query string of an endpoint that takes no parameters: empty, else InvalidArgument naming
+// the first parameter ("query parameter x: unknown (this endpoint takes none)").
+Status ParseNoQuery(std::string_view query);
 // "HOST:PORT" ("127.0.0.1:8080", "[::1]:8080", ":8080").
 Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen);
 

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "api/api.h"
+#include "common/strict_json.h"
 #include "common/untrusted_text.h"
 #include "serve/queue.h"
 
@@ -28,11 +29,11 @@ constexpr size_t kMaxExtensionBytes = 64 * 1024;
 Result<json> ParseObject(std::string_view body, bool empty_is_object) {
   if (empty_is_object && body.find_first_not_of(" \t\r\n") == std::string_view::npos)
     return json::object();
-  // Before parsing: what nests deeper is refused, so no later walk over the value recurses far.
-  if (auto nesting = CheckJsonNesting(body, "body"); !nesting) return nesting.error();
-  json doc = json::parse(body.begin(), body.end(), nullptr, false);
-  if (doc.is_discarded()) return InvalidArgument("body: not valid JSON");
-  if (!doc.is_object()) return InvalidArgument("body: must be a JSON object");
+  // Nesting bounded before parsing (no later walk over the value recurses far) and duplicate
+  // keys refused at every depth: a body that says two things is not read as one of them.
+  auto doc = ParseStrictJson(body, "body");
+  if (!doc) return doc.error();
+  if (!doc->is_object()) return InvalidArgument("body: must be a JSON object");
   return doc;
 }
 
@@ -105,11 +106,9 @@ Result<fleet::MigRequest> ParseMigRequest(const json& value) {
       if (auto problem = fleet::CheckMigProfileName(mig.profile); !problem.empty())
         return InvalidArgument("mig.profile: \"" + Excerpt(mig.profile) + "\" " + problem);
     } else if (key == "count") {
-      if (!item.is_number_integer() || item.get<int64_t>() < 1 ||
-          item.get<int64_t>() > fleet::kMaxMigSlicesPerContainer)
-        return InvalidArgument("mig.count: must be a whole number from 1 to " +
-                               std::to_string(fleet::kMaxMigSlicesPerContainer));
-      mig.count = static_cast<int>(item.get<int64_t>());
+      auto count = JsonIntInRange(item, "mig.count", 1, fleet::kMaxMigSlicesPerContainer);
+      if (!count) return count.error();
+      mig.count = static_cast<int>(*count);
       counted = true;
     } else {
       return InvalidArgument("mig." + Excerpt(key) + ": unknown field (profile, count)");
@@ -139,14 +138,9 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
       if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
         return InvalidArgument("tenancy: \"" + Excerpt(spec.tenancy) + "\" " + problem);
     } else if (key == "gpus") {
-      if (!value.is_number_integer())
-        return InvalidArgument("gpus: must be an integer from 0 to " +
-                               std::to_string(fleet::kMaxGpusPerContainer));
-      auto gpus = value.get<int64_t>();
-      if (gpus < 0 || gpus > fleet::kMaxGpusPerContainer)
-        return InvalidArgument("gpus: " + std::to_string(gpus) + " is not from 0 to " +
-                               std::to_string(fleet::kMaxGpusPerContainer));
-      spec.gpus = static_cast<int>(gpus);
+      auto gpus = JsonIntInRange(value, "gpus", 0, fleet::kMaxGpusPerContainer);
+      if (!gpus) return gpus.error();
+      spec.gpus = static_cast<int>(*gpus);
     } else if (key == "isolation") {
       if (!value.is_string()) return InvalidArgument("isolation: must be a string");
       auto isolation = fleet::ParseIsolation(value.get<std::string>());
@@ -184,18 +178,15 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
       spec.volumes = std::move(*volumes);
     } else if (key == "priority") {
       // The tenancy's maxPriority bounds it further when it is submitted.
-      if (!value.is_number_integer() || value.get<int64_t>() < scheduling::kMinPriority ||
-          value.get<int64_t>() > scheduling::kMaxPriority)
-        return InvalidArgument("priority: must be a whole number from " +
-                               std::to_string(scheduling::kMinPriority) + " to " +
-                               std::to_string(scheduling::kMaxPriority));
-      spec.priority = static_cast<int>(value.get<int64_t>());
+      auto priority =
+          JsonIntInRange(value, "priority", scheduling::kMinPriority, scheduling::kMaxPriority);
+      if (!priority) return priority.error();
+      spec.priority = static_cast<int>(*priority);
     } else if (key == "maxDurationSeconds") {
-      const auto limit = static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds);
-      if (!value.is_number_integer() || value.get<int64_t>() < 1 || value.get<int64_t>() > limit)
-        return InvalidArgument("maxDurationSeconds: must be a whole number from 1 to " +
-                               std::to_string(limit));
-      spec.max_duration_s = value.get<int64_t>();
+      auto limit = JsonIntInRange(value, "maxDurationSeconds", 1,
+                                  static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds));
+      if (!limit) return limit.error();
+      spec.max_duration_s = *limit;
     } else if (key == "preemptible") {
       if (!value.is_boolean()) return InvalidArgument("preemptible: must be true or false");
       spec.preemptible = value.get<bool>();
@@ -276,6 +267,15 @@ Result<std::string> ParseGpuActionBody(std::string_view body) {
     if (reason.size() > 1024) return InvalidArgument("reason: longer than 1024 characters");
   }
   return reason;
+}
+
+Status ParseEmptyBody(std::string_view body) {
+  auto parsed = ParseObject(body, true);
+  if (!parsed) return parsed.error();
+  if (!parsed->empty())
+    return InvalidArgument(Excerpt(parsed->begin().key()) +
+                           ": unknown field (this endpoint takes none)");
+  return Ok();
 }
 
 namespace {
@@ -378,6 +378,13 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
       });
   if (!parsed) return parsed.error();
   return out;
+}
+
+Status ParseNoQuery(std::string_view query) {
+  return ForEachQueryParameter(
+      query, [](const std::string&, std::string&, const std::string& field) -> Status {
+        return InvalidArgument(field + ": unknown (this endpoint takes none)");
+      });
 }
 
 Result<serve::UsageQuery> ParseUsageQuery(std::string_view query) {

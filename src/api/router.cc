@@ -77,14 +77,13 @@ json LimitJson(int value) {
   return value == scheduling::kUnlimited ? json(nullptr) : json(value);
 }
 
-json TenancyJson(const fleet::Tenancy& tenancy) {
+json TenancyJson(const fleet::Tenancy& tenancy, const scheduling::TenancyPolicy& policy) {
   json extensions = json::object();
   for (const auto& [key, value] : tenancy.extensions) {
     if (key == serve::kSchedulingExtension) continue;  // shown as its own fields below
     json parsed = json::parse(value, nullptr, false);
     extensions[key] = parsed.is_discarded() ? json(value) : parsed;
   }
-  const auto policy = serve::PolicyOf(tenancy);
   return {{"name", tenancy.name},
           {"uid", tenancy.uid},
           {"created_ms", tenancy.created_ms},
@@ -467,37 +466,56 @@ std::string Router::Metrics() const {
       "# TYPE tessera_store_checkpoints_total counter\n"
       "tessera_store_checkpoints_total " +
       std::to_string(counts.store.checkpoints) + "\n";
-  // Tenancy names are DNS labels: nothing in them needs escaping in a label value.
+  out +=
+      "# HELP tessera_store_write_failing 1 while the store cannot write (disk full, I/O error, "
+      "damage): changes are refused with 503 until a write succeeds.\n"
+      "# TYPE tessera_store_write_failing gauge\ntessera_store_write_failing " +
+      std::string(counts.store_write_failure ? "1" : "0") + "\n";
+  out +=
+      "# HELP tessera_scheduling_passes_total Passes of the scheduling policy (one per change "
+      "that could start or reserve something, however many came at once).\n"
+      "# TYPE tessera_scheduling_passes_total counter\ntessera_scheduling_passes_total " +
+      std::to_string(counts.scheduling_passes) + "\n";
+  out +=
+      "# HELP tessera_queue_reports_total Queue positions and reasons worked out for readers.\n"
+      "# TYPE tessera_queue_reports_total counter\ntessera_queue_reports_total " +
+      std::to_string(counts.queue_reports) + "\n";
+  // One series per tenancy incarnation that exists (uid): a name created again starts from
+  // nothing, and a deleted one's series go. Names are DNS labels and uids hex: nothing needs
+  // escaping in a label value.
   out +=
       "# HELP tessera_tenancy_gpu_seconds_total GPU-seconds metered per tenancy (ended and "
       "running containers).\n# TYPE tessera_tenancy_gpu_seconds_total counter\n";
-  char line[256];
-  for (const auto& [tenancy, seconds] : counts.tenancy_gpu_seconds) {
-    std::snprintf(line, sizeof(line), "tessera_tenancy_gpu_seconds_total{tenancy=\"%s\"} %.3f\n",
-                  tenancy.c_str(), seconds);
+  char line[384];
+  for (const auto& tenancy : counts.tenancies) {
+    std::snprintf(line, sizeof(line),
+                  "tessera_tenancy_gpu_seconds_total{tenancy=\"%s\",uid=\"%s\"} %.3f\n",
+                  tenancy.name.c_str(), tenancy.uid.c_str(), tenancy.gpu_seconds);
     out += line;
   }
   out +=
       "# HELP tessera_queue_wait_seconds How long GPU containers waited in the queue, by "
       "tenancy.\n# TYPE tessera_queue_wait_seconds histogram\n";
-  for (const auto& [tenancy, waits] : counts.queue_waits) {
+  for (const auto& tenancy : counts.tenancies) {
+    if (!tenancy.queue_waits) continue;
+    const auto& waits = *tenancy.queue_waits;
+    const std::string labels = "tenancy=\"" + tenancy.name + "\",uid=\"" + tenancy.uid + "\"";
     for (size_t i = 0; i < waits.cumulative.size(); ++i) {
       if (i < waits.bounds.size()) {
-        std::snprintf(line, sizeof(line),
-                      "tessera_queue_wait_seconds_bucket{tenancy=\"%s\",le=\"%g\"} %llu\n",
-                      tenancy.c_str(), waits.bounds[i],
+        std::snprintf(line, sizeof(line), "tessera_queue_wait_seconds_bucket{%s,le=\"%g\"} %llu\n",
+                      labels.c_str(), waits.bounds[i],
                       static_cast<unsigned long long>(waits.cumulative[i]));
       } else {
         std::snprintf(line, sizeof(line),
-                      "tessera_queue_wait_seconds_bucket{tenancy=\"%s\",le=\"+Inf\"} %llu\n",
-                      tenancy.c_str(), static_cast<unsigned long long>(waits.cumulative[i]));
+                      "tessera_queue_wait_seconds_bucket{%s,le=\"+Inf\"} %llu\n", labels.c_str(),
+                      static_cast<unsigned long long>(waits.cumulative[i]));
       }
       out += line;
     }
     std::snprintf(line, sizeof(line),
-                  "tessera_queue_wait_seconds_sum{tenancy=\"%s\"} %.3f\n"
-                  "tessera_queue_wait_seconds_count{tenancy=\"%s\"} %llu\n",
-                  tenancy.c_str(), waits.sum, tenancy.c_str(),
+                  "tessera_queue_wait_seconds_sum{%s} %.3f\n"
+                  "tessera_queue_wait_seconds_count{%s} %llu\n",
+                  labels.c_str(), waits.sum, labels.c_str(),
                   static_cast<unsigned long long>(waits.count));
     out += line;
   }
@@ -575,6 +593,20 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   const auto method = request.method() == http::verb::head ? http::verb::get : request.method();
   const std::string target(request.target().data(), request.target().size());
   const auto parts = SplitPath(target);
+  // Query parameters: only the container listing, the usage report and the dashboard's document
+  // take any; on every other endpoint one is a mistake, refused rather than ignored.
+  const auto query_at = target.find('?');
+  const std::string_view query = query_at == std::string::npos
+                                     ? std::string_view()
+                                     : std::string_view(target).substr(query_at + 1);
+  const bool takes_query =
+      parts.size() >= 2 && parts[0] == "v1" &&
+      ((parts.size() == 2 && parts[1] == "containers" && method == http::verb::get) ||
+       (parts.size() == 4 && parts[1] == "tenancies" && parts[3] == "usage") ||
+       (parts.size() == 2 && parts[1] == "dashboard" && method == http::verb::get));
+  if (!takes_query) {
+    if (auto none = ParseNoQuery(query); !none) return respond(ErrorResponse(none.error()));
+  }
 
   switch (PublicRouteOf(parts)) {
     case PublicRoute::kDashboard:
@@ -585,12 +617,23 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
         respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
       });
       return;
-    case PublicRoute::kHealth:
-      return respond(MakeResponse(http::status::ok, "ok\n", "text/plain"));
+    // Alive while it answers; a store that cannot write is said here too (restarting would not
+    // help), while /readyz turns the traffic away.
+    case PublicRoute::kHealth: {
+      auto failure = service_->StoreWriteFailure();
+      return respond(MakeResponse(
+          http::status::ok,
+          failure ? "degraded: the store cannot write: " + *failure + "\n" : "ok\n", "text/plain"));
+    }
     // The listener opens only after the store is loaded and reconciled, so a replica that
-    // answers at all can take traffic.
-    case PublicRoute::kReady:
+    // answers at all can take traffic, unless its store cannot write.
+    case PublicRoute::kReady: {
+      if (auto failure = service_->StoreWriteFailure())
+        return respond(MakeResponse(http::status::service_unavailable,
+                                    "not ready: the store cannot write: " + *failure + "\n",
+                                    "text/plain"));
       return respond(MakeResponse(http::status::ok, "ready\n", "text/plain"));
+    }
     case PublicRoute::kOpenApi:
       return respond(MakeResponse(http::status::ok, OpenApiJson()));
     case PublicRoute::kNone:
@@ -607,7 +650,7 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
       json list = json::array();
       for (const auto& tenancy : service_->ListTenancies(caller))
-        list.push_back(TenancyJson(tenancy));
+        list.push_back(TenancyJson(tenancy, service_->PolicyFor(tenancy)));
       return respond(Json(http::status::ok, {{"tenancies", list}}));
     }
     const std::string& name = parts[2];
@@ -615,7 +658,8 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       if (method == http::verb::get) {
         auto tenancy = service_->GetTenancy(caller, name);
         if (!tenancy) return respond(ErrorResponse(tenancy.error()));
-        return respond(Json(http::status::ok, TenancyJson(*tenancy)));
+        return respond(
+            Json(http::status::ok, TenancyJson(*tenancy, service_->PolicyFor(*tenancy))));
       }
       if (method == http::verb::put) {
         auto tenancy = ParseTenancy(name, body);
@@ -626,8 +670,9 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
             caller, std::move(*tenancy),
             [this, respond = std::move(respond)](Result<fleet::Tenancy> result) mutable {
               if (!result) return respond(ErrorResponse(result.error()));
-              PrepareThenRespond(result->name, std::move(respond),
-                                 Json(http::status::ok, TenancyJson(*result)));
+              PrepareThenRespond(
+                  result->name, std::move(respond),
+                  Json(http::status::ok, TenancyJson(*result, service_->PolicyFor(*result))));
             });
       }
       if (method == http::verb::delete_) {
@@ -667,17 +712,21 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
     // /v1/tenancies/{name}/usage?from=&to=: metered GPU-seconds.
     if (parts.size() == 4 && parts[3] == "usage") {
       if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
-      auto query_at = target.find('?');
-      auto query = ParseUsageQuery(query_at == std::string::npos
-                                       ? std::string_view()
-                                       : std::string_view(target).substr(query_at + 1));
-      if (!query) return respond(ErrorResponse(query.error()));
-      auto report = service_->Usage(caller, name, *query);
-      if (!report) return respond(ErrorResponse(report.error()));
-      return respond(Json(http::status::ok, UsageJson(*report, query->step_s)));
+      auto parsed = ParseUsageQuery(query);
+      if (!parsed) return respond(ErrorResponse(parsed.error()));
+      // Worked out from the meter (its own lock, not the model's) and rendered off the I/O
+      // thread: a tenancy with many runs holds up nobody's request.
+      boost::asio::post(render_,
+                        [this, caller, name, parsed = *parsed, respond = std::move(respond)] {
+                          auto report = service_->Usage(caller, name, parsed);
+                          if (!report) return respond(ErrorResponse(report.error()));
+                          respond(Json(http::status::ok, UsageJson(*report, parsed.step_s)));
+                        });
+      return;
     }
     if (parts.size() == 4 && parts[3] == "tokens") {
       if (method != http::verb::post) return respond(MethodNotAllowed("POST"));
+      if (auto empty = ParseEmptyBody(body); !empty) return respond(ErrorResponse(empty.error()));
       return service_->CreateToken(
           caller, name,
           Reply<serve::CreatedToken>(std::move(respond), http::status::created,
@@ -694,13 +743,10 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   if (collection == "containers") {
     if (parts.size() == 2) {
       if (method == http::verb::get) {
-        auto query_at = target.find('?');
-        auto query = ParseContainerQuery(query_at == std::string::npos
-                                             ? std::string_view()
-                                             : std::string_view(target).substr(query_at + 1));
-        if (!query) return respond(ErrorResponse(query.error()));
+        auto parsed = ParseContainerQuery(query);
+        if (!parsed) return respond(ErrorResponse(parsed.error()));
         boost::asio::post(render_,
-                          [this, caller, query = std::move(*query), respond = std::move(respond)] {
+                          [this, caller, query = std::move(*parsed), respond = std::move(respond)] {
                             auto page = service_->ListContainers(caller, query);
                             if (!page) return respond(ErrorResponse(page.error()));
                             json list = json::array();
@@ -773,13 +819,10 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   // /v1/dashboard
   if (collection == "dashboard" && parts.size() == 2) {
     if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
-    auto query_at = target.find('?');
-    auto query = ParseDashboardQuery(query_at == std::string::npos
-                                         ? std::string_view()
-                                         : std::string_view(target).substr(query_at + 1));
-    if (!query) return respond(ErrorResponse(query.error()));
+    auto parsed = ParseDashboardQuery(query);
+    if (!parsed) return respond(ErrorResponse(parsed.error()));
     boost::asio::post(render_,
-                      [this, caller, query = std::move(*query), respond = std::move(respond)] {
+                      [this, caller, query = std::move(*parsed), respond = std::move(respond)] {
                         json doc = DashboardJson(service_->Dashboard(caller));
                         // The chart: the usage API's answer for the chosen tenancy, in the same
                         // request.
@@ -787,7 +830,7 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
                           serve::UsageQuery usage;
                           usage.step_s = query.step_s;
                           usage.to_s = fleet::NowMs() / 1000;
-        usage.from_s = *usage.to_s - query.window_s;
+                          usage.from_s = *usage.to_s - query.window_s;
                           auto report = service_->Usage(caller, query.usage_tenancy, usage);
                           if (!report) return respond(ErrorResponse(report.error()));
                           doc["usage"] = UsageJson(*report, usage.step_s);

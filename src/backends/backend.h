@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -49,6 +50,12 @@ struct ExitInfo {
   // What its GPU processes were measured to use, where the backend learns it (Kubernetes: the
   // node agent's GpuLease status.measured); this host's own telemetry adds to the record itself.
   std::optional<fleet::MeasuredUsage> measured;
+  // When it ended as the runtime recorded it (podman's State.FinishedAt, a Pod container's
+  // finishedAt), Unix ms; 0 when the runtime does not say (the service's clock then). Billing
+  // follows it: an exit while the service was down is not billed until the service learnt it.
+  int64_t finished_ms = 0;
+  // The runtime says it never started (created, then failed or removed): nothing is billed.
+  bool never_started = false;
 };
 
 struct GpuCheckVerdict {
@@ -62,12 +69,28 @@ enum class BackendState {
   kExited,
   kUnknown,
 };
-const char* BackendStateName(BackendState state);
+inline const char* BackendStateName(BackendState state) {
+  switch (state) {
+    case BackendState::kCreated:
+      return "created";
+    case BackendState::kRunning:
+      return "running";
+    case BackendState::kExited:
+      return "exited";
+    default:
+      return "unknown";
+  }
+}
 
 struct BackendContainer {
   std::string id;  // the fleet's container ID
   BackendState state = BackendState::kUnknown;
   std::optional<int> exit_code;  // when exited
+  // As the runtime recorded them, Unix ms; 0: unknown (or, for started_ms of an exited one,
+  // never started: `never_started`).
+  int64_t started_ms = 0;
+  int64_t finished_ms = 0;
+  bool never_started = false;
 };
 
 // What a node agent last measured of one GPU (Kubernetes: the GpuLease's status.measured.gauges).

@@ -122,6 +122,22 @@ struct Builder {
           mounts.push_back(ReadOnlyMount(library.path, library.soname_link));
         }
       }
+      // Libraries off the loader's built-in directories (a driver under /usr/local/nvidia, say)
+      // are found in the container only where its loader is told to look: the container has no
+      // cache entry for them.
+      std::vector<std::string> library_dirs;
+      for (const auto& library : driver.libraries) {
+        std::string dir = library.path.substr(0, library.path.rfind('/'));
+        if (!inventory::IsLoaderDefaultDirectory(dir) &&
+            std::find(library_dirs.begin(), library_dirs.end(), dir) == library_dirs.end())
+          library_dirs.push_back(dir);
+      }
+      if (!library_dirs.empty()) {
+        std::string value;
+        for (const auto& dir : library_dirs)
+          value += (value.empty() ? "" : ":") + dir;
+        spec.container_edits.env.push_back("LD_LIBRARY_PATH=" + value);
+      }
       for (const auto& binary : driver.binaries)
         mounts.push_back(ReadOnlyMount(binary, binary));
       for (const auto& firmware : driver.firmware) {

@@ -134,6 +134,9 @@ struct Problem {
 // "device: field: message"
 std::string FormatProblem(const Problem& problem);
 
+// The largest spec file read or parsed.
+inline constexpr size_t kMaxSpecFileBytes = size_t{16} << 20;
+
 // Strict parse of a JSON or YAML spec (YAML when the text does not start with '{'): unknown
 // fields, wrong types and missing required fields are problems. The spec holds whatever could
 // be decoded.

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "cdi/cdi.h"
+#include "common/bounded_yaml.h"
 
 namespace tessera::cdi {
 namespace {
@@ -17,7 +18,6 @@ namespace {
 using Json = nlohmann::json;
 using OrderedJson = nlohmann::ordered_json;
 
-constexpr size_t kMaxSpecBytes = 16 << 20;
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxNodes = 1 << 20;
 
@@ -59,9 +59,10 @@ size_t FindInvalidUtf8(std::string_view text) {
 
 // ---- YAML to JSON, typed like YAML 1.1 (go-yaml v2, which the reference parser uses) ----
 
+// Its input comes from LoadBoundedYaml, which bounds the nodes it visits (aliases expanded) and
+// its recursion.
 struct YamlConverter {
   std::vector<Problem>* problems;
-  size_t nodes = 0;
   bool failed = false;
 
   void Fail(std::string message) {
@@ -98,16 +99,8 @@ struct YamlConverter {
     return text;
   }
 
-  Json Convert(const YAML::Node& node, int depth) {
+  Json Convert(const YAML::Node& node) {
     if (failed) return nullptr;
-    if (++nodes > kMaxNodes) {
-      Fail("document too large (more than " + std::to_string(kMaxNodes) + " nodes)");
-      return nullptr;
-    }
-    if (depth > kMaxDepth) {
-      Fail("document nested deeper than " + std::to_string(kMaxDepth) + " levels");
-      return nullptr;
-    }
     switch (node.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
@@ -117,7 +110,7 @@ struct YamlConverter {
       case YAML::NodeType::Sequence: {
         Json out = Json::array();
         for (const auto& item : node)
-          out.push_back(Convert(item, depth + 1));
+          out.push_back(Convert(item));
         return out;
       }
       case YAML::NodeType::Map: {
@@ -132,7 +125,7 @@ struct YamlConverter {
             Fail("duplicate key \"" + key + "\"");
             return nullptr;
           }
-          out[key] = Convert(item.second, depth + 1);
+          out[key] = Convert(item.second);
         }
         return out;
       }
@@ -610,7 +603,7 @@ void EmitYaml(const OrderedJson& value, int indent, bool in_sequence, std::strin
 
 ParsedSpec ParseSpec(std::string_view text) {
   ParsedSpec parsed;
-  if (text.size() > kMaxSpecBytes) {
+  if (text.size() > kMaxSpecFileBytes) {
     parsed.problems.push_back({"-", "-", "spec larger than 16 MiB"});
     return parsed;
   }
@@ -628,10 +621,14 @@ ParsedSpec ParseSpec(std::string_view text) {
       return parsed;
     }
   } else {
+    auto node = LoadBoundedYaml(text, YamlBounds{kMaxNodes, kMaxDepth});
+    if (!node) {
+      parsed.problems.push_back({"-", "-", "invalid " + node.error().message});
+      return parsed;
+    }
     try {
-      YAML::Node node = YAML::Load(std::string(text));
       YamlConverter converter{&parsed.problems};
-      document = converter.Convert(node, 0);
+      document = converter.Convert(*node);
       if (converter.failed) return parsed;
     } catch (const YAML::Exception& e) {
       parsed.problems.push_back({"-", "-", std::string("invalid YAML: ") + e.what()});

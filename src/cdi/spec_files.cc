@@ -11,6 +11,7 @@
 
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 
 namespace tessera::cdi {
 namespace {
@@ -31,7 +32,9 @@ struct LoadedSpec {
 
 void CheckFile(const std::string& file, std::vector<FileProblem>* problems,
                std::vector<LoadedSpec>* loaded) {
-  auto text = ReadWholeFile(file);
+  // A runtime reads every file of a spec dir: a FIFO or a device planted there is a problem to
+  // report, not a read that blocks or never ends.
+  auto text = ReadBoundedFile(file, kMaxSpecFileBytes);
   if (!text) {
     problems->push_back({file, {"-", "-", text.error().message}});
     return;
@@ -133,7 +136,8 @@ Result<bool> WriteSpecFile(const std::string& path, const std::string& content,
       }
     }
   }
-  if (auto existing = ReadWholeFile(path); existing && *existing == content) {
+  // Whatever is there now is either the same bytes or to be replaced: never read past them.
+  if (auto existing = ReadBoundedFile(path, content.size()); existing && *existing == content) {
     struct stat st;
     if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 07777) == 0644) return false;
   }

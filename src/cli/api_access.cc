@@ -2,7 +2,7 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 
 namespace tessera::cli {
 
@@ -19,7 +19,7 @@ Result<std::string> ApiToken(const std::string& token_file) {
     const char* env = std::getenv("TESSERA_TOKEN_FILE");
     path = env && *env ? env : "tessera-data/admin.token";
   }
-  auto text = ReadWholeFile(path);
+  auto text = ReadBoundedFile(path, kMaxTokenFileBytes);
   if (!text) return text.error().WithContext("token (set TESSERA_TOKEN or --token-file)");
   std::string token = *text;
   while (!token.empty() && (token.back() == '\n' || token.back() == ' '))

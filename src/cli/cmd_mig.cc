@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "deviceplugin/deviceplugin.h"
 #include "firmware/firmware.h"
 #include "inventory/inventory.h"
@@ -11,8 +11,6 @@
 
 namespace tessera::cli {
 namespace {
-
-constexpr size_t kMaxFileBytes = 1 << 20;
 
 struct ApplyOptions {
   std::string config;
@@ -26,10 +24,8 @@ struct ApplyOptions {
 };
 
 std::string ReadSmallFile(const std::string& path, const char* what) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadBoundedFile(path, kMaxConfigFileBytes);
   if (!text) Fail(text.error().WithContext(what));
-  if (text->size() > kMaxFileBytes)
-    Fail(InvalidArgument(std::string(what) + " " + path + ": over 1 MiB"));
   return *text;
 }
 

@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "client/client.h"
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 
 namespace tessera::cli {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "windows/windows.h"
 
 namespace tessera::cli {
@@ -18,7 +18,7 @@ namespace {
 namespace win = tessera::windows;
 
 win::Snapshot LoadSnapshot(const std::string& path) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadBoundedFile(path, kMaxConfigFileBytes);
   if (!text.ok()) Fail(text.error().WithContext("read snapshot " + path));
   auto snapshot = win::ParseSnapshot(*text);
   if (!snapshot.ok()) Fail(snapshot.error().WithContext(path));

@@ -8,28 +8,11 @@
 #include <cerrno>
 #include <random>
 
+#include "common/bounded_file.h"
+#include "common/file_descriptor.h"
+
 namespace tessera {
 namespace {
-
-// Closes a descriptor when it goes out of scope.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 std::string DirectoryOf(const std::string& path) {
   auto slash = path.rfind('/');
@@ -124,18 +107,7 @@ Status CreateFileAtomically(const std::string& path, std::string_view content, m
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return ErrnoError("open " + path, errno);
-  std::string out;
-  char buffer[16384];
-  for (;;) {
-    ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoError("read " + path, errno);
-    if (n == 0) break;
-    out.append(buffer, static_cast<size_t>(n));
-  }
-  return out;
+  return ReadBoundedFile(path, kMaxWholeFileBytes);
 }
 
 }  // namespace tessera

@@ -38,7 +38,10 @@ Status RemoveFile(const std::string& path, Durability durability = Durability::k
 // fsyncs a directory: the entries created, renamed or removed in it survive a power loss.
 Status SyncDirectory(const std::string& dir);
 
-// Reads a whole file. NotFound when it does not exist.
+// ReadBoundedFile (common/bounded_file.h) with a generous limit, for callers that name none:
+// a regular file of at most 64 MiB, NotFound when it does not exist. A file read from outside
+// the process should name the limit its format needs instead.
+inline constexpr size_t kMaxWholeFileBytes = size_t{64} << 20;
 Result<std::string> ReadWholeFile(const std::string& path);
 
 }  // namespace tessera

@@ -17,7 +17,7 @@
 #include <set>
 #include <thread>
 
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "deviceplugin/server.h"
 #include "windows/snapshot.h"
 
@@ -106,7 +106,7 @@ class Agent {
 // Linux nodes read the PCI inventory under the root; Windows nodes a DirectX host snapshot.
 Result<std::unique_ptr<ResourceManager>> CreateManager(const Config& config) {
   if (!config.windows_snapshot.empty()) {
-    auto text = ReadWholeFile(config.windows_snapshot);
+    auto text = ReadBoundedFile(config.windows_snapshot, kMaxConfigFileBytes);
     if (!text) return text.error().WithContext("windows snapshot");
     auto snapshot = windows::ParseSnapshot(*text);
     if (!snapshot) return snapshot.error().WithContext(config.windows_snapshot);

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/bounded_yaml.h"
+#include "common/untrusted_text.h"
 #include "deviceplugin/deviceplugin.h"
 
 namespace tessera::deviceplugin {
@@ -26,9 +28,11 @@ Status RejectUnknown(const YAML::Node& node, const std::string& where,
     const std::string& key = item.first.Scalar();
     // yaml-cpp keeps the first of two equal keys; a silently dropped section is worse than an
     // error.
-    if (!seen.insert(key).second) return InvalidArgument(Field(where, key) + ": duplicate key");
+    if (!seen.insert(key).second) {
+      return InvalidArgument(Field(where, Excerpt(key, 40)) + ": duplicate key");
+    }
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
-      return InvalidArgument(Field(where, key) + ": unknown field");
+      return InvalidArgument(Field(where, Excerpt(key, 40)) + ": unknown field");
     }
   }
   return Ok();
@@ -56,7 +60,7 @@ Result<int64_t> Integer(const YAML::Node& node, const std::string& where, int64_
   const std::string& s = node.Scalar();
   size_t start = s[0] == '-' ? 1 : 0;
   if (start == s.size() || s.find_first_not_of("0123456789", start) != std::string::npos) {
-    return InvalidArgument(where + ": want an integer, got \"" + s + "\"");
+    return InvalidArgument(where + ": want an integer, got \"" + Excerpt(s, 40) + "\"");
   }
   errno = 0;
   long long value = std::strtoll(s.c_str(), nullptr, 10);
@@ -73,7 +77,8 @@ Result<uint16_t> HexId(const YAML::Node& node, const std::string& where) {
   std::string s = node.Scalar();
   if (s.rfind("0x", 0) == 0 || s.rfind("0X", 0) == 0) s = s.substr(2);
   if (s.empty() || s.size() > 4 || s.find_first_not_of("0123456789abcdefABCDEF") != s.npos) {
-    return InvalidArgument(where + ": \"" + node.Scalar() + "\" is not a 16-bit hex ID");
+    return InvalidArgument(where + ": \"" + Excerpt(node.Scalar(), 40) +
+                           "\" is not a 16-bit hex ID");
   }
   return static_cast<uint16_t>(std::strtoul(s.c_str(), nullptr, 16));
 }
@@ -146,7 +151,7 @@ Status ParseRule(const YAML::Node& node, const std::string& where, NamingRule* r
     }
     if (!rule->kind.empty() && rule->kind != "gpu" && rule->kind != "accelerator" &&
         rule->kind != "nvswitch") {
-      return InvalidArgument(m + ".kind: \"" + rule->kind +
+      return InvalidArgument(m + ".kind: \"" + Excerpt(rule->kind, 60) +
                              "\": want gpu, accelerator or nvswitch");
     }
   }
@@ -304,7 +309,7 @@ Result<ListStrategy> ParseListStrategy(std::string_view name) {
                  ListStrategy::kEnvvar}) {
     if (name == ListStrategyName(s)) return s;
   }
-  return InvalidArgument("device list strategy \"" + std::string(name) +
+  return InvalidArgument("device list strategy \"" + Excerpt(name, 40) +
                          "\": want cdi-cri, cdi-annotations, device-specs or envvar");
 }
 
@@ -315,37 +320,34 @@ const char* AllocationPolicyName(AllocationPolicy policy) {
 Result<AllocationPolicy> ParseAllocationPolicy(std::string_view name) {
   if (name == "distributed") return AllocationPolicy::kDistributed;
   if (name == "packed") return AllocationPolicy::kPacked;
-  return InvalidArgument("allocation policy \"" + std::string(name) +
+  return InvalidArgument("allocation policy \"" + Excerpt(name, 40) +
                          "\": want distributed or packed");
 }
 
 std::string CheckResourceName(std::string_view name) {
   size_t slash = name.find('/');
-  if (slash == std::string_view::npos) return "\"" + std::string(name) + "\" has no domain/";
+  if (slash == std::string_view::npos) return "\"" + Excerpt(name, 80) + "\" has no domain/";
   std::string_view domain = name.substr(0, slash), local = name.substr(slash + 1);
   if (!ValidDnsSubdomain(domain)) {
-    return "\"" + std::string(name) + "\": domain is not a lowercase DNS subdomain";
+    return "\"" + Excerpt(name, 80) + "\": domain is not a lowercase DNS subdomain";
   }
   if (local.empty() || local.size() > 63 || !IsAlnum(local.front()) || !IsAlnum(local.back()) ||
       std::any_of(local.begin(), local.end(),
                   [](char c) { return !IsAlnum(c) && c != '-' && c != '_' && c != '.'; })) {
-    return "\"" + std::string(name) +
+    return "\"" + Excerpt(name, 80) +
            "\": name must be 1-63 characters of [A-Za-z0-9_.-], starting and ending "
            "alphanumeric";
   }
   if (domain == "kubernetes.io" || domain == "requests") {
-    return "\"" + std::string(name) + "\": domain is reserved";
+    return "\"" + Excerpt(name, 80) + "\": domain is reserved";
   }
   return {};
 }
 
 Result<Config> ParseConfig(std::string_view yaml) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument("config: " + std::string(e.what()));
-  }
+  auto loaded = LoadBoundedYaml(yaml);
+  if (!loaded) return loaded.error().WithContext("config");
+  const YAML::Node root = std::move(*loaded);
   Config config;
   if (root.IsNull()) return config;
   try {
@@ -360,7 +362,7 @@ Result<Config> ParseConfig(std::string_view yaml) {
     if (root["version"]) {
       auto v = String(root["version"], "version");
       if (!v) return v.error();
-      if (*v != "v1") return InvalidArgument("version: \"" + *v + "\": want v1");
+      if (*v != "v1") return InvalidArgument("version: \"" + Excerpt(*v, 40) + "\": want v1");
     }
     for (auto [key, out] :
          {std::pair{"root", &config.root}, std::pair{"socketDir", &config.socket_dir},
@@ -502,7 +504,7 @@ Status ValidateConfig(const Config& config) {
   if (config.annotation_plugin.empty() ||
       std::any_of(config.annotation_plugin.begin(), config.annotation_plugin.end(),
                   [](char c) { return !IsAlnum(c) && c != '-' && c != '.'; })) {
-    return InvalidArgument("annotationPlugin: \"" + config.annotation_plugin +
+    return InvalidArgument("annotationPlugin: \"" + Excerpt(config.annotation_plugin, 60) +
                            "\": want [A-Za-z0-9.-]+");
   }
   return Ok();

@@ -2,8 +2,9 @@
 // reader sees a whole old or a whole new file; a missing file means no leases.
 #include <nlohmann/json.hpp>
 
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "common/pci_address.h"
+#include "common/untrusted_text.h"
 #include "deviceplugin/deviceplugin.h"
 
 namespace tessera::deviceplugin {
@@ -36,11 +37,14 @@ const char* LeaseStateName(LeaseState state) {
 }
 
 Result<LeaseMap> ParseLeaseFile(std::string_view text) {
+  if (auto nesting = CheckJsonNesting(text, "lease file"); !nesting) return nesting.error();
   nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return InvalidArgument("lease file: not valid JSON");
   if (!doc.is_object()) return InvalidArgument("lease file: want a JSON object");
   for (const auto& [key, value] : doc.items()) {
-    if (key != "version" && key != "gpus") return InvalidArgument(key + ": unknown field");
+    if (key != "version" && key != "gpus") {
+      return InvalidArgument(Excerpt(key, 40) + ": unknown field");
+    }
   }
   if (!doc.contains("version") || !doc["version"].is_number_integer() ||
       doc["version"].get<int64_t>() != 1) {
@@ -51,7 +55,7 @@ Result<LeaseMap> ParseLeaseFile(std::string_view text) {
   const auto& gpus = doc["gpus"];
   if (!gpus.is_object()) return InvalidArgument("gpus: want an object keyed by PCI address");
   for (const auto& [pci, entry] : gpus.items()) {
-    std::string where = "gpus." + pci;
+    std::string where = "gpus." + Excerpt(pci, 40);
     if (!IsPciAddress(pci)) {
       return InvalidArgument(where + ": not a canonical PCI address (0000:18:00.0)");
     }
@@ -60,7 +64,7 @@ Result<LeaseMap> ParseLeaseFile(std::string_view text) {
     bool has_state = false;
     for (const auto& [key, value] : entry.items()) {
       if (key != "state" && key != "reason" && key != "tenancy" && key != "claim") {
-        return InvalidArgument(where + "." + key + ": unknown field");
+        return InvalidArgument(where + "." + Excerpt(key, 40) + ": unknown field");
       }
       if (!value.is_string()) return InvalidArgument(where + "." + key + ": want a string");
       const std::string& s = value.get_ref<const std::string&>();
@@ -73,7 +77,7 @@ Result<LeaseMap> ParseLeaseFile(std::string_view text) {
           }
         }
         if (!has_state) {
-          return InvalidArgument(where + ".state: \"" + s +
+          return InvalidArgument(where + ".state: \"" + Excerpt(s, 40) +
                                  "\": want free, reserved, active, releasing, checking, "
                                  "quarantined or draining");
         }
@@ -92,7 +96,7 @@ Result<LeaseMap> ParseLeaseFile(std::string_view text) {
 }
 
 Result<LeaseMap> ReadLeaseFile(const std::string& path) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadBoundedFile(path, kMaxStateFileBytes);
   if (!text) {
     if (text.error().category == ErrorCategory::kNotFound) return LeaseMap{};
     return text.error();

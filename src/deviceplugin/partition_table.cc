@@ -1,6 +1,6 @@
 // The NVLink fabric partition table named in the config: a preset or a file, plus this host's
 // module -> PCI address map.
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "deviceplugin/deviceplugin.h"
 
 namespace tessera::deviceplugin {
@@ -17,7 +17,7 @@ Result<std::optional<topology::PartitionTable>> LoadPartitionTable(const Topolog
   if (preset) {
     table = std::move(*preset);
   } else {
-    auto text = ReadWholeFile(config.partition_table);
+    auto text = ReadBoundedFile(config.partition_table, kMaxConfigFileBytes);
     if (!text) return text.error().WithContext("topology.partitionTable");
     auto parsed = topology::ParsePartitionTableFile(config.partition_table, *text);
     if (!parsed) return parsed.error();

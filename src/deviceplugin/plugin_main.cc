@@ -8,7 +8,8 @@
 #include <map>
 #include <string>
 
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
+#include "common/untrusted_text.h"
 #include "deviceplugin/agent.h"
 #include "deviceplugin/deviceplugin.h"
 
@@ -44,7 +45,7 @@ Result<Config> LoadConfig(const Flags& flags) {
   if (file.empty() && env.count("TESSERA_DP_CONFIG")) file = env["TESSERA_DP_CONFIG"];
   Config config;
   if (!file.empty()) {
-    auto text = tessera::ReadWholeFile(file);
+    auto text = tessera::ReadBoundedFile(file, tessera::kMaxConfigFileBytes);
     if (!text) return text.error().WithContext("config");
     auto parsed = tessera::deviceplugin::ParseConfig(*text);
     if (!parsed) return parsed.error().WithContext(file);
@@ -105,7 +106,8 @@ int main(int argc, char** argv) {
 
   auto status = tessera::deviceplugin::RunAgent([&flags] { return LoadConfig(flags); });
   if (!status) {
-    std::fprintf(stderr, "tessera-device-plugin: %s\n", status.error().message.c_str());
+    std::fprintf(stderr, "tessera-device-plugin: %s\n",
+                 tessera::Excerpt(status.error().message, 2000).c_str());
     return status.error().category == tessera::ErrorCategory::kInvalidArgument ? 2 : 1;
   }
   return 0;

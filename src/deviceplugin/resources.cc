@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/untrusted_text.h"
 #include "deviceplugin/deviceplugin.h"
 #include "deviceplugin/mig_resources.h"
 
@@ -98,7 +99,7 @@ std::string DeviceHealth::Describe() const {
   if (xid) why.push_back("NVML reported critical Xid " + std::to_string(*xid));
   if (lease) {
     std::string text = std::string("lease state ") + LeaseStateName(lease->state);
-    if (!lease->reason.empty()) text += " (" + lease->reason + ")";
+    if (!lease->reason.empty()) text += " (" + Excerpt(lease->reason, 200) + ")";
     why.push_back(text);
   }
   if (why.empty()) return "healthy";
@@ -414,12 +415,13 @@ Result<ContainerAllocation> ResourceManager::AllocateOne(
     for (const auto& id : ids) {
       auto it = resource.device_of_id.find(id);
       if (it == resource.device_of_id.end()) {
-        return InvalidArgument("device \"" + id + "\" is not a device of " + resource.name);
+        return InvalidArgument("device \"" + Excerpt(id) + "\" is not a device of " +
+                               resource.name);
       }
       int index = it->second;
       if (!HealthyLocked(index)) {
         DeviceHealth health{present_[index], xid_[index], lease_[index]};
-        return InvalidArgument("device \"" + id + "\" is unhealthy: " + health.Describe());
+        return InvalidArgument("device \"" + Excerpt(id) + "\" is unhealthy: " + health.Describe());
       }
       if (std::find(physical.begin(), physical.end(), index) == physical.end()) {
         physical.push_back(index);
@@ -513,7 +515,8 @@ Result<std::vector<std::string>> ResourceManager::Preferred(const Resource& reso
   for (const auto* list : {&request.available, &request.must_include}) {
     for (const auto& id : *list) {
       if (!resource.device_of_id.count(id)) {
-        return InvalidArgument("device \"" + id + "\" is not a device of " + resource.name);
+        return InvalidArgument("device \"" + Excerpt(id) + "\" is not a device of " +
+                               resource.name);
       }
     }
   }

@@ -10,12 +10,17 @@
 #include <chrono>
 #include <thread>
 
+#include "common/untrusted_text.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 
 namespace tessera::deviceplugin {
 namespace {
 
 namespace pb = ::v1beta1;
+
+// gRPC carries a status in trailers, and kubelet's channel fails every later call once one
+// exceeds its metadata limit (8 KiB by default): a message is an excerpt, whatever built it.
+constexpr size_t kMaxStatusMessage = 1024;
 
 grpc::Status ToGrpc(const Error& error) {
   grpc::StatusCode code = grpc::StatusCode::INTERNAL;
@@ -42,7 +47,7 @@ grpc::Status ToGrpc(const Error& error) {
       code = grpc::StatusCode::INTERNAL;
       break;
   }
-  return grpc::Status(code, error.message);
+  return grpc::Status(code, Excerpt(error.message, kMaxStatusMessage));
 }
 
 void FillList(const std::vector<AdvertisedDevice>& devices, pb::ListAndWatchResponse* out) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "common/untrusted_text.h"
 #include "dra/dra.h"
 
@@ -154,7 +155,7 @@ Result<Checkpoint> ParseCheckpoint(std::string_view text) {
 }
 
 Result<Checkpoint> ReadCheckpoint(const std::string& path) {
-  auto text = ReadWholeFile(path);
+  auto text = ReadBoundedFile(path, kMaxCheckpointBytes);
   if (!text) {
     if (text.error().category == ErrorCategory::kNotFound) return Checkpoint{};
     return text.error();
@@ -213,9 +214,11 @@ Result<Checkpoint> ReadPreparedClaims(const std::string& dir, std::vector<std::s
                                   name.size() - kClaimFilePrefix.size() - kClaimFileSuffix.size());
     if (!IsFileNameSafeUid(uid)) continue;
     if (checkpoint.size() >= kMaxClaims) return InvalidArgument(dir + ": too many claim files");
-    auto text = ReadWholeFile(path);
-    if (!text) return text.error();
-    auto one = ParseCheckpoint(*text);
+    // One claim's file is small. A planted FIFO, device or oversized file is dropped like a torn
+    // one, not read, and not a reason to fail every start after.
+    auto text = ReadBoundedFile(path, kMaxStateFileBytes);
+    if (!text && text.error().category != ErrorCategory::kInvalidArgument) return text.error();
+    Result<Checkpoint> one = text ? ParseCheckpoint(*text) : Result<Checkpoint>(text.error());
     std::string problem;
     if (!one) {
       problem = one.error().message;

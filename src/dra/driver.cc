@@ -30,9 +30,14 @@ Result<std::vector<std::string>> Driver::Load() {
   // Earlier versions kept every claim in one checkpoint.json: its claims become files, durably,
   // before it goes.
   const std::string legacy = config_.plugin_dir + "/checkpoint.json";
+  std::vector<std::string> dropped;
   auto old = ReadCheckpoint(legacy);
-  if (!old) return old.error();
-  if (!old->empty()) {
+  if (!old && old.error().category != ErrorCategory::kInvalidArgument) return old.error();
+  if (!old) {
+    // Not a file it can read (a FIFO, a device, too large) or not a checkpoint: kubelet prepares
+    // its claims again, as after a torn per-claim file.
+    dropped.push_back(old.error().message + "; dropped");
+  } else if (!old->empty()) {
     for (const auto& [uid, claim] : *old) {
       if (auto written = WritePreparedClaim(dir, claim, Durability::kWholeOnPowerLoss); !written) {
         return written.error();
@@ -42,7 +47,6 @@ Result<std::vector<std::string>> Driver::Load() {
   }
   if (auto removed = RemoveFile(legacy); !removed) return removed.error();
 
-  std::vector<std::string> dropped;
   auto checkpoint = ReadPreparedClaims(dir, &dropped);
   if (!checkpoint) return checkpoint.error();
   std::lock_guard lock(mu_);

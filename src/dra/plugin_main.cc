@@ -12,14 +12,17 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 
 #include "backends/kubernetes/kubernetes.h"
 #include "common/atomic_file.h"
+#include "common/untrusted_text.h"
 #include "dra/dra.h"
 #include "dra/server.h"
 
@@ -34,6 +37,12 @@ void OnSignal(int) {
 
 const k8s::Resource kClaims{"/apis/resource.k8s.io/v1", "resourceclaims", true};
 const k8s::Resource kSlices{"/apis/resource.k8s.io/v1", "resourceslices", false};
+
+// kubelet gives a prepare call 45 s. One attempt of a claim GET gets 10 s, and the whole fetch
+// with its retries 20 s: a claim whose answer trickles fails on its own, well within kubelet's
+// call, and the answer is refused as it arrives once it passes the claim limit.
+constexpr std::chrono::milliseconds kClaimAttemptTime{10000};
+constexpr k8s::CallLimits kClaimFetch{dra::kMaxClaimBytes, std::chrono::milliseconds(20000)};
 
 // Presence of each GPU's device nodes under the host root: a GPU whose node vanished (unbound,
 // fallen off the bus) is unhealthy.
@@ -59,9 +68,13 @@ Status PublishSlice(k8s::Client& client, const dra::Driver& driver, int64_t* gen
     if (!live && live.error().category != ErrorCategory::kNotFound) return live.error();
     if (live) {
       // generation only grows: a restarted plugin continues after the live slice's.
-      int64_t seen = (*live)["spec"]["pool"].value("generation", int64_t{0});
+      const k8s::Json& pool = k8s::ObjectField(k8s::ObjectField(*live, "spec"), "pool");
+      int64_t seen = 0;
+      if (auto it = pool.find("generation"); it != pool.end() && it->is_number_integer())
+        seen = std::clamp<int64_t>(it->get<int64_t>(), 0, INT64_MAX / 2);
       options.generation = std::max(*generation, seen + 1);
-      std::string version = (*live)["metadata"].value("resourceVersion", "");
+      std::string version =
+          k8s::StringField(k8s::ObjectField(*live, "metadata"), "resourceVersion");
       auto body = k8s::Json::parse(
           dra::BuildResourceSlice(driver.node(), driver.Published(), options, version));
       auto replaced = client.Replace(kSlices, "", name, body);
@@ -149,28 +162,26 @@ int main(int argc, char** argv) {
       kubeconfig.empty() ? k8s::InClusterConfig() : k8s::LoadKubeconfig(kubeconfig);
   if (!client_config) return fail(client_config.error());
   client_config->user_agent = "tessera-dra-plugin";
-  // kubelet gives prepare 45 s; a claim GET must leave room for retries within that.
-  client_config->timeout = std::chrono::milliseconds(10000);
+  client_config->timeout = kClaimAttemptTime;
+  // Prepares run at once, each GET on a connection of its own: a slow claim delays no other.
   k8s::Client claims_client(*client_config);
   k8s::Client slices_client(*client_config);
-  std::mutex claims_mu;  // the client holds last_error(): one call at a time
 
   std::error_code ec;
   std::filesystem::create_directories(plugin_dir, ec);
   std::filesystem::create_directories(registry_dir, ec);
   std::filesystem::create_directories(cdi_dir, ec);
   dra::DriverConfig config{driver_name, node_name, cdi_dir, plugin_dir};
+  // The claim's bytes as the server sent them: the driver checks their size and nesting before it
+  // parses them, once.
   dra::Driver driver(config, std::move(*node),
                      [&](const std::string& ns, const std::string& name) -> Result<std::string> {
-                       std::lock_guard lock(claims_mu);
-                       auto claim = claims_client.Get(kClaims, ns, name);
-                       if (!claim) return claim.error();
-                       return claim->dump();
+                       return claims_client.GetBytes(kClaims, ns, name, kClaimFetch);
                      });
   auto loaded = driver.Load();
   if (!loaded) return fail(loaded.error());
   for (const auto& dropped : *loaded)
-    spdlog::warn("{}", dropped);
+    spdlog::warn("{}", Excerpt(dropped, 600));
 
   auto read_state = [&]() -> Result<dra::DeviceState> {
     dra::DeviceState state;
@@ -180,10 +191,12 @@ int main(int argc, char** argv) {
     state.unhealthy = Unhealthy(driver.node());
     return state;
   };
+  std::string state_problem;  // the lease file's last problem, logged once
   if (auto state = read_state(); state) {
     driver.SetState(std::move(*state));
   } else {
-    spdlog::error("{}", state.error().message);
+    state_problem = state.error().message;
+    spdlog::error("{}", state_problem);
   }
 
   std::string dra_socket = plugin_dir + "/dra.sock";
@@ -224,14 +237,17 @@ int main(int argc, char** argv) {
       spdlog::info("serving Registration on {}", reg_socket);
     }
     if (auto state = read_state(); state) {
+      state_problem.clear();
       if (driver.SetState(std::move(*state))) {
         slice_dirty = true;
         next_publish = std::chrono::steady_clock::now();
         spdlog::info("published devices changed: {} of {}", driver.Published().size(),
                      driver.node().devices.size());
       }
-    } else {
-      spdlog::error("{}", state.error().message);
+    } else if (state.error().message != state_problem) {
+      // Once per problem, not on every poll; the last good state stays in force.
+      state_problem = state.error().message;
+      spdlog::error("{}; keeping the last good leases", state_problem);
     }
     if (slice_dirty && std::chrono::steady_clock::now() >= next_publish) {
       auto published = PublishSlice(slices_client, driver, &generation);

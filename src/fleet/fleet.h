@@ -165,8 +165,11 @@ struct ContainerRecord {
 // The ID of a submission with an Idempotency-Key: derived from the tenancy's incarnation and the
 // key, so replicas that accept the same retried request at once name the same record (the
 // cluster store's AlreadyExists keeps the key unique per tenancy). "c-" + 16 hex digits, as a
-// random ID.
-std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key);
+// random ID. Once retention removed a keyed record, its ID is retired (ContainerDeletion's
+// tombstone) and the key's next submission takes the next `generation`: an ID names one run,
+// ever, so nothing metered under it can be mistaken for another run's.
+std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key,
+                                  uint32_t generation = 0);
 
 // Two copies of one container record written by different replicas, merged: a stop request
 // seen by either stays; the status (state, GPUs, times, exit) is the one further along
@@ -282,23 +285,32 @@ struct TenancyDeletion {
   friend bool operator==(const TenancyDeletion&, const TenancyDeletion&) = default;
 };
 
-// Deletes a container record (retention of finished ones).
+// Deletes a container record (retention of finished ones). With `tombstone` its ID is retired
+// for good: kept in the store so that no later submission is given it (see
+// IdempotentContainerId).
 struct ContainerDeletion {
   std::string id;
+  bool tombstone = false;
   friend bool operator==(const ContainerDeletion&, const ContainerDeletion&) = default;
 };
 
-// Metered GPU time of one container (billing): written once, in the commit that ends it and
-// releases its GPUs, and never changed. It outlives the container record (retention) and its
-// tenancy. GPU-seconds = gpus * (finished_ms - started_ms) / 1000; next to that allocation, what
-// its processes were measured to use.
+// Metered GPU time of one run of a container (billing): inserted once, in the commit that ends it
+// and releases its GPUs, and never changed or replaced. A run is (container_id, started_ms): a
+// second record of the same run is the same record written again (a retry) and is dropped. It
+// outlives the container record (retention) and its tenancy.
+// GPU-seconds = gpus * (finished_ms - started_ms) / 1000.
+//
+// Next to that allocation, what the run's processes were measured to use (GPU telemetry): an
+// optional field here and nullable columns of the store's `usage` table (NULL: not measured),
+// taken from the container record in the same commit, so it is never written afterwards.
 struct UsageRecord {
   std::string container_id;
   std::string tenancy;
   std::string tenancy_uid;
   double gpus = 0;          // GPU equivalents: whole GPUs, or MIG slices by their share of the GPU
   int64_t started_ms = 0;   // its GPUs became the running container's
-  int64_t finished_ms = 0;  // the container ended and its GPUs went to their release
+  int64_t finished_ms = 0;  // the container ended (as its runtime reports) and its GPUs went to
+                            // their release
   std::optional<MeasuredUsage> measured;  // unset: not measured
   std::string gpu_model;  // its GPUs' model, and how it held them ("gpu", "mig"): the labels of
   std::string mode;       // the per-tenancy series
@@ -318,8 +330,8 @@ struct TelemetryCursor {
 };
 
 // One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
-// or deletes it (TenancyDeletion, ContainerDeletion). A UsageRecord is inserted once (a second
-// one for the same container replaces it). A TelemetryCursor replaces its GPU's.
+// or deletes it (TenancyDeletion, ContainerDeletion). A UsageRecord is inserted, never replaced.
+// A TelemetryCursor replaces its GPU's.
 using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
                               ContainerDeletion, UsageRecord, TelemetryCursor>;
 
@@ -328,8 +340,12 @@ struct StoreSnapshot {
   std::vector<ContainerRecord> containers;  // by creation order
   std::vector<GpuRecord> gpus;              // by index
   std::vector<TokenRecord> tokens;
-  std::vector<UsageRecord> usage;  // by finished_ms
-  std::vector<TelemetryCursor> cursors;
+  std::vector<UsageRecord> usage;        // by finished_ms
+  std::vector<std::string> retired_ids;  // container IDs never to be given again
+  // GPU ID -> the firmware baseline recorded for it, kept apart from the GPU's lease record: a
+  // GPU whose baseline is here but whose record is not lost its record (never a new GPU).
+  std::map<std::string, std::string> firmware_baselines;
+  std::vector<TelemetryCursor> cursors;  // this host's GPUs' telemetry cursors
 };
 
 struct StoreStats {
@@ -357,6 +373,11 @@ class Store {
   Status CommitAndWait(std::vector<Mutation> mutations);
 
   virtual StoreStats stats() const = 0;
+
+  // Why the store cannot write now (disk full, an I/O error, a damaged file), from the last
+  // transaction that failed so, until one succeeds again; nullopt while writes succeed. The
+  // service refuses changes meanwhile and keeps what it could not write to retry.
+  virtual std::optional<std::string> WriteFailure() const { return std::nullopt; }
 };
 
 struct StoreOptions {
@@ -367,11 +388,17 @@ struct StoreOptions {
   // connection) instead of inside whichever commit crosses the 1000-page mark; that commit
   // would otherwise wait for the copy and its fsync.
   bool background_checkpoint = true;
+  // The service has run with this data before (its admin token exists): an empty database file
+  // is a lost store, not a new one, and opening it is refused.
+  bool refuse_empty = false;
 };
 
 // Opens (creating and migrating when needed) a SQLite store in WAL mode and starts its writer
 // thread. The schema version is PRAGMA user_version; migrations run in order in one
-// transaction each.
+// transaction each. A store is checked before it is trusted: PRAGMA quick_check at open, and
+// every read to its last row; a damaged one is refused (FailedPrecondition naming the file, the
+// first problems found and how to recover it).
+
 Result<std::unique_ptr<Store>> OpenSqliteStore(const StoreOptions& options);
 // The schema version this build writes.
 int SchemaVersion();

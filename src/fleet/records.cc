@@ -162,8 +162,11 @@ double GpuEquivalents(const ContainerRecord& container) {
   return static_cast<double>(container.gpus.size());
 }
 
-std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key) {
-  return "c-" + Sha256Hex(tenancy_uid + '\n' + key).substr(0, 16);
+std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key,
+                                  uint32_t generation) {
+  std::string seed = tenancy_uid + '\n' + key;
+  if (generation > 0) seed += '\n' + std::to_string(generation);
+  return "c-" + Sha256Hex(seed).substr(0, 16);
 }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -84,9 +85,46 @@ CREATE TABLE usage (
   finished_ms INTEGER NOT NULL);
 CREATE INDEX usage_by_tenancy ON usage (tenancy, finished_ms);
 )sql",
-    // 6: measured use (GPU telemetry) next to the allocation in each usage record (NULL: not
-    // measured), with the labels of the per-tenancy series; and where telemetry last counted on
-    // each GPU of this host, committed with the measured use it produced.
+    // 6: usage per run, inserted and never replaced: a run is (container, start), so a
+    // container ID given again (an Idempotency-Key reused after retention) can never overwrite
+    // another run's record. Container IDs retention removed are retired, starting with those of
+    // the runs metered so far. Firmware baselines are kept apart from the GPUs' lease records,
+    // so a lost lease record is noticed rather than taken for a new GPU. `meta` holds the row a
+    // store that could not write writes to prove it can again.
+    // Measured usage (GPU telemetry) adds nullable columns to `usage` in migration 7.
+    R"sql(
+CREATE TABLE usage_runs (
+  container_id TEXT NOT NULL,
+  started_ms INTEGER NOT NULL,
+  tenancy TEXT NOT NULL,
+  tenancy_uid TEXT NOT NULL,
+  gpus REAL NOT NULL,
+  finished_ms INTEGER NOT NULL,
+  PRIMARY KEY (container_id, started_ms));
+INSERT INTO usage_runs (container_id, started_ms, tenancy, tenancy_uid, gpus, finished_ms)
+  SELECT container_id, started_ms, tenancy, tenancy_uid, gpus, finished_ms FROM usage;
+DROP TABLE usage;
+ALTER TABLE usage_runs RENAME TO usage;
+CREATE INDEX usage_by_incarnation ON usage (tenancy_uid, finished_ms);
+CREATE TABLE retired_containers (id TEXT PRIMARY KEY, retired_ms INTEGER NOT NULL);
+INSERT OR IGNORE INTO retired_containers (id, retired_ms)
+  SELECT container_id, MAX(finished_ms) FROM usage
+  WHERE container_id NOT IN (SELECT id FROM containers) GROUP BY container_id;
+CREATE TABLE firmware_baselines (
+  node TEXT NOT NULL,
+  pci_address TEXT NOT NULL,
+  baseline TEXT NOT NULL,
+  recorded_ms INTEGER NOT NULL,
+  PRIMARY KEY (node, pci_address));
+INSERT INTO firmware_baselines (node, pci_address, baseline, recorded_ms)
+  SELECT node, pci_address, json_extract(doc, '$.firmware_baseline'), 0 FROM gpus
+  WHERE json_valid(doc) AND COALESCE(json_extract(doc, '$.firmware_baseline'), '') != '';
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+)sql",
+    // 7: what each run was measured to use (GPU telemetry), next to its allocation in its usage
+    // record (NULL: not measured), with the labels of the per-tenancy series; and where
+    // telemetry last counted on each GPU of this host, committed with the measured use it
+    // produced (the running containers' figures live in their records until the run ends).
     R"sql(
 ALTER TABLE usage ADD COLUMN sm_seconds REAL;
 ALTER TABLE usage ADD COLUMN memory_gib_seconds REAL;
@@ -100,6 +138,24 @@ CREATE TABLE telemetry_cursors (
   sampled_ms INTEGER NOT NULL);
 )sql",
 };
+
+// SQLite result codes that say the storage failed (rather than a statement being wrong): the
+// store reports itself unable to write until a transaction succeeds again.
+bool IsStorageFailure(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PROTOCOL:
+    case SQLITE_NOMEM:
+      return true;
+    default:
+      return false;
+  }
+}
 
 json MapToJson(const std::map<std::string, std::string>& map) {
   json out = json::object();
@@ -298,61 +354,77 @@ class SqliteStore final : public Store {
   }
 
   Status Open() {
+    if (options_.refuse_empty) {
+      std::error_code error;
+      if (std::filesystem::exists(options_.path, error) &&
+          std::filesystem::file_size(options_.path, error) == 0 && !error)
+        return Damaged(
+            "the file is empty (0 bytes), yet this service has run with it before "
+            "(its admin token exists)");
+    }
     if (sqlite3_open_v2(options_.path.c_str(), &db_,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                         nullptr) != SQLITE_OK) {
       return Unavailable("open store " + options_.path + ": " +
                          (db_ ? sqlite3_errmsg(db_) : "out of memory"));
     }
+    // Checked before anything is read or written: a damaged store is never served.
+    if (auto status = CheckIntegrity(); !status) return status;
     std::string pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=";
     pragmas += options_.synchronous_full ? "FULL" : "NORMAL";
     pragmas += "; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;";
     if (auto status = Exec(pragmas); !status) return status;
     if (auto status = Migrate(); !status) return status;
-    if (auto s = upsert_tenancy_.Prepare(
-            db_,
-            "INSERT INTO tenancies(name, created_ms, doc, uid) VALUES(?1, ?2, ?3, ?4) "
-            "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc, uid = excluded.uid");
-        !s)
-      return s;
-    if (auto s = upsert_container_.Prepare(
-            db_,
-            "INSERT INTO containers(id, tenancy, state, created_ms, doc, idempotency_key, "
-            "tenancy_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET "
-            "state = excluded.state, doc = excluded.doc");
-        !s)
-      return s;
-    if (auto s = upsert_gpu_.Prepare(
-            db_,
-            "INSERT INTO gpus(pci_address, idx, doc, node) VALUES(?1, ?2, ?3, ?4) "
-            "ON CONFLICT(node, pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc");
-        !s)
-      return s;
-    if (auto s = upsert_token_.Prepare(
-            db_,
-            "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) "
-            "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(id) DO UPDATE SET sha256 = excluded.sha256, "
-            "tenancy = excluded.tenancy, tenancy_uid = excluded.tenancy_uid");
-        !s)
-      return s;
-    if (auto s = delete_tenancy_.Prepare(db_, "DELETE FROM tenancies WHERE name = ?1"); !s)
-      return s;
-    if (auto s = delete_tokens_.Prepare(db_, "DELETE FROM tokens WHERE tenancy = ?1"); !s) return s;
-    if (auto s = delete_container_.Prepare(db_, "DELETE FROM containers WHERE id = ?1"); !s)
-      return s;
-    if (auto s = upsert_usage_.Prepare(
-            db_,
-            "INSERT OR REPLACE INTO usage(container_id, tenancy, tenancy_uid, gpus, started_ms, "
-            "finished_ms, sm_seconds, memory_gib_seconds, energy_joules, gpu_model, mode) "
-            "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
-        !s)
-      return s;
-    if (auto s = upsert_cursor_.Prepare(
-            db_,
-            "INSERT OR REPLACE INTO telemetry_cursors(gpu, sample_us, energy_mj, sampled_ms) "
-            "VALUES(?1, ?2, ?3, ?4)");
-        !s)
-      return s;
+    struct Prepared {
+      Statement* statement;
+      const char* sql;
+    };
+    const Prepared statements[] = {
+        {&upsert_tenancy_,
+         "INSERT INTO tenancies(name, created_ms, doc, uid) VALUES(?1, ?2, ?3, ?4) "
+         "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc, uid = excluded.uid"},
+        {&upsert_container_,
+         "INSERT INTO containers(id, tenancy, state, created_ms, doc, idempotency_key, "
+         "tenancy_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET "
+         "state = excluded.state, doc = excluded.doc"},
+        {&upsert_gpu_,
+         "INSERT INTO gpus(pci_address, idx, doc, node) VALUES(?1, ?2, ?3, ?4) "
+         "ON CONFLICT(node, pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc"},
+        // A baseline changes only when an operator releases a GPU (its ROM then is the new one).
+        {&upsert_baseline_,
+         "INSERT INTO firmware_baselines(node, pci_address, baseline, recorded_ms) "
+         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(node, pci_address) DO UPDATE SET "
+         "baseline = excluded.baseline, recorded_ms = excluded.recorded_ms "
+         "WHERE baseline != excluded.baseline"},
+        {&upsert_token_,
+         "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) "
+         "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(id) DO UPDATE SET sha256 = excluded.sha256, "
+         "tenancy = excluded.tenancy, tenancy_uid = excluded.tenancy_uid"},
+        {&delete_tenancy_, "DELETE FROM tenancies WHERE name = ?1"},
+        {&delete_tokens_, "DELETE FROM tokens WHERE tenancy = ?1"},
+        {&delete_container_, "DELETE FROM containers WHERE id = ?1"},
+        {&retire_container_,
+         "INSERT INTO retired_containers(id, retired_ms) VALUES(?1, ?2) "
+         "ON CONFLICT(id) DO NOTHING"},
+        // Never REPLACE: a run's record, once there, is the record.
+        {&insert_usage_,
+         "INSERT INTO usage(container_id, started_ms, tenancy, tenancy_uid, gpus, finished_ms, "
+         "sm_seconds, memory_gib_seconds, energy_joules, gpu_model, mode) "
+         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+         "ON CONFLICT(container_id, started_ms) DO NOTHING"},
+        {&stored_usage_,
+         "SELECT tenancy_uid, gpus, finished_ms FROM usage "
+         "WHERE container_id = ?1 AND started_ms = ?2"},
+        {&write_probe_,
+         "INSERT INTO meta(key, value) VALUES('write_probe', ?1) "
+         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
+        {&upsert_cursor_,
+         "INSERT INTO telemetry_cursors(gpu, sample_us, energy_mj, sampled_ms) "
+         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(gpu) DO UPDATE SET sample_us = excluded.sample_us, "
+         "energy_mj = excluded.energy_mj, sampled_ms = excluded.sampled_ms"},
+    };
+    for (const auto& [statement, sql] : statements)
+      if (auto status = statement->Prepare(db_, sql); !status) return status;
     if (options_.background_checkpoint) {
       // The WAL file keeps its largest size after restarting; cap what it keeps on disk.
       if (auto status = Exec("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864");
@@ -389,113 +461,105 @@ class SqliteStore final : public Store {
   Result<StoreSnapshot> Load() override {
     std::lock_guard lock(db_mutex_);
     StoreSnapshot snapshot;
-    {
-      Statement stmt;
-      if (auto s =
-              stmt.Prepare(db_, "SELECT name, created_ms, doc, uid FROM tenancies ORDER BY name");
-          !s)
-        return s.error();
-      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
-        Tenancy t;
-        t.name = ColumnText(stmt.get(), 0);
-        t.created_ms = sqlite3_column_int64(stmt.get(), 1);
-        t.uid = ColumnText(stmt.get(), 3);
-        json doc = json::parse(ColumnText(stmt.get(), 2), nullptr, false);
-        if (doc.is_object()) {
-          t.labels = MapFromJson(doc, "labels");
-          t.extensions = MapFromJson(doc, "extensions");
-        }
-        snapshot.tenancies.push_back(std::move(t));
-      }
-    }
-    {
-      Statement stmt;
-      if (auto s = stmt.Prepare(db_,
-                                "SELECT id, tenancy, state, created_ms, idempotency_key, doc, "
-                                "tenancy_uid FROM containers ORDER BY created_ms, rowid");
-          !s)
-        return s.error();
-      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
-        auto c = ContainerFromRow(ColumnText(stmt.get(), 0), ColumnText(stmt.get(), 1),
-                                  ColumnText(stmt.get(), 6), ColumnText(stmt.get(), 2),
-                                  sqlite3_column_int64(stmt.get(), 3), ColumnText(stmt.get(), 4),
-                                  ColumnText(stmt.get(), 5));
-        if (!c) return c.error();
-        snapshot.containers.push_back(std::move(*c));
-      }
-    }
-    {
-      Statement stmt;
-      if (auto s =
-              stmt.Prepare(db_, "SELECT pci_address, idx, doc, node FROM gpus ORDER BY node, idx");
-          !s)
-        return s.error();
-      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
-        auto g = GpuFromRow(ColumnText(stmt.get(), 3), ColumnText(stmt.get(), 0),
-                            sqlite3_column_int(stmt.get(), 1), ColumnText(stmt.get(), 2));
-        if (!g) return g.error();
-        snapshot.gpus.push_back(std::move(*g));
-      }
-    }
-    {
-      Statement stmt;
-      if (auto s = stmt.Prepare(db_,
-                                "SELECT id, sha256, tenancy, created_ms, tenancy_uid FROM tokens "
-                                "ORDER BY created_ms");
-          !s)
-        return s.error();
-      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
-        TokenRecord t;
-        t.id = ColumnText(stmt.get(), 0);
-        t.sha256 = ColumnText(stmt.get(), 1);
-        t.tenancy = ColumnText(stmt.get(), 2);
-        t.created_ms = sqlite3_column_int64(stmt.get(), 3);
-        t.tenancy_uid = ColumnText(stmt.get(), 4);
-        snapshot.tokens.push_back(std::move(t));
-      }
-    }
-    {
-      Statement stmt;
-      if (auto s = stmt.Prepare(db_,
-                                "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, "
-                                "finished_ms, sm_seconds, memory_gib_seconds, energy_joules, "
-                                "gpu_model, mode FROM usage ORDER BY finished_ms, rowid");
-          !s)
-        return s.error();
-      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
-        UsageRecord u;
-        u.container_id = ColumnText(stmt.get(), 0);
-        u.tenancy = ColumnText(stmt.get(), 1);
-        u.tenancy_uid = ColumnText(stmt.get(), 2);
-        // A REAL for MIG slices (the column's INTEGER affinity keeps fractions as REAL).
-        u.gpus = sqlite3_column_double(stmt.get(), 3);
-        u.started_ms = sqlite3_column_int64(stmt.get(), 4);
-        u.finished_ms = sqlite3_column_int64(stmt.get(), 5);
-        if (sqlite3_column_type(stmt.get(), 6) != SQLITE_NULL)
-          u.measured = MeasuredUsage{sqlite3_column_double(stmt.get(), 6),
-                                     sqlite3_column_double(stmt.get(), 7),
-                                     sqlite3_column_double(stmt.get(), 8)};
-        u.gpu_model = ColumnText(stmt.get(), 9);
-        u.mode = ColumnText(stmt.get(), 10);
-        snapshot.usage.push_back(std::move(u));
-      }
-    }
-    {
-      Statement stmt;
-      if (auto s = stmt.Prepare(
-              db_,
-              "SELECT gpu, sample_us, energy_mj, sampled_ms FROM telemetry_cursors ORDER BY gpu");
-          !s)
-        return s.error();
-      while (sqlite3_step(stmt.get()) == SQLITE_ROW) {
-        TelemetryCursor c;
-        c.gpu = ColumnText(stmt.get(), 0);
-        c.sample_us = static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 1));
-        c.energy_mj = static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 2));
-        c.sampled_ms = sqlite3_column_int64(stmt.get(), 3);
-        snapshot.cursors.push_back(std::move(c));
-      }
-    }
+    auto status = ReadAll("SELECT name, created_ms, doc, uid FROM tenancies ORDER BY name",
+                          "tenancies", [&](sqlite3_stmt* row) -> Status {
+                            Tenancy t;
+                            t.name = ColumnText(row, 0);
+                            t.created_ms = sqlite3_column_int64(row, 1);
+                            t.uid = ColumnText(row, 3);
+                            json doc = json::parse(ColumnText(row, 2), nullptr, false);
+                            if (!doc.is_object())
+                              return Internal("tenancy " + t.name + ": bad doc");
+                            t.labels = MapFromJson(doc, "labels");
+                            t.extensions = MapFromJson(doc, "extensions");
+                            snapshot.tenancies.push_back(std::move(t));
+                            return Ok();
+                          });
+    if (status)
+      status = ReadAll(
+          "SELECT id, tenancy, state, created_ms, idempotency_key, doc, tenancy_uid FROM "
+          "containers ORDER BY created_ms, rowid",
+          "containers", [&](sqlite3_stmt* row) -> Status {
+            auto c = ContainerFromRow(ColumnText(row, 0), ColumnText(row, 1), ColumnText(row, 6),
+                                      ColumnText(row, 2), sqlite3_column_int64(row, 3),
+                                      ColumnText(row, 4), ColumnText(row, 5));
+            if (!c) return c.error();
+            snapshot.containers.push_back(std::move(*c));
+            return Ok();
+          });
+    if (status)
+      status = ReadAll("SELECT pci_address, idx, doc, node FROM gpus ORDER BY node, idx", "gpus",
+                       [&](sqlite3_stmt* row) -> Status {
+                         auto g = GpuFromRow(ColumnText(row, 3), ColumnText(row, 0),
+                                             sqlite3_column_int(row, 1), ColumnText(row, 2));
+                         if (!g) return g.error();
+                         snapshot.gpus.push_back(std::move(*g));
+                         return Ok();
+                       });
+    if (status)
+      status = ReadAll(
+          "SELECT node, pci_address, baseline FROM firmware_baselines", "firmware_baselines",
+          [&](sqlite3_stmt* row) -> Status {
+            snapshot.firmware_baselines[GpuRecord::GpuId(ColumnText(row, 0), ColumnText(row, 1))] =
+                ColumnText(row, 2);
+            return Ok();
+          });
+    if (status)
+      status = ReadAll(
+          "SELECT id, sha256, tenancy, created_ms, tenancy_uid FROM tokens ORDER BY "
+          "created_ms",
+          "tokens", [&](sqlite3_stmt* row) -> Status {
+            TokenRecord t;
+            t.id = ColumnText(row, 0);
+            t.sha256 = ColumnText(row, 1);
+            t.tenancy = ColumnText(row, 2);
+            t.created_ms = sqlite3_column_int64(row, 3);
+            t.tenancy_uid = ColumnText(row, 4);
+            snapshot.tokens.push_back(std::move(t));
+            return Ok();
+          });
+    if (status)
+      status = ReadAll(
+          "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, finished_ms, sm_seconds, "
+          "memory_gib_seconds, energy_joules, gpu_model, mode FROM usage "
+          "ORDER BY finished_ms, rowid",
+          "usage", [&](sqlite3_stmt* row) -> Status {
+            UsageRecord u;
+            u.container_id = ColumnText(row, 0);
+            u.tenancy = ColumnText(row, 1);
+            u.tenancy_uid = ColumnText(row, 2);
+            u.gpus = sqlite3_column_double(row, 3);
+            u.started_ms = sqlite3_column_int64(row, 4);
+            u.finished_ms = sqlite3_column_int64(row, 5);
+            if (sqlite3_column_type(row, 6) != SQLITE_NULL)
+              u.measured =
+                  MeasuredUsage{sqlite3_column_double(row, 6), sqlite3_column_double(row, 7),
+                                sqlite3_column_double(row, 8)};
+            u.gpu_model = ColumnText(row, 9);
+            u.mode = ColumnText(row, 10);
+            snapshot.usage.push_back(std::move(u));
+            return Ok();
+          });
+    if (status)
+      status = ReadAll("SELECT id FROM retired_containers", "retired_containers",
+                       [&](sqlite3_stmt* row) -> Status {
+                         snapshot.retired_ids.push_back(ColumnText(row, 0));
+                         return Ok();
+                       });
+    if (status)
+      status = ReadAll(
+          "SELECT gpu, sample_us, energy_mj, sampled_ms FROM telemetry_cursors "
+          "ORDER BY gpu",
+          "telemetry_cursors", [&](sqlite3_stmt* row) -> Status {
+            TelemetryCursor c;
+            c.gpu = ColumnText(row, 0);
+            c.sample_us = static_cast<uint64_t>(sqlite3_column_int64(row, 1));
+            c.energy_mj = static_cast<uint64_t>(sqlite3_column_int64(row, 2));
+            c.sampled_ms = sqlite3_column_int64(row, 3);
+            snapshot.cursors.push_back(std::move(c));
+            return Ok();
+          });
+    if (!status) return status.error();
     return snapshot;
   }
 
@@ -512,18 +576,78 @@ class SqliteStore final : public Store {
     return stats_;
   }
 
+  std::optional<std::string> WriteFailure() const override {
+    std::lock_guard lock(mutex_);
+    return failure_;
+  }
+
  private:
   struct Pending {
     std::vector<Mutation> mutations;
     std::function<void(Status)> done;
   };
 
+  // The refusal of a store that must not be served, naming the file, what is wrong with it and
+  // how to get a store back.
+  Error Damaged(const std::string& problems) const {
+    const std::string dir = std::filesystem::path(options_.path).parent_path().string();
+    return FailedPrecondition(
+        "store " + options_.path + " cannot be trusted and is not served: " + problems +
+        ". Restore a backup of it (with its -wal file, if any), or save what is readable: "
+        "sqlite3 " +
+        options_.path + " .recover | sqlite3 " + (dir.empty() ? "." : dir) +
+        "/recovered.db, then put recovered.db in its place");
+  }
+
+  // PRAGMA quick_check: every page and index reachable and well formed (not a full
+  // integrity_check: no cross-check of index contents, so it stays fast).
+  Status CheckIntegrity() {
+    sqlite3_stmt* stmt = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA quick_check(5)", -1, &stmt, nullptr);
+    std::vector<std::string> problems;
+    if (rc == SQLITE_OK) {
+      while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+        problems.push_back(ColumnText(stmt, 0));
+    }
+    std::string error = sqlite3_errmsg(db_);
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) return Damaged("it cannot be read: " + error);
+    if (problems.size() == 1 && problems[0] == "ok") return Ok();
+    std::string text;
+    for (const auto& problem : problems)
+      text += (text.empty() ? "" : "; ") + problem.substr(0, 200);
+    return Damaged("PRAGMA quick_check found: " + text);
+  }
+
+  // Runs `sql` and calls `each` per row; the read ends with an error unless SQLite reports it
+  // finished (SQLITE_DONE): a page it could not read is never taken for the end of a table.
+  Status ReadAll(const char* sql, const char* table,
+                 const std::function<Status(sqlite3_stmt*)>& each) {
+    Statement stmt;
+    if (auto s = stmt.Prepare(db_, sql); !s) return s;
+    int rc;
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW)
+      if (auto s = each(stmt.get()); !s)
+        return Damaged(std::string(table) + ": " + s.error().message);
+    if (rc != SQLITE_DONE)
+      return Damaged(std::string("reading ") + table + ": " + sqlite3_errmsg(db_));
+    return Ok();
+  }
+
+  Status SqliteError(const std::string& what, int rc) const {
+    std::string message = "store " + options_.path + ": " + what + ": " + sqlite3_errmsg(db_);
+    if (IsStorageFailure(rc)) return Unavailable(message);
+    return Internal(message);
+  }
+
   Status Exec(const std::string& sql) {
     char* message = nullptr;
-    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+    const int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message);
+    if (rc != SQLITE_OK) {
       std::string text = message ? message : sqlite3_errmsg(db_);
       sqlite3_free(message);
-      return Internal("store " + options_.path + ": " + text);
+      std::string full = "store " + options_.path + ": " + text;
+      return IsStorageFailure(rc) ? Unavailable(full) : Internal(full);
     }
     return Ok();
   }
@@ -531,7 +655,9 @@ class SqliteStore final : public Store {
   Status Migrate() {
     Statement stmt;
     if (auto s = stmt.Prepare(db_, "PRAGMA user_version"); !s) return s;
-    int version = sqlite3_step(stmt.get()) == SQLITE_ROW ? sqlite3_column_int(stmt.get(), 0) : 0;
+    const int rc = sqlite3_step(stmt.get());
+    if (rc != SQLITE_ROW) return Damaged(std::string("its schema version: ") + sqlite3_errmsg(db_));
+    const int version = sqlite3_column_int(stmt.get(), 0);
     // A statement still stepping keeps a read open, and DROP TABLE refuses to run beside one.
     sqlite3_reset(stmt.get());
     if (version > static_cast<int>(kMigrations.size())) {
@@ -551,12 +677,49 @@ class SqliteStore final : public Store {
     return Ok();
   }
 
-  Status Step(Statement& stmt) {
-    int rc = sqlite3_step(stmt.get());
+  Status Step(Statement& stmt, const char* what) {
+    const int rc = sqlite3_step(stmt.get());
+    Status status = rc == SQLITE_DONE ? Ok() : SqliteError(what, rc);
     sqlite3_reset(stmt.get());
     sqlite3_clear_bindings(stmt.get());
-    if (rc != SQLITE_DONE) return Internal(std::string("store write: ") + sqlite3_errmsg(db_));
-    return Ok();
+    return status;
+  }
+
+  Status InsertUsage(const UsageRecord& u) {
+    insert_usage_.Text(1, u.container_id);
+    insert_usage_.Int(2, u.started_ms);
+    insert_usage_.Text(3, u.tenancy);
+    insert_usage_.Text(4, u.tenancy_uid);
+    insert_usage_.Real(5, u.gpus);
+    insert_usage_.Int(6, u.finished_ms);
+    if (u.measured) {
+      insert_usage_.Real(7, u.measured->sm_seconds);
+      insert_usage_.Real(8, u.measured->memory_gib_seconds);
+      insert_usage_.Real(9, u.measured->energy_joules);
+    } else {
+      for (int column : {7, 8, 9})
+        insert_usage_.Null(column);
+    }
+    insert_usage_.Text(10, u.gpu_model);
+    insert_usage_.Text(11, u.mode);
+    if (auto s = Step(insert_usage_, "insert usage"); !s) return s;
+    if (sqlite3_changes(db_) > 0) return Ok();
+    // The run is stored already: a retry of the same record, which is no change. A different
+    // record of the same run is a fault elsewhere; the first one stays the bill.
+    stored_usage_.Text(1, u.container_id);
+    stored_usage_.Int(2, u.started_ms);
+    const int rc = sqlite3_step(stored_usage_.get());
+    if (rc == SQLITE_ROW && (ColumnText(stored_usage_.get(), 0) != u.tenancy_uid ||
+                             sqlite3_column_double(stored_usage_.get(), 1) != u.gpus ||
+                             sqlite3_column_int64(stored_usage_.get(), 2) != u.finished_ms))
+      spdlog::error(
+          "store {}: usage of container {} started at {} ms is stored already with "
+          "other figures; the stored record is kept",
+          options_.path, u.container_id, u.started_ms);
+    Status status = rc == SQLITE_ROW || rc == SQLITE_DONE ? Ok() : SqliteError("read usage", rc);
+    sqlite3_reset(stored_usage_.get());
+    sqlite3_clear_bindings(stored_usage_.get());
+    return status;
   }
 
   Status Write(const Mutation& mutation) {
@@ -567,7 +730,7 @@ class SqliteStore final : public Store {
           3,
           json{{"labels", MapToJson(t->labels)}, {"extensions", MapToJson(t->extensions)}}.dump());
       upsert_tenancy_.Text(4, t->uid);
-      return Step(upsert_tenancy_);
+      return Step(upsert_tenancy_, "write tenancy");
     }
     if (const auto* c = std::get_if<ContainerRecord>(&mutation)) {
       upsert_container_.Text(1, c->id);
@@ -577,50 +740,42 @@ class SqliteStore final : public Store {
       upsert_container_.Text(5, ContainerDoc(*c));
       upsert_container_.Text(6, c->idempotency_key);
       upsert_container_.Text(7, c->tenancy_uid);
-      return Step(upsert_container_);
+      return Step(upsert_container_, "write container");
     }
     if (const auto* g = std::get_if<GpuRecord>(&mutation)) {
       upsert_gpu_.Text(1, g->pci_address);
       upsert_gpu_.Int(2, g->index);
       upsert_gpu_.Text(3, GpuDoc(*g));
       upsert_gpu_.Text(4, g->node);
-      return Step(upsert_gpu_);
+      if (auto s = Step(upsert_gpu_, "write GPU"); !s) return s;
+      if (g->firmware_baseline.empty()) return Ok();
+      upsert_baseline_.Text(1, g->node);
+      upsert_baseline_.Text(2, g->pci_address);
+      upsert_baseline_.Text(3, g->firmware_baseline);
+      upsert_baseline_.Int(4, g->updated_ms);
+      return Step(upsert_baseline_, "write firmware baseline");
     }
     if (const auto* d = std::get_if<TenancyDeletion>(&mutation)) {
       delete_tenancy_.Text(1, d->name);
-      if (auto s = Step(delete_tenancy_); !s) return s;
+      if (auto s = Step(delete_tenancy_, "delete tenancy"); !s) return s;
       delete_tokens_.Text(1, d->name);
-      return Step(delete_tokens_);
+      return Step(delete_tokens_, "delete tokens");
     }
     if (const auto* d = std::get_if<ContainerDeletion>(&mutation)) {
       delete_container_.Text(1, d->id);
-      return Step(delete_container_);
+      if (auto s = Step(delete_container_, "delete container"); !s) return s;
+      if (!d->tombstone) return Ok();
+      retire_container_.Text(1, d->id);
+      retire_container_.Int(2, NowMs());
+      return Step(retire_container_, "retire container ID");
     }
-    if (const auto* u = std::get_if<UsageRecord>(&mutation)) {
-      upsert_usage_.Text(1, u->container_id);
-      upsert_usage_.Text(2, u->tenancy);
-      upsert_usage_.Text(3, u->tenancy_uid);
-      upsert_usage_.Real(4, u->gpus);
-      upsert_usage_.Int(5, u->started_ms);
-      upsert_usage_.Int(6, u->finished_ms);
-      if (u->measured) {
-        upsert_usage_.Real(7, u->measured->sm_seconds);
-        upsert_usage_.Real(8, u->measured->memory_gib_seconds);
-        upsert_usage_.Real(9, u->measured->energy_joules);
-      } else {
-        for (int column : {7, 8, 9})
-          upsert_usage_.Null(column);
-      }
-      upsert_usage_.Text(10, u->gpu_model);
-      upsert_usage_.Text(11, u->mode);
-      return Step(upsert_usage_);
-    }
+    if (const auto* u = std::get_if<UsageRecord>(&mutation)) return InsertUsage(*u);
     if (const auto* c = std::get_if<TelemetryCursor>(&mutation)) {
       upsert_cursor_.Text(1, c->gpu);
       upsert_cursor_.Int(2, static_cast<int64_t>(c->sample_us));
       upsert_cursor_.Int(3, static_cast<int64_t>(c->energy_mj));
       upsert_cursor_.Int(4, c->sampled_ms);
-      return Step(upsert_cursor_);
+      return Step(upsert_cursor_, "write telemetry cursor");
     }
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
@@ -628,7 +783,7 @@ class SqliteStore final : public Store {
     upsert_token_.Text(3, t.tenancy);
     upsert_token_.Int(4, t.created_ms);
     upsert_token_.Text(5, t.tenancy_uid);
-    return Step(upsert_token_);
+    return Step(upsert_token_, "write token");
   }
 
   // SQLite's own threshold for its automatic checkpoint.
@@ -700,27 +855,51 @@ class SqliteStore final : public Store {
     }
   }
 
-  Status WriteGroup(const std::vector<Pending>& group) {
-    size_t count = 0;
-    for (const auto& pending : group)
-      count += pending.mutations.size();
-    if (count == 0) return Ok();  // barriers only: everything before them is already durable
-    std::lock_guard lock(db_mutex_);
+  // One transaction: BEGIN IMMEDIATE, the writes, COMMIT; rolled back whole on any error.
+  Status Transaction(const std::function<Status()>& writes) {
     if (auto status = Exec("BEGIN IMMEDIATE"); !status) return status;
-    for (const auto& pending : group) {
-      for (const auto& mutation : pending.mutations) {
-        if (auto status = Write(mutation); !status) {
-          (void)Exec("ROLLBACK");
-          spdlog::error("store {}: {}", options_.path, status.error().message);
-          return status;
-        }
-      }
+    if (auto status = writes(); !status) {
+      (void)Exec("ROLLBACK");
+      return status;
     }
     if (auto status = Exec("COMMIT"); !status) {
       (void)Exec("ROLLBACK");
       return status;
     }
+    return Ok();
+  }
+
+  Status WriteGroup(const std::vector<Pending>& group) {
+    size_t count = 0;
+    for (const auto& pending : group)
+      count += pending.mutations.size();
+    std::lock_guard lock(db_mutex_);
+    Status status = Ok();
+    if (count == 0) {
+      // Barriers only: everything before them was written, or failed. While the store cannot
+      // write, a barrier tries one small write, so the store learns when it can again.
+      if (!WriteFailure()) return Ok();
+      status = Transaction([this] {
+        write_probe_.Int(1, NowMs());
+        return Step(write_probe_, "write probe");
+      });
+    } else {
+      status = Transaction([&]() -> Status {
+        for (const auto& pending : group)
+          for (const auto& mutation : pending.mutations)
+            if (auto s = Write(mutation); !s) return s;
+        return Ok();
+      });
+    }
     std::lock_guard stats_lock(mutex_);
+    if (!status) {
+      spdlog::error("{}", status.error().message);
+      if (status.error().category == ErrorCategory::kUnavailable) failure_ = status.error().message;
+      return status;
+    }
+    if (failure_) spdlog::info("store {}: writes succeed again", options_.path);
+    failure_.reset();
+    if (count == 0) return Ok();
     stats_.groups++;
     stats_.mutations += count;
     stats_.largest_group = std::max<uint64_t>(stats_.largest_group, count);
@@ -730,14 +909,16 @@ class SqliteStore final : public Store {
   StoreOptions options_;
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_;  // the connection: writer thread and Load()
-  Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_token_;
-  Statement delete_tenancy_, delete_tokens_, delete_container_, upsert_usage_, upsert_cursor_;
+  Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_baseline_, upsert_token_;
+  Statement delete_tenancy_, delete_tokens_, delete_container_, retire_container_;
+  Statement insert_usage_, stored_usage_, write_probe_, upsert_cursor_;
 
-  mutable std::mutex mutex_;  // guards queue_, stopping_, stats_
+  mutable std::mutex mutex_;  // guards queue_, stopping_, stats_, failure_
   std::condition_variable wake_;
   std::deque<Pending> queue_;
   bool stopping_ = false;
   StoreStats stats_;
+  std::optional<std::string> failure_;  // why writes fail, until one succeeds
   std::thread writer_;
   sqlite3* checkpoint_db_ = nullptr;  // the checkpointer's own connection
   bool checkpoint_wanted_ = false;    // guarded by mutex_

@@ -90,6 +90,7 @@ void AttachNvidia(const HostRoot& host, Inventory& inventory,
       continue;
     }
     device.gpu_uuid = info->uuid;
+    if (!info->model.empty()) device.product_name = info->model;
     device.nvidia_minor = info->device_minor;
     if (!frontend) {
       device.warnings.push_back("/proc/devices: no nvidia-frontend major; /dev/nvidia" +

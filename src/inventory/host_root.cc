@@ -293,6 +293,22 @@ Result<std::string> HostRoot::CanonicalByWalking(const std::string& path) const 
   return done.empty() ? std::string("/") : done;
 }
 
+Result<std::string> HostRoot::ReadHead(const std::string& path, size_t bytes) const {
+  int fd = Open(path, O_RDONLY);
+  if (fd < 0) return ErrnoError("open " + path, errno);
+  // One read: a regular file gives all it has up to `bytes` at once.
+  std::string out(bytes, '\0');
+  ssize_t n;
+  do {
+    n = ::read(fd, out.data(), bytes);
+  } while (n < 0 && errno == EINTR);
+  int saved = errno;
+  ::close(fd);
+  if (n < 0) return ErrnoError("read " + path, saved);
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 Result<std::vector<std::string>> HostRoot::ListDirectory(const std::string& path) const {
   int fd = Open(path, O_RDONLY | O_DIRECTORY);
   if (fd < 0) return ErrnoError("list " + path, errno);

@@ -52,6 +52,8 @@ class HostRoot {
   std::string Resolve(const std::string& path) const;
 
   Result<std::string> ReadFile(const std::string& path, size_t limit = 1 << 20) const;
+  // At most the first `bytes` bytes of a regular file (the ELF header of a library, say).
+  Result<std::string> ReadHead(const std::string& path, size_t bytes) const;
   // Reads a small sysfs attribute and strips the trailing newline.
   Result<std::string> ReadAttribute(const std::string& path) const;
   Result<HostDirectory> OpenDirectory(const std::string& path) const;

@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+
 #include "inventory/parsers.h"
 #include "inventory/readers.h"
 
@@ -75,6 +77,18 @@ void NameDevices(const HostRoot& host, Inventory& inventory) {
   }
 }
 
+// The default NVML name for root "/" is resolved by this process's loader; where the driver's
+// files live off its path (a cache built before their mount), the library the driver search
+// found is opened by its path instead.
+std::string NvmlLibraryToOpen(const Inventory& inventory, const std::string& requested) {
+  if (requested != "libnvidia-ml.so.1" || !inventory.nvidia_driver) return requested;
+  for (const auto& library : inventory.nvidia_driver->libraries) {
+    if (library.soname == requested && !IsLoaderDefaultDirectory(DirName(library.soname_link)))
+      return library.soname_link;
+  }
+  return requested;
+}
+
 }  // namespace
 
 Result<Inventory> ReadInventory(const ReadOptions& options) {
@@ -96,10 +110,18 @@ Result<Inventory> ReadInventory(const ReadOptions& options) {
     }
   }
   AttachDeviceNodes(host, inventory);
-  AttachMig(host, inventory, options.nvml_library);
   if (options.read_driver_files) {
-    inventory.nvidia_driver = ReadNvidiaDriver(host, inventory.warnings);
+    const bool own_root = options.root.empty() || options.root == "/";
+    auto own = [&](const char* name) {
+      const char* value = own_root ? std::getenv(name) : nullptr;
+      return std::string(value ? value : "");
+    };
+    DriverSearch search;
+    search.library_path = SplitSearchPath(options.library_path.value_or(own("LD_LIBRARY_PATH")));
+    search.program_path = SplitSearchPath(options.program_path.value_or(own("PATH")));
+    inventory.nvidia_driver = ReadNvidiaDriver(host, search, inventory.warnings);
   }
+  AttachMig(host, inventory, NvmlLibraryToOpen(inventory, options.nvml_library));
   return inventory;
 }
 

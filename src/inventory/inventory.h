@@ -105,6 +105,13 @@ struct PciDevice {
   std::vector<DeviceNode> device_nodes;  // nodes that belong to this device alone
   // NVIDIA, from /proc/driver/nvidia/gpus/<bdf>/information when the nvidia driver owns it.
   std::optional<std::string> gpu_uuid;
+  // The driver's name for the board ("NVIDIA H100 80GB HBM3": procfs "Model:"), as nvidia-smi
+  // names it; pci.ids' `model` names the chip.
+  std::optional<std::string> product_name;
+  // From NVML, when it was consulted (MIG-capable boards, root "/"): the whole memory in bytes
+  // and the module ID on its baseboard (HGX: 1..8).
+  std::optional<uint64_t> memory_bytes;
+  std::optional<uint32_t> module_id;
   std::optional<int> nvidia_minor;
   // NVIDIA GPUs that support MIG (NVML says so, or procfs lists MIG instances).
   std::optional<MigState> mig;
@@ -162,11 +169,21 @@ struct ReadOptions {
   // NVML to dlopen for MIG facts (profiles, UUIDs, sizes, mode); empty = procfs only. NVML
   // describes the machine this process runs on, so it is meant for root "/" only.
   std::string nvml_library;
+  // How the host's dynamic loader and shell find the driver's files besides ld.so.cache and the
+  // usual directories: its LD_LIBRARY_PATH and PATH values (paths inside the root). nullopt:
+  // this process's own for root "/", none for any other root.
+  std::optional<std::string> library_path;
+  std::optional<std::string> program_path;
 };
 
 // The NVML library `tessera inventory` uses for a root: libnvidia-ml.so.1 for "/", none for a
 // fixture tree or another host's root.
 std::string DefaultNvmlLibrary(const std::string& root);
+
+// Whether the dynamic loader searches `dir` ("/usr/lib/x86_64-linux-gnu") without being told to:
+// glibc's built-in directories. Libraries elsewhere are found in a container only when its
+// loader is told where they are.
+bool IsLoaderDefaultDirectory(const std::string& dir);
 
 // Reads the host under `options.root`. Fails only when the root itself is unusable; every
 // per-device problem becomes a warning on that device.

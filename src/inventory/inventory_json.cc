@@ -92,6 +92,9 @@ ordered DeviceJson(const PciDevice& d) {
           {"upstream_bridges", d.upstream_bridges},
           {"device_nodes", nodes},
           {"gpu_uuid", d.gpu_uuid ? ordered(*d.gpu_uuid) : ordered(nullptr)},
+          {"product_name", d.product_name ? ordered(*d.product_name) : ordered(nullptr)},
+          {"memory_bytes", d.memory_bytes ? ordered(*d.memory_bytes) : ordered(nullptr)},
+          {"module_id", d.module_id ? ordered(*d.module_id) : ordered(nullptr)},
           {"nvidia_minor", d.nvidia_minor ? ordered(*d.nvidia_minor) : ordered(nullptr)},
           {"mig", MigJson(d.mig)},
           {"warnings", d.warnings}};
@@ -351,6 +354,21 @@ Result<Inventory> FromJson(const std::string& text) {
       }
       const json& uuid = d.Field(j, "gpu_uuid", json::value_t::string, true);
       if (!uuid.is_null()) device.gpu_uuid = uuid.get<std::string>();
+      // Absent in snapshots written before they were reported.
+      if (j.is_object() && j.contains("product_name")) {
+        const json& name = d.Field(j, "product_name", json::value_t::string, true);
+        if (!name.is_null()) device.product_name = name.get<std::string>();
+      }
+      if (j.is_object() && j.contains("memory_bytes")) {
+        const json& memory = d.Field(j, "memory_bytes", json::value_t::number_unsigned, true);
+        if (!memory.is_null()) device.memory_bytes = memory.get<uint64_t>();
+      }
+      if (j.is_object() && j.contains("module_id")) {
+        const json& module = d.Field(j, "module_id", json::value_t::number_unsigned, true);
+        if (!module.is_null() && module.get<uint64_t>() > UINT32_MAX)
+          throw JsonFieldError{"module_id: larger than 32 bits"};
+        if (!module.is_null()) device.module_id = module.get<uint32_t>();
+      }
       const json& minor = d.Field(j, "nvidia_minor", json::value_t::number_unsigned, true);
       if (!minor.is_null()) device.nvidia_minor = minor.get<int>();
       device.mig = ParseMig(d, j);

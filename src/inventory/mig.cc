@@ -117,6 +117,15 @@ Status ReadFromNvml(const nvml::Library& library, const PciDevice& gpu, MigState
   return Ok();
 }
 
+// Facts of the whole board NVML gives without changing anything: its memory and module ID. Not
+// every driver or board has them, so a missing one is left out without a warning.
+void ReadBoardFromNvml(const nvml::Library& library, PciDevice& gpu) {
+  auto handle = library.GpuByPci(gpu.pci_address);
+  if (!handle) return;
+  if (auto memory = library.MemoryTotal(*handle)) gpu.memory_bytes = *memory;
+  if (auto module = library.ModuleId(*handle); module && *module) gpu.module_id = **module;
+}
+
 }  // namespace
 
 bool MigCapableBoard(uint16_t device_id) {
@@ -186,6 +195,7 @@ void AttachMig(const HostRoot& host, Inventory& inventory, const std::string& nv
         }
       }
       if (library) {
+        ReadBoardFromNvml(*library, gpu);
         auto read = ReadFromNvml(*library, gpu, state, gpu.warnings, supported);
         if (!read) {
           gpu.warnings.push_back("NVML: " + read.error().message +

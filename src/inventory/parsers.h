@@ -75,6 +75,26 @@ struct LdCacheEntry {
 };
 Result<std::vector<LdCacheEntry>> ParseLdCache(std::string_view bytes);
 
+// /etc/ld.so.conf and the files it includes: the directories ldconfig puts into the cache, and
+// "include" glob patterns (relative ones are relative to the including file's directory).
+// Comments, blank lines and "hwcap" lines are skipped; "DIR=TYPE" keeps DIR. At most 256
+// directories and 256 includes per file.
+struct LdSoConf {
+  std::vector<std::string> directories;  // absolute, without trailing '/'
+  std::vector<std::string> includes;
+};
+Result<LdSoConf> ParseLdSoConf(std::string_view text);
+
+// The absolute directories of a search path, in order: LD_LIBRARY_PATH (':' or ';' between
+// them) or PATH. Empty and relative elements, which depend on the working directory, are left
+// out. At most 256.
+std::vector<std::string> SplitSearchPath(std::string_view value);
+
+// The architecture of an ELF file from its first 20 bytes, named as LdCacheEntry::arch() names
+// it ("x86_64", "i386", "aarch64", …); nullopt when it is not a little-endian ELF file of one
+// of those.
+std::optional<std::string> ElfLibraryArch(std::string_view header);
+
 // pci.ids: the vendor and device names for one ID pair, found without parsing the whole file.
 struct PciNames {
   std::string vendor;

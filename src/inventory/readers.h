@@ -35,8 +35,21 @@ void AttachMig(const HostRoot& host, Inventory& inventory, const std::string& nv
 // Whether an NVIDIA PCI device ID belongs to a GPU family with MIG (GA100, GH100, GB100).
 bool MigCapableBoard(uint16_t device_id);
 
+// The directories the host's dynamic loader searches besides ld.so.cache, in its order:
+// `library_path` (LD_LIBRARY_PATH), those /etc/ld.so.conf names (with its includes), then its
+// built-in ones; each once.
+std::vector<std::string> LoaderDirectories(const HostRoot& host,
+                                           const std::vector<std::string>& library_path,
+                                           std::vector<std::string>& warnings);
+
 // The NVIDIA driver's version and user-space files; nullopt when no NVIDIA driver is loaded.
-std::optional<NvidiaDriver> ReadNvidiaDriver(const HostRoot& host,
+// Libraries are found as the loader finds them: through ld.so.cache and in LoaderDirectories;
+// programs in `program_path` (PATH) and the usual bin directories.
+struct DriverSearch {
+  std::vector<std::string> library_path;  // LD_LIBRARY_PATH's directories
+  std::vector<std::string> program_path;  // PATH's directories
+};
+std::optional<NvidiaDriver> ReadNvidiaDriver(const HostRoot& host, const DriverSearch& search,
                                              std::vector<std::string>& warnings);
 
 }  // namespace tessera::inventory

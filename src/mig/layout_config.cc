@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/bounded_yaml.h"
 #include "common/pci_address.h"
 #include "mig/mig.h"
 
@@ -50,7 +51,9 @@ bool DeviceSelector::Matches(uint32_t index, const std::string& pci_address) con
 
 Result<LayoutConfig> ParseLayoutConfig(std::string_view yaml, const std::string& name) {
   try {
-    YAML::Node doc = YAML::Load(std::string(yaml));
+    auto loaded = LoadBoundedYaml(yaml);
+    if (!loaded) return loaded.error().WithContext("layout");
+    YAML::Node doc = std::move(*loaded);
     if (!doc.IsMap()) return InvalidArgument("layout: want a mapping");
     for (const auto& entry : doc) {
       std::string key = entry.first.as<std::string>();

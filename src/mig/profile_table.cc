@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/bounded_yaml.h"
 #include "mig/mig.h"
 
 namespace tessera::mig {
@@ -52,7 +53,9 @@ const Profile* ProfileTable::FindById(uint32_t id) const {
 
 Result<ProfileTable> ParseProfileTable(std::string_view yaml) {
   try {
-    YAML::Node doc = YAML::Load(std::string(yaml));
+    auto loaded = LoadBoundedYaml(yaml);
+    if (!loaded) return loaded.error().WithContext("profile table");
+    YAML::Node doc = std::move(*loaded);
     if (!doc.IsMap()) return InvalidArgument("profile table: want a mapping");
     RejectUnknown(doc, {"board", "pci_device_ids", "memory_slices", "compute_slices", "profiles"},
                   "profile table");

@@ -67,6 +67,7 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   Bind(h, api->memory, "nvmlDeviceGetMemoryInfo");
   Bind(h, api->attributes, "nvmlDeviceGetAttributes_v2");
   Bind(h, api->running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  Bind(h, api->module_id, "nvmlDeviceGetModuleId");
   BindTelemetry(*api);
   if (!api->init || !api->shutdown || !api->by_pci) {
     return Unavailable(path + ": missing NVML entry points (not the NVIDIA management library?)");
@@ -244,6 +245,23 @@ Result<std::vector<MigDevice>> Library::MigDevices(Gpu gpu) const {
     out.push_back(std::move(info));
   }
   return out;
+}
+
+Result<uint64_t> Library::MemoryTotal(Gpu gpu) const {
+  if (auto s = api_->Need(api_->memory, "nvmlDeviceGetMemoryInfo"); !s) return s.error();
+  abi::Memory memory{};
+  Return r = api_->memory(static_cast<Device>(gpu.handle()), &memory);
+  if (r != kSuccess) return api_->Fail("nvmlDeviceGetMemoryInfo", r);
+  return static_cast<uint64_t>(memory.total);
+}
+
+Result<std::optional<uint32_t>> Library::ModuleId(Gpu gpu) const {
+  if (auto s = api_->Need(api_->module_id, "nvmlDeviceGetModuleId"); !s) return s.error();
+  unsigned int id = 0;
+  Return r = api_->module_id(static_cast<Device>(gpu.handle()), &id);
+  if (r == kErrorNotSupported) return std::optional<uint32_t>();
+  if (r != kSuccess) return api_->Fail("nvmlDeviceGetModuleId", r);
+  return std::optional<uint32_t>(id);
 }
 
 Result<uint32_t> Library::RunningProcessCount(Gpu gpu) const {

@@ -46,6 +46,7 @@ struct Library::Api {
   Return (*memory)(Device, abi::Memory*) = nullptr;
   Return (*attributes)(Device, DeviceAttributes*) = nullptr;
   Return (*running_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
+  Return (*module_id)(Device, unsigned int*) = nullptr;
   // Telemetry (telemetry_reads.cc).
   Return (*utilization)(Device, abi::UtilizationRates*) = nullptr;
   Return (*power)(Device, unsigned int*) = nullptr;

@@ -171,6 +171,12 @@ class Library {
   Result<std::vector<MigDevice>> MigDevices(Gpu gpu) const;
   // Processes using the GPU (or any of its MIG devices) right now.
   Result<uint32_t> RunningProcessCount(Gpu gpu) const;
+  // The GPU's whole memory in bytes (nvmlDeviceGetMemoryInfo's total; nvidia-smi's
+  // memory.total is it in MiB).
+  Result<uint64_t> MemoryTotal(Gpu gpu) const;
+  // The GPU's module ID on its baseboard (nvmlDeviceGetModuleId): what NVLink fabric partitions
+  // name GPUs by (HGX: 1..8, not PCI order). nullopt when the GPU has none (not supported).
+  Result<std::optional<uint32_t>> ModuleId(Gpu gpu) const;
 
   // State changes. SetMigMode answers whether the new mode is active (false: the GPU needs a
   // reset before it takes effect).

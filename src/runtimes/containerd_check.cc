@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "runtimes/check_builder.h"
 #include "runtimes/runtimes.h"
 
 namespace tessera::runtimes {
@@ -120,10 +121,7 @@ ContainerdConfigFacts ExtractFacts(const toml::table& root) {
   return facts;
 }
 
-Check Make(std::string id, std::string title, Verdict verdict, std::string evidence,
-           std::string fix = "") {
-  return Check{std::move(id), std::move(title), verdict, std::move(evidence), std::move(fix)};
-}
+using checks::Make;
 
 void CheckRuntimeTypes(const ContainerdConfigFacts& facts, std::vector<Check>& out) {
   for (const auto& runtime : facts.runtimes) {

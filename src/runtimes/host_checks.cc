@@ -12,6 +12,7 @@
 #include <set>
 
 #include "cdi/cdi.h"
+#include "runtimes/check_builder.h"
 #include "runtimes/runtimes.h"
 
 namespace tessera::runtimes {
@@ -19,10 +20,7 @@ namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 
-Check Make(std::string id, std::string title, Verdict verdict, std::string evidence,
-           std::string fix = "") {
-  return Check{std::move(id), std::move(title), verdict, std::move(evidence), std::move(fix)};
-}
+using checks::Make;
 
 std::string Join(const std::vector<std::string>& items, const char* sep = ", ") {
   std::string out;

@@ -43,20 +43,24 @@ const char* RlimitName(int type) {
   return kNames[type];
 }
 
-std::string RlimitFix(const std::string& output, const ProbeContext& context) {
-  int type = -1;
-  auto at = output.find("error setting rlimit type ");
-  if (at != std::string::npos) type = std::atoi(output.c_str() + at + 26);
-  std::string where = context.containers_conf.empty()
-                          ? "/etc/containers/containers.conf (or a file named by CONTAINERS_CONF)"
-                          : "$CONTAINERS_CONF (" + context.containers_conf + ")";
+// The containers.conf a fix is made in: the one CONTAINERS_CONF names, else the system's.
+std::string ConfFile(const ProbeContext& context) {
+  return context.containers_conf.empty()
+             ? "/etc/containers/containers.conf (or a file named by CONTAINERS_CONF)"
+             : "$CONTAINERS_CONF (" + context.containers_conf + ")";
+}
+
+std::string RlimitFix(int type, const ProbeContext& context) {
+  std::string where = ConfFile(context);
   // The limits that count are those of conmon, runc's parent, which may be lower than the
   // shell's: on one such host the shell's nproc hard limit was 96365 and conmon's 32768.
   return std::string(
              "podman's default ulimits for root exceed what this host lets a process "
              "set (rlimit type ") +
          std::to_string(type) + " is " + RlimitName(type) +
-         "; raising a hard limit needs CAP_SYS_RESOURCE): add to " + where +
+         "; raising a hard limit needs CAP_SYS_RESOURCE); `tessera serve` gives its containers "
+         "--ulimit values within the hard limits itself; for other podman use add to " +
+         where +
          ": [containers] default_ulimits = [\"nofile=1024:1024\", \"nproc=1024:1024\"] "
          "(larger values up to the hard limits conmon runs with: `grep -e files -e processes "
          "/proc/$(pgrep -n conmon)/limits` while a container runs)";
@@ -87,6 +91,7 @@ std::vector<std::string> ProbeArgv(const std::string& podman, const ProbeRuntime
     argv.push_back(flag);
   }
   argv.insert(argv.end(), {"run", "--rm", "--network", "none", "--runtime", runtime.runtime});
+  argv.insert(argv.end(), target.run_args.begin(), target.run_args.end());
   if (!target.image.empty()) {
     argv.push_back(target.image);
   } else {
@@ -95,6 +100,54 @@ std::vector<std::string> ProbeArgv(const std::string& podman, const ProbeRuntime
   }
   argv.insert(argv.end(), target.command.begin(), target.command.end());
   return argv;
+}
+
+PodmanFailure DiagnosePodmanFailure(const std::string& runtime_name, const ProbeOutcome& outcome,
+                                    const ProbeContext& context) {
+  PodmanFailure failure;
+  const std::string& output = outcome.output;
+  failure.error = ErrorLine(output);
+  if (outcome.timed_out)
+    failure.error = "no answer (timed out)" + (failure.error.empty() ? "" : ": " + failure.error);
+  if (failure.error.empty()) failure.error = "exit status " + std::to_string(outcome.status);
+  auto has = [&](const char* text) { return output.find(text) != std::string::npos; };
+  if (auto at = output.find("error setting rlimit type "); at != std::string::npos) {
+    failure.rlimit_type = std::atoi(output.c_str() + at + 26);
+    failure.fix = RlimitFix(*failure.rlimit_type, context);
+  } else if (has("cannot run with network enabled in root network namespace")) {
+    failure.fix =
+        "run runsc with --runtime-flag network=host (it then uses podman's network namespace) "
+        "or --runtime-flag network=none; tessera's local backend passes these itself";
+  } else if (has("waiting for sandbox to start: EOF")) {
+    failure.fix =
+        "runsc's nvproxy does not support the loaded NVIDIA driver: install a driver on its "
+        "list (`runsc nvproxy list-supported-drivers`) or a newer gVisor release";
+  } else if (has("not found") && (has("OCI runtime") || has("executable file"))) {
+    failure.fix = "install " + runtime_name +
+                  " or name its path under [engine.runtimes] in "
+                  "containers.conf";
+  } else if (has("cannot use systemd cgroups manager") || has("systemd not running on this host")) {
+    failure.fix =
+        "podman is set to manage cgroups through systemd, which is not running here: set "
+        "[engine] cgroup_manager = \"cgroupfs\" in " +
+        ConfFile(context);
+  } else if (has("opening seccomp profile failed")) {
+    failure.fix =
+        "the seccomp profile podman is told to use cannot be read: point "
+        "[containers] seccomp_profile in " +
+        ConfFile(context) +
+        " at an existing profile (Debian's is /usr/share/containers/seccomp.json) or "
+        "remove the line";
+  } else if (has("cgroup")) {
+    failure.fix =
+        "the runtime cannot use this host's cgroup layout: use runc ([engine] runtime = "
+        "\"runc\" in containers.conf) or boot with a unified cgroup v2 hierarchy";
+  } else if (outcome.timed_out) {
+    failure.fix = "run the command above by hand with --log-level=debug to see where it stops";
+  } else {
+    failure.fix = "run the command above by hand with --log-level=debug for podman's details";
+  }
+  return failure;
 }
 
 Check CheckProbe(const ProbeRuntime& runtime, const ProbeOutcome& outcome,
@@ -108,35 +161,9 @@ Check CheckProbe(const ProbeRuntime& runtime, const ProbeOutcome& outcome,
     return check;
   }
   check.verdict = Verdict::kFail;
-  const std::string& output = outcome.output;
-  std::string error = ErrorLine(output);
-  if (outcome.timed_out) error = "no answer (timed out)" + (error.empty() ? "" : ": " + error);
-  if (error.empty()) error = "exit status " + std::to_string(outcome.status);
-  check.evidence = context.command + ": " + error;
-  auto has = [&](const char* text) { return output.find(text) != std::string::npos; };
-  if (has("error setting rlimit")) {
-    check.fix = RlimitFix(output, context);
-  } else if (has("cannot run with network enabled in root network namespace")) {
-    check.fix =
-        "run runsc with --runtime-flag network=host (it then uses podman's network namespace) "
-        "or --runtime-flag network=none; tessera's local backend passes these itself";
-  } else if (has("waiting for sandbox to start: EOF")) {
-    check.fix =
-        "runsc's nvproxy does not support the loaded NVIDIA driver: install a driver on its "
-        "list (`runsc nvproxy list-supported-drivers`) or a newer gVisor release";
-  } else if (has("not found") && (has("OCI runtime") || has("executable file"))) {
-    check.fix = "install " + runtime.name +
-                " or name its path under [engine.runtimes] in "
-                "containers.conf";
-  } else if (has("cgroup")) {
-    check.fix =
-        "the runtime cannot use this host's cgroup layout: use runc ([engine] runtime = "
-        "\"runc\" in containers.conf) or boot with a unified cgroup v2 hierarchy";
-  } else if (outcome.timed_out) {
-    check.fix = "run the command above by hand with --log-level=debug to see where it stops";
-  } else {
-    check.fix = "run the command above by hand with --log-level=debug for podman's details";
-  }
+  PodmanFailure failure = DiagnosePodmanFailure(runtime.name, outcome, context);
+  check.evidence = context.command + ": " + failure.error;
+  check.fix = std::move(failure.fix);
   return check;
 }
 

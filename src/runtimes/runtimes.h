@@ -6,8 +6,10 @@
 // the one reader (ReadHostFacts), so every check is testable from a fixture root.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -196,8 +198,10 @@ struct ProbeTarget {
   std::string image;   // used when set
   std::string rootfs;  // podman --rootfs otherwise
   std::vector<std::string> command;
+  std::vector<std::string> run_args;  // more `podman run` flags (--ulimit ...)
 };
-// podman [--runtime-flag F]... run --rm --network none --runtime R (IMAGE | --rootfs DIR) CMD...
+// podman [--runtime-flag F]... run --rm --network none --runtime R [RUN_ARGS]...
+//   (IMAGE | --rootfs DIR) CMD...
 std::vector<std::string> ProbeArgv(const std::string& podman, const ProbeRuntime& runtime,
                                    const ProbeTarget& target);
 
@@ -211,10 +215,31 @@ struct ProbeContext {
   std::string command;          // the podman command line, for the evidence
   std::string containers_conf;  // $CONTAINERS_CONF, empty when unset
 };
-// PASS when the container ran and exited 0; FAIL with podman's error line and its fix
-// otherwise (rlimits podman may not set, runsc's network mode, a missing runtime, nvproxy, ...).
+// What a failed container start means: podman's error line and its fix (rlimits podman may not
+// set, runsc's network mode, a missing runtime, nvproxy, cgroups, ...). `runtime_name` is the
+// runtime the fix names ("runc").
+struct PodmanFailure {
+  std::string error;
+  std::string fix;
+  std::optional<int> rlimit_type;  // "error setting rlimit type N": the resource podman set
+};
+PodmanFailure DiagnosePodmanFailure(const std::string& runtime_name, const ProbeOutcome& outcome,
+                                    const ProbeContext& context);
+// PASS when the container ran and exited 0; FAIL with DiagnosePodmanFailure's error and fix.
 Check CheckProbe(const ProbeRuntime& runtime, const ProbeOutcome& outcome,
                  const ProbeContext& context);
+
+// The hard limits a process runs with, from /proc/<pid>/limits; nullopt: unlimited.
+struct ProcessLimits {
+  std::optional<uint64_t> open_files;  // RLIMIT_NOFILE
+  std::optional<uint64_t> processes;   // RLIMIT_NPROC
+};
+Result<ProcessLimits> ParseProcLimits(std::string_view text);
+// podman's --ulimit flags for when its own defaults (1048576 files and processes for root) are
+// more than runc may set here: each resource at the lowest of the given hard limits (this
+// process's and those of conmon, runc's parent, which can be lower) and of podman's default,
+// soft = hard. Resources without a limit anywhere are left to podman.
+std::vector<std::string> UlimitArgsWithin(const std::vector<ProcessLimits>& limits);
 
 struct ProbeOptions {
   std::string podman = "podman";
@@ -223,6 +248,34 @@ struct ProbeOptions {
 };
 // Starts the probe container with each of ProbeRuntimes() and checks the outcomes.
 std::vector<Check> RunProbes(const ProbeOptions& options);
+
+// A temporary root directory for probe containers, removed with the object: /true (exits 0)
+// and /pause (waits until killed), both static x86-64 programs of 129 bytes, so that no image,
+// registry or network is needed.
+class ProbeRootfs {
+ public:
+  static Result<std::unique_ptr<ProbeRootfs>> Create();
+  ~ProbeRootfs();
+  ProbeRootfs(const ProbeRootfs&) = delete;
+  ProbeRootfs& operator=(const ProbeRootfs&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit ProbeRootfs(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// Runs one probe container (`podman run --rm`) and answers how it went.
+ProbeOutcome RunProbe(const std::string& podman, const ProbeRuntime& runtime,
+                      const ProbeTarget& target, int timeout_ms);
+
+// The hard limits of conmon, the parent of the runtime that sets a container's rlimits: a
+// /pause container started detached (with `run_args`) and removed again, its conmon's
+// /proc/<pid>/limits read while it runs. `name` names the container.
+Result<ProcessLimits> ReadConmonLimits(const std::string& podman, const ProbeRuntime& runtime,
+                                       const ProbeRootfs& rootfs,
+                                       const std::vector<std::string>& run_args,
+                                       const std::string& name);
 
 struct DoctorReport {
   std::vector<Check> checks;

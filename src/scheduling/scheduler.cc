@@ -54,11 +54,107 @@ TenancyPolicy Scheduler::GetTenancy(const std::string& name) const {
   return index < 0 ? TenancyPolicy{} : tenancies_[index].policy;
 }
 
-std::tuple<int, double, uint64_t, RequestId> Scheduler::QueueKey(const Pending& pending) const {
-  if (options_.mode == Mode::kFifo) return {0, 0.0, pending.sequence, pending.request.id};
+int Scheduler::PendingQuotaOf(const std::string& name) const {
+  const int quota = GetTenancy(name).quota_pending;
+  return quota == kDefaultQuota ? options_.default_quota_pending : quota;
+}
+
+std::string Scheduler::TenancyOf(RequestId id) const {
+  if (auto it = pending_.find(id); it != pending_.end()) return tenancies_[it->second.tenancy].name;
+  if (auto it = running_.find(id); it != running_.end()) return tenancies_[it->second.tenancy].name;
+  return "";
+}
+
+const PendingRequest* Scheduler::Request(RequestId id) const {
+  auto it = pending_.find(id);
+  return it == pending_.end() ? nullptr : &it->second.request;
+}
+
+void Scheduler::Added(const Pending& pending) {
+  Tenancy& tenancy = tenancies_[pending.tenancy];
+  const int gpus = pending.request.gpus;
+  tenancy.queue.insert(QueueKey(pending));
+  tenancy.pending_by_size[gpus]++;
+  tenancy.pending_gpus += gpus;
+  if (pending.request.max_duration_s != kUnknownTime)
+    limited_durations_[gpus].insert(pending.request.max_duration_s);
+}
+
+void Scheduler::Removed(const Pending& pending) {
+  Tenancy& tenancy = tenancies_[pending.tenancy];
+  const int gpus = pending.request.gpus;
+  tenancy.queue.erase(QueueKey(pending));
+  tenancy.pending_by_size[gpus]--;
+  tenancy.pending_gpus -= gpus;
+  if (pending.request.max_duration_s != kUnknownTime) {
+    auto& durations = limited_durations_[gpus];
+    if (auto it = durations.find(pending.request.max_duration_s); it != durations.end())
+      durations.erase(it);
+  }
+}
+
+Scheduler::OrderKey Scheduler::QueueKey(const Pending& pending) const {
+  const PendingRequest& r = pending.request;
+  if (options_.mode == Mode::kFifo)
+    return {0, 0.0, pending.sequence, r.id, r.gpus, r.max_duration_s, r.priority};
   const int bound = tenancies_[pending.tenancy].policy.max_priority;
-  const int priority = std::clamp(pending.request.priority, kMinPriority, bound);
-  return {-priority, pending.request.submitted_s, pending.sequence, pending.request.id};
+  const int priority = std::clamp(r.priority, kMinPriority, bound);
+  return {-priority, r.submitted_s, pending.sequence, r.id, r.gpus, r.max_duration_s, r.priority};
+}
+
+Scheduler::Snapshot Scheduler::TakeSnapshot() const {
+  Snapshot snapshot;
+  snapshot.options_ = options_;
+  snapshot.tau_s_ = tau_s_;
+  snapshot.now_s_ = now_s_;
+  snapshot.next_sequence_ = next_sequence_;
+  snapshot.tenancies_.reserve(tenancies_.size());
+  for (const Tenancy& tenancy : tenancies_) {
+    auto& state = snapshot.tenancies_.emplace_back();
+    state.name = tenancy.name;
+    state.policy = tenancy.policy;
+    state.in_use = tenancy.in_use;
+    state.other_gpus = tenancy.other_gpus;
+    state.decayed_gpu_seconds = tenancy.decayed_gpu_seconds;
+    state.pending.assign(tenancy.queue.begin(), tenancy.queue.end());
+  }
+  snapshot.running_.assign(running_.begin(), running_.end());
+  snapshot.gpu_ends_ = gpu_ends_;
+  snapshot.gpu_owner_ = gpu_owner_;
+  snapshot.kept_ = kept_;
+  return snapshot;
+}
+
+Scheduler Scheduler::FromSnapshot(const Snapshot& snapshot) {
+  Scheduler scheduler(snapshot.options_);
+  scheduler.tau_s_ = snapshot.tau_s_;
+  scheduler.now_s_ = snapshot.now_s_;
+  scheduler.next_sequence_ = snapshot.next_sequence_;
+  for (const auto& state : snapshot.tenancies_) {
+    const int index = scheduler.TenancyIndex(state.name);
+    Tenancy& tenancy = scheduler.tenancies_[index];
+    tenancy.policy = state.policy;
+    tenancy.in_use = state.in_use;
+    tenancy.other_gpus = state.other_gpus;
+    tenancy.decayed_gpu_seconds = state.decayed_gpu_seconds;
+    for (const OrderKey& key : state.pending) {
+      Pending pending;
+      pending.tenancy = index;
+      pending.sequence = std::get<2>(key);
+      pending.request.id = std::get<3>(key);
+      pending.request.gpus = std::get<4>(key);
+      pending.request.max_duration_s = std::get<5>(key);
+      pending.request.priority = std::get<6>(key);
+      pending.request.submitted_s = std::get<1>(key);
+      auto [it, inserted] = scheduler.pending_.emplace(pending.request.id, std::move(pending));
+      if (inserted) scheduler.Added(it->second);
+    }
+  }
+  scheduler.running_.insert(snapshot.running_.begin(), snapshot.running_.end());
+  scheduler.gpu_ends_ = snapshot.gpu_ends_;
+  scheduler.gpu_owner_ = snapshot.gpu_owner_;
+  scheduler.kept_ = snapshot.kept_;
+  return scheduler;
 }
 
 Status Scheduler::CheckSubmit(const PendingRequest& request) const {
@@ -78,9 +174,10 @@ Status Scheduler::CheckSubmit(const PendingRequest& request) const {
                            std::to_string(static_cast<int64_t>(kMaxDurationLimitSeconds)));
   }
   const int pending = PendingOf(request.tenancy);
-  if (pending >= policy.quota_pending) {
+  const int quota = PendingQuotaOf(request.tenancy);
+  if (pending >= quota) {
     return FailedPrecondition("tenancy quota: " + std::to_string(pending) + "/" +
-                              std::to_string(policy.quota_pending) + " requests pending");
+                              std::to_string(quota) + " requests pending");
   }
   return Ok();
 }
@@ -95,24 +192,68 @@ Status Scheduler::Enqueue(PendingRequest request) {
   if (pending_.count(request.id) || running_.count(request.id)) {
     return AlreadyExists("request " + std::to_string(request.id) + " is already known");
   }
-  if (request.gpus < 1 || request.gpus > 64) {
+  if (request.gpus < 1 || request.gpus > kMaxSize) {
     return InvalidArgument("gpus: " + std::to_string(request.gpus) + " (expected 1..64)");
   }
   Pending pending;
   pending.tenancy = TenancyIndex(request.tenancy);
   pending.sequence = next_sequence_++;
   pending.request = std::move(request);
+  // Known by its index from here on: no string per pending request.
+  pending.request.tenancy = std::string();
   auto [it, inserted] = pending_.emplace(pending.request.id, std::move(pending));
-  tenancies_[it->second.tenancy].queue.insert(QueueKey(it->second));
+  Added(it->second);
   return Ok();
 }
 
 bool Scheduler::Cancel(RequestId id) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return false;
-  tenancies_[it->second.tenancy].queue.erase(QueueKey(it->second));
+  Removed(it->second);
   pending_.erase(it);
   return true;
+}
+
+bool Scheduler::CouldChangeAPass(RequestId id) const {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return false;
+  if (!last_pass_.valid) return true;
+  const Pending& pending = it->second;
+  const Tenancy& tenancy = tenancies_[pending.tenancy];
+  const int gpus = pending.request.gpus;
+  const bool fair = options_.mode == Mode::kFair;
+  // A tenancy that had no work: every target share, and so every reservation that yields to a
+  // tenancy below its share, may move.
+  if (tenancy.queue.size() == 1 && tenancy.in_use == 0 && tenancy.other_gpus <= 0) return true;
+  // Held back by its GPU quota, it waits whatever else is pending.
+  if (fair && tenancy.in_use + tenancy.other_gpus + gpus > tenancy.policy.quota_gpus) return false;
+  // The GPUs the last pass left visible may take it.
+  if (gpus <= last_pass_.free_visible && !last_pass_.no_fit[gpus]) return true;
+  // Reserved GPUs it ends in time for may take it.
+  if (last_pass_.free_hidden > 0 && pending.request.max_duration_s != kUnknownTime &&
+      gpus <= last_pass_.free_visible + last_pass_.free_hidden) {
+    const double ends = last_pass_.now_s + pending.request.max_duration_s;
+    if (ends < last_pass_.backfill_failed_end[gpus] && ends <= last_pass_.latest_ready_s)
+      return true;
+  }
+  // It may get a reservation of its own.
+  if (static_cast<int>(kept_.size()) < options_.max_reservations &&
+      !last_pass_.reserve_failed[gpus])
+    return true;
+  if (kept_.empty() || !fair) return false;  // FIFO: the newest request comes last
+  // Ahead of a reservation's holder in the order, it would take the reservation over. Placed
+  // before requests of its own tenancy (a higher priority), it is hard to tell: a pass decides.
+  const auto last = tenancy.queue.rbegin();
+  if (std::get<3>(*last) != id) return true;
+  const double key = ShareKey(tenancy, static_cast<double>(tenancy.pending_gpus - gpus));
+  for (const Reservation& kept : kept_) {
+    if (kept.holder_tenancy < 0 || kept.holder_tenancy >= static_cast<int>(tenancies_.size()))
+      return true;
+    const double holder_key = ShareKey(tenancies_[kept.holder_tenancy], kept.holder_walked_gpus);
+    if (key < holder_key || (key == holder_key && pending.tenancy < kept.holder_tenancy))
+      return true;
+  }
+  return false;
 }
 
 void Scheduler::EnsureNodes(const Fleet& fleet) {
@@ -149,7 +290,10 @@ void Scheduler::Started(RequestId id, const std::string& tenancy, const Placemen
                         bool preemptible) {
   Advance(started_s);
   Cancel(id);
-  if (running_.count(id)) Finished(id, started_s);
+  const bool counted = running_.count(id) > 0;
+  if (counted) Finished(id, started_s);
+  // Adopted after a restart: what it ran before this scheduler's time counts too.
+  if (!counted) ChargePast(tenancy, gpus, started_s, now_s_);
   Running running;
   running.tenancy = TenancyIndex(tenancy);
   running.placement = placement;
@@ -163,13 +307,17 @@ void Scheduler::Started(RequestId id, const std::string& tenancy, const Placemen
   running_.emplace(id, std::move(running));
 }
 
-void Scheduler::Finished(RequestId id, double now_s) {
+bool Scheduler::Finished(RequestId id, double now_s, double ended_s) {
   auto it = running_.find(id);
-  if (it == running_.end()) return;
+  if (it == running_.end()) return false;
   Advance(now_s);
-  tenancies_[it->second.tenancy].in_use -= it->second.gpus;
+  Tenancy& tenancy = tenancies_[it->second.tenancy];
+  tenancy.in_use -= it->second.gpus;
+  if (ended_s != kUnknownTime && ended_s < now_s_)
+    ChargePast(tenancy.name, -it->second.gpus, std::max(ended_s, it->second.started_s), now_s_);
   SetGpuOwner(it->second.placement, kUnknownTime, 0);
   running_.erase(it);
+  return true;
 }
 
 namespace {
@@ -270,7 +418,11 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
   Advance(now_s);
   EnsureNodes(fleet);
   PassResult result;
-  if (pending_.empty()) return result;
+  if (pending_.empty()) {
+    kept_.clear();
+    last_pass_.valid = false;  // the next arrival is a change
+    return result;
+  }
   const bool fair = options_.mode == Mode::kFair;
 
   HiddenGpus hidden(fleet);
@@ -278,13 +430,13 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
   int free_visible = fleet.free_gpus();
   // Per size: 1 when nothing visible fits (stays true: a pass only takes GPUs away), and
   // whether the size can ever be placed (-1 unknown).
-  std::array<bool, 65> no_fit{};
+  std::array<bool, kMaxSize + 1> no_fit{};
   // Per size: the earliest end that found no reserved GPUs to backfill into. A later request of
   // that size ending no earlier finds none either: reserved GPUs a pass hides only ever come
   // from capacity it could not use, and backfill only takes them away.
-  std::array<double, 65> backfill_failed_end;
+  std::array<double, kMaxSize + 1> backfill_failed_end;
   backfill_failed_end.fill(kUnknownTime);
-  std::array<int, 65> placeable;
+  std::array<int, kMaxSize + 1> placeable;
   placeable.fill(-1);
   int position = 0;
 
@@ -374,10 +526,55 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
     released[i] = true;
     held.erase(mine.holder);
     admit(pending, placement, false);
-    tenancies_[pending.tenancy].queue.erase(QueueKey(pending));
+    Removed(pending);
     pending_.erase(mine.holder);
   }
   free_visible = fleet.free_gpus() - hidden.total();
+
+  // When the walk may stop (without report): once no pending request could start or reserve.
+  // Per size, what the walk found out (monotone while nothing is admitted: a pass only takes
+  // GPUs away and adds reservations); and per size how many tenancies not held back by their
+  // GPU quota have requests of that size waiting.
+  std::array<bool, kMaxSize + 1> reserve_failed{};
+  std::array<int, kMaxSize + 1> live_sizes{};
+  std::vector<int> live_up_to(tenancies_.size(), 0);  // per tenancy: its largest live size
+  auto count_live = [&](size_t t, int sign) {
+    const Tenancy& tenancy = tenancies_[t];
+    int up_to = kMaxSize;
+    if (fair && tenancy.policy.quota_gpus != kUnlimited)
+      up_to = static_cast<int>(
+          std::floor(tenancy.policy.quota_gpus - tenancy.in_use - tenancy.other_gpus + 1e-9));
+    up_to = std::clamp(up_to, 0, kMaxSize);
+    if (sign < 0) up_to = live_up_to[t];
+    for (int size = 1; size <= up_to; ++size)
+      if (tenancy.pending_by_size[size]) live_sizes[size] += sign;
+    live_up_to[t] = up_to;
+  };
+  if (!report) {
+    for (size_t t = 0; t < tenancies_.size(); ++t)
+      if (!tenancies_[t].queue.empty()) count_live(t, 1);
+  }
+  size_t holders_left = held.size();
+  auto may_change = [&]() {
+    if (holders_left > 0) return true;
+    const bool reservations_full =
+        static_cast<int>(result.reservations.size()) >= options_.max_reservations;
+    const int hidden_free = hidden.total();
+    double latest_ready = -kUnknownTime;
+    for (const Reservation& r : result.reservations)
+      if (r.ready_s != kUnknownTime) latest_ready = std::max(latest_ready, r.ready_s);
+    for (int size = 1; size <= kMaxSize; ++size) {
+      if (live_sizes[size] <= 0) continue;
+      if (size <= free_visible && !no_fit[size]) return true;
+      if (!reservations_full && !reserve_failed[size]) return true;
+      const auto& durations = limited_durations_[size];
+      if (hidden_free > 0 && !durations.empty() && size <= free_visible + hidden_free) {
+        const double ends = now_s + *durations.begin();
+        if (ends < backfill_failed_end[size] && ends <= latest_ready) return true;
+      }
+    }
+    return false;
+  };
 
   // Dispatch order: a merge of the tenancies' own queues. Fair: the tenancy with the lowest
   // (recent usage + GPUs in use + GPUs of its requests already passed in this walk) / weight
@@ -420,6 +617,7 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
     bool admitted = false;
     if (!can) {
       wait.kind = WaitKind::kNeverPlaceable;
+      reserve_failed[gpus] = true;
     } else if (fair && tenancy.in_use + tenancy.other_gpus + gpus > tenancy.policy.quota_gpus) {
       wait.kind = WaitKind::kQuotaGpus;
       wait.in_use = tenancy.in_use + tenancy.other_gpus;
@@ -427,7 +625,10 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
     } else if (auto own = held.find(id); own != held.end()) {
       // A holder starts on its own reserved GPUs (or anywhere else that fits now), or keeps
       // waiting for them.
+      --holders_left;
       Reservation& mine = result.reservations[own->second];
+      mine.holder_tenancy = t;
+      mine.holder_walked_gpus = walked_gpus[t];
       Placement placement;
       admitted = hidden.PlaceWith(mine.node, mine.gpus, gpus, options_.placement, &placement) ||
                  (!no_fit[gpus] && free_visible >= gpus &&
@@ -481,6 +682,8 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
         if (static_cast<int>(result.reservations.size()) < options_.max_reservations &&
             ChooseReservation(fleet, gpus, reserved, now_s, &reservation)) {
           reservation.holder = id;
+          reservation.holder_tenancy = t;
+          reservation.holder_walked_gpus = walked_gpus[t];
           reserved[reservation.node] |= reservation.gpus;
           free_visible -= hidden.Hide(reservation.node, reservation.gpus);
           wait.kind = WaitKind::kReservation;
@@ -488,6 +691,8 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
           result.reservations.push_back(reservation);
           released.push_back(false);
         } else {
+          if (static_cast<int>(result.reservations.size()) < options_.max_reservations)
+            reserve_failed[gpus] = true;
           wait.kind = WaitKind::kNoCapacity;
           wait.free_gpus = free_visible;
           // Reserved for someone else when it would fit with a reservation's GPUs shown.
@@ -507,20 +712,37 @@ PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
       wait.position = ++position;
       if (report) result.waiting.push_back(wait);
     } else {
-      tenancy.queue.erase(entry);
+      if (!report) count_live(static_cast<size_t>(t), -1);
+      Removed(pending);
       pending_.erase(id);
+      // Its start changed what is running: a reservation that could not be chosen before may
+      // be now, and its tenancy's room under its GPU quota shrank.
+      reserve_failed.fill(false);
+      if (!report && !tenancy.queue.empty()) count_live(static_cast<size_t>(t), 1);
     }
     if (next[t] != tenancy.queue.end()) order.push({head_key(t), t});
-    // Nothing more can start: no visible GPU, none reserved and free, no reservation left.
-    if (!report && free_visible <= 0 && hidden.total() == 0 &&
-        static_cast<int>(result.reservations.size()) >= options_.max_reservations) {
+    if (!report && !may_change()) {
+      result.stopped_early = !order.empty();
       break;
     }
   }
+  last_pass_.valid = true;
+  last_pass_.now_s = now_s;
+  last_pass_.free_visible = fleet.free_gpus() - hidden.total();
+  last_pass_.free_hidden = hidden.total();
+  last_pass_.no_fit = no_fit;
+  last_pass_.backfill_failed_end = backfill_failed_end;
+  last_pass_.reserve_failed = reserve_failed;
   hidden.ShowAll();
   kept_.clear();
-  for (size_t i = 0; i < result.reservations.size(); ++i)
-    if (!released[i]) kept_.push_back(result.reservations[i]);
+  last_pass_.latest_ready_s = -kUnknownTime;
+  for (size_t i = 0; i < result.reservations.size(); ++i) {
+    if (released[i]) continue;
+    kept_.push_back(result.reservations[i]);
+    if (result.reservations[i].ready_s != kUnknownTime)
+      last_pass_.latest_ready_s =
+          std::max(last_pass_.latest_ready_s, result.reservations[i].ready_s);
+  }
   if (options_.preemption) {
     result.preemptions = ChoosePreemptions(fleet, result, reserved, now_s);
   }

@@ -18,13 +18,16 @@
 // scheduler decides order, admission and reservations, and asks the fleet where a request goes.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +47,8 @@ inline constexpr int kMaxQuotaGpus = 1000000;
 inline constexpr int kMaxQuotaPending = 1000000;
 inline constexpr double kMaxDurationLimitSeconds = 366.0 * 24 * 3600;
 inline constexpr int kUnlimited = std::numeric_limits<int>::max();
+// A tenancy policy's quota_pending that follows SchedulerOptions::default_quota_pending.
+inline constexpr int kDefaultQuota = std::numeric_limits<int>::min();
 inline constexpr double kUnknownTime = std::numeric_limits<double>::infinity();
 
 enum class Mode {
@@ -55,9 +60,9 @@ Result<Mode> ParseMode(std::string_view name);
 
 struct TenancyPolicy {
   double weight = 1;
-  int quota_gpus = kUnlimited;     // GPUs in use at once
-  int quota_pending = kUnlimited;  // requests waiting at once
-  int max_priority = 0;            // highest priority its submissions may ask for
+  int quota_gpus = kUnlimited;        // GPUs in use at once
+  int quota_pending = kDefaultQuota;  // requests waiting at once (kDefaultQuota: the scheduler's)
+  int max_priority = 0;               // highest priority its submissions may ask for
 };
 // InvalidArgument naming the field when a value is outside the bounds above.
 Status ValidateTenancyPolicy(const TenancyPolicy& policy);
@@ -70,6 +75,9 @@ struct SchedulerOptions {
   // reservations off (plain backfill: anything that fits runs).
   int max_reservations = 8;
   bool preemption = false;
+  // quota_pending of tenancies whose policy does not set one: a bound on what one tenancy can
+  // queue, so nobody's submission waits on a queue another filled without limit.
+  int default_quota_pending = kUnlimited;
 };
 Status ValidateSchedulerOptions(const SchedulerOptions& options);
 
@@ -97,6 +105,11 @@ enum class WaitKind {
 
 struct Reservation {
   RequestId holder = 0;
+  // Where the holder's turn came in the walk that made the reservation: its tenancy (an index
+  // of the scheduler's) and the GPUs of that tenancy's requests walked before it. An arrival
+  // that would come earlier in the order may take the reservation over.
+  int holder_tenancy = -1;
+  double holder_walked_gpus = 0;
   int node = -1;
   placement::GpuMask gpus = 0;
   std::optional<uint32_t> partition_id;
@@ -132,6 +145,8 @@ struct PassResult {
   std::vector<Reservation> reservations;  // in dispatch order
   std::vector<Preemption> preemptions;    // chosen victims (options.preemption)
   int64_t decisions = 0;                  // requests considered
+  // The walk ended early (without report): nothing else pending could start or reserve.
+  bool stopped_early = false;
 };
 
 struct TenancyUsage {
@@ -154,6 +169,8 @@ class Scheduler {
   // Creates or changes a tenancy; tenancies not set explicitly get the defaults on first use.
   Status SetTenancy(const std::string& name, const TenancyPolicy& policy);
   TenancyPolicy GetTenancy(const std::string& name) const;
+  // The pending quota that applies to `name`: its policy's, or the scheduler's default.
+  int PendingQuotaOf(const std::string& name) const;
 
   // Whether `request` may join the queue: InvalidArgument for a priority outside
   // kMinPriority..the tenancy's maximum, a size below 1 or a bad duration limit;
@@ -168,9 +185,17 @@ class Scheduler {
   void Advance(double now_s);
   // A request that runs (admitted by a pass, or adopted after a restart): counts against its
   // tenancy's quota and share until Finished. A pending request of that ID leaves the queue.
+  // Adopted with a start before the scheduler's time, the time it ran so far is charged too.
   void Started(RequestId id, const std::string& tenancy, const placement::Placement& placement,
                int gpus, double started_s, double max_duration_s, int priority, bool preemptible);
-  void Finished(RequestId id, double now_s);
+  // It stopped counting at `now_s`; with `ended_s` earlier (its runtime says it ended then),
+  // the time after that is taken back from its tenancy's recent usage. False when it was not
+  // running here.
+  bool Finished(RequestId id, double now_s, double ended_s = kUnknownTime);
+  // Recent usage of `gpus` GPUs over [from_s, to_s] (both at most now) added to `tenancy`'s, as
+  // though counted then; a negative `gpus` takes it back. Usage records at start-up, and runs
+  // that ended while nobody counted them.
+  void ChargePast(const std::string& tenancy, double gpus, double from_s, double to_s);
   // GPUs a tenancy holds outside this queue's requests (MIG slices, by their share of a GPU),
   // from `now_s` on: they count in its share and against its quota.gpus as GPUs in use do.
   void SetOtherUse(const std::string& tenancy, double gpus, double now_s);
@@ -178,12 +203,31 @@ class Scheduler {
   // One scheduling pass at `now_s` over `fleet` (whose free GPUs are the truth about what can
   // be given). Admitted requests are leased in the fleet and counted as started. With
   // `report`, every pending request gets its position and reason; without it the pass stops
-  // as soon as nothing more can start (the simulator's fast path).
+  // as soon as no pending request could start or take a reservation any more, so its cost
+  // follows what can change, not how many requests wait.
   PassResult Schedule(placement::Fleet& fleet, double now_s, bool report = true);
 
+  // Whether the pending request `id` (just enqueued) could change what a pass decides, given
+  // what the last pass found and nothing else having changed since: it may fit the GPUs that
+  // pass left free (or backfill into reserved ones), take a reservation, come before a
+  // reservation's holder in the order, or make its tenancy active (which moves every target
+  // share). True when unsure (no pass yet). A caller runs a pass only when this, or another
+  // input (GPUs freed, a policy, a request leaving), changed.
+  bool CouldChangeAPass(RequestId id) const;
+
+  class Snapshot;
+  Snapshot TakeSnapshot() const;
+  static Scheduler FromSnapshot(const Snapshot& snapshot);
+
+  // The tenancy a pending or running request belongs to; empty when unknown.
+  std::string TenancyOf(RequestId id) const;
+  // A pending request as it was enqueued; null when it is not pending.
+  const PendingRequest* Request(RequestId id) const;
+
   // "waiting: tenancy quota 8/8 GPUs in use", "waiting: reserved for c-7 (8 GPUs on node-3)", ...
-  std::string Describe(const Wait& wait, const PassResult& pass,
-                       const placement::Fleet& fleet) const;
+  // A request is named by its label, else by `label_of` (when given), else its ID.
+  std::string Describe(const Wait& wait, const PassResult& pass, const placement::Fleet& fleet,
+                       const std::function<std::string(RequestId)>& label_of = nullptr) const;
 
   size_t pending_count() const { return pending_.size(); }
   // Requests of `tenancy` waiting in this queue.
@@ -192,14 +236,22 @@ class Scheduler {
   std::vector<TenancyUsage> Usage() const;
 
  private:
+  static constexpr int kMaxSize = 64;  // GPUs of one request at most
+  // A pending request's place in its tenancy's order: -priority (clamped to the tenancy's
+  // bound; 0 in FIFO), submitted_s, sequence, ID; then what a report needs of it (GPUs, duration
+  // limit, priority as asked), so a snapshot reads the order alone.
+  using OrderKey = std::tuple<int, double, uint64_t, RequestId, int, double, int>;
   struct Tenancy {
     std::string name;
     TenancyPolicy policy;
     int in_use = 0;
     double other_gpus = 0;           // SetOtherUse
     double decayed_gpu_seconds = 0;  // integral of GPUs in use, decayed by the half-life
-    // Pending request IDs in this tenancy's own order.
-    std::set<std::tuple<int, double, uint64_t, RequestId>> queue;
+    // Pending requests in this tenancy's own order.
+    std::set<OrderKey> queue;
+    // Its pending requests by size (GPUs), and their GPUs together.
+    std::array<int, kMaxSize + 1> pending_by_size{};
+    int64_t pending_gpus = 0;
   };
   struct Pending {
     PendingRequest request;
@@ -216,10 +268,52 @@ class Scheduler {
     bool preemptible = false;
   };
 
+ public:
+  // The queue as a report needs it, copied flat (one walk of each tenancy's order, no lookup or
+  // allocation per request): cheap to take under a caller's lock. FromSnapshot makes a scheduler
+  // of it, without that lock, to run the report's pass on.
+  class Snapshot {
+   private:
+    friend class Scheduler;
+    SchedulerOptions options_;
+    double tau_s_ = 0, now_s_ = 0;
+    uint64_t next_sequence_ = 0;
+    struct TenancyState {
+      std::string name;
+      TenancyPolicy policy;
+      int in_use = 0;
+      double other_gpus = 0;
+      double decayed_gpu_seconds = 0;
+      std::vector<OrderKey> pending;  // its order
+    };
+    std::vector<TenancyState> tenancies_;
+    std::vector<std::pair<RequestId, Running>> running_;
+    std::vector<std::vector<double>> gpu_ends_;
+    std::vector<std::vector<RequestId>> gpu_owner_;
+    std::vector<Reservation> kept_;
+  };
+
+ private:
+  // What the last pass found, for CouldChangeAPass: the GPUs it left visible and reserved-free,
+  // and per size whether nothing visible fitted, the earliest end that found no GPUs to
+  // backfill into, and whether no reservation could be chosen.
+  struct PassEnd {
+    bool valid = false;
+    double now_s = 0;
+    int free_visible = 0;
+    int free_hidden = 0;
+    double latest_ready_s = 0;  // of the reservations kept
+    std::array<bool, kMaxSize + 1> no_fit{};
+    std::array<double, kMaxSize + 1> backfill_failed_end{};
+    std::array<bool, kMaxSize + 1> reserve_failed{};
+  };
+
   explicit Scheduler(SchedulerOptions options) : options_(options) {}
+  void Added(const Pending& pending);
+  void Removed(const Pending& pending);
   int TenancyIndex(const std::string& name);
   int FindTenancy(const std::string& name) const;
-  std::tuple<int, double, uint64_t, RequestId> QueueKey(const Pending& pending) const;
+  OrderKey QueueKey(const Pending& pending) const;
   double ShareKey(const Tenancy& tenancy, double extra_gpus) const;
   void EnsureNodes(const placement::Fleet& fleet);
   void SetGpuOwner(const placement::Placement& placement, double ends_s, RequestId owner);
@@ -248,6 +342,10 @@ class Scheduler {
   // The reservations of the last pass: kept for their holders while they wait, so requests that
   // come earlier in a later pass's order cannot take GPUs a reservation has drained.
   std::vector<Reservation> kept_;
+  PassEnd last_pass_;
+  // Durations (s) of the pending requests with a limit, per size: the shortest is the one most
+  // likely to backfill.
+  std::array<std::multiset<double>, kMaxSize + 1> limited_durations_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -19,6 +19,17 @@ void Scheduler::Advance(double now_s) {
   }
 }
 
+void Scheduler::ChargePast(const std::string& tenancy, double gpus, double from_s, double to_s) {
+  from_s = std::min(from_s, now_s_);
+  to_s = std::min(to_s, now_s_);
+  if (!(to_s > from_s) || gpus == 0) return;
+  // What `gpus` held over [from, to] adds to the decayed integral as of now (see Advance).
+  Tenancy& entry = tenancies_[TenancyIndex(tenancy)];
+  const double added =
+      gpus * tau_s_ * (std::exp(-(now_s_ - to_s) / tau_s_) - std::exp(-(now_s_ - from_s) / tau_s_));
+  entry.decayed_gpu_seconds = std::max(0.0, entry.decayed_gpu_seconds + added);
+}
+
 void Scheduler::SetOtherUse(const std::string& tenancy, double gpus, double now_s) {
   Advance(now_s);
   tenancies_[TenancyIndex(tenancy)].other_gpus = std::max(0.0, gpus);

@@ -28,7 +28,7 @@ Status ValidateTenancyPolicy(const TenancyPolicy& policy) {
     return InvalidArgument("quota.gpus: " + std::to_string(policy.quota_gpus) + " (expected 0.." +
                            std::to_string(kMaxQuotaGpus) + ")");
   }
-  if (policy.quota_pending != kUnlimited &&
+  if (policy.quota_pending != kUnlimited && policy.quota_pending != kDefaultQuota &&
       (policy.quota_pending < 0 || policy.quota_pending > kMaxQuotaPending)) {
     return InvalidArgument("quota.pending: " + std::to_string(policy.quota_pending) +
                            " (expected 0.." + std::to_string(kMaxQuotaPending) + ")");
@@ -48,6 +48,12 @@ Status ValidateSchedulerOptions(const SchedulerOptions& options) {
   if (options.max_reservations < 0 || options.max_reservations > 1024) {
     return InvalidArgument("reservations: " + std::to_string(options.max_reservations) +
                            " (expected 0..1024)");
+  }
+  if (options.default_quota_pending != kUnlimited &&
+      (options.default_quota_pending < 0 || options.default_quota_pending > kMaxQuotaPending)) {
+    return InvalidArgument(
+        "default pending quota: " + std::to_string(options.default_quota_pending) +
+        " (expected 0.." + std::to_string(kMaxQuotaPending) + ")");
   }
   return Ok();
 }
@@ -71,11 +77,12 @@ std::string GpuCount(double gpus) {
 }  // namespace
 
 std::string Scheduler::Describe(const Wait& wait, const PassResult& pass,
-                                const placement::Fleet& fleet) const {
+                                const placement::Fleet& fleet,
+                                const std::function<std::string(RequestId)>& label_of) const {
   auto label = [&](RequestId id) {
     auto it = pending_.find(id);
     if (it != pending_.end() && !it->second.request.label.empty()) return it->second.request.label;
-    return std::to_string(id);
+    return label_of ? label_of(id) : std::to_string(id);
   };
   auto gpus_of = [&](RequestId id) {
     auto it = pending_.find(id);

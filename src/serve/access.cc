@@ -34,6 +34,7 @@ void Access::CreateToken(const Caller& caller, const std::string& tenancy,
   created.record.tenancy = tenancy;
   created.record.created_ms = fleet::NowMs();
   std::lock_guard lock(model_.mu);
+  if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto it = model_.tenancies.find(tenancy);
   if (it == model_.tenancies.end()) return done(NotFound("tenancy " + tenancy + " not found"));
   created.record.tenancy_uid = it->second.uid;

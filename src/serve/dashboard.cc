@@ -150,31 +150,39 @@ DashboardView BuildDashboardLocked(const Model& model, const Caller& caller, con
   for (auto& [name, members] : vanished)
     view.nodes.push_back({name, GroupsOf(members, nullptr, view)});
 
-  // Tenancies the caller sees, with the queue's share and the latest telemetry.
+  // Tenancies the caller sees, with the queue's share and the latest telemetry. The queue knows
+  // tenancies by incarnation; only those that exist are shown, by name.
   if (model.queue) {
+    std::unordered_map<std::string, const fleet::Tenancy*> by_uid;
+    for (const auto& [name, tenancy] : model.tenancies)
+      by_uid[tenancy.uid] = &tenancy;
     for (const auto& usage : model.queue->Usage()) {
-      auto tenancy = model.tenancies.find(usage.name);
-      if (tenancy == model.tenancies.end() || !caller.Sees(tenancy->second)) continue;
+      auto tenancy = by_uid.find(usage.name);
+      if (tenancy == by_uid.end() || !caller.Sees(*tenancy->second)) continue;
       DashboardTenancy entry;
-      entry.share.name = usage.name;
+      entry.share.name = tenancy->second->name;
       entry.share.policy = model.queue->GetTenancy(usage.name);
+      entry.share.policy.quota_pending = model.queue->PendingQuotaOf(usage.name);
       entry.share.gpus_in_use = usage.in_use;
       entry.share.mig_gpus_in_use = usage.other_gpus;
       entry.share.pending = usage.pending;
       entry.share.share = usage.share;
       entry.share.target = usage.target;
       if (gauges) {
-        if (auto it = gauges->tenancies.find(usage.name); it != gauges->tenancies.end())
+        if (auto it = gauges->tenancies.find(entry.share.name); it != gauges->tenancies.end())
           entry.gauges = it->second;
       }
       view.tenancies.push_back(std::move(entry));
     }
-  }
-  for (const auto& entry : model.waiting) {
-    if (!model.waiting_index.count(entry.id)) continue;
-    if (!caller.admin && (caller.tenancy_uid.empty() || entry.tenancy_uid != caller.tenancy_uid))
-      continue;
-    ++view.queue_total;
+    // How many wait now: the whole queue, or the tenant's own.
+    if (caller.admin) {
+      view.queue_total = model.queue->pending_count();
+      for (const auto& [uid, count] : model.mig_waiting)
+        view.queue_total += static_cast<size_t>(count);
+    } else if (!caller.tenancy_uid.empty()) {
+      view.queue_total = static_cast<size_t>(model.queue->PendingOf(caller.tenancy_uid) +
+                                             model.MigPendingOf(caller.tenancy_uid));
+    }
   }
   return view;
 }

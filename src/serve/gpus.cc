@@ -37,6 +37,19 @@ Status Gpus::CheckRequest(int gpus) const {
   return Ok();
 }
 
+bool Gpus::MigSlicesFreeLocked(const std::string& profile) const {
+  for (const auto& gpu : model_.gpus) {
+    if (!gpu.mig_enabled || !gpu.available || gpu.drain_requested || gpu.quarantine_requested)
+      continue;
+    if (gpu.state != LeaseState::kFree && gpu.state != LeaseState::kReserved &&
+        gpu.state != LeaseState::kActive)
+      continue;
+    for (const auto& slice : gpu.mig_slices)
+      if (slice.profile == profile && slice.container_id.empty()) return true;
+  }
+  return false;
+}
+
 Status Gpus::CheckMigRequest(const fleet::MigRequest& mig) const {
   std::lock_guard lock(model_.mu);
   // The fleet's nodes publish whole GPUs; a MIG device there is claimed through DRA
@@ -187,6 +200,7 @@ void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
   model_.nodes = std::move(updated);
   RebuildFleetLocked();
   model_.reschedule = true;
+  model_.QueueChanged();
   model_.Commit(std::move(mutations), nullptr);
   model_.scheduler_wake.notify_one();
 }
@@ -222,6 +236,7 @@ void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction acti
                  std::string reason, Done<GpuRecord> done) {
   if (!caller.admin) return done(PermissionDenied("GPU administration needs the admin token"));
   std::lock_guard lock(model_.mu);
+  if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto* gpu = model_.FindGpu(gpu_id);
   if (!gpu) return done(NotFound("GPU " + gpu_id + " not found"));
   const std::string& pci_address = gpu_id;
@@ -293,6 +308,7 @@ void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction acti
       }
       break;
   }
+  model_.QueueChanged();
   model_.scheduler_wake.notify_one();
   GpuRecord result = *gpu;
   model_.Commit(std::move(mutations), [done = std::move(done), result](Status status) {

@@ -28,6 +28,9 @@ class Gpus {
   // FailedPrecondition when this host does not have that many MIG devices of the profile
   // (layouts change only by `tessera mig apply` and a restart); InvalidArgument in fleet mode.
   Status CheckMigRequest(const fleet::MigRequest& mig) const;
+  // mu held: whether a GPU that lets new slices in has a free MIG device of `profile` (a MIG
+  // request arriving may then start).
+  bool MigSlicesFreeLocked(const std::string& profile) const;
   std::vector<fleet::GpuRecord> List(const Caller& caller) const;
   // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
   void Admin(const Caller& caller, const std::string& gpu_id, GpuAction action, std::string reason,

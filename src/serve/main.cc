@@ -28,6 +28,7 @@
 #include "backends/local/local.h"
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
 #include "placement/placement.h"
@@ -81,6 +82,7 @@ struct Flags {
   std::string fair_share_half_life = "1h";
   int reservations = 8;
   bool preemption = false;
+  int default_pending_quota = 10000;
   // --backend kubernetes: several replicas, one leader (coordination.k8s.io/v1 Lease).
   bool leader_elect = false;
   std::string leader_elect_namespace;  // default $POD_NAMESPACE, else tessera-system
@@ -170,7 +172,7 @@ constexpr size_t kMinAdminToken = 32;
 // The admin token: an existing file is used as is; otherwise one is generated, written 0600 and
 // printed once on stdout.
 Result<std::string> AdminToken(const std::string& path) {
-  auto existing = ReadWholeFile(path);
+  auto existing = ReadBoundedFile(path, kMaxTokenFileBytes);
   if (existing) {
     std::string token = Trim(*existing);
     // The admin token opens every tenancy: one an attacker can guess is no lock at all.
@@ -262,7 +264,11 @@ int Main(const Flags& flags) {
   auto listen = api::ParseListen(flags.listen);
   if (!listen) Die(listen.error());
   const std::string data_dir = Absolute(flags.data_dir);
+  // What was there before this start: a store beside an admin token is one the service ran
+  // with, and an empty one then is a lost store, not a new one.
   std::error_code error;
+  const bool ran_before = std::filesystem::exists(
+      flags.admin_token_file.empty() ? data_dir + "/admin.token" : flags.admin_token_file, error);
   std::filesystem::create_directories(data_dir, error);
   if (error) Die(Unavailable("--data-dir " + data_dir + ": " + error.message()));
   ::chmod(data_dir.c_str(), 0700);
@@ -348,15 +354,26 @@ int Main(const Flags& flags) {
   }
   options.fleet = fleet_mode;
   options.only_node = flags.k8s_node;
-  auto max_age = serve::ParseDuration(flags.retain_finished);
-  if (!max_age) Die(max_age.error().WithContext("--retain-finished"));
-  auto sweep_interval = serve::ParseDuration(flags.retention_sweep_interval);
-  if (!sweep_interval) Die(sweep_interval.error().WithContext("--retention-sweep-interval"));
-  if (sweep_interval->count() == 0)
-    Die(InvalidArgument("--retention-sweep-interval: must be longer than 0"));
-  options.retention.max_age = *max_age;
+  // Durations in ranges that make sense, refused at start rather than found out later.
+  auto duration_in = [](const std::string& flag, const std::string& text,
+                        std::chrono::milliseconds low, std::chrono::milliseconds high) {
+    auto parsed = serve::ParseDuration(text);
+    if (!parsed) Die(parsed.error().WithContext(flag));
+    if (*parsed < low || *parsed > high)
+      Die(InvalidArgument(flag + " " + text.substr(0, 32) + ": must be from " +
+                          std::to_string(low.count()) + "ms to " + std::to_string(high.count()) +
+                          "ms"));
+    return *parsed;
+  };
+  using std::chrono::hours;
+  using std::chrono::milliseconds;
+  const auto max_age = duration_in("--retain-finished", flags.retain_finished,
+                                   std::chrono::seconds(1), hours(24 * 3660));
+  const auto sweep_interval = duration_in(
+      "--retention-sweep-interval", flags.retention_sweep_interval, milliseconds(10), hours(24));
+  options.retention.max_age = max_age;
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
-  options.retention.sweep_interval = *sweep_interval;
+  options.retention.sweep_interval = sweep_interval;
   options.start_workers = flags.start_workers;
   auto telemetry_interval = serve::ParseDuration(flags.telemetry_interval);
   if (!telemetry_interval) Die(telemetry_interval.error().WithContext("--telemetry-interval"));
@@ -377,11 +394,12 @@ int Main(const Flags& flags) {
   auto mode = scheduling::ParseMode(flags.scheduling);
   if (!mode) Die(mode.error().WithContext("--scheduling"));
   options.scheduling.mode = *mode;
-  auto half_life = serve::ParseDuration(flags.fair_share_half_life);
-  if (!half_life) Die(half_life.error().WithContext("--fair-share-half-life"));
-  options.scheduling.half_life_s = static_cast<double>(half_life->count()) / 1000.0;
+  const auto half_life = duration_in("--fair-share-half-life", flags.fair_share_half_life,
+                                     std::chrono::seconds(1), hours(24 * 365));
+  options.scheduling.half_life_s = static_cast<double>(half_life.count()) / 1000.0;
   options.scheduling.max_reservations = flags.reservations;
   options.scheduling.preemption = flags.preemption;
+  options.scheduling.default_quota_pending = flags.default_pending_quota;
   if (auto valid = scheduling::ValidateSchedulerOptions(options.scheduling); !valid)
     Die(valid.error().WithContext("--fair-share-half-life/--reservations"));
   auto policy = placement::ParsePolicy(flags.placement_policy);
@@ -393,11 +411,13 @@ int Main(const Flags& flags) {
                         "(tessera-lease-sync --partition-table)"));
   if (!flags.partition_table.empty()) {
     Result<topology::PartitionTable> table = InvalidArgument("");
-    auto text = ReadWholeFile(flags.partition_table);
+    auto text = ReadBoundedFile(flags.partition_table, kMaxConfigFileBytes);
     if (text) {
       table = topology::ParsePartitionTableFile(flags.partition_table, *text);
-    } else {
+    } else if (text.error().category == ErrorCategory::kNotFound) {
       table = topology::PresetTable(flags.partition_table);
+    } else {
+      table = text.error();
     }
     if (!table) Die(table.error().WithContext("--partition-table"));
     options.partition_table = std::move(*table);
@@ -509,6 +529,7 @@ int Main(const Flags& flags) {
     store_options.path = data_dir + "/tessera.db";
     store_options.synchronous_full = flags.synchronous_full;
     store_options.background_checkpoint = !flags.foreground_checkpoint;
+    store_options.refuse_empty = ran_before;
     store = fleet::OpenSqliteStore(store_options);
     if (!store) Die(store.error());
   }
@@ -673,13 +694,16 @@ int main(int argc, char** argv) {
   app.add_option("--firmware-check", flags.firmware_per_gpu,
                  "PCI_ADDRESS=PROGRAM: the check for one GPU (repeatable)");
   app.add_option("--firmware-check-timeout-ms", flags.firmware_timeout_ms, "Check time limit")
+      ->check(CLI::Range(1, 3600 * 1000))
       ->capture_default_str();
   app.add_option("--instance", flags.instance,
                  "Label value of this service's containers (default: from --data-dir)");
   app.add_option("--port-file", flags.port_file, "Write the bound port here");
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
-  app.add_option("--io-threads", flags.io_threads, "HTTP I/O threads")->capture_default_str();
+  app.add_option("--io-threads", flags.io_threads, "HTTP I/O threads")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   app.add_option("--max-connections", flags.max_connections,
                  "Open HTTP connections at most (lowered to stay below the open-file limit)")
       ->check(CLI::Range(1, 1 << 20))
@@ -688,6 +712,7 @@ int main(int argc, char** argv) {
                "Let the commit that fills the WAL copy it back (SQLite's default) instead of a "
                "checkpoint thread; for comparisons");
   app.add_option("--stop-grace-s", flags.stop_grace_s, "SIGTERM to SIGKILL on DELETE")
+      ->check(CLI::Range(0, 3600))
       ->capture_default_str();
   app.add_option("--retain-finished", flags.retain_finished,
                  "Remove exited/failed container records this long after they finished "
@@ -696,7 +721,7 @@ int main(int argc, char** argv) {
   app.add_option("--retain-finished-per-tenancy", flags.retain_finished_per_tenancy,
                  "Keep at most this many finished container records per tenancy (oldest go "
                  "first)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(size_t{1}, size_t{100000000}))
       ->capture_default_str();
   app.add_option("--retention-sweep-interval", flags.retention_sweep_interval,
                  "How often the retention policy is applied")
@@ -717,6 +742,11 @@ int main(int argc, char** argv) {
                  "scheduling pass (0: plain backfill)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  app.add_option("--default-pending-quota", flags.default_pending_quota,
+                 "Requests a tenancy may have waiting at once unless its policy sets quota.pending "
+                 "(a policy may raise it, null: unlimited)")
+      ->check(CLI::Range(0, scheduling::kMaxQuotaPending))
+      ->capture_default_str();
   app.add_flag("--preemption", flags.preemption,
                "Stop preemptible containers for a higher-priority or under-share tenancy's "
                "request (reason \"preempted\")");
@@ -729,12 +759,15 @@ int main(int argc, char** argv) {
                  "This replica's holderIdentity (default $POD_NAME, else <hostname>-<pid>)");
   app.add_option("--leader-elect-lease-duration-ms", flags.lease_duration_ms,
                  "How long a Lease not renewed keeps others out (whole seconds)")
+      ->check(CLI::Range(1000, 3600 * 1000))
       ->capture_default_str();
   app.add_option("--leader-elect-renew-deadline-ms", flags.renew_deadline_ms,
                  "A leader stops placing when it has not renewed for this long (< lease duration)")
+      ->check(CLI::Range(100, 3600 * 1000))
       ->capture_default_str();
   app.add_option("--leader-elect-retry-period-ms", flags.retry_period_ms,
                  "Between attempts to take or renew the Lease")
+      ->check(CLI::Range(10, 3600 * 1000))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return Main(flags);

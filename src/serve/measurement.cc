@@ -204,13 +204,15 @@ void Measurement::Pass() {
       if (container.measured && reading.delta.empty()) continue;
       if (!container.measured) container.measured = fleet::MeasuredUsage{};
       *container.measured += reading.delta;
+      model_.meter.Measured(container.tenancy_uid, container.id, *container.measured);
       mutations.push_back(container);
     }
     for (const auto& gpu : pass.gpus) {
       if (gpu.reading.lost) continue;
-      mutations.push_back(fleet::TelemetryCursor{gpu.reading.identity.pci_address,
-                                                 gpu.cursor.sample_us, gpu.cursor.energy_mj,
-                                                 gpu.cursor.sampled_ms});
+      fleet::TelemetryCursor cursor{gpu.reading.identity.pci_address, gpu.cursor.sample_us,
+                                    gpu.cursor.energy_mj, gpu.cursor.sampled_ms};
+      model_.telemetry_cursors[cursor.gpu] = cursor;
+      mutations.push_back(std::move(cursor));
     }
     model_.Commit(std::move(mutations), [](Status status) {
       if (!status) spdlog::error("telemetry: store: {}", status.error().message);
@@ -230,8 +232,9 @@ std::shared_ptr<const Gauges> Measurement::gauges() const {
 }
 
 void Measurement::RenderMetrics(std::string& out) const {
-  // Counters: the ended containers' usage records and the running containers' records, per
-  // tenancy, GPU model and mode; and each container's own, for the node's series (one that ended
+  // Counters: the ended runs' usage records and the running containers' records, per tenancy
+  // (its current incarnation: a name created again starts from nothing, a deleted one's series
+  // go), GPU model and mode; and each container's own, for the node's series (one that ended
   // keeps its final figures while its series linger).
   std::vector<std::string> shown;
   {
@@ -242,7 +245,10 @@ void Measurement::RenderMetrics(std::string& out) const {
   std::map<std::string, telemetry::HolderTotals> totals;
   {
     std::lock_guard lock(model_.mu);
-    counters = model_.meter.ended_measured();
+    std::map<std::string, std::string> current;  // uid -> name
+    for (const auto& [name, tenancy] : model_.tenancies)
+      current[tenancy.uid] = name;
+    counters = model_.meter.EndedMeasured(current);
     std::set<std::string> running;
     for (const auto& gpu : model_.gpus) {
       std::vector<const std::string*> holders = {&gpu.container_id};
@@ -254,7 +260,7 @@ void Measurement::RenderMetrics(std::string& out) const {
         if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
           continue;
         const auto& c = it->second;
-        if (c.measured)
+        if (c.measured && current.count(c.tenancy_uid))
           counters[{c.spec.tenancy, gpu.model, c.spec.mig.count > 0 ? "mig" : "gpu"}] +=
               *c.measured;
       }

@@ -1,17 +1,26 @@
-// Metering: GPU-seconds per container and per tenancy from durable records (a usage record per
-// ended container, and the running ones from their stored start), and how long GPU containers
-// waited in the queue. Bookkeeping only; the model's lock guards it.
+// Metering: GPU-seconds per run and per tenancy incarnation from durable records (one usage
+// record per ended run, the running ones from their start), and how long GPU containers waited in
+// the queue. Everything is kept per incarnation (tenancy uid), never per name: a name deleted and
+// created again is another owner, who starts from nothing.
+//
+// The meter has a lock of its own: usage reports are worked out beside the service's model, not
+// under its lock, and in time that follows what they list (sorted runs with prefix sums), not how
+// many runs a tenancy ever had.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fleet/fleet.h"
+#include "serve/types.h"
 
 namespace tessera::serve {
 
@@ -20,14 +29,14 @@ namespace tessera::serve {
 double OverlapGpuMs(double gpus, int64_t started_ms, int64_t finished_ms, int64_t from_ms,
                     int64_t to_ms);
 
-// The usage record of a container that ends now: none (gpus 0) when it never ran with GPUs.
-// MIG slices count by their share of their GPU (fleet::GpuEquivalents). Its measured use is what
-// the container record holds; `gpu_model` labels it.
+// The usage record of a container that ended (its finished_ms set): none (gpus 0) when it never
+// ran with GPUs. MIG slices count by their share of their GPU (fleet::GpuEquivalents). Its
+// measured use is what the container record holds; `gpu_model` labels it.
 fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container,
                            const std::string& gpu_model = "");
 
-// The share of a container's measured use that falls in [from_ms, to_ms): its run taken as even
-// (the record holds totals); a run of no length counts whole when it is inside.
+// The share of a run's measured use that falls in [from_ms, to_ms): the run taken as even (the
+// record holds totals); a run of no length counts whole when it is inside.
 fleet::MeasuredUsage MeasuredWithin(const fleet::MeasuredUsage& measured, int64_t started_ms,
                                     int64_t finished_ms, int64_t from_ms, int64_t to_ms);
 
@@ -46,26 +55,66 @@ struct WaitHistogram {
 
 class Meter {
  public:
-  // Usage records as the store holds them (by finished_ms), at start-up.
+  // Usage records as the store holds them, at start-up.
   void Load(std::vector<fleet::UsageRecord> records);
-  void Add(fleet::UsageRecord record);
-  // Usage records of a tenancy name (every incarnation), in the order they were added.
-  const std::vector<fleet::UsageRecord>& Of(const std::string& tenancy) const;
-  // GPU-milliseconds of the ended containers, per tenancy name.
-  const std::map<std::string, double>& ended_gpu_ms() const { return ended_gpu_ms_; }
-  // Measured use of the ended containers, per tenancy, GPU model and mode.
-  const std::map<TenancySeriesKey, fleet::MeasuredUsage>& ended_measured() const {
-    return ended_measured_;
-  }
+  // A run ended: its record. False (and nothing counted) when that run is counted already.
+  bool Add(const fleet::UsageRecord& record);
+  // A container of incarnation `uid` (tenancy `name`) runs with `gpus` GPU equivalents since
+  // `started_ms`; it counts until Add or Stopped.
+  // `measured`: what telemetry measured of it so far (its record's), if anything.
+  void Started(const std::string& uid, const std::string& name, const std::string& container_id,
+               double gpus, int64_t started_ms,
+               std::optional<fleet::MeasuredUsage> measured = std::nullopt);
+  // Telemetry measured more of a running container: its total so far.
+  void Measured(const std::string& uid, const std::string& container_id,
+                const fleet::MeasuredUsage& measured);
+  // It ended with nothing to meter (it never ran).
+  void Stopped(const std::string& uid, const std::string& container_id);
+  void ObserveWait(const std::string& uid, const std::string& name, double seconds);
 
-  void ObserveWait(const std::string& tenancy, double seconds) { waits_[tenancy].Observe(seconds); }
-  const std::map<std::string, WaitHistogram>& waits() const { return waits_; }
+  // GPU-milliseconds of `uid`: its ended runs, and its running ones up to `now_ms`.
+  double TotalGpuMs(const std::string& uid, int64_t now_ms) const;
+  std::optional<WaitHistogram> WaitsOf(const std::string& uid) const;
+  // Every incarnation that metered anything under `name` (the admin's history of a name).
+  std::vector<std::string> IncarnationsOf(const std::string& name) const;
+  // GPU-seconds of `uids` in [from_ms, to_ms), running ones up to `now_ms`, and what those runs
+  // were measured to use (each run's figures taken as even over it); with `step_ms`, the same per
+  // bucket of that length from `from_ms` on (report.series).
+  UsageReport Report(const std::vector<std::string>& uids, int64_t from_ms, int64_t to_ms,
+                     int64_t now_ms, int64_t step_ms = 0) const;
+  // What the ended runs of the incarnations in `names` (uid -> tenancy name) were measured to
+  // use, per tenancy name, GPU model and mode: the per-tenancy counters of /metrics.
+  std::map<TenancySeriesKey, fleet::MeasuredUsage> EndedMeasured(
+      const std::map<std::string, std::string>& names) const;
 
  private:
-  std::unordered_map<std::string, std::vector<fleet::UsageRecord>> records_;
-  std::map<std::string, double> ended_gpu_ms_;
-  std::map<TenancySeriesKey, fleet::MeasuredUsage> ended_measured_;
-  std::map<std::string, WaitHistogram> waits_;
+  struct Incarnation {
+    std::string name;
+    std::vector<fleet::UsageRecord> ended;  // by finished_ms
+    std::vector<double> prefix_gpu_ms;      // [i]: GPU-ms of ended[0..i); ended.size() + 1
+    // [i]: the measured use of ended[0..i), and how many of them were measured.
+    std::vector<fleet::MeasuredUsage> prefix_measured;
+    std::vector<size_t> prefix_measured_runs;
+    int64_t longest_ms = 0;  // the longest ended run
+    // The ended runs' measured use by GPU model and mode.
+    std::map<std::pair<std::string, std::string>, fleet::MeasuredUsage> ended_measured;
+    struct Running {
+      double gpus = 0;
+      int64_t started_ms = 0;
+      std::optional<fleet::MeasuredUsage> measured;  // so far; unset: not measured
+    };
+    std::map<std::string, Running> running;  // by container ID
+    WaitHistogram waits;
+  };
+  Incarnation& IncarnationLocked(const std::string& uid, const std::string& name);
+  bool AddLocked(const fleet::UsageRecord& record);
+  void ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_t to_ms, int64_t now_ms,
+                    int64_t step_ms, UsageReport& report) const;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::unordered_map<std::string, Incarnation> by_uid_;
+  std::map<std::string, std::vector<std::string>> uids_by_name_;
+  std::unordered_set<uint64_t> runs_;  // hashes of (container, start) counted
 };
 
 }  // namespace tessera::serve

@@ -4,9 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 
+#include "serve/queue.h"
 #include "serve/scheduler.h"
 
 namespace tessera::serve {
@@ -18,6 +20,12 @@ using fleet::LeaseState;
 using fleet::Mutation;
 
 namespace {
+
+// Whole GPUs as integers; with MIG slices in use, to three decimals (as the queue's reasons).
+std::string GpuCountText(double gpus) {
+  if (gpus == std::floor(gpus)) return std::to_string(static_cast<int64_t>(gpus));
+  return fmt::format("{:.3f}", gpus);
+}
 
 // The order MIG requests are tried in. Fair: a merge of the tenancies' own lists (priority, then
 // submission) that always takes the tenancy with the lowest (recent GPU usage + GPUs in use,
@@ -43,9 +51,9 @@ class MigOrder {
                         {}});
     }
     for (ContainerRecord* container : pending) {
-      auto it = index.find(container->spec.tenancy);
+      auto it = index.find(QueueTenancy(*container));
       if (it == index.end()) {
-        it = index.emplace(container->spec.tenancy, lists_.size()).first;
+        it = index.emplace(QueueTenancy(*container), lists_.size()).first;
         lists_.push_back({0, 1, 0, {}});
       }
       lists_[it->second].requests.push_back(container);
@@ -83,7 +91,11 @@ class MigOrder {
 
 }  // namespace
 
-void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::string>& to_start) {
+void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::string>* to_start,
+                               std::vector<QueueEntry>* waiting) {
+  // Without `out` nothing is placed: the walk only says what would wait, and why (the queue
+  // report's MIG part).
+  const bool dry = out == nullptr;
   if (model_.mig_pending.empty()) return;
   std::vector<ContainerRecord*> pending;
   for (const auto& id : model_.mig_pending) {
@@ -95,7 +107,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::stri
   }
   // Requests for different profiles or sizes never block each other: whatever fits starts.
   MigOrder order(std::move(pending), *model_.queue);
-  // GPUs each tenancy holds, whole and slices, for its GPU quota.
+  // GPUs each tenancy incarnation holds, whole and slices, for its GPU quota.
   std::map<std::string, double> in_use;
   for (const auto& usage : model_.queue->Usage())
     in_use[usage.name] = usage.in_use + usage.other_gpus;
@@ -119,6 +131,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::stri
   std::deque<std::string> still;
   while (ContainerRecord* container = order.Next()) {
     const std::string& tenancy = container->spec.tenancy;
+    const std::string key = QueueTenancy(*container);
     std::string reason;
     auto chosen =
         placement::PackMigSlices(parents, container->spec.mig.profile, container->spec.mig.count);
@@ -129,30 +142,35 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::stri
         share += placement::MigGpuFraction(parent.slots[choice.slot].compute_slices,
                                            parent.compute_slices);
       }
-      const int quota = model_.queue->GetTenancy(tenancy).quota_gpus;
-      if (quota != scheduling::kUnlimited && in_use[tenancy] + share > quota + 1e-9) {
-        reason = fmt::format("tenancy {} is at its GPU quota ({:.3f} of {} GPUs in use)", tenancy,
-                             in_use[tenancy], quota);
-      }
+      const int quota = model_.queue->GetTenancy(key).quota_gpus;
+      if (quota != scheduling::kUnlimited && in_use[key] + share > quota + 1e-9)
+        reason = fmt::format("waiting: tenancy quota {}/{} GPUs in use", GpuCountText(in_use[key]),
+                             quota);
     } else {
       reason =
-          "waiting for MIG devices " + container->spec.mig.profile + ": " + chosen.error().message;
+          "waiting: MIG devices " + container->spec.mig.profile + ": " + chosen.error().message;
     }
     if (!reason.empty()) {
       still.push_back(container->id);
-      QueueEntry entry;
-      entry.id = container->id;
-      entry.tenancy = tenancy;
-      entry.tenancy_uid = container->tenancy_uid;
-      entry.mig = container->spec.mig;
-      entry.priority = container->spec.priority;
-      entry.position = static_cast<int>(model_.waiting.size()) + 1;
-      entry.reason = std::move(reason);
-      entry.created_ms = container->created_ms;
-      model_.waiting_index[entry.id] = model_.waiting.size();
-      model_.waiting.push_back(std::move(entry));
+      if (waiting) {
+        QueueEntry entry;
+        entry.id = container->id;
+        entry.tenancy = tenancy;
+        entry.tenancy_uid = container->tenancy_uid;
+        entry.mig = container->spec.mig;
+        entry.priority = container->spec.priority;
+        entry.position = static_cast<int>(waiting->size()) + 1;
+        entry.reason = std::move(reason);
+        entry.created_ms = container->created_ms;
+        waiting->push_back(std::move(entry));
+      }
       continue;
     }
+    for (const auto& choice : *chosen)
+      parents[choice.parent].slots[choice.slot].free = false;
+    in_use[key] += share;
+    order.Placed(share);
+    if (dry) continue;
     if (may_place_ && !may_place_()) return;
     container->gpus.clear();
     container->mig_devices.clear();
@@ -161,7 +179,6 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::stri
       fleet::MigSlice& slice = gpu.mig_slices[choice.slot];
       slice.container_id = container->id;
       slice.tenancy = tenancy;
-      parents[choice.parent].slots[choice.slot].free = false;
       container->mig_devices.push_back(slice.id);
       if (std::find(container->gpus.begin(), container->gpus.end(), gpu.id()) ==
           container->gpus.end()) {
@@ -170,26 +187,25 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>& out, std::vector<std::stri
           // The first slice leases the whole GPU; the last one's release checks it.
           gpu.tenancy = tenancy;
           gpu.container_id = container->id;
-          model_.SetGpuState(gpu, LeaseState::kReserved, "", out);
+          model_.SetGpuState(gpu, LeaseState::kReserved, "", *out);
         }
       }
     }
     model_.MigLeftWaiting(*container);
     container->mig_gpus = share;
-    in_use[tenancy] += share;
-    model_.AddMigUse(tenancy, share);
-    order.Placed(share);
+    model_.AddMigUse(key, share);
     container->started = true;
     container->reason.clear();
     const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
-    model_.meter.ObserveWait(tenancy, waited);
+    model_.meter.ObserveWait(container->tenancy_uid, tenancy, waited);
     spdlog::info(
         "container {}: placed ({} MIG devices {} of tenancy {}, {:.3f} GPUs) after {:.3f} s",
         container->id, container->mig_devices.size(), container->spec.mig.profile, tenancy, share,
         waited);
-    out.push_back(*container);
-    to_start.push_back(container->id);
+    out->push_back(*container);
+    to_start->push_back(container->id);
   }
+  if (dry) return;
   // Those still waiting, in submission order.
   std::sort(still.begin(), still.end(), [this](const std::string& a, const std::string& b) {
     return model_.container_position.at(a) < model_.container_position.at(b);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,7 @@ void Model::SetGpuState(GpuRecord& gpu, LeaseState state, std::string reason,
   }
   gpu.updated_ms = fleet::NowMs();
   lease_dirty_ = true;
+  QueueChanged();
   out.push_back(gpu);
 }
 
@@ -67,7 +69,7 @@ void Model::SetContainerState(ContainerRecord& container, ContainerState state) 
 
 void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
   if (container.spec.mig.count > 0 && container.started && !container.mig_devices.empty())
-    AddMigUse(container.spec.tenancy, -container.mig_gpus);
+    AddMigUse(QueueTenancy(container), -container.mig_gpus);
   for (const auto& id : container.gpus) {
     auto* gpu = FindGpu(id);
     if (!gpu) continue;
@@ -122,15 +124,18 @@ void Model::AddMigUse(const std::string& tenancy, double gpus) {
     mig_in_use[tenancy] = held;
   }
   if (queue) queue->SetOtherUse(tenancy, held, static_cast<double>(fleet::NowMs()) / 1000.0);
+  QueueChanged();
 }
 
 void Model::EnqueueMig(const ContainerRecord& container) {
   mig_pending.push_back(container.id);
-  ++mig_waiting[container.spec.tenancy];
+  ++mig_waiting[QueueTenancy(container)];
+  QueueChanged();
 }
 
 void Model::MigLeftWaiting(const ContainerRecord& container) {
-  auto it = mig_waiting.find(container.spec.tenancy);
+  QueueChanged();
+  auto it = mig_waiting.find(QueueTenancy(container));
   if (it == mig_waiting.end()) return;
   if (--it->second <= 0) mig_waiting.erase(it);
 }
@@ -156,21 +161,34 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
     container.exit_code = info.exit_code;
     if (container.stop_requested && !stop_reason) container.reason = "stopped by request";
   }
-  container.finished_ms = fleet::NowMs();
+  // Billing follows the runtime: the end it reports (an exit while the service was down), never
+  // later than now nor before the start; nothing at all when it says the container never ran.
+  const int64_t now_ms = fleet::NowMs();
+  int64_t finished_ms = info.finished_ms > 0 ? std::min(info.finished_ms, now_ms) : now_ms;
+  if (container.started_ms > 0) finished_ms = std::max(finished_ms, container.started_ms);
+  container.finished_ms = finished_ms;
+  const bool ran = container.started_ms > 0 && !info.never_started;
+  const int64_t ended_ms = ran ? finished_ms : container.started_ms;
+  const double gpus = fleet::GpuEquivalents(container);
   if (queue) {
     const auto request = RequestIdOf(container.id);
+    const double now_s = static_cast<double>(now_ms) / 1000.0;
     queue->Cancel(request);
-    queue->Finished(request, static_cast<double>(container.finished_ms) / 1000.0);
-  }
-  if (auto it = waiting_index.find(container.id); it != waiting_index.end()) {
-    waiting[it->second].reason.clear();  // gone from the queue; the next pass drops the entry
-    waiting_index.erase(it);
+    // Fair share is charged as the bill is: up to the end the runtime reports. A run nobody
+    // counted (it ended while the service was down) is charged now.
+    if (!queue->Finished(request, now_s, static_cast<double>(ended_ms) / 1000.0) && ran &&
+        container.spec.mig.count == 0 && gpus > 0)
+      queue->ChargePast(QueueTenancy(container), gpus,
+                        static_cast<double>(container.started_ms) / 1000.0,
+                        static_cast<double>(finished_ms) / 1000.0);
+    if (container.spec.mig.count > 0 && container.started_ms > 0 && ended_ms < now_ms)
+      queue->ChargePast(QueueTenancy(container), -container.mig_gpus,
+                        static_cast<double>(ended_ms) / 1000.0, now_s);
+    QueueChanged();
   }
   spdlog::info("container {}: {}{}{}", container.id, fleet::ContainerStateName(container.state),
                container.exit_code ? " with code " + std::to_string(*container.exit_code) : "",
                container.reason.empty() ? "" : ": " + container.reason);
-  ReleaseGpus(container, out);
-  out.push_back(container);
   // What a node agent measured (Kubernetes mode: the GpuLease's status.measured) comes with the
   // exit; this host's telemetry has been adding to the record all along.
   if (info.measured) {
@@ -180,14 +198,25 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
                              std::max(mine.memory_gib_seconds, info.measured->memory_gib_seconds),
                              std::max(mine.energy_joules, info.measured->energy_joules)};
   }
+  ReleaseGpus(container, out);
+  out.push_back(container);
   std::string gpu_model;
   if (!container.gpus.empty())
     if (const auto* gpu = FindGpu(container.gpus.front())) gpu_model = gpu->model;
   // Metered in the same commit that releases its GPUs: billing and leases cannot disagree.
-  if (auto usage = UsageOf(container, gpu_model); usage.gpus > 0) {
+  if (auto usage = UsageOf(container, gpu_model); ran && usage.gpus > 0) {
     meter.Add(usage);
     out.push_back(std::move(usage));
+  } else {
+    meter.Stopped(container.tenancy_uid, container.id);
   }
+}
+
+void Model::MeterStarted(const ContainerRecord& container) {
+  const double gpus = fleet::GpuEquivalents(container);
+  if (container.started_ms <= 0 || gpus <= 0) return;
+  meter.Started(container.tenancy_uid, container.spec.tenancy, container.id, gpus,
+                container.started_ms, container.measured);
 }
 
 void Model::AddContainer(ContainerRecord container) {
@@ -198,6 +227,39 @@ void Model::AddContainer(ContainerRecord container) {
   container_order.push_back(container.id);
   std::string id = container.id;
   containers.emplace(std::move(id), std::move(container));
+}
+
+void Model::RemoveContainer(const std::string& id) {
+  auto it = containers.find(id);
+  if (it == containers.end()) return;
+  const ContainerRecord& container = it->second;
+  if (!container.idempotency_key.empty()) {
+    auto key = idempotency.find(container.tenancy_uid + '\n' + container.idempotency_key);
+    if (key != idempotency.end() && key->second == id) idempotency.erase(key);
+  }
+  container_counts[static_cast<int>(container.state)]--;
+  auto position = container_position.find(id);
+  const size_t from = position->second;
+  container_position.erase(position);
+  containers.erase(it);
+  container_order.erase(container_order.begin() + static_cast<ptrdiff_t>(from));
+  for (size_t i = from; i < container_order.size(); ++i)
+    container_position[container_order[i]] = i;
+}
+
+std::shared_ptr<const Model::QueueReport> Model::ReadQueueReport() {
+  if (!queue_report || queue_report->version != queue_version) {
+    report_wanted = true;
+    report_wake.notify_one();
+  }
+  return queue_report;
+}
+
+Status Model::WriteRefusal() const {
+  if (auto failure = store.WriteFailure())
+    return Unavailable("the store cannot write (" + *failure +
+                       "); changes are refused until a write succeeds again");
+  return Ok();
 }
 
 Result<const fleet::Tenancy*> Model::EnsureTenancy(const std::string& name,
@@ -215,7 +277,84 @@ Result<const fleet::Tenancy*> Model::EnsureTenancy(const std::string& name,
 
 void Model::Commit(std::vector<Mutation> mutations, std::function<void(Status)> done) {
   if (lease_dirty_) WriteLeaseFile();
-  store.Commit(std::move(mutations), std::move(done));
+  if (mutations.empty()) return store.Commit({}, std::move(done));
+  // What to write again should this commit fail: records by identity (their state then is
+  // written), deletions and usage records as they are.
+  Unsaved keep;
+  for (const auto& mutation : mutations) {
+    std::visit(
+        [&keep](const auto& value) {
+          using T = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<T, ContainerRecord>) keep.containers.insert(value.id);
+          if constexpr (std::is_same_v<T, GpuRecord>) keep.gpus.insert(value.id());
+          if constexpr (std::is_same_v<T, fleet::Tenancy>) keep.tenancies.insert(value.name);
+          if constexpr (std::is_same_v<T, fleet::TokenRecord>) keep.tokens.insert(value.sha256);
+          if constexpr (std::is_same_v<T, fleet::UsageRecord>) keep.usage.push_back(value);
+          if constexpr (std::is_same_v<T, fleet::TelemetryCursor>) keep.cursors = true;
+          if constexpr (std::is_same_v<T, fleet::TenancyDeletion> ||
+                        std::is_same_v<T, fleet::ContainerDeletion>)
+            keep.deletions.push_back(value);
+        },
+        mutation);
+  }
+  store.Commit(std::move(mutations),
+               [this, keep = std::move(keep), done = std::move(done)](Status status) mutable {
+                 // Runs on the store's writer thread; the lock only on failure (nothing waits
+                 // for the writer while holding it).
+                 if (!status) {
+                   std::lock_guard lock(mu);
+                   unsaved.containers.merge(keep.containers);
+                   unsaved.gpus.merge(keep.gpus);
+                   unsaved.tenancies.merge(keep.tenancies);
+                   unsaved.tokens.merge(keep.tokens);
+                   for (auto& deletion : keep.deletions)
+                     unsaved.deletions.push_back(std::move(deletion));
+                   for (auto& usage : keep.usage)
+                     unsaved.usage.push_back(std::move(usage));
+                   unsaved.cursors = unsaved.cursors || keep.cursors;
+                   scheduler_wake.notify_one();
+                 }
+                 if (done) done(status);
+               });
+}
+
+void Model::RetryUnsaved() {
+  if (unsaved.empty()) {
+    // Nothing kept, yet the store may still fail: a barrier then tries a write of its own.
+    if (store.WriteFailure()) store.Commit({}, nullptr);
+    return;
+  }
+  Unsaved retry = std::move(unsaved);
+  unsaved = Unsaved{};
+  std::vector<Mutation> mutations;
+  for (const auto& name : retry.tenancies)
+    if (auto it = tenancies.find(name); it != tenancies.end()) mutations.push_back(it->second);
+  for (const auto& sha256 : retry.tokens)
+    if (auto it = tokens.find(sha256); it != tokens.end()) mutations.push_back(it->second);
+  for (const auto& id : retry.gpus)
+    if (auto* gpu = FindGpu(id)) mutations.push_back(*gpu);
+  for (const auto& id : retry.containers)
+    if (auto it = containers.find(id); it != containers.end()) mutations.push_back(it->second);
+  for (auto& deletion : retry.deletions) {
+    // A name deleted and created again since: the deletion is history, the new record stays.
+    if (const auto* d = std::get_if<fleet::TenancyDeletion>(&deletion);
+        d && tenancies.count(d->name))
+      continue;
+    mutations.push_back(std::move(deletion));
+  }
+  for (auto& usage : retry.usage)
+    mutations.push_back(std::move(usage));
+  if (retry.cursors)
+    for (const auto& [gpu, cursor] : telemetry_cursors)
+      mutations.push_back(cursor);
+  spdlog::info("store: writing again {} records it could not write before", mutations.size());
+  Commit(std::move(mutations), nullptr);
+}
+
+bool Model::UsageUnsaved(const std::string& container_id) const {
+  return std::any_of(
+      unsaved.usage.begin(), unsaved.usage.end(),
+      [&](const fleet::UsageRecord& usage) { return usage.container_id == container_id; });
 }
 
 void Model::WriteLeaseFile() {

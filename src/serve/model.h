@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,6 +53,12 @@ class Model {
   std::unordered_map<std::string, size_t> container_position;  // id -> index in container_order
   // Tenancy incarnation (uid) '\n' Idempotency-Key -> container ID.
   std::unordered_map<std::string, std::string> idempotency;
+  // Container IDs retention removed with a tombstone: never given again.
+  std::unordered_set<std::string> retired_ids;
+  // Per incarnation: submissions accepted into the model whose commit is not yet durable. They
+  // join the queue once it is (and are taken out again if it fails), and count against the
+  // pending quota meanwhile.
+  std::unordered_map<std::string, int> unconfirmed;
   // Embedded mode: PCI order = topology index. Fleet mode: in order of discovery; only appended.
   std::vector<fleet::GpuRecord> gpus;
   std::unordered_map<std::string, fleet::TokenRecord> tokens;  // sha256 -> token
@@ -79,29 +86,65 @@ class Model {
   // MIG containers waiting for slices, in submission order (entries that started or ended
   // since are dropped by the next pass).
   std::deque<std::string> mig_pending;
-  std::map<std::string, double> mig_in_use;          // tenancy -> GPUs its running slices make up
-  std::unordered_map<std::string, int> mig_waiting;  // tenancy -> its MIG requests waiting
+  // By incarnation (the queue's tenancy key, QueueTenancy): the GPUs its running slices make up,
+  // and its MIG requests waiting.
+  std::map<std::string, double> mig_in_use;
+  std::unordered_map<std::string, int> mig_waiting;
   std::deque<ExitEvent> exits;
   std::deque<std::string> to_check;          // GPUs in releasing, by ID
   std::deque<std::string> to_stop;           // running containers a client deleted
   std::unordered_set<std::string> starting;  // containers whose backend Start has not returned
   // Exits reported before their container's Start returned; applied after it.
   std::unordered_map<std::string, backends::ExitInfo> early_exits;
-  int busy = 0;             // starts, stops and checks under way outside the lock
-  bool reschedule = false;  // something changed that may let a pending container be placed
+  int busy = 0;  // starts, stops and checks under way outside the lock
+  // An input of the scheduling pass changed (GPUs freed, a request that could start or reserve
+  // arrived, a policy): one pass is due. However many changes come, one pass runs for them.
+  bool reschedule = false;
   // The queue of GPU containers (scheduling policy): every pending GPU container, each tenancy's
-  // policy, and what runs, for quotas and shares. Containers without GPUs never enter it (they
-  // start from `pending` at once). Set before any thread starts.
+  // policy, and what runs, for quotas and shares, keyed by tenancy incarnation (QueueTenancy).
+  // Containers without GPUs never enter it (they start from `pending` at once). Set before any
+  // thread starts.
   std::optional<scheduling::Scheduler> queue;
-  // After the last scheduling pass: the GPU containers still pending, in dispatch order, with
-  // why each waits.
-  std::vector<QueueEntry> waiting;
-  std::unordered_map<std::string, size_t> waiting_index;  // container ID -> index in waiting
-  // GPU-seconds of ended containers (their usage records) and queue waits, per tenancy.
+  // Bumped by every change of what the queue's positions and reasons depend on.
+  uint64_t queue_version = 0;
+  // Positions and reasons of the waiting GPU and MIG containers, worked out when someone reads
+  // them (by the scheduler's report thread, off this lock), for queue_version `version`.
+  struct QueueReport {
+    uint64_t version = 0;
+    std::vector<QueueEntry> entries;                // dispatch order
+    std::unordered_map<std::string, size_t> index;  // container ID -> entries index
+    // Tenancy incarnation -> its entries' indices, in order (a tenant's view of the queue).
+    std::unordered_map<std::string, std::vector<size_t>> by_tenancy;
+  };
+  std::shared_ptr<const QueueReport> queue_report;
+  bool report_wanted = false;  // a reader found the report older than the queue
+  std::condition_variable report_wake;
+  uint64_t passes = 0;   // scheduling passes run
+  uint64_t reports = 0;  // queue reports worked out
+  // Per-run usage, running totals and queue waits, per tenancy incarnation (locks itself).
   Meter meter;
   std::condition_variable scheduler_wake;
   std::condition_variable checker_wake;
   std::condition_variable idle;
+
+  // ---- Writes the store could not make (it could not write), kept to write again ----
+  // Records by identity (their current state is written), deletions and usage as they were.
+  struct Unsaved {
+    std::set<std::string> containers, gpus, tenancies, tokens;
+    std::vector<fleet::Mutation> deletions;
+    std::vector<fleet::UsageRecord> usage;
+    // Telemetry cursors: written again as telemetry_cursors holds them then (never an older one
+    // over a newer: the containers' measured use is written at its current state too).
+    bool cursors = false;
+    bool empty() const {
+      return containers.empty() && gpus.empty() && tenancies.empty() && tokens.empty() &&
+             deletions.empty() && usage.empty() && !cursors;
+    }
+  };
+  Unsaved unsaved;
+  // This host's GPUs' telemetry cursors as the last telemetry pass left them, by PCI address:
+  // they go with the running containers' measured use (see Measurement).
+  std::map<std::string, fleet::TelemetryCursor> telemetry_cursors;
 
   // ---- State changes (mu held) ----
   fleet::GpuRecord* FindGpu(const std::string& gpu_id);
@@ -120,17 +163,36 @@ class Model {
   // A tenancy's MIG slices in use changed by `gpus` (their share of a GPU): the queue counts
   // them in its share and against its GPU quota.
   void AddMigUse(const std::string& tenancy, double gpus);
+  // Ends it as `info` says; its usage is metered up to the end the runtime reports (never
+  // later than now), nothing when the runtime says it never started.
   void FinishContainer(fleet::ContainerRecord& container, const backends::ExitInfo& info,
                        std::vector<fleet::Mutation>& out);
+  // A container now runs with GPUs (or slices) from its started_ms: metered from there.
+  void MeterStarted(const fleet::ContainerRecord& container);
   // A new record, at the end of the listing order, its key indexed.
   void AddContainer(fleet::ContainerRecord container);
+  // Drops a record from memory (retention, a submission whose commit failed, another
+  // replica's deletion), compacting the listing order behind it.
+  void RemoveContainer(const std::string& id);
+  // Queue positions and reasons changed.
+  void QueueChanged() { ++queue_version; }
+  // The last queue report, asking the report thread for a new one when the queue changed since.
+  std::shared_ptr<const QueueReport> ReadQueueReport();
+  // Unavailable naming why when the store cannot write now: changes are refused meanwhile.
+  Status WriteRefusal() const;
   // The tenancy of that name, created (with a new incarnation) when missing.
   Result<const fleet::Tenancy*> EnsureTenancy(const std::string& name,
                                               std::vector<fleet::Mutation>& out);
   // A GPU record changed outside SetGpuState (a new one): the lease file is written again.
   void MarkLeasesChanged() { lease_dirty_ = true; }
-  // Hands the mutations to the store (writing the lease file first when a GPU changed).
+  // Hands the mutations to the store (writing the lease file first when a GPU changed). When
+  // the store cannot write them, they are kept in `unsaved` (RetryUnsaved writes them again).
   void Commit(std::vector<fleet::Mutation> mutations, std::function<void(Status)> done);
+  // Writes what the store could not write before: the records as they are now, the deletions
+  // and usage records as they were. Called by the scheduler thread while any is kept.
+  void RetryUnsaved();
+  // Whether a usage record of `container_id` is still waiting to be written.
+  bool UsageUnsaved(const std::string& container_id) const;
 
   // Called by the backend from any thread: queued for the scheduler.
   void OnExit(const std::string& id, const backends::ExitInfo& info);

@@ -4,8 +4,10 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "common/strict_json.h"
 #include "common/untrusted_text.h"
 
 namespace tessera::serve {
@@ -14,29 +16,37 @@ using nlohmann::json;
 
 namespace {
 
-// A whole number in [low, high]; null means `unlimited` when that is allowed.
+// A whole number in [low, high], checked before any conversion; null means `unlimited` when
+// that is allowed.
 Result<int> BoundedInt(const json& value, const std::string& field, int low, int high,
                        bool null_is_unlimited) {
   if (value.is_null() && null_is_unlimited) return scheduling::kUnlimited;
-  if (!value.is_number_integer())
+  const auto number = JsonInt64(value);
+  if (!number || *number < low || *number > high)
     return InvalidArgument(field + ": must be a whole number from " + std::to_string(low) + " to " +
                            std::to_string(high) +
                            (null_is_unlimited ? " (or null: unlimited)" : ""));
-  const auto number = value.get<int64_t>();
-  if (number < low || number > high)
-    return InvalidArgument(field + ": " + std::to_string(number) + " is not from " +
-                           std::to_string(low) + " to " + std::to_string(high));
-  return static_cast<int>(number);
+  return static_cast<int>(*number);
 }
+
+constexpr int kPolicyVersion = 2;
 
 }  // namespace
 
-Result<scheduling::TenancyPolicy> ParseTenancyPolicy(std::string_view json_text) {
-  if (auto nesting = CheckJsonNesting(json_text, "scheduling policy"); !nesting)
-    return nesting.error();
-  const json doc = json::parse(json_text.begin(), json_text.end(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return InvalidArgument("scheduling policy: must be a JSON object");
+Result<scheduling::TenancyPolicy> ParseTenancyPolicy(std::string_view json_text,
+                                                     PolicySource source) {
+  auto parsed = ParseStrictJson(json_text, "scheduling policy");
+  if (!parsed) return parsed.error();
+  const json& doc = *parsed;
+  if (!doc.is_object()) return InvalidArgument("scheduling policy: must be a JSON object");
+  // Records of an older build wrote null for the default pending quota.
+  bool null_pending_is_default = source == PolicySource::kRecord;
+  if (source == PolicySource::kRecord && doc.contains("version")) {
+    if (JsonInt64(doc["version"]) != kPolicyVersion)
+      return InvalidArgument("version: this build reads scheduling policy version " +
+                             std::to_string(kPolicyVersion));
+    null_pending_is_default = false;
+  }
   scheduling::TenancyPolicy policy;
   for (const auto& [key, value] : doc.items()) {
     if (key == "weight") {
@@ -57,6 +67,7 @@ Result<scheduling::TenancyPolicy> ParseTenancyPolicy(std::string_view json_text)
           if (!gpus) return gpus.error();
           policy.quota_gpus = *gpus;
         } else if (name == "pending") {
+          if (item.is_null() && null_pending_is_default) continue;
           auto pending = BoundedInt(item, "quota.pending", 0, scheduling::kMaxQuotaPending, true);
           if (!pending) return pending.error();
           policy.quota_pending = *pending;
@@ -64,6 +75,8 @@ Result<scheduling::TenancyPolicy> ParseTenancyPolicy(std::string_view json_text)
           return InvalidArgument("quota." + Excerpt(name, 40) + ": unknown field (gpus, pending)");
         }
       }
+    } else if (key == "version" && source == PolicySource::kRecord) {
+      continue;
     } else {
       return InvalidArgument(Excerpt(key, 40) + ": unknown field (weight, quota, maxPriority)");
     }
@@ -76,23 +89,30 @@ std::string TenancyPolicyToJson(const scheduling::TenancyPolicy& policy) {
   auto limit = [](int value) {
     return value == scheduling::kUnlimited ? json(nullptr) : json(value);
   };
-  return json{
-      {"weight", policy.weight},
-      {"quota", {{"gpus", limit(policy.quota_gpus)}, {"pending", limit(policy.quota_pending)}}},
-      {"maxPriority", policy.max_priority}}
+  json quota = {{"gpus", limit(policy.quota_gpus)}};
+  if (policy.quota_pending != scheduling::kDefaultQuota)
+    quota["pending"] = limit(policy.quota_pending);
+  return json{{"version", kPolicyVersion},
+              {"weight", policy.weight},
+              {"quota", std::move(quota)},
+              {"maxPriority", policy.max_priority}}
       .dump();
 }
 
 scheduling::TenancyPolicy PolicyOf(const fleet::Tenancy& record) {
   auto it = record.extensions.find(std::string(kSchedulingExtension));
   if (it == record.extensions.end()) return {};
-  auto parsed = ParseTenancyPolicy(it->second);
+  auto parsed = ParseTenancyPolicy(it->second, PolicySource::kRecord);
   if (!parsed) {
     spdlog::warn("tenancy {}: stored scheduling policy unreadable: {}", record.name,
                  parsed.error().message);
     return {};
   }
   return *parsed;
+}
+
+std::string QueueTenancy(const fleet::ContainerRecord& container) {
+  return container.tenancy_uid.empty() ? "name:" + container.spec.tenancy : container.tenancy_uid;
 }
 
 scheduling::RequestId RequestIdOf(std::string_view container_id) {
@@ -105,12 +125,18 @@ scheduling::RequestId RequestIdOf(std::string_view container_id) {
   return id;
 }
 
+std::string ContainerIdOf(scheduling::RequestId id) {
+  char text[19];
+  std::snprintf(text, sizeof(text), "c-%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
+
 scheduling::PendingRequest PendingRequestOf(const fleet::ContainerSpec& spec,
                                             std::string_view container_id, int64_t created_ms) {
   scheduling::PendingRequest request;
   request.id = RequestIdOf(container_id);
   request.tenancy = spec.tenancy;
-  request.label = std::string(container_id);
+  // No label: a request is named by its ID (ContainerIdOf), so none is kept per request.
   request.gpus = spec.gpus;
   request.priority = spec.priority;
   request.submitted_s = static_cast<double>(created_ms) / 1000.0;

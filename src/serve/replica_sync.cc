@@ -21,7 +21,7 @@ struct ReplicaSync::Visitor {
     auto it = model.tenancies.find(tenancy.name);
     if (it != model.tenancies.end() && it->second.uid != tenancy.uid) ForgetIncarnation(it->second);
     model.tenancies[tenancy.name] = tenancy;
-    if (model.queue) (void)model.queue->SetTenancy(tenancy.name, PolicyOf(tenancy));
+    if (model.queue) (void)model.queue->SetTenancy(tenancy.uid, PolicyOf(tenancy));
   }
 
   void operator()(const fleet::TokenRecord& token) { model.tokens[token.sha256] = token; }
@@ -31,7 +31,6 @@ struct ReplicaSync::Visitor {
     if (it == model.tenancies.end()) return;
     ForgetIncarnation(it->second);
     model.tenancies.erase(it);
-    if (model.queue) (void)model.queue->SetTenancy(deletion.name, scheduling::TenancyPolicy{});
   }
 
   void operator()(const fleet::GpuRecord& theirs) {
@@ -84,8 +83,10 @@ struct ReplicaSync::Visitor {
     if (merged == ours) return;
     const bool was_waiting = ours.state == ContainerState::kPending && !ours.started;
     const bool was_terminal = fleet::IsTerminal(ours.state);
+    const bool was_running = ours.state == ContainerState::kRunning;
     model.SetContainerState(ours, merged.state);
     ours = std::move(merged);
+    if (!was_running && ours.state == ContainerState::kRunning) model.MeterStarted(ours);
     // The queue follows what the leader did: a container it started or ended waits no longer,
     // and one that ended no longer counts as running (for when this replica leads again).
     if (model.queue && ours.spec.gpus > 0) {
@@ -107,22 +108,8 @@ struct ReplicaSync::Visitor {
   }
 
   void operator()(const fleet::ContainerDeletion& deletion) {
-    auto it = model.containers.find(deletion.id);
-    if (it == model.containers.end()) return;
-    const ContainerRecord& container = it->second;
-    if (!container.idempotency_key.empty()) {
-      auto key = model.idempotency.find(container.tenancy_uid + '\n' + container.idempotency_key);
-      if (key != model.idempotency.end() && key->second == container.id)
-        model.idempotency.erase(key);
-    }
-    model.container_counts[static_cast<int>(container.state)]--;
-    auto position = model.container_position.find(deletion.id);
-    const size_t from = position->second;
-    model.container_position.erase(position);
-    model.containers.erase(it);
-    model.container_order.erase(model.container_order.begin() + static_cast<ptrdiff_t>(from));
-    for (size_t i = from; i < model.container_order.size(); ++i)
-      model.container_position[model.container_order[i]] = i;
+    if (deletion.tombstone) model.retired_ids.insert(deletion.id);
+    model.RemoveContainer(deletion.id);
   }
 
   // Another replica's metering (the leader's, written when a container ended).
@@ -147,6 +134,7 @@ void ReplicaSync::Apply(const Mutation& change) {
   std::lock_guard lock(model_.mu);
   std::vector<Mutation> out;
   std::visit(Visitor{*this, model_, out}, change);
+  model_.QueueChanged();
   if (!out.empty()) model_.Commit(std::move(out), nullptr);
   model_.scheduler_wake.notify_one();
   model_.checker_wake.notify_one();

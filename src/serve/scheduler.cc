@@ -2,11 +2,13 @@
 // stops handed to the pool, and the retention sweep of finished records.
 #include "serve/scheduler.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <cmath>
 #include <cstdio>
 
 #include "serve/queue.h"
@@ -36,7 +38,14 @@ void Scheduler::Start() {
   if (thread_.joinable()) return;
   stopping_ = false;
   pool_ = std::make_unique<boost::asio::thread_pool>(std::max(1, model_.options.start_workers));
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "tessera-sched");
+    Loop();
+  });
+  report_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "tessera-report");
+    ReportLoop();
+  });
 }
 
 void Scheduler::Stop() {
@@ -45,14 +54,21 @@ void Scheduler::Stop() {
     stopping_ = true;
   }
   model_.scheduler_wake.notify_all();
+  model_.report_wake.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (report_thread_.joinable()) report_thread_.join();
+  // Placements whose commit is under way start from its callback: wait for those (a barrier
+  // behind them), without the lock the callbacks take.
+  if (pool_) (void)model_.store.CommitAndWait({});
   // Only the scheduler posts work, so none comes after this. A start handed over is marked
   // started in the store: it runs to its end rather than leave a container the next start of
   // the service would take for vanished. Work applies its outcome under mu: joined without it.
-  if (pool_) {
-    pool_->join();
-    pool_.reset();
+  std::unique_ptr<boost::asio::thread_pool> pool;
+  {
+    std::lock_guard lock(model_.mu);
+    pool = std::move(pool_);
   }
+  if (pool) pool->join();
 }
 
 void Scheduler::Loop() {
@@ -60,6 +76,8 @@ void Scheduler::Loop() {
   // A zero interval would spin.
   const auto sweep_interval =
       std::max(model_.options.retention.sweep_interval, std::chrono::milliseconds(10));
+  // While the store cannot write: how often what it could not write is tried again.
+  constexpr auto kRetryInterval = std::chrono::seconds(1);
   next_sweep_ = std::chrono::steady_clock::now();
   adopted_ = false;
   while (!stopping_) {
@@ -71,17 +89,28 @@ void Scheduler::Loop() {
       until = std::min(until, std::chrono::steady_clock::now() +
                                   std::max(in, std::chrono::milliseconds::zero()));
     }
+    const bool failing = model_.store.WriteFailure().has_value();
+    if (failing || !model_.unsaved.empty()) until = std::min(until, next_retry_);
     limits_changed_ = false;
-    model_.scheduler_wake.wait_until(lock, until, [this] {
+    model_.scheduler_wake.wait_until(lock, until, [this, failing] {
       return stopping_ || limits_changed_ || !model_.exits.empty() || !model_.to_stop.empty() ||
-             (model_.reschedule && (!model_.pending.empty() || !model_.mig_pending.empty() ||
-                                    model_.queue->pending_count() > 0)) ||
+             (!failing && model_.reschedule &&
+              (!model_.pending.empty() || !model_.mig_pending.empty() ||
+               model_.queue->pending_count() > 0)) ||
              std::chrono::steady_clock::now() >= next_sweep_ ||
              (!deadlines_.empty() && fleet::NowMs() >= deadlines_.begin()->first);
     });
     if (stopping_) break;
-    if (const auto now = std::chrono::steady_clock::now(); now >= next_sweep_) {
-      SweepRetentionLocked();
+    const auto now = std::chrono::steady_clock::now();
+    // What the store could not write is written again (a write that succeeds also tells the
+    // store it can write again); until then nothing new is decided that would need a write.
+    if ((failing || !model_.unsaved.empty()) && now >= next_retry_) {
+      model_.RetryUnsaved();
+      next_retry_ = now + kRetryInterval;
+    }
+    const bool writable = !model_.store.WriteFailure();
+    if (now >= next_sweep_) {
+      if (writable) SweepRetentionLocked();
       next_sweep_ = now + sweep_interval;
     }
     std::vector<Mutation> mutations;
@@ -106,6 +135,7 @@ void Scheduler::Loop() {
     if (fleet && (!adopted_ || adopted_nodes_ != model_.placement_nodes)) {
       AdoptRunningLocked();
       model_.reschedule = true;
+      model_.QueueChanged();
     }
     EnforceLimitsLocked(mutations);
     if (!mutations.empty()) {
@@ -116,7 +146,8 @@ void Scheduler::Loop() {
       StopOnPoolLocked(model_.to_stop.front());
       model_.to_stop.pop_front();
     }
-    if (!model_.reschedule) continue;
+    // Nothing is placed while the store cannot record it.
+    if (!model_.reschedule || !writable) continue;
     model_.reschedule = false;
     if (may_place_ && !may_place_()) {
       // No longer (or not surely) the leader: nothing is placed; the replica that leads places
@@ -140,17 +171,133 @@ void Scheduler::Loop() {
       to_start.push_back(id);
     }
     model_.pending.clear();
-    // Every pass says afresh what waits and why.
-    model_.waiting.clear();
-    model_.waiting_index.clear();
     if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
-    PlaceMigLocked(mutations, to_start);
-    if (!mutations.empty()) model_.Commit(std::move(mutations), nullptr);
-    mutations.clear();
-    for (const auto& id : to_start)
-      StartOnPoolLocked(id, mutations);
-    if (!mutations.empty()) model_.Commit(std::move(mutations), nullptr);
+    PlaceMigLocked(&mutations, &to_start, nullptr);
+    ++model_.passes;
+    model_.QueueChanged();
+    if (!mutations.empty()) {
+      // They start once their placement is durable; a placement the store could not write
+      // never starts. Busy until then.
+      model_.busy++;
+      model_.Commit(std::move(mutations), [this, to_start = std::move(to_start)](Status status) {
+        std::lock_guard lock(model_.mu);
+        model_.busy--;
+        StartPlacedLocked(to_start, status);
+      });
+    }
     model_.idle.notify_all();
+  }
+}
+
+void Scheduler::StartPlacedLocked(const std::vector<std::string>& ids, const Status& recorded) {
+  std::vector<Mutation> mutations;
+  for (const auto& id : ids) {
+    auto it = model_.containers.find(id);
+    if (it == model_.containers.end() || it->second.state != ContainerState::kPending ||
+        !it->second.started)
+      continue;
+    if (!recorded || !pool_) {
+      const std::string why = !recorded ? "not started: its placement could not be recorded: " +
+                                              recorded.error().message
+                                        : "not started: the scheduler stopped";
+      model_.FinishContainer(it->second, backends::ExitInfo{std::nullopt, true, why}, mutations);
+      continue;
+    }
+    StartOnPoolLocked(id, mutations);
+  }
+  if (!mutations.empty()) {
+    model_.reschedule = true;
+    model_.Commit(std::move(mutations), nullptr);
+    model_.scheduler_wake.notify_one();
+  }
+  model_.idle.notify_all();
+}
+
+void Scheduler::ReportLoop() {
+  std::unique_lock lock(model_.mu);
+  while (!stopping_) {
+    const bool stale = !model_.queue_report || model_.queue_report->version != model_.queue_version;
+    if (!model_.report_wanted || !stale) {
+      model_.report_wake.wait(lock);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() < next_report_) {
+      model_.report_wake.wait_until(lock, next_report_);
+      continue;
+    }
+    model_.report_wanted = false;
+    const auto began = std::chrono::steady_clock::now();
+    auto report = std::make_shared<Model::QueueReport>();
+    report->version = model_.queue_version;
+    // Under the lock: a flat snapshot of the queue and a copy of the fleet (as a pass would see
+    // them now), the MIG requests' part, and the tenancies' names. The rest without it.
+    placement::Fleet* fleet = SyncFleetLocked();
+    std::optional<placement::Fleet> fleet_copy;
+    std::optional<scheduling::Scheduler::Snapshot> snapshot;
+    if (fleet && model_.queue->pending_count() > 0) {
+      fleet_copy = *fleet;
+      snapshot = model_.queue->TakeSnapshot();
+    }
+    std::vector<QueueEntry> mig_waiting;
+    PlaceMigLocked(nullptr, nullptr, &mig_waiting);
+    std::unordered_map<std::string, std::string> names;  // incarnation -> tenancy name
+    for (const auto& [name, tenancy] : model_.tenancies)
+      names[tenancy.uid] = name;
+    const double now_s = static_cast<double>(fleet::NowMs()) / 1000.0;
+    const auto locked_for = std::chrono::steady_clock::now() - began;
+    lock.unlock();
+    if (snapshot) {
+      scheduling::Scheduler queue = scheduling::Scheduler::FromSnapshot(*snapshot);
+      snapshot.reset();
+      const auto pass = queue.Schedule(*fleet_copy, now_s, /*report=*/true);
+      report->entries.reserve(pass.waiting.size() + mig_waiting.size());
+      for (const auto& wait : pass.waiting) {
+        const scheduling::PendingRequest* request = queue.Request(wait.id);
+        if (!request) continue;
+        QueueEntry entry;
+        entry.id = ContainerIdOf(wait.id);
+        entry.tenancy_uid = queue.TenancyOf(wait.id);
+        auto name = names.find(entry.tenancy_uid);
+        entry.tenancy = name != names.end()                      ? name->second
+                        : entry.tenancy_uid.starts_with("name:") ? entry.tenancy_uid.substr(5)
+                                                                 : entry.tenancy_uid;
+        entry.gpus = request->gpus;
+        entry.priority = request->priority;
+        entry.position = wait.position;
+        entry.reason = queue.Describe(wait, pass, *fleet_copy, ContainerIdOf);
+        if (wait.kind == scheduling::WaitKind::kReserved && wait.reservation >= 0 &&
+            wait.reservation < static_cast<int>(pass.reservations.size()))
+          entry.reserved_for_uid = queue.TenancyOf(pass.reservations[wait.reservation].holder);
+        entry.created_ms = std::llround(request->submitted_s * 1000.0);
+        report->entries.push_back(std::move(entry));
+      }
+    }
+    // MIG requests wait beside the queue: their places follow its.
+    const int base = static_cast<int>(report->entries.size());
+    for (auto& entry : mig_waiting) {
+      entry.position += base;
+      report->entries.push_back(std::move(entry));
+    }
+    for (size_t i = 0; i < report->entries.size(); ++i) {
+      report->index.emplace(report->entries[i].id, i);
+      report->by_tenancy[report->entries[i].tenancy_uid].push_back(i);
+    }
+    const auto spent = std::chrono::steady_clock::now() - began;
+    std::shared_ptr<const Model::QueueReport> old = std::move(report);
+    lock.lock();
+    model_.queue_report.swap(old);
+    ++model_.reports;
+    // At most about a tenth of this thread's time goes to reports while the queue keeps
+    // changing; a small queue's report is ready again at once.
+    next_report_ = std::chrono::steady_clock::now() + 9 * spent;
+    spdlog::debug("queue report: {} entries, {:.1f} ms ({:.1f} ms under the lock)",
+                  model_.queue_report->entries.size(),
+                  std::chrono::duration<double, std::milli>(spent).count(),
+                  std::chrono::duration<double, std::milli>(locked_for).count());
+    // The report it replaces is freed without the lock.
+    lock.unlock();
+    old.reset();
+    lock.lock();
   }
 }
 
@@ -250,7 +397,7 @@ void Scheduler::AdoptRunningLocked() {
     }
     const int64_t started_ms = container.started_ms ? container.started_ms : fleet::NowMs();
     const auto request = PendingRequestOf(container);
-    model_.queue->Started(request.id, container.spec.tenancy, placement,
+    model_.queue->Started(request.id, request.tenancy, placement,
                           static_cast<int>(container.gpus.size()),
                           static_cast<double>(started_ms) / 1000.0, request.max_duration_s,
                           request.priority, request.preemptible);
@@ -286,11 +433,11 @@ void Scheduler::StopForLocked(ContainerRecord& container, std::string reason,
 
 void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
                            std::vector<std::string>& to_start) {
-  auto pass = model_.queue->Schedule(fleet, static_cast<double>(fleet::NowMs()) / 1000.0);
+  // Without report: it stops once nothing more can start and no reservation can change.
+  auto pass = model_.queue->Schedule(fleet, static_cast<double>(fleet::NowMs()) / 1000.0,
+                                     /*report=*/false);
   auto container_of = [this](scheduling::RequestId id) -> ContainerRecord* {
-    char text[19];
-    std::snprintf(text, sizeof(text), "c-%016llx", static_cast<unsigned long long>(id));
-    auto it = model_.containers.find(text);
+    auto it = model_.containers.find(ContainerIdOf(id));
     return it == model_.containers.end() ? nullptr : &it->second;
   };
   for (const auto& admission : pass.admitted) {
@@ -313,7 +460,7 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
     container->started = true;
     container->reason.clear();
     const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
-    model_.meter.ObserveWait(container->spec.tenancy, waited);
+    model_.meter.ObserveWait(container->tenancy_uid, container->spec.tenancy, waited);
     spdlog::info("container {}: placed ({} GPUs of tenancy {}{}) after {:.3f} s in the queue",
                  container->id, container->gpus.size(), container->spec.tenancy,
                  admission.backfill ? ", backfilled into reserved GPUs" : "", waited);
@@ -329,21 +476,6 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
                    holder ? holder->id : std::string("?"));
       StopForLocked(*container, "preempted", out);
     }
-  }
-  for (const auto& wait : pass.waiting) {
-    const ContainerRecord* container = container_of(wait.id);
-    if (!container) continue;
-    QueueEntry entry;
-    entry.id = container->id;
-    entry.tenancy = container->spec.tenancy;
-    entry.tenancy_uid = container->tenancy_uid;
-    entry.gpus = container->spec.gpus;
-    entry.priority = container->spec.priority;
-    entry.position = wait.position;
-    entry.reason = model_.queue->Describe(wait, pass, fleet);
-    entry.created_ms = container->created_ms;
-    model_.waiting_index[entry.id] = model_.waiting.size();
-    model_.waiting.push_back(std::move(entry));
   }
 }
 
@@ -413,6 +545,7 @@ void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {
       if (started.state == ContainerState::kPending) {
         model_.SetContainerState(started, ContainerState::kRunning);
         started.started_ms = fleet::NowMs();
+        model_.MeterStarted(started);
         if (started.spec.max_duration_s > 0) {
           deadlines_.emplace(started.started_ms + started.spec.max_duration_s * 1000, id);
           limits_changed_ = true;
@@ -457,7 +590,10 @@ void Scheduler::SweepRetentionLocked() {
   for (const auto& id : model_.container_order)
     ordered.push_back(&model_.containers.at(id));
   // A record whose GPUs are still being released or checked stays: the check follows its ID.
-  auto pinned = [this](const ContainerRecord& container) {
+  // So is one whose usage record the store could not write yet: it is written first.
+  const bool usage_unsaved = !model_.unsaved.usage.empty();
+  auto pinned = [this, usage_unsaved](const ContainerRecord& container) {
+    if (usage_unsaved && model_.UsageUnsaved(container.id)) return true;
     for (const auto& gpu_id : container.gpus)
       if (auto* gpu = model_.FindGpu(gpu_id);
           gpu && gpu->leased() && gpu->container_id == container.id)
@@ -472,13 +608,17 @@ void Scheduler::SweepRetentionLocked() {
     const std::string& id = model_.container_order[position];
     auto it = model_.containers.find(id);
     const ContainerRecord& container = it->second;
-    if (!container.idempotency_key.empty()) {
+    // A keyed container's ID is retired for good: the key's next submission is another run and
+    // gets another ID, so no record of this run can ever be taken for that one's.
+    const bool keyed = !container.idempotency_key.empty();
+    if (keyed) {
       auto key = model_.idempotency.find(container.tenancy_uid + '\n' + container.idempotency_key);
       if (key != model_.idempotency.end() && key->second == id) model_.idempotency.erase(key);
+      model_.retired_ids.insert(id);
     }
     model_.container_counts[static_cast<int>(container.state)]--;
     if (container.started) in_backend.push_back(id);
-    mutations.push_back(fleet::ContainerDeletion{id});
+    mutations.push_back(fleet::ContainerDeletion{id, keyed});
     model_.container_position.erase(id);
     model_.containers.erase(it);
   }

@@ -3,6 +3,13 @@
 // their duration limit or for preemption, hands starts and stops to a bounded pool, and sweeps
 // finished records by the retention policy. Only the replica that leads runs it: it is the one
 // writer of placements and leases.
+//
+// A pass runs only when an input changed (GPUs freed, a request that could start or reserve
+// arrived, a policy), at most one at a time however many changes came, and it ends once nothing
+// more can start and no reservation can change: its cost follows what can change, not how many
+// requests wait. Positions and reasons are worked out only when someone reads them, by a second
+// thread on a copy of the queue (so the model's lock is held for the copy, not the walk), at most
+// a tenth of its time busy.
 #pragma once
 
 #include <chrono>
@@ -53,8 +60,15 @@ class Scheduler {
                   std::vector<std::string>& to_start);
   // Pending MIG containers take free slices of their profile (placement::PackMigSlices) on GPUs
   // in MIG mode whose lease lets new slices in, within their tenancy's GPU quota (slices count
-  // by their share of the GPU); those that wait get their place and reason after the queue's.
-  void PlaceMigLocked(std::vector<fleet::Mutation>& out, std::vector<std::string>& to_start);
+  // by their share of the GPU). Without `out` and `to_start` nothing is placed; `waiting` gets
+  // those that would wait, with their place among MIG requests and why (the report's MIG part).
+  void PlaceMigLocked(std::vector<fleet::Mutation>* out, std::vector<std::string>* to_start,
+                      std::vector<QueueEntry>* waiting);
+  // The placements and starts of a pass are durable: the starts go to the pool. When they could
+  // not be written, nothing starts: the containers fail, saying so.
+  void StartPlacedLocked(const std::vector<std::string>& ids, const Status& recorded);
+  // The report thread: positions and reasons of the waiting containers, on demand.
+  void ReportLoop();
   // Running GPU containers counted in the queue (usage, quotas, what holds which GPU) after a
   // start of leadership or a change of the fleet's nodes; their duration limits armed.
   void AdoptRunningLocked();
@@ -87,7 +101,10 @@ class Scheduler {
   // Running containers with a duration limit: when it falls (Unix ms) -> container ID.
   std::multimap<int64_t, std::string> deadlines_;
   bool limits_changed_ = false;  // a limit was armed since the scheduler thread began to wait
+  std::chrono::steady_clock::time_point next_retry_{};   // scheduler thread only
+  std::chrono::steady_clock::time_point next_report_{};  // report thread only
   std::thread thread_;
+  std::thread report_thread_;
   // Backend starts, stops and removals; created in Start(), joined in Stop().
   std::unique_ptr<boost::asio::thread_pool> pool_;
 };

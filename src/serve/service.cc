@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -33,6 +34,12 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
 
 Service::~Service() {
   Stop();
+  // Commits still queued run callbacks that reach the model (a submission joining the queue, a
+  // write kept to retry): they run before the parts go. Twice: a callback may queue one more.
+  if (store_) {
+    (void)store_->CommitAndWait({});
+    (void)store_->CommitAndWait({});
+  }
 }
 
 Result<std::unique_ptr<Service>> Service::Create(
@@ -70,14 +77,30 @@ Status Service::Load(Host host) {
   std::set<std::string> incarnations;  // of the tenancies that exist
   for (auto& tenancy : snapshot->tenancies) {
     incarnations.insert(tenancy.uid);
-    (void)model_.queue->SetTenancy(tenancy.name, PolicyOf(tenancy));
+    (void)model_.queue->SetTenancy(tenancy.uid, PolicyOf(tenancy));
     model_.tenancies[tenancy.name] = std::move(tenancy);
   }
   for (auto& token : snapshot->tokens)
     model_.tokens[token.sha256] = std::move(token);
+  for (auto& id : snapshot->retired_ids)
+    model_.retired_ids.insert(std::move(id));
+  // The latest moment the service is known to have run: what it last wrote. A container that
+  // vanished while it was down is billed no further than that.
+  last_alive_ms_ = 0;
+  auto seen = [this](int64_t ms) { last_alive_ms_ = std::max(last_alive_ms_, ms); };
+  // Recent usage (fair share) is rebuilt from the bills: the queue's time starts now.
+  model_.queue->Advance(static_cast<double>(fleet::NowMs()) / 1000.0);
+  for (const auto& usage : snapshot->usage) {
+    seen(usage.finished_ms);
+    model_.queue->ChargePast(
+        usage.tenancy_uid.empty() ? "name:" + usage.tenancy : usage.tenancy_uid, usage.gpus,
+        static_cast<double>(usage.started_ms) / 1000.0,
+        static_cast<double>(usage.finished_ms) / 1000.0);
+  }
   model_.meter.Load(std::move(snapshot->usage));
   measurement_.Seed(snapshot->cursors);
   for (auto& container : snapshot->containers) {
+    seen(std::max({container.created_ms, container.started_ms, container.finished_ms}));
     if (container.state == ContainerState::kPending && !container.started) {
       if (container.spec.gpus > 0) {
         if (auto queued = model_.queue->Enqueue(PendingRequestOf(container)); !queued)
@@ -88,6 +111,7 @@ Status Service::Load(Host host) {
         model_.pending.push_back(container.id);
       }
     }
+    if (container.state == ContainerState::kRunning) model_.MeterStarted(container);
     // A deleted incarnation's keys went with it.
     const bool keyed = !container.idempotency_key.empty() && !container.tenancy_uid.empty() &&
                        incarnations.count(container.tenancy_uid);
@@ -101,6 +125,7 @@ Status Service::Load(Host host) {
   }
   std::map<std::string, GpuRecord> stored;  // by ID
   for (auto& gpu : snapshot->gpus) {
+    seen(gpu.updated_ms);
     std::string key = gpu.id();
     stored.emplace(std::move(key), std::move(gpu));
   }
@@ -116,6 +141,17 @@ Status Service::Load(Host host) {
       merged.compute_slices = gpu.compute_slices;
       merged.mig_slices = gpu.mig_slices;
       model_.gpus.push_back(std::move(merged));
+    } else if (auto baseline = snapshot->firmware_baselines.find(gpu.id());
+               baseline != snapshot->firmware_baselines.end()) {
+      // Its baseline is in the store but its lease record is not: the store lost the record.
+      // Recording its ROM now as a baseline would accept whatever firmware it has now.
+      return FailedPrecondition(
+          "store: GPU " + gpu.id() + " has a firmware baseline (" + baseline->second +
+          ") but no lease record: rows are missing from the store, and it is not served. "
+          "Restore a backup of the store, or, once the GPU's firmware is known to be good, "
+          "delete its baseline row (sqlite3 tessera.db \"DELETE FROM firmware_baselines WHERE "
+          "pci_address = '" +
+          gpu.pci_address + "'\") to have it recorded again");
     } else {
       // First sight of this GPU: its option ROM now is the baseline later checks compare with.
       auto digest = firmware::HashOptionRom(model_.options.root, gpu.pci_address);
@@ -154,8 +190,13 @@ void Service::AttachMigHoldersLocked() {
     if (container.spec.mig.count == 0 || !container.started || fleet::IsTerminal(container.state) ||
         container.mig_devices.empty())
       continue;
-    // Counted in its tenancy's share and GPU quota until it ends.
-    model_.AddMigUse(container.spec.tenancy, container.mig_gpus);
+    // Counted in its tenancy's share and GPU quota until it ends, and what it ran before this
+    // start of the service in its recent usage.
+    model_.AddMigUse(QueueTenancy(container), container.mig_gpus);
+    if (container.started_ms > 0)
+      model_.queue->ChargePast(QueueTenancy(container), container.mig_gpus,
+                               static_cast<double>(container.started_ms) / 1000.0,
+                               static_cast<double>(fleet::NowMs()) / 1000.0);
     for (const auto& device : container.mig_devices) {
       bool found = false;
       for (const auto& gpu_id : container.gpus) {
@@ -187,6 +228,32 @@ void Service::Reconcile() {
     spdlog::warn("reconcile: backend {} cannot list containers: {}", backend_->name(),
                  listed.error().message);
   }
+  // Those that ended while the service was down: their runtime's own record of when (the list
+  // may give whole seconds only). Asked without the lock.
+  std::vector<std::string> ended_while_down;
+  {
+    std::lock_guard lock(model_.mu);
+    for (const auto& [id, container] : present) {
+      auto known = model_.containers.find(id);
+      if (container.state == backends::BackendState::kExited && known != model_.containers.end() &&
+          known->second.started && !fleet::IsTerminal(known->second.state))
+        ended_while_down.push_back(id);
+    }
+  }
+  for (const auto& id : ended_while_down) {
+    auto inspected = backend_->Inspect(id);
+    if (!inspected) {
+      spdlog::warn("reconcile: {}: {}", id, inspected.error().message);
+      continue;
+    }
+    spdlog::info("reconcile: container {} ended while the service was down ({}, at {} ms)", id,
+                 backends::BackendStateName(inspected->state), inspected->finished_ms);
+    if (inspected->state != backends::BackendState::kExited) continue;
+    auto& container = present[id];
+    if (inspected->finished_ms > 0) container.finished_ms = inspected->finished_ms;
+    if (inspected->started_ms > 0) container.started_ms = inspected->started_ms;
+    container.never_started = inspected->never_started;
+  }
   std::vector<std::pair<std::string, bool>> to_watch;
   std::vector<std::string> orphans;
   {
@@ -201,20 +268,26 @@ void Service::Reconcile() {
         continue;
       }
       if (it == present.end()) {
-        model_.FinishContainer(container,
-                               backends::ExitInfo{std::nullopt, true,
-                                                  "vanished from backend " + backend_->name() +
-                                                      " while the service was down"},
-                               mutations);
+        // Nobody can say when it ended: billed no further than the service is known to have
+        // run, never for the time it was down.
+        backends::ExitInfo info{
+            std::nullopt, true,
+            "vanished from backend " + backend_->name() + " while the service was down"};
+        info.finished_ms = std::max(last_alive_ms_, container.started_ms);
+        model_.FinishContainer(container, info, mutations);
       } else if (it->second.state == backends::BackendState::kExited) {
-        model_.FinishContainer(container, backends::ExitInfo{it->second.exit_code, false, ""},
-                               mutations);
+        // It ended while the service was down: billed to the end its runtime reports.
+        backends::ExitInfo info{it->second.exit_code, false, ""};
+        info.finished_ms = it->second.finished_ms;
+        info.never_started = it->second.never_started;
+        model_.FinishContainer(container, info, mutations);
       } else {
         if (container.state == ContainerState::kPending) {
           model_.SetContainerState(container, ContainerState::kRunning);
           // Its start was under way when the service died: it runs from now on as far as
           // anyone can tell (metering and duration limits count from here).
           if (!container.started_ms) container.started_ms = fleet::NowMs();
+          model_.MeterStarted(container);
           for (const auto& pci : container.gpus)
             if (auto* gpu = model_.FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
               model_.SetGpuState(*gpu, LeaseState::kActive, "", mutations);
@@ -253,7 +326,11 @@ void Service::Reconcile() {
       model_.OnExit(cid, info);
     };
     auto status = started ? backend_->Watch(id, on_exit) : backend_->Resume(id, on_exit);
-    if (!status) model_.OnExit(id, backends::ExitInfo{std::nullopt, true, status.error().message});
+    if (!status) {
+      backends::ExitInfo info{std::nullopt, true, status.error().message};
+      info.never_started = !started;  // a created container that could not be started
+      model_.OnExit(id, info);
+    }
   }
   for (const auto& id : orphans) {
     spdlog::warn("reconcile: removing container {} that the store does not hold as running", id);
@@ -412,29 +489,50 @@ DashboardView Service::Dashboard(const Caller& caller) const {
 Counts Service::counts() const {
   Counts counts;
   counts.store = model_.store.stats();
-  std::lock_guard lock(model_.mu);
-  for (const auto& gpu : model_.gpus)
-    counts.gpus[static_cast<int>(gpu.state)]++;
-  counts.containers = model_.container_counts;
-  for (const auto& [tenancy, gpu_ms] : model_.meter.ended_gpu_ms())
-    counts.tenancy_gpu_seconds[tenancy] += gpu_ms / 1000.0;
-  const int64_t now_ms = fleet::NowMs();
-  for (const auto& [id, container] : model_.containers) {
-    if (container.state != ContainerState::kRunning || container.started_ms <= 0) continue;
-    counts.tenancy_gpu_seconds[container.spec.tenancy] +=
-        OverlapGpuMs(fleet::GpuEquivalents(container), container.started_ms, now_ms, 0, now_ms) /
-        1000.0;
+  counts.store_write_failure = model_.store.WriteFailure();
+  std::vector<std::pair<std::string, std::string>> tenancies;  // name, uid
+  {
+    std::lock_guard lock(model_.mu);
+    for (const auto& gpu : model_.gpus)
+      counts.gpus[static_cast<int>(gpu.state)]++;
+    counts.containers = model_.container_counts;
+    counts.scheduling_passes = model_.passes;
+    counts.queue_reports = model_.reports;
+    for (const auto& [name, tenancy] : model_.tenancies)
+      tenancies.emplace_back(name, tenancy.uid);
   }
-  for (const auto& [tenancy, histogram] : model_.meter.waits()) {
-    Counts::Waits& waits = counts.queue_waits[tenancy];
-    waits.bounds.assign(WaitHistogram::kBounds.begin(), WaitHistogram::kBounds.end());
-    uint64_t cumulative = 0;
-    for (uint64_t bucket : histogram.buckets)
-      waits.cumulative.push_back(cumulative += bucket);
-    waits.count = histogram.count;
-    waits.sum = histogram.sum;
+  // Series of the tenancies that exist, each its current incarnation's: a name created again
+  // starts from nothing, and an ended incarnation's series are gone.
+  const int64_t now_ms = fleet::NowMs();
+  for (const auto& [name, uid] : tenancies) {
+    Counts::Tenancy tenancy;
+    tenancy.name = name;
+    tenancy.uid = uid;
+    tenancy.gpu_seconds = model_.meter.TotalGpuMs(uid, now_ms) / 1000.0;
+    if (auto histogram = model_.meter.WaitsOf(uid)) {
+      Counts::Waits waits;
+      waits.bounds.assign(WaitHistogram::kBounds.begin(), WaitHistogram::kBounds.end());
+      uint64_t cumulative = 0;
+      for (uint64_t bucket : histogram->buckets)
+        waits.cumulative.push_back(cumulative += bucket);
+      waits.count = histogram->count;
+      waits.sum = histogram->sum;
+      tenancy.queue_waits = std::move(waits);
+    }
+    counts.tenancies.push_back(std::move(tenancy));
   }
   return counts;
+}
+
+std::optional<std::string> Service::StoreWriteFailure() const {
+  return model_.store.WriteFailure();
+}
+
+scheduling::TenancyPolicy Service::PolicyFor(const fleet::Tenancy& tenancy) const {
+  std::lock_guard lock(model_.mu);
+  auto policy = model_.queue->GetTenancy(tenancy.uid);
+  policy.quota_pending = model_.queue->PendingQuotaOf(tenancy.uid);
+  return policy;
 }
 
 bool Service::WaitIdle(std::chrono::milliseconds timeout) {

@@ -138,6 +138,11 @@ class Service {
   void MeasureNow() { measurement_.Pass(); }
 
   Counts counts() const;
+  // Why the store cannot write now (changes are refused meanwhile); nullopt while it can.
+  std::optional<std::string> StoreWriteFailure() const;
+  // A tenancy's scheduling policy as it applies (the operator's default pending quota filled in
+  // where its own policy sets none).
+  scheduling::TenancyPolicy PolicyFor(const fleet::Tenancy& tenancy) const;
   const backends::ContainerBackend& backend() const { return *backend_; }
 
   // For tests and benchmarks: waits until nothing is pending, starting or being checked.
@@ -153,6 +158,7 @@ class Service {
   void Reconcile();
 
   ServiceOptions options_;
+  int64_t last_alive_ms_ = 0;  // the latest moment the store shows the service ran (Load)
   std::unique_ptr<fleet::Store> store_;
   std::unique_ptr<backends::ContainerBackend> backend_;
   Model model_;

@@ -1,6 +1,9 @@
 #include "serve/submissions.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <unordered_map>
 
 #include "serve/queue.h"
 
@@ -12,13 +15,22 @@ using fleet::Mutation;
 
 namespace {
 
-// A pending GPU container's place and why it waits, from the last scheduling pass (mu held).
-void FillQueuePlace(const Model& model, ContainerRecord& container) {
-  if (container.state != ContainerState::kPending) return;
-  auto it = model.waiting_index.find(container.id);
-  if (it == model.waiting_index.end()) return;
-  container.queue_position = model.waiting[it->second].position;
-  container.reason = model.waiting[it->second].reason;
+// The reason `caller` is shown: another tenancy's reservation only as such.
+std::string ReasonFor(const Caller& caller, const QueueEntry& entry) {
+  if (entry.reserved_for_uid.empty() || caller.admin ||
+      (!caller.tenancy_uid.empty() && entry.reserved_for_uid == caller.tenancy_uid))
+    return entry.reason;
+  return kReservedForAnother;
+}
+
+// A pending GPU container's place and why it waits, from the last queue report (mu held).
+void FillQueuePlace(const Caller& caller, const Model::QueueReport* report,
+                    ContainerRecord& container) {
+  if (!report || container.state != ContainerState::kPending || container.started) return;
+  auto it = report->index.find(container.id);
+  if (it == report->index.end()) return;
+  container.queue_position = report->entries[it->second].position;
+  container.reason = ReasonFor(caller, report->entries[it->second]);
 }
 
 }  // namespace
@@ -50,7 +62,8 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   auto random = fleet::RandomHex(8);
   if (!random) return done(random.error());
 
-  std::lock_guard lock(model_.mu);
+  std::unique_lock lock(model_.mu);
+  if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto tenancy_it = model_.tenancies.find(spec.tenancy);
   // A token outliving its incarnation (deleted while this request was under way) acts for none.
   if (!caller.admin && (tenancy_it == model_.tenancies.end() || !caller.Sees(tenancy_it->second)))
@@ -74,70 +87,124 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
         return done(AlreadyExists("Idempotency-Key \"" + idempotency_key +
                                   "\" was used for a different request (container " + existing.id +
                                   ")"));
-      // The first submission may still be in flight: answer after it is durable too.
-      model_.store.Commit({}, [done = std::move(done), existing](Status status) {
+      // The first submission may still be in flight: answer after it is durable too (and not
+      // at all as accepted when it failed and was taken back).
+      model_.store.Commit({}, [this, done = std::move(done), id = existing.id](Status status) {
         if (!status) return done(status.error());
-        done(SubmitResult{existing, true});
+        std::unique_lock lock(model_.mu);
+        auto found = model_.containers.find(id);
+        if (found == model_.containers.end()) {
+          lock.unlock();
+          return done(Unavailable("container " + id + " was not recorded"));
+        }
+        SubmitResult result{found->second, true};
+        lock.unlock();
+        done(std::move(result));
       });
       return;
     }
   }
-  // GPU containers join the queue: the priority within the tenancy's bound, and the pending
-  // quota checked under the lock, so concurrent submissions cannot pass it together.
   const bool queued = spec.gpus > 0 && model_.queue;
+  // The queue's key of the tenancy; one this submission creates has nothing queued and the
+  // default policy ("" is no key of the queue's).
+  const std::string known_uid = tenancy_it == model_.tenancies.end() ? "" : tenancy_it->second.uid;
+  // GPU containers join the queue: the priority within the tenancy's bound, and the pending
+  // quota (the default one unless its policy sets another) checked under the lock, counting
+  // submissions not yet durable, so concurrent submissions cannot pass it together.
   if ((queued || mig) && model_.queue) {
-    const auto policy = model_.queue->GetTenancy(spec.tenancy);
+    const std::string& uid = known_uid;
+    const auto policy = model_.queue->GetTenancy(uid);
     if (spec.priority > policy.max_priority)
       return done(PermissionDenied("priority: " + std::to_string(spec.priority) +
                                    " is above tenancy " + spec.tenancy + "'s maxPriority " +
                                    std::to_string(policy.max_priority)));
-    // MIG requests wait beside the queue; the pending quota counts both.
-    const int mig_pending = model_.MigPendingOf(spec.tenancy);
-    if (mig_pending > 0 || mig) {
-      const int pending = mig_pending + model_.queue->PendingOf(spec.tenancy);
-      if (pending >= policy.quota_pending)
-        return done(FailedPrecondition(std::string(kQuotaRefusal) + std::to_string(pending) + "/" +
-                                       std::to_string(policy.quota_pending) + " requests pending"));
-    }
+    auto unconfirmed = model_.unconfirmed.find(uid);
+    const int pending = model_.queue->PendingOf(uid) + model_.MigPendingOf(uid) +
+                        (unconfirmed == model_.unconfirmed.end() ? 0 : unconfirmed->second);
+    const int quota = model_.queue->PendingQuotaOf(uid);
+    if (pending >= quota)
+      return done(FailedPrecondition(std::string(kQuotaRefusal) + std::to_string(pending) + "/" +
+                                     std::to_string(quota) + " requests pending"));
     if (queued) {
-      if (auto status = model_.queue->CheckSubmit(PendingRequestOf(spec, "", fleet::NowMs()));
-          !status)
-        return done(status.error());
+      auto request = PendingRequestOf(spec, "", fleet::NowMs());
+      request.tenancy = uid;
+      if (auto status = model_.queue->CheckSubmit(request); !status) return done(status.error());
     }
   }
   std::vector<Mutation> mutations;
   auto tenancy = model_.EnsureTenancy(spec.tenancy, mutations);
   if (!tenancy) return done(tenancy.error());
+  const std::string uid = (*tenancy)->uid;
   ContainerRecord container;
   // With a key the ID is derived from it: replicas that take the same retried request at once
-  // write the same record.
-  container.id = idempotency_key.empty()
-                     ? "c-" + *random
-                     : fleet::IdempotentContainerId((*tenancy)->uid, idempotency_key);
+  // write the same record. An ID retention retired is never given again: the key's next
+  // generation is.
+  if (idempotency_key.empty()) {
+    container.id = "c-" + *random;
+  } else {
+    for (uint32_t generation = 0;; ++generation) {
+      container.id = fleet::IdempotentContainerId(uid, idempotency_key, generation);
+      if (!model_.retired_ids.count(container.id)) break;
+    }
+  }
   if (model_.containers.count(container.id))
     return done(AlreadyExists("Idempotency-Key \"" + idempotency_key +
                               "\" was used before (container " + container.id + ")"));
   container.spec = std::move(spec);
-  container.tenancy_uid = (*tenancy)->uid;
+  container.tenancy_uid = uid;
   container.idempotency_key = std::move(idempotency_key);
   container.created_ms = fleet::NowMs();
   mutations.push_back(container);
-  if (queued) {
-    if (auto status = model_.queue->Enqueue(PendingRequestOf(container)); !status)
+  model_.AddContainer(container);
+  // Nothing acts on it before its record is durable: it joins the queue (or starts) from the
+  // commit's callback, and leaves the model again if the commit fails.
+  ++model_.unconfirmed[uid];
+  model_.Commit(std::move(mutations), [this, done = std::move(done),
+                                       container = std::move(container)](Status status) mutable {
+    std::unique_lock lock(model_.mu);
+    if (auto it = model_.unconfirmed.find(container.tenancy_uid);
+        it != model_.unconfirmed.end() && --it->second <= 0)
+      model_.unconfirmed.erase(it);
+    auto found = model_.containers.find(container.id);
+    if (!status) {
+      // Never acknowledged, never run: gone from memory as from the store.
+      if (found != model_.containers.end() && !found->second.started) {
+        model_.RemoveContainer(container.id);
+        model_.unsaved.containers.erase(container.id);
+      }
+      lock.unlock();
       return done(status.error());
-  } else if (mig) {
+    }
+    if (found != model_.containers.end()) Admit(found->second);
+    lock.unlock();
+    done(SubmitResult{std::move(container), false});
+  });
+}
+
+void Submissions::Admit(const ContainerRecord& container) {
+  // Deleted before its record was durable: it ended already.
+  if (container.state != ContainerState::kPending || container.started) return;
+  bool changed = true;
+  if (container.spec.gpus > 0 && model_.queue) {
+    auto request = PendingRequestOf(container);
+    if (auto status = model_.queue->Enqueue(std::move(request)); !status) {
+      spdlog::error("container {}: {}", container.id, status.error().message);
+      return;
+    }
+    // Only a request that could start, reserve or reorder something is a reason for a pass;
+    // one more request behind a full queue is not.
+    changed = model_.queue->CouldChangeAPass(RequestIdOf(container.id));
+  } else if (container.spec.mig.count > 0) {
     model_.EnqueueMig(container);
+    changed = gpus_.MigSlicesFreeLocked(container.spec.mig.profile);
   } else {
     model_.pending.push_back(container.id);
   }
-  model_.reschedule = true;
-  model_.AddContainer(container);
-  model_.Commit(std::move(mutations),
-                [done = std::move(done), container = std::move(container)](Status status) {
-                  if (!status) return done(status.error());
-                  done(SubmitResult{container, false});
-                });
-  model_.scheduler_wake.notify_one();
+  model_.QueueChanged();
+  if (changed) {
+    model_.reschedule = true;
+    model_.scheduler_wake.notify_one();
+  }
 }
 
 Result<ContainerRecord> Submissions::Get(const Caller& caller, const std::string& id) const {
@@ -146,7 +213,8 @@ Result<ContainerRecord> Submissions::Get(const Caller& caller, const std::string
   if (it == model_.containers.end() || !caller.Sees(it->second))
     return NotFound("container " + id + " not found");
   ContainerRecord copy = it->second;
-  FillQueuePlace(model_, copy);
+  auto report = model_.ReadQueueReport();
+  FillQueuePlace(caller, report.get(), copy);
   return copy;
 }
 
@@ -169,6 +237,7 @@ Result<ContainerPage> Submissions::List(const Caller& caller, const ContainerQue
            query.states.end();
   };
   ContainerPage page;
+  auto report = model_.ReadQueueReport();
   const size_t limit = std::clamp<size_t>(query.limit, 1, ContainerQuery::kMaxLimit);
   page.containers.reserve(std::min(limit, count));
   size_t bytes = 0;
@@ -185,7 +254,7 @@ Result<ContainerPage> Submissions::List(const Caller& caller, const ContainerQue
     }
     bytes += size;
     page.containers.push_back(container);
-    FillQueuePlace(model_, page.containers.back());
+    FillQueuePlace(caller, report.get(), page.containers.back());
   }
   return page;
 }
@@ -195,6 +264,7 @@ void Submissions::Delete(const Caller& caller, const std::string& id, Done<Conta
   auto it = model_.containers.find(id);
   if (it == model_.containers.end() || !caller.Sees(it->second))
     return done(NotFound("container " + id + " not found"));
+  if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto& container = it->second;
   std::vector<Mutation> mutations;
   if (!fleet::IsTerminal(container.state) && !container.stop_requested) {
@@ -219,19 +289,48 @@ QueueView Submissions::Queue(const Caller& caller) const {
   std::lock_guard lock(model_.mu);
   QueueView view;
   view.mode = scheduling::ModeName(model_.queue->options().mode);
-  for (const auto& entry : model_.waiting) {
-    // Entries that left the queue since the pass (started elsewhere, deleted) are gone.
-    if (!model_.waiting_index.count(entry.id)) continue;
-    if (!caller.admin && (caller.tenancy_uid.empty() || entry.tenancy_uid != caller.tenancy_uid))
-      continue;
-    if (view.total++ < QueueView::kMaxEntries) view.entries.push_back(entry);
+  // How many wait now (not as of the report): the whole queue, or the tenant's own.
+  const std::string own = caller.admin ? "" : caller.tenancy_uid;
+  if (caller.admin) {
+    view.total = model_.queue->pending_count();
+    for (const auto& [uid, count] : model_.mig_waiting)
+      view.total += static_cast<size_t>(count);
+  } else if (!own.empty()) {
+    view.total = static_cast<size_t>(model_.queue->PendingOf(own) + model_.MigPendingOf(own));
   }
+  // The first entries the caller sees, from the last report: the whole queue's in order, or the
+  // tenant's own (their positions stay global). Entries that left the queue since (started,
+  // deleted) are passed over.
+  if (auto report = model_.ReadQueueReport(); report && (caller.admin || !own.empty())) {
+    auto take = [&](const QueueEntry& entry) {
+      auto container = model_.containers.find(entry.id);
+      if (container == model_.containers.end() ||
+          container->second.state != ContainerState::kPending || container->second.started)
+        return;
+      view.entries.push_back(entry);
+      view.entries.back().reason = ReasonFor(caller, entry);
+    };
+    if (caller.admin) {
+      for (size_t i = 0; i < report->entries.size() && view.entries.size() < QueueView::kMaxEntries;
+           ++i)
+        take(report->entries[i]);
+    } else if (auto mine = report->by_tenancy.find(own); mine != report->by_tenancy.end()) {
+      for (size_t i = 0; i < mine->second.size() && view.entries.size() < QueueView::kMaxEntries;
+           ++i)
+        take(report->entries[mine->second[i]]);
+    }
+  }
+  // The queue knows tenancies by incarnation; only those that exist are shown, by name.
+  std::unordered_map<std::string, const fleet::Tenancy*> by_uid;
+  for (const auto& [name, tenancy] : model_.tenancies)
+    by_uid[tenancy.uid] = &tenancy;
   for (const auto& usage : model_.queue->Usage()) {
-    auto tenancy = model_.tenancies.find(usage.name);
-    if (tenancy == model_.tenancies.end() || !caller.Sees(tenancy->second)) continue;
+    auto tenancy = by_uid.find(usage.name);
+    if (tenancy == by_uid.end() || !caller.Sees(*tenancy->second)) continue;
     TenancyShare share;
-    share.name = usage.name;
+    share.name = tenancy->second->name;
     share.policy = model_.queue->GetTenancy(usage.name);
+    share.policy.quota_pending = model_.queue->PendingQuotaOf(usage.name);
     share.gpus_in_use = usage.in_use;
     share.mig_gpus_in_use = usage.other_gpus;
     share.pending = usage.pending;

@@ -30,6 +30,10 @@ class Submissions {
   QueueView Queue(const Caller& caller) const;
 
  private:
+  // mu held: a submission whose record is durable joins the queue (or the containers that start
+  // at once), and a pass is due when it could change one.
+  void Admit(const fleet::ContainerRecord& container);
+
   Model& model_;
   const Gpus& gpus_;
   backends::ContainerBackend& backend_;

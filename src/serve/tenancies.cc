@@ -21,6 +21,7 @@ void Tenancies::Put(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Te
   auto uid = fleet::RandomHex(8);
   if (!uid) return done(uid.error());
   std::unique_lock lock(model_.mu);
+  if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto it = model_.tenancies.find(tenancy.name);
   const std::string storage_key(tenancy::kStorageExtension);
   if (auto storage = tenancy.extensions.find(storage_key); storage != tenancy.extensions.end()) {
@@ -41,8 +42,9 @@ void Tenancies::Put(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Te
   model_.tenancies[tenancy.name] = tenancy;
   if (model_.queue) {
     // Validated by the API when it was set; a record that fails here gets the defaults.
-    (void)model_.queue->SetTenancy(tenancy.name, PolicyOf(tenancy));
+    (void)model_.queue->SetTenancy(tenancy.uid, PolicyOf(tenancy));
     model_.reschedule = true;
+    model_.QueueChanged();
     model_.scheduler_wake.notify_one();
   }
   model_.Commit({tenancy}, [done = std::move(done), tenancy](Status status) {
@@ -73,6 +75,7 @@ void Tenancies::PutStorage(const Caller& caller, const std::string& name,
     return done(InvalidArgument("tenancy name \"" + name + "\": " + problem));
   if (!caller.admin) return done(PermissionDenied("only the admin sets storage entitlements"));
   std::unique_lock lock(model_.mu);
+  if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   std::vector<Mutation> mutations;
   auto ensured = model_.EnsureTenancy(name, mutations);
   if (!ensured) return done(ensured.error());
@@ -98,70 +101,39 @@ Result<tenancy::StorageEntitlements> Tenancies::GetStorage(const Caller& caller,
 Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& name,
                                      const UsageQuery& query) const {
   const int64_t now_ms = fleet::NowMs();
-  std::lock_guard lock(model_.mu);
-  auto it = model_.tenancies.find(name);
-  const bool known = it != model_.tenancies.end();
-  if (!caller.admin && (!known || !caller.Sees(it->second)))
-    return NotFound("tenancy " + name + " not found");
-  const auto& ended = model_.meter.Of(name);
-  if (!known && ended.empty()) return NotFound("tenancy " + name + " not found");
-  UsageReport report;
-  report.tenancy = name;
-  report.from_ms = query.from_s * 1000;
-  report.to_ms = query.to_s ? *query.to_s * 1000 : now_ms;
-  const int64_t step_ms = query.step_s * 1000;
-  if (step_ms > 0) {
-    const int64_t buckets = (report.to_ms - report.from_ms + step_ms - 1) / step_ms;
-    if (buckets > static_cast<int64_t>(UsageQuery::kMaxBuckets))
+  const int64_t from_ms = query.from_s * 1000;
+  const int64_t to_ms = query.to_s ? *query.to_s * 1000 : now_ms;
+  if (from_ms > to_ms)
+    return InvalidArgument("query parameter from: " + std::to_string(query.from_s) +
+                           " is after to (" + std::to_string(to_ms / 1000) +
+                           (query.to_s ? ")" : ", now)"));
+  if (query.step_s > 0) {
+    const int64_t step_ms = query.step_s * 1000;
+    if ((to_ms - from_ms + step_ms - 1) / step_ms > static_cast<int64_t>(UsageQuery::kMaxBuckets))
       return InvalidArgument("query parameter step: more than " +
                              std::to_string(UsageQuery::kMaxBuckets) +
                              " buckets in the window (give from)");
-    report.series.resize(static_cast<size_t>(buckets));
-    for (int64_t i = 0; i < buckets; ++i)
-      report.series[static_cast<size_t>(i)].start_ms = report.from_ms + i * step_ms;
   }
-  auto count = [&](const std::string& id, double gpus, int64_t started_ms, int64_t finished_ms,
-                   const std::optional<fleet::MeasuredUsage>& measured) {
-    const int64_t end_ms = finished_ms ? finished_ms : now_ms;
-    // Every container that held GPUs in the window is listed, a zero-length one included.
-    if (started_ms >= report.to_ms || end_ms < report.from_ms) return;
-    const double gpu_ms = OverlapGpuMs(gpus, started_ms, end_ms, report.from_ms, report.to_ms);
-    std::optional<fleet::MeasuredUsage> within;
-    if (measured) {
-      within = MeasuredWithin(*measured, started_ms, end_ms, report.from_ms, report.to_ms);
-      if (!report.measured) report.measured = fleet::MeasuredUsage{};
-      *report.measured += *within;
+  // Who may see what, under the model's lock; the report itself from the meter, without it.
+  std::vector<std::string> uids;
+  {
+    std::lock_guard lock(model_.mu);
+    auto it = model_.tenancies.find(name);
+    const bool known = it != model_.tenancies.end();
+    if (!caller.admin && (!known || !caller.Sees(it->second)))
+      return NotFound("tenancy " + name + " not found");
+    if (caller.admin) {
+      // The admin: every incarnation the name had, its history included.
+      uids = model_.meter.IncarnationsOf(name);
+      if (known && std::find(uids.begin(), uids.end(), it->second.uid) == uids.end())
+        uids.push_back(it->second.uid);
+    } else {
+      uids.push_back(caller.tenancy_uid);
     }
-    report.gpu_seconds += gpu_ms / 1000.0;
-    if (step_ms > 0 && end_ms > started_ms) {
-      const int64_t first = (std::max(started_ms, report.from_ms) - report.from_ms) / step_ms;
-      const int64_t last = (std::min(end_ms, report.to_ms) - 1 - report.from_ms) / step_ms;
-      for (int64_t i = std::max<int64_t>(first, 0);
-           i <= last && i < static_cast<int64_t>(report.series.size()); ++i) {
-        auto& bucket = report.series[static_cast<size_t>(i)];
-        const int64_t bucket_end = std::min(bucket.start_ms + step_ms, report.to_ms);
-        bucket.gpu_seconds +=
-            OverlapGpuMs(gpus, started_ms, end_ms, bucket.start_ms, bucket_end) / 1000.0;
-        if (measured)
-          bucket.measured +=
-              MeasuredWithin(*measured, started_ms, end_ms, bucket.start_ms, bucket_end);
-      }
-    }
-    if (report.containers_total++ < UsageReport::kMaxContainers)
-      report.containers.push_back({id, gpus, started_ms, finished_ms, gpu_ms / 1000.0, within});
-  };
-  for (const auto& id : model_.container_order) {
-    const auto& container = model_.containers.at(id);
-    if (container.spec.tenancy != name || !caller.Sees(container) ||
-        container.state != fleet::ContainerState::kRunning || container.started_ms <= 0)
-      continue;
-    count(id, fleet::GpuEquivalents(container), container.started_ms, 0, container.measured);
+    if (!known && uids.empty()) return NotFound("tenancy " + name + " not found");
   }
-  for (auto record = ended.rbegin(); record != ended.rend(); ++record) {
-    if (!caller.admin && record->tenancy_uid != caller.tenancy_uid) continue;
-    count(record->container_id, record->gpus, record->started_ms, record->finished_ms,
-          record->measured);
-  }
+  UsageReport report = model_.meter.Report(uids, from_ms, to_ms, now_ms, query.step_s * 1000);
+  report.tenancy = name;
   return report;
 }
 
@@ -194,6 +166,7 @@ Status Tenancies::Delete(const Caller& caller, const std::string& name) {
   {
     std::lock_guard lock(model_.mu);
     if (!model_.tenancies.count(name)) return NotFound("tenancy " + name + " not found");
+    if (auto refused = model_.WriteRefusal(); !refused) return refused;
     auto listed = ended_containers();
     if (!listed) return listed.error();
     ended = std::move(*listed);
@@ -217,8 +190,8 @@ Status Tenancies::Delete(const Caller& caller, const std::string& name) {
     std::erase_if(model_.idempotency,
                   [&prefix](const auto& entry) { return entry.first.starts_with(prefix); });
     model_.tenancies.erase(tenancy);
-    // A later owner of the name starts from the defaults.
-    if (model_.queue) (void)model_.queue->SetTenancy(name, scheduling::TenancyPolicy{});
+    // A later owner of the name is another incarnation: the queue knows it by its own uid and
+    // starts it from the defaults, with no recent usage.
     for (auto it = model_.tokens.begin(); it != model_.tokens.end();)
       it = it->second.tenancy == name ? model_.tokens.erase(it) : std::next(it);
     model_.Commit({fleet::TenancyDeletion{name}},

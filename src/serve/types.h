@@ -63,7 +63,8 @@ struct ServiceOptions {
   // until this replica leads (StartLeading), after this resync, instead of running at Create.
   std::function<Status()> resync;
   // Which pending GPU container goes next: fair share by weight (default) or FIFO, reservations
-  // for requests that do not fit, preemption. `scheduling.placement` follows `policy`.
+  // for requests that do not fit, preemption, the default pending quota. `scheduling.placement`
+  // follows `policy`.
   scheduling::SchedulerOptions scheduling;
   TelemetryOptions telemetry;
 };
@@ -123,15 +124,24 @@ struct Counts {
   std::array<int64_t, fleet::kLeaseStateCount> gpus{};
   std::array<int64_t, 4> containers{};
   fleet::StoreStats store;
-  std::map<std::string, double> tenancy_gpu_seconds;  // ended + running, per tenancy name
-  // Per tenancy name: bucket bounds (s), cumulative counts per bound then +Inf, count, sum.
+  std::optional<std::string> store_write_failure;  // why the store cannot write now
+  uint64_t scheduling_passes = 0;                  // passes of the scheduling policy run
+  uint64_t queue_reports = 0;                      // positions and reasons worked out for readers
+  // Bucket bounds (s), cumulative counts per bound then +Inf, count, sum.
   struct Waits {
     std::vector<double> bounds;
     std::vector<uint64_t> cumulative;  // bounds.size() + 1
     uint64_t count = 0;
     double sum = 0;
   };
-  std::map<std::string, Waits> queue_waits;
+  // The tenancies that exist (their current incarnation only: an ended one is left out).
+  struct Tenancy {
+    std::string name;
+    std::string uid;
+    double gpu_seconds = 0;  // ended + running
+    std::optional<Waits> queue_waits;
+  };
+  std::vector<Tenancy> tenancies;
 };
 
 // GET /v1/tenancies/{name}/usage?from=&to=&step=: GPU-seconds in [from, to) (Unix seconds),
@@ -186,8 +196,14 @@ struct QueueEntry {
   int priority = 0;
   int position = 0;  // 1-based, over the whole queue (a tenant sees its own entries only)
   std::string reason;
+  // When it waits for GPUs reserved for another request: that request's tenancy incarnation. A
+  // caller who cannot see it is told only that they are reserved for another tenancy's request.
+  std::string reserved_for_uid;
   int64_t created_ms = 0;
 };
+// What a reader of the queue is told about a reservation of a tenancy it cannot see.
+inline constexpr const char* kReservedForAnother =
+    "waiting: reserved for another tenancy's request";
 struct TenancyShare {
   std::string name;
   scheduling::TenancyPolicy policy;

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "common/strict_json.h"
 #include "common/untrusted_text.h"
 #include "tenancy/tenancy.h"
 
@@ -13,44 +14,6 @@ namespace tessera::tenancy {
 namespace {
 
 using nlohmann::json;
-
-Result<json> ParseStrict(std::string_view text, std::string_view what) {
-  // Refused before parsing: nothing later walks a value nested deeper than kMaxJsonDepth.
-  if (auto nesting = CheckJsonNesting(text, what); !nesting) return nesting.error();
-  // nlohmann keeps the last of duplicate keys; a body that says two things is refused instead.
-  std::vector<std::set<std::string>> keys;
-  std::string duplicate;
-  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        keys.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!keys.empty()) keys.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
-            duplicate.empty()) {
-          duplicate = parsed.get<std::string>();
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
-  };
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end(), callback);
-  } catch (const json::exception& e) {
-    // The parser's message quotes the last token read, which the caller chose: cut it short.
-    return InvalidArgument(std::string(what) + ": invalid JSON: " + Excerpt(e.what(), 160));
-  }
-  if (!duplicate.empty()) {
-    return InvalidArgument(std::string(what) + ": duplicate key \"" + Excerpt(duplicate) + "\"");
-  }
-  return doc;
-}
 
 // What a wrongly typed value is, for an error message: its type and, for scalars, a short
 // excerpt. Never the whole value: a caller-sent array or object is not serialised back.
@@ -158,7 +121,7 @@ Result<StorageEntitlements> StorageEntitlementsFromJson(const json& value) {
 }
 
 Result<StorageEntitlements> ParseStorageEntitlements(std::string_view json_text) {
-  auto doc = ParseStrict(json_text, "body");
+  auto doc = ParseStrictJson(json_text, "body");
   if (!doc) return doc.error();
   return StorageEntitlementsFromJson(*doc);
 }
@@ -210,7 +173,7 @@ Result<std::vector<VolumeRequest>> VolumeRequestsFromJson(const json& value,
 }
 
 Result<std::vector<VolumeRequest>> ParseVolumeRequests(std::string_view json_text) {
-  auto doc = ParseStrict(json_text, "volumes");
+  auto doc = ParseStrictJson(json_text, "volumes");
   if (!doc) return doc.error();
   return VolumeRequestsFromJson(*doc);
 }

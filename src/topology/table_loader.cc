@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_yaml.h"
+#include "common/untrusted_text.h"
 #include "topology/topology.h"
 
 namespace tessera::topology {
@@ -62,8 +64,10 @@ Result<json> YamlToJson(const YAML::Node& node, const std::string& where) {
           return InvalidArgument(where + ": mapping keys must be plain names or numbers");
         }
         const std::string key = item.first.Scalar();
-        if (out.contains(key)) return InvalidArgument(where + ": duplicate key \"" + key + "\"");
-        auto value = YamlToJson(item.second, where.empty() ? key : where + "." + key);
+        // Paths name keys by excerpt: a long key would otherwise be copied into every path below.
+        const std::string shown = Excerpt(key, 40);
+        if (out.contains(key)) return InvalidArgument(where + ": duplicate key \"" + shown + "\"");
+        auto value = YamlToJson(item.second, where.empty() ? shown : where + "." + shown);
         if (!value) return value.error();
         out[key] = std::move(*value);
       }
@@ -85,7 +89,8 @@ Status RejectUnknown(const json& object, const std::string& where,
       std::string list;
       for (const char* k : known)
         list += (list.empty() ? "" : ", ") + std::string(k);
-      return InvalidArgument(Field(where, key) + ": unknown field (known: " + list + ")");
+      return InvalidArgument(Field(where, Excerpt(key, 40)) + ": unknown field (known: " + list +
+                             ")");
     }
   }
   return Ok();
@@ -95,7 +100,7 @@ Result<int64_t> Integer(const json& value, const std::string& where, int64_t min
   if (!value.is_number_integer()) {
     // Strings from YAML may hold any bytes; dump() would throw on invalid UTF-8.
     return InvalidArgument(where + ": expected an integer, got " +
-                           value.dump(-1, ' ', false, json::error_handler_t::replace));
+                           Excerpt(value.dump(-1, ' ', false, json::error_handler_t::replace), 60));
   }
   if (value.is_number_unsigned()) {
     uint64_t v = value.get<uint64_t>();
@@ -160,7 +165,7 @@ Result<PartitionTable> TableFromJson(const json& doc) {
       return InvalidArgument("pci_addresses: expected a map of module ID to PCI address");
     }
     for (const auto& [key, value] : pci.items()) {
-      const std::string where = "pci_addresses[" + key + "]";
+      const std::string where = "pci_addresses[" + Excerpt(key, 40) + "]";
       auto module = IntegerScalar(key);
       if (!module) return InvalidArgument(where + ": key must be a module ID");
       auto number = Integer(*module, where, INT32_MIN, INT32_MAX);
@@ -181,15 +186,19 @@ Result<PartitionTable> TableFromJson(const json& doc) {
 Result<PartitionTable> ParsePartitionTable(std::string_view text, TableFormat format) {
   json doc;
   if (format == TableFormat::kJson) {
+    if (auto nesting = CheckJsonNesting(text, "table"); !nesting) {
+      return nesting.error().WithContext("JSON");
+    }
     try {
       doc = json::parse(text.begin(), text.end());
     } catch (const json::exception& e) {
       return InvalidArgument(std::string("JSON: ") + e.what());
     }
   } else {
+    auto root = LoadBoundedYaml(text);
+    if (!root) return root.error();
     try {
-      YAML::Node root = YAML::Load(std::string(text));
-      auto converted = YamlToJson(root, "");
+      auto converted = YamlToJson(*root, "");
       if (!converted) return converted.error();
       doc = std::move(*converted);
     } catch (const YAML::Exception& e) {

@@ -2,10 +2,13 @@
 #include <algorithm>
 #include <cctype>
 
+#include "windows/text.h"
 #include "windows/windows.h"
 
 namespace tessera::windows {
 namespace {
+
+using text::Quote;
 
 struct Scheme {
   const char* name;
@@ -22,10 +25,6 @@ constexpr Scheme kSchemes[] = {
 
 bool IsHex(char c) {
   return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-}
-
-std::string Quote(const std::string& s) {
-  return "\"" + s + "\"";
 }
 
 // 8-4-4-4-12 hex digits, optionally in braces. Returns the canonical uppercase form.

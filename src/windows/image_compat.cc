@@ -2,10 +2,13 @@
 #include <algorithm>
 #include <cctype>
 
+#include "windows/text.h"
 #include "windows/windows.h"
 
 namespace tessera::windows {
 namespace {
+
+using text::Lower;
 
 struct TagRow {
   const char* tag;
@@ -25,13 +28,6 @@ constexpr uint32_t kFlexibleFrom = 20348;
 constexpr uint32_t kGpuProcessFrom = 17763;     // GPU acceleration in containers: WS2019 / 1809
 constexpr uint32_t kGpuHyperVFrom = 19041;      // VPCI assignment with a Windows utility VM
 constexpr uint32_t kServercoreGpuFrom = 26100;  // servercore carries the DirectX compute runtime
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  });
-  return s;
-}
 
 bool AllDigits(const std::string& s) {
   return !s.empty() && s.size() <= 9 &&

@@ -3,18 +3,15 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "windows/text.h"
 #include "windows/windows.h"
 
 namespace tessera::windows {
 namespace {
 
-using ojson = nlohmann::ordered_json;
+using text::Hex;
 
-std::string Hex(uint64_t value, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%0*llx", digits, static_cast<unsigned long long>(value));
-  return buf;
-}
+using ojson = nlohmann::ordered_json;
 
 // Linux kinds: class 0x03xxxx is a GPU, 0x12xxxx a processing accelerator. Without a class
 // code, a compute-only (MCDM) adapter is an accelerator and anything that renders is a GPU.

@@ -4,17 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "windows/text.h"
 #include "windows/windows.h"
 
 namespace tessera::windows {
 namespace {
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  });
-  return s;
-}
+using text::Lower;
 
 std::string Label(const Snapshot& s, const Adapter* a) {
   int index = static_cast<int>(a - s.adapters.data());

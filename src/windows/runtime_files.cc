@@ -10,24 +10,17 @@
 #include <cstdio>
 #include <map>
 
+#include "windows/text.h"
 #include "windows/windows.h"
 
 namespace tessera::windows {
 namespace {
 
+using text::Lower;
+using text::Quote;
+
 constexpr const char* kSystem32 = "C:\\Windows\\System32";
 constexpr const char* kSysWow64 = "C:\\Windows\\SysWOW64";
-
-std::string Quote(const std::string& s) {
-  return "\"" + s + "\"";
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  });
-  return s;
-}
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&

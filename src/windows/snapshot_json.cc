@@ -8,10 +8,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/untrusted_text.h"
 #include "windows/snapshot.h"
+#include "windows/text.h"
 
 namespace tessera::windows {
 namespace {
+
+using text::Hex;
 
 using nlohmann::json;
 
@@ -101,12 +105,6 @@ uint64_t GetHex(const json& j, const std::string& path, const char* key, size_t 
           "expected " + std::to_string(digits) + " hex digits without 0x, got \"" + s + "\"");
   }
   return std::stoull(s, nullptr, 16);
-}
-
-std::string Hex(uint64_t value, int digits) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%0*llx", digits, static_cast<unsigned long long>(value));
-  return buf;
 }
 
 bool IsCopyToVmName(const std::string& name) {
@@ -326,6 +324,8 @@ SchemaVersion Snapshot::MaxSchemaVersion() const {
 }
 
 Result<Snapshot> ParseSnapshot(const std::string& text) {
+  // Snapshots nest a handful of levels; the check runs on the bytes, before anything recurses.
+  if (auto nesting = CheckJsonNesting(text, "snapshot"); !nesting) return nesting.error();
   json j;
   try {
     j = json::parse(text);

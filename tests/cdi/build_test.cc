@@ -123,6 +123,28 @@ TEST(DriverMode, SharesControlNodesAndMountsDriverFilesReadOnly) {
   EXPECT_EQ(edits.env, (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=void"}));
 }
 
+TEST(DriverMode, LibrariesOffTheLoadersOwnDirectoriesAreNamedInLdLibraryPath) {
+  auto inv = DriverHost();
+  // A driver mounted under /usr/local/nvidia: a container's loader has no cache entry for it.
+  inv.nvidia_driver->libraries = {
+      {"/usr/local/nvidia/lib64/libcuda.so.580.65.06", "libcuda.so.1",
+       "/usr/local/nvidia/lib64/libcuda.so.1", "x86_64"},
+      {"/usr/local/nvidia/lib64/libnvidia-ml.so.580.65.06", "libnvidia-ml.so.1",
+       "/usr/local/nvidia/lib64/libnvidia-ml.so.1", "x86_64"},
+      {"/usr/local/nvidia/lib/libcuda.so.580.65.06", "libcuda.so.1",
+       "/usr/local/nvidia/lib/libcuda.so.1", "i386"},
+      {"/usr/lib/x86_64-linux-gnu/libnvidia-egl-gbm.so.580.65.06", "", "", "x86_64"}};
+  auto built = BuildSpecs(inv, {});
+  ASSERT_TRUE(built.ok());
+  const auto& env = built->specs[0].container_edits.env;
+  EXPECT_NE(std::find(env.begin(), env.end(),
+                      "LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib"),
+            env.end());
+  // Where every library is in a directory the loader searches anyway, nothing is added.
+  EXPECT_EQ(BuildSpecs(DriverHost(), {})->specs[0].container_edits.env,
+            (std::vector<std::string>{"NVIDIA_VISIBLE_DEVICES=void"}));
+}
+
 TEST(DriverMode, OnTheRealRootNodesNeedNoHostPath) {
   auto inv = DriverHost();
   inv.root = "/";

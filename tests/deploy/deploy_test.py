@@ -15,7 +15,7 @@ import yaml
 ROOT = sys.argv[1]
 BUILD = sys.argv[2]
 HELM = os.environ.get("HELM", "/usr/local/bin/helm")
-# The kubectl scripts/setup.sh installs, never an older one earlier on PATH (Debian's /usr/bin).
+# The kubectl scripts/setup-test-tools.sh installs, never an older one earlier on PATH (Debian's /usr/bin).
 KUBECTL = os.environ.get("KUBECTL", "/usr/local/bin/kubectl")
 CHART = os.path.join(ROOT, "deploy", "helm", "tessera")
 NAMESPACE = "tessera-system"

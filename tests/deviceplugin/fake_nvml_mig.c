@@ -524,7 +524,17 @@ int FakeNvmlMigHandle(void* handle, const char** pci, unsigned int* gi, unsigned
 
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
-  if (!ci) return FakeNvmlScenarioMemory(device, memory); /* a whole GPU */
+  if (!ci) {
+    /* A whole GPU: the scenario's figures where a test gives them (fake_nvml_telemetry.c), else,
+       for a GPU of the MIG state, the total nvidia-smi shows as memory.total for the board. */
+    int rc = FakeNvmlScenarioMemory(device, memory);
+    int gpu = GpuOf(device);
+    if (rc != NVML_ERROR_NOT_SUPPORTED || gpu < 0) return rc;
+    memory->total = (strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960ull : 81559ull) << 20;
+    memory->used = 0;
+    memory->free = memory->total;
+    return NVML_SUCCESS;
+  }
   Gi* gi = FindGi(ci->gpu, ci->gi);
   const Profile* p = gi ? ProfileById(ci->gpu, gi->profile_id) : NULL;
   if (!p) return NVML_ERROR_NOT_FOUND;

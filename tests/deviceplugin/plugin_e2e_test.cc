@@ -237,6 +237,42 @@ TEST_F(PluginTest, BadIdsAreInvalidArgumentNamingTheId) {
   EXPECT_NE(status.error_message().find("0000:ff:00.0"), std::string::npos);
 }
 
+TEST_F(PluginTest, AMegabyteDeviceIdIsQuotedAsAnExcerptAndTheChannelStaysUsable) {
+  Launch();
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
+  // gRPC carries the status in trailers: the whole ID there would exceed kubelet's metadata
+  // limit and fail every later call on the channel, its ListAndWatch stream included.
+  const std::string huge = "GPU-" + std::string(1 << 20, 'x');
+  v1beta1::AllocateResponse response;
+  grpc::Status status = client->Allocate({{huge}}, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_NE(status.error_message().find("GPU-xxxx"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("...\" is not a device of nvidia.com/gpu"),
+            std::string::npos)
+      << status.error_message();
+  EXPECT_LT(status.error_message().size(), 200u);
+  std::vector<std::string> chosen;
+  status = client->Preferred({Uuid(0), huge}, {}, 1, &chosen);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(status.error_message().size(), 200u);
+
+  // The same channel: the next Allocate works, and its ListAndWatch stream still delivers.
+  status = client->Allocate({{Uuid(0)}}, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.container_responses_size(), 1);
+  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[3] +
+              R"(":{"state":"quarantined"}}})");
+  EXPECT_TRUE(client->WaitForList(
+      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; },
+      kEventTimeout))
+      << plugin_->Log();
+  EXPECT_FALSE(client->stream_ended());
+  // Nor does the log carry the ID whole.
+  EXPECT_EQ(plugin_->Log().find(std::string(1000, 'x')), std::string::npos);
+}
+
 TEST_F(PluginTest, ReplicasRenamedSharedAndNeverRepeatedInOutputs) {
   Launch(
       "sharing:\n"

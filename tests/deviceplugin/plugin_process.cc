@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,7 +15,7 @@
 namespace tessera::testing {
 
 PluginProcess::PluginProcess(const std::string& binary, const std::vector<std::string>& args,
-                             const std::string& log_path)
+                             const std::string& log_path, size_t address_space)
     : log_path_(log_path) {
   std::vector<std::string> all = {binary};
   all.insert(all.end(), args.begin(), args.end());
@@ -25,6 +26,10 @@ PluginProcess::PluginProcess(const std::string& binary, const std::vector<std::s
     if (fd >= 0) {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
+    }
+    if (address_space > 0) {
+      rlimit limit{address_space, address_space};
+      ::setrlimit(RLIMIT_AS, &limit);
     }
     std::vector<char*> argv;
     for (auto& arg : all)

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -10,9 +11,10 @@ namespace tessera::testing {
 
 class PluginProcess {
  public:
-  // Starts `binary args...` with stderr and stdout into `log_path`.
+  // Starts `binary args...` with stderr and stdout into `log_path`, under RLIMIT_AS =
+  // `address_space` when given.
   PluginProcess(const std::string& binary, const std::vector<std::string>& args,
-                const std::string& log_path);
+                const std::string& log_path, size_t address_space = 0);
   ~PluginProcess();
   PluginProcess(const PluginProcess&) = delete;
   PluginProcess& operator=(const PluginProcess&) = delete;

@@ -27,19 +27,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A policy the parser accepted is stored as an extension that reads back the same.
     auto stored = tenancy->extensions.find(std::string(tessera::serve::kSchedulingExtension));
     if (stored != tenancy->extensions.end()) {
-      auto policy = tessera::serve::ParseTenancyPolicy(stored->second);
+      auto policy =
+          tessera::serve::ParseTenancyPolicy(stored->second, tessera::serve::PolicySource::kRecord);
       if (!policy || !tessera::scheduling::ValidateTenancyPolicy(*policy)) __builtin_trap();
       if (tessera::serve::TenancyPolicyToJson(*policy) != stored->second) __builtin_trap();
     }
   }
-  auto policy = tessera::serve::ParseTenancyPolicy(text);
-  if (!policy && policy.error().message.empty()) __builtin_trap();
+  // The policy parser, from the API and from a record: whatever it accepts is within bounds (a
+  // number at or above 2^63 is never wrapped into one) and reads back the same from its record.
+  for (auto source : {tessera::serve::PolicySource::kApi, tessera::serve::PolicySource::kRecord}) {
+    auto policy = tessera::serve::ParseTenancyPolicy(text, source);
+    if (!policy) {
+      if (policy.error().message.empty()) __builtin_trap();
+      continue;
+    }
+    if (!tessera::scheduling::ValidateTenancyPolicy(*policy)) __builtin_trap();
+    if (policy->max_priority < tessera::scheduling::kMinPriority) __builtin_trap();
+    auto back = tessera::serve::ParseTenancyPolicy(tessera::serve::TenancyPolicyToJson(*policy),
+                                                   tessera::serve::PolicySource::kRecord);
+    if (!back || back->quota_pending != policy->quota_pending ||
+        back->quota_gpus != policy->quota_gpus || back->max_priority != policy->max_priority)
+      __builtin_trap();
+  }
   auto usage = tessera::api::ParseUsageQuery(text);
   if (usage) {
-    if (usage->from_s < 0 || (usage->to_s && *usage->to_s < usage->from_s)) __builtin_trap();
+    // Whole seconds of years 0..9999 only: their milliseconds never overflow.
+    if (usage->from_s < 0 || usage->from_s > 253402300799 ||
+        (usage->to_s && (*usage->to_s < usage->from_s || *usage->to_s > 253402300799)))
+      __builtin_trap();
   } else if (usage.error().message.empty()) {
     __builtin_trap();
   }
+  auto none = tessera::api::ParseNoQuery(text);
+  if (!none && none.error().message.empty()) __builtin_trap();
+  auto empty = tessera::api::ParseEmptyBody(text);
+  if (!empty && empty.error().message.empty()) __builtin_trap();
   auto reason = tessera::api::ParseGpuActionBody(text);
   if (!reason && reason.error().message.empty()) __builtin_trap();
   (void)tessera::api::ParseListen(text);

@@ -4,3 +4,8 @@ tessera_add_fuzzer(node_gpus ${CMAKE_CURRENT_LIST_DIR}/kubernetes_node_gpus.cc t
 tessera_add_fuzzer(claim_allocation ${CMAKE_CURRENT_LIST_DIR}/kubernetes_claim_allocation.cc
   tessera_k8s)
 tessera_add_fuzzer(state_objects ${CMAKE_CURRENT_LIST_DIR}/kubernetes_state_objects.cc tessera_backend_kubernetes)
+# What the client makes of an API server's bodies and watch streams.
+tessera_add_fuzzer(k8s_responses ${CMAKE_CURRENT_LIST_DIR}/kubernetes_responses.cc tessera_k8s)
+# The node lease file tessera-lease-sync writes from GpuLeases, read back as the plugins read it.
+tessera_add_fuzzer(k8s_lease_file ${CMAKE_CURRENT_LIST_DIR}/kubernetes_lease_file.cc tessera_k8s
+  tessera_deviceplugin)

@@ -1,1 +1,2 @@
 tessera_add_fuzzer(containerd_config ${CMAKE_CURRENT_LIST_DIR}/runtimes_containerd_config.cc tessera_runtimes)
+tessera_add_fuzzer(podman_answers ${CMAKE_CURRENT_LIST_DIR}/runtimes_podman_answers.cc tessera_runtimes)

@@ -88,12 +88,14 @@ TEST(BadInput, GpuWithoutProcEntryHasNoNodeAndSaysWhy) {
       AnyWarningContains(gpu->warnings, "/proc/driver/nvidia/gpus/0000:2a:00.0/information"));
 }
 
-TEST(BadInput, CorruptLdCacheLeavesLibrariesEmptyWithAWarning) {
+TEST(BadInput, CorruptLdCacheIsWarnedAboutAndTheLoadersOwnDirectoriesStillCount) {
   testing::TempHost host("hgx-h100-dgx");
   Write(host.root() + "/etc/ld.so.cache", "glibc-ld.so.cache1.1\x05\x00\x00\x00");
   Inventory inv = Read(host.root());
   ASSERT_TRUE(inv.nvidia_driver.has_value());
-  EXPECT_TRUE(inv.nvidia_driver->libraries.empty());
+  // The loader ignores a cache it cannot read and searches its built-in directories, where
+  // this host's driver libraries are; so does the inventory.
+  EXPECT_EQ(inv.nvidia_driver->libraries.size(), 14u);
   EXPECT_TRUE(AnyWarningContains(inv.warnings, "/etc/ld.so.cache"));
   EXPECT_EQ(inv.nvidia_driver->binaries.size(), 5u);
 }

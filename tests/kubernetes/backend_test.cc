@@ -119,11 +119,16 @@ TEST(KubernetesBackend, RunsAPodAndReportsItsExitThenChecksTheLease) {
   EXPECT_EQ((*listed)[0].id, "C1");
   EXPECT_EQ(*f.backend->Logs("C1"), "logs of tessera-c1\n");
 
-  Json finished = {
-      {"status",
-       {{"phase", "Failed"},
-        {"containerStatuses",
-         Json::array({{{"name", "main"}, {"state", {{"terminated", {{"exitCode", 3}}}}}}})}}}};
+  // The kubelet's record of the container's run: billing follows its finishedAt.
+  Json finished = {{"status",
+                    {{"phase", "Failed"},
+                     {"containerStatuses",
+                      Json::array({{{"name", "main"},
+                                    {"state",
+                                     {{"terminated",
+                                       {{"exitCode", 3},
+                                        {"startedAt", "2025-11-23T12:00:00Z"},
+                                        {"finishedAt", "2025-11-23T12:00:07.250Z"}}}}}}})}}}};
   ASSERT_TRUE(f.admin
                   .Patch(Resource::Pods(), "tenant-team-a", "tessera-c1", finished,
                          k8s::PatchType::kMerge, "status")
@@ -131,7 +136,15 @@ TEST(KubernetesBackend, RunsAPodAndReportsItsExitThenChecksTheLease) {
   int code = -1;
   ASSERT_TRUE(f.WaitExit(&code));
   EXPECT_EQ(code, 3);
-  EXPECT_EQ(f.backend->Inspect("C1")->state, BackendState::kExited);
+  {
+    std::lock_guard<std::mutex> lock(f.mu);
+    EXPECT_EQ(f.info.finished_ms, 1763899207250);
+  }
+  auto inspected = f.backend->Inspect("C1");
+  ASSERT_TRUE(inspected.ok());
+  EXPECT_EQ(inspected->state, BackendState::kExited);
+  EXPECT_EQ(inspected->started_ms, 1763899200000);
+  EXPECT_EQ(inspected->finished_ms, 1763899207250);
   // The driver moves the lease to checking and starts the firmware check.
   testing::WaitUntil([&] { return f.LeaseState() == "checking"; });
   EXPECT_EQ(f.LeaseState(), "checking");

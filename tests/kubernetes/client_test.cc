@@ -3,6 +3,7 @@
 // watch resume after the stream ends and relist after 410 Gone. Plus kubeconfig parsing.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "backends/kubernetes/kubernetes.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
+#include "support/hostile_files.h"
 #include "support/wait.h"
 
 namespace tessera::k8s {
@@ -243,6 +245,82 @@ TEST(Client, WatchResumesFromTheLastVersionAndRelistsAfterGone) {
   EXPECT_GE(resumed, 2);
 }
 
+// A hostile (or impersonated) API server: answers over the call's limit are refused while they
+// are read and not retried, deep JSON is refused before it is parsed, a trickling answer ends at
+// the call's deadline, and it holds up no other call of the same client.
+class HostileServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(client_.Create(Resource::Namespaces(), "", ConfigMapLike("a")).ok());
+  }
+  // The next GET of the namespace is answered as `rule` says.
+  void Answer(Json rule) {
+    rule["method"] = "GET";
+    rule["path"] = "/namespaces/tenant-a$";
+    rule["times"] = 1;
+    server_.Script(Json::array({rule}));
+  }
+  int Gets() {
+    int n = 0;
+    for (const auto& entry : server_.Log())
+      n += entry["method"] == "GET" && entry["path"] == "/api/v1/namespaces/tenant-a";
+    return n;
+  }
+  FakeApiServer server_;
+  Client client_{Plain(server_)};
+};
+
+TEST_F(HostileServer, AnAnswerOverTheCallsLimitIsRefusedAsItIsReadAndNotRetried) {
+  for (bool chunked : {false, true}) {
+    server_.ClearLog();
+    Answer({{"huge_bytes", 64 << 20}, {"chunked", chunked}});
+    auto got = client_.GetBytes(Resource::Namespaces(), "", "tenant-a", CallLimits{1 << 20, {}});
+    ASSERT_FALSE(got.ok()) << chunked;
+    EXPECT_NE(got.error().message.find("response body larger than 1048576 bytes"),
+              std::string::npos)
+        << got.error().message;
+    EXPECT_EQ(Gets(), 1) << chunked;
+  }
+  // Under the limit the same answer passes, unparsed.
+  server_.ClearLog();
+  Answer({{"huge_bytes", 100000}});
+  auto fits = client_.GetBytes(Resource::Namespaces(), "", "tenant-a", CallLimits{1 << 20, {}});
+  ASSERT_TRUE(fits.ok()) << fits.error().message;
+  EXPECT_EQ(fits->size(), 100000u);
+}
+
+TEST_F(HostileServer, DeepJsonIsRefusedBeforeItIsParsed) {
+  Answer({{"deep", 100000}});
+  auto got = client_.Get(Resource::Namespaces(), "", "tenant-a");
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.error().message.find("nested deeper than 64 levels"), std::string::npos)
+      << got.error().message;
+  EXPECT_LT(got.error().message.size(), 400u);
+}
+
+TEST_F(HostileServer, ATricklingAnswerEndsAtTheCallsDeadlineAndDelaysNoOtherCall) {
+  Answer({{"trickle_interval", 1.0}});
+  auto start = std::chrono::steady_clock::now();
+  std::atomic<bool> slow_done{false};
+  std::thread slow([&] {
+    auto got = client_.GetBytes(Resource::Namespaces(), "", "tenant-a",
+                                CallLimits{0, std::chrono::milliseconds(3000)});
+    EXPECT_FALSE(got.ok());
+    if (!got.ok()) {
+      EXPECT_NE(got.error().message.find("timed out"), std::string::npos);
+    }
+    slow_done = true;
+  });
+  ASSERT_TRUE(testing::WaitUntil([&] { return Gets() > 0; }));
+  // The same client, another object, while the slow call waits on the network.
+  auto other = client_.Get(Resource::Namespaces(), "", "tenant-b");
+  EXPECT_EQ(other.error().category, ErrorCategory::kNotFound);
+  EXPECT_FALSE(slow_done.load());
+  slow.join();
+  // Its attempts and backoffs together stayed inside the deadline (plus one poll slice).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
 TEST(ClientTls, VerifiesTheServerWithTheKubeconfigCaAndPresentsAClientCertificate) {
   TempDir pki;
   testing::MakeTestPki(pki.path());
@@ -296,6 +374,36 @@ TEST(ClientTls, VerifiesTheServerWithTheKubeconfigCaAndPresentsAClientCertificat
   named.tls_server_name = "other.example";
   EXPECT_EQ(Client(named).Get(Resource::Namespaces(), "", "tenant-tls").error().category,
             ErrorCategory::kUnavailable);
+}
+
+TEST(ClientFiles, HostileCaCertificateKeyAndTokenFilesAreRefusedAtOnceNamingThem) {
+  TempDir pki;
+  testing::MakeTestPki(pki.path());
+  FakeApiServer server(
+      {"--tls-cert", pki.path() + "/server.crt", "--tls-key", pki.path() + "/server.key"});
+  ClientConfig good;
+  good.server = server.url();
+  good.ca_file = pki.path() + "/ca.crt";
+  good.retry.max_attempts = 1;
+  ASSERT_TRUE(Client(good).Create(Resource::Namespaces(), "", BuildNamespace("f")).ok());
+  testing::HostileFiles hostile(".pem");
+  for (const auto& file : hostile.all()) {
+    for (const char* which : {"ca", "certificate", "key", "token"}) {
+      ClientConfig config = good;
+      std::string* slot = std::string(which) == "ca"            ? &config.ca_file
+                          : std::string(which) == "certificate" ? &config.client_cert_file
+                          : std::string(which) == "key"         ? &config.client_key_file
+                                                                : &config.token_file;
+      *slot = file.path;
+      if (slot == &config.client_key_file) config.client_cert_file = pki.path() + "/client.crt";
+      if (slot == &config.client_cert_file) config.client_key_file = pki.path() + "/client.key";
+      auto got = Client(config).Get(Resource::Namespaces(), "", "tenant-f");
+      ASSERT_FALSE(got.ok()) << which << " " << file.kind;
+      EXPECT_NE(got.error().message.find(file.path + ": " + testing::ReasonFor(file)),
+                std::string::npos)
+          << which << " " << file.kind << ": " << got.error().message;
+    }
+  }
 }
 
 TEST(Kubeconfig, SelectsTheContextAndResolvesRelativeFiles) {

@@ -112,7 +112,10 @@ TEST_F(ClusterStoreTest, EveryRecordKindIsAnObjectAndLoadsBack) {
                                    Gpu("0000:2a:00.0", fleet::LeaseState::kQuarantined), usage})
                   .ok());
   EXPECT_TRUE(
-      admin_->Get(Resource::ConfigMaps(), kNamespace, "tessera-usage-" + usage.container_id).ok());
+      admin_
+          ->Get(Resource::ConfigMaps(), kNamespace,
+                "tessera-usage-" + usage.container_id + "-" + std::to_string(usage.started_ms))
+          .ok());
   EXPECT_TRUE(admin_->Get(Resource::Tenancies(), "", "team-a").ok());
   EXPECT_TRUE(admin_->Get(Resource::Secrets(), kNamespace, "tessera-token-0011aabb").ok());
   auto object = admin_->Get(Resource::GpuContainers(), "", running.id);

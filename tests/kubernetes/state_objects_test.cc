@@ -71,7 +71,8 @@ TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
   fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 4,
                            1763900001456,        1763900009789};
   Json object = UsageConfigMap(usage, "tessera-system");
-  EXPECT_EQ(object["metadata"]["name"], "tessera-usage-c-0123456789abcdef");
+  // One per run: the container and its start.
+  EXPECT_EQ(object["metadata"]["name"], "tessera-usage-c-0123456789abcdef-1763900001456");
   EXPECT_EQ(object["metadata"]["labels"][kUsageLabel], "container");
   EXPECT_FALSE(object["metadata"]["labels"].contains(kManagedBy));
   auto back = UsageRecordOf(Json::parse(object.dump()));
@@ -90,6 +91,37 @@ TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
   Json backwards = object;
   backwards["data"]["finished"] = "2025-11-23T12:13:20.000Z";
   EXPECT_FALSE(UsageRecordOf(backwards).ok());
+}
+
+// What the run was measured to use (the node agent's status.measured at its end) rides in the same
+// ConfigMap, as exact decimal text; an entry that is no number not below 0 is refused, and a run
+// nobody measured carries none and loads as unmeasured.
+TEST(KubernetesStateObjects, MeasuredUseRidesInTheRunsUsageConfigMap) {
+  fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 2,
+                           1763900001456,        1763900009789};
+  usage.measured = fleet::MeasuredUsage{7.5, 0.1, 1234.5678};
+  usage.gpu_model = "NVIDIA H100 80GB HBM3";
+  usage.mode = "gpu";
+  Json object = UsageConfigMap(usage, "tessera-system");
+  EXPECT_EQ(object["data"]["smSeconds"], "7.5");
+  EXPECT_EQ(object["data"]["memoryGibSeconds"], "0.1");
+  auto back = UsageRecordOf(Json::parse(object.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, usage);  // exactly
+  for (const char* bad_value : {"-1", "nan", "inf", "1e400", "x", "0x10", " 1"}) {
+    Json bad = object;
+    bad["data"]["energyJoules"] = bad_value;
+    auto refused = UsageRecordOf(bad);
+    ASSERT_FALSE(refused.ok()) << bad_value;
+    EXPECT_NE(refused.error().message.find("energyJoules"), std::string::npos);
+  }
+  fleet::UsageRecord unmeasured = usage;
+  unmeasured.measured.reset();
+  Json plain = UsageConfigMap(unmeasured, "tessera-system");
+  EXPECT_FALSE(plain["data"].contains("smSeconds"));
+  auto plain_back = UsageRecordOf(Json::parse(plain.dump()));
+  ASSERT_TRUE(plain_back.ok());
+  EXPECT_FALSE(plain_back->measured);
 }
 
 TEST(KubernetesStateObjects, MigUsageKeepsItsShareOfTheGpu) {

@@ -38,12 +38,9 @@ class ServeApi : public ::testing::Test {
   }
 
   std::string Token(const std::string& tenancy) {
-    int status = 0;
-    CallJson(*admin_, "PUT", "/v1/tenancies/" + tenancy, "{}", &status);
-    EXPECT_EQ(status, 200);
-    auto token = CallJson(*admin_, "POST", "/v1/tenancies/" + tenancy + "/tokens", "", &status);
-    EXPECT_EQ(status, 201) << token;
-    return token.value("token", "");
+    const std::string token = TenancyToken(*admin_, tenancy);
+    EXPECT_FALSE(token.empty()) << tenancy;
+    return token;
   }
 
   std::string root_;

@@ -272,7 +272,9 @@ TEST_F(FairShareE2e, MeteredGpuTimeMatchesTheLeasesAcrossAKillDashNine) {
   EXPECT_NEAR(total, leased, 1.0) << "metered " << total << " s, leased " << leased << " s";
   auto metrics = serve_->Connect("")->Call("GET", "/metrics");
   ASSERT_TRUE(metrics);
-  const std::string key = "tessera_tenancy_gpu_seconds_total{tenancy=\"metered\"} ";
+  const std::string key =
+      "tessera_tenancy_gpu_seconds_total{tenancy=\"metered\",uid=\"" +
+      CallJson(*admin_, "GET", "/v1/tenancies/metered")["uid"].get<std::string>() + "\"} ";
   const auto at = metrics->body.find(key);
   ASSERT_NE(at, std::string::npos) << metrics->body;
   EXPECT_NEAR(std::stod(metrics->body.substr(at + key.size())), total, 0.001);

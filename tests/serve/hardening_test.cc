@@ -64,24 +64,17 @@ class ServeHardening : public ::testing::Test {
   void SetUp() override { root_ = MaterializeHost("hgx-h100-dgx"); }
 
   void Start(std::vector<std::string> extra = {}) {
-    std::vector<std::string> flags = {"--root",     root_,
-                                      "--backend",  "null",
-                                      "--cdi-dir",  dir_.path() + "/cdi",
-                                      "--cdi-kind", "tessera-test.example/gpu"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    serve_ = std::make_unique<ServeProcess>(dir_.path(), flags);
+    serve_ = std::make_unique<ServeProcess>(dir_.path(),
+                                            NullBackendFlags(root_, dir_.path(), std::move(extra)));
     std::string log;
     ASSERT_TRUE(serve_->Start(&log)) << log;
     admin_ = serve_->Connect(serve_->admin_token());
   }
 
   std::string Token(const std::string& tenancy) {
-    int status = 0;
-    CallJson(*admin_, "PUT", "/v1/tenancies/" + tenancy, "{}", &status);
-    EXPECT_EQ(status, 200);
-    auto token = CallJson(*admin_, "POST", "/v1/tenancies/" + tenancy + "/tokens", "", &status);
-    EXPECT_EQ(status, 201) << token;
-    return token.value("token", "");
+    const std::string token = TenancyToken(*admin_, tenancy);
+    EXPECT_FALSE(token.empty()) << tenancy;
+    return token;
   }
 
   void ExpectHealthy() {
@@ -380,6 +373,122 @@ TEST_F(ServeHardening, IdempotencyKeysArePrintableAscii) {
                                R"({"image":"busybox","tenancy":"alpha"})",
                                "Idempotency-Key: caf\xc3\xa9\r\n")));
   EXPECT_EQ(FirstStatus(raw.Receive(seconds(60), "\r\n\r\n")), 400);
+}
+
+TEST_F(ServeHardening, NumbersThatDoNotFitAreRefusedNamingTheFieldNeverWrapped) {
+  Start();
+  int status = 0;
+  const std::vector<std::string> too_big = {"9223372036854775808", "18446744073709551615",
+                                            "-9223372036854775809", "1e19"};
+  for (const auto& number : too_big) {
+    SCOPED_TRACE(number);
+    for (const std::string field : {"gpus", "priority", "maxDurationSeconds"}) {
+      auto answer = CallJson(
+          *admin_, "POST", "/v1/containers",
+          R"({"image":"busybox","tenancy":"alpha",")" + field + "\":" + number + "}", &status);
+      EXPECT_EQ(status, 400) << field << answer;
+      EXPECT_EQ(answer["error"]["message"].get<std::string>().rfind(field + ":", 0), 0u) << answer;
+    }
+    auto mig =
+        CallJson(*admin_, "POST", "/v1/containers",
+                 R"({"image":"busybox","tenancy":"alpha","mig":{"profile":"1g.10gb","count":)" +
+                     number + "}}",
+                 &status);
+    EXPECT_EQ(status, 400) << mig;
+    EXPECT_EQ(mig["error"]["message"].get<std::string>().rfind("mig.count:", 0), 0u) << mig;
+    for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+             {R"({"maxPriority":)" + number + "}", "maxPriority"},
+             {R"({"quota":{"gpus":)" + number + "}}", "quota.gpus"},
+             {R"({"quota":{"pending":)" + number + "}}", "quota.pending"}}) {
+      auto answer = CallJson(*admin_, "PUT", "/v1/tenancies/alpha", body, &status);
+      EXPECT_EQ(status, 400) << body << answer;
+      EXPECT_EQ(answer["error"]["message"].get<std::string>().rfind(field + ":", 0), 0u) << answer;
+    }
+  }
+  // Nothing was stored as -1: the tenancy keeps its defaults.
+  auto tenancy = CallJson(*admin_, "GET", "/v1/tenancies/alpha", "", &status);
+  if (status == 200) EXPECT_EQ(tenancy["maxPriority"], 0) << tenancy;
+  // Times: past the year 9999, negative, wrapped, and a `from` after `to` or after now.
+  CallJson(*admin_, "PUT", "/v1/tenancies/alpha", "{}", &status);
+  for (const auto& [query, field] : std::vector<std::pair<std::string, std::string>>{
+           {"from=18446744073709551615", "query parameter from"},
+           {"to=9223372036854775808", "query parameter to"},
+           {"from=-1", "query parameter from"},
+           {"from=200&to=100", "query parameter to"},
+           {"from=253402300799", "query parameter from"}}) {
+    auto answer = CallJson(*admin_, "GET", "/v1/tenancies/alpha/usage?" + query, "", &status);
+    EXPECT_EQ(status, 400) << query << answer;
+    EXPECT_EQ(answer["error"]["message"].get<std::string>().rfind(field, 0), 0u) << answer;
+  }
+}
+
+TEST_F(ServeHardening, DuplicateKeysAreRefusedInEveryBody) {
+  Start();
+  int status = 0;
+  CallJson(*admin_, "PUT", "/v1/tenancies/alpha", "{}", &status);
+  ASSERT_EQ(status, 200);
+  const std::string gpu = CallJson(*admin_, "GET", "/v1/gpus")["gpus"][0]["id"];
+  const std::vector<std::tuple<std::string, std::string, std::string>> bodies = {
+      {"POST", "/v1/containers", R"({"image":"busybox","tenancy":"alpha","gpus":1,"gpus":8})"},
+      {"POST", "/v1/containers",
+       R"({"image":"busybox","tenancy":"alpha","env":{"A":"1","A":"2"}})"},
+      {"PUT", "/v1/tenancies/alpha", R"({"weight":1,"weight":1000})"},
+      {"PUT", "/v1/tenancies/alpha", R"({"quota":{"pending":1,"pending":null}})"},
+      {"PUT", "/v1/tenancies/alpha", R"({"labels":{"a":"x","a":"y"}})"},
+      {"PUT", "/v1/tenancies/alpha/storage", R"({"nfs":[],"nfs":[]})"},
+      {"POST", "/v1/gpus/" + gpu + "/drain", R"({"reason":"a","reason":"b"})"},
+      {"POST", "/v1/tenancies/alpha/tokens", R"({"x":1,"x":2})"},
+  };
+  for (const auto& [method, path, body] : bodies) {
+    auto answer = CallJson(*admin_, method, path, body, &status);
+    EXPECT_EQ(status, 400) << method << " " << path << " " << body << ": " << answer;
+    EXPECT_NE(answer["error"]["message"].get<std::string>().find("duplicate key"),
+              std::string::npos)
+        << answer;
+  }
+  // None of them changed anything.
+  auto tenancy = CallJson(*admin_, "GET", "/v1/tenancies/alpha");
+  EXPECT_EQ(tenancy["weight"], 1.0);
+  EXPECT_TRUE(tenancy["labels"].empty());
+  EXPECT_EQ(CallJson(*admin_, "GET", "/v1/gpus")["gpus"][0]["state"], "free");
+}
+
+TEST_F(ServeHardening, UnknownQueryParametersAreRefusedOnEveryEndpoint) {
+  Start();
+  int status = 0;
+  CallJson(*admin_, "PUT", "/v1/tenancies/alpha", "{}", &status);
+  auto container =
+      CallJson(*admin_, "POST", "/v1/containers", R"({"image":"busybox","tenancy":"alpha"})");
+  const std::string id = container["id"];
+  const std::string gpu = CallJson(*admin_, "GET", "/v1/gpus")["gpus"][0]["id"];
+  const std::vector<std::pair<std::string, std::string>> targets = {
+      {"GET", "/v1/queue?tenancy=alpha"},
+      {"GET", "/v1/tenancies?x=1"},
+      {"GET", "/v1/tenancies/alpha?x=1"},
+      {"GET", "/v1/tenancies/alpha/storage?x=1"},
+      {"GET", "/v1/tenancies/alpha/usage?since=0"},
+      {"POST", "/v1/tenancies/alpha/tokens?x=1"},
+      {"GET", "/v1/containers?x=1"},
+      {"GET", "/v1/containers/" + id + "?x=1"},
+      {"GET", "/v1/containers/" + id + "/logs?follow=1"},
+      {"DELETE", "/v1/containers/" + id + "?force=1"},
+      {"GET", "/v1/gpus?x=1"},
+      {"GET", "/v1/leases?x=1"},
+      {"POST", "/v1/gpus/" + gpu + "/drain?x=1"},
+      {"GET", "/metrics?x=1"},
+      {"GET", "/healthz?x=1"},
+      {"GET", "/readyz?x=1"},
+      {"GET", "/v1/openapi.json?x=1"},
+  };
+  for (const auto& [method, target] : targets) {
+    auto answer = CallJson(*admin_, method, target, "", &status);
+    EXPECT_EQ(status, 400) << method << " " << target << ": " << answer;
+    EXPECT_EQ(answer["error"]["message"].get<std::string>().rfind("query parameter", 0), 0u)
+        << answer;
+  }
+  // And nothing happened: the container was not deleted, the GPU not drained.
+  EXPECT_FALSE(CallJson(*admin_, "GET", "/v1/containers/" + id)["stop_requested"].get<bool>());
+  EXPECT_EQ(CallJson(*admin_, "GET", "/v1/gpus")["gpus"][0]["state"], "free");
 }
 
 }  // namespace

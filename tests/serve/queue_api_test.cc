@@ -259,17 +259,20 @@ TEST_F(ServeQueueApi, UsageAndMetricsReportMeteredGpuTime) {
   auto own = TokenFor("team-a");
   EXPECT_EQ(CallJson(*own, "GET", "/v1/tenancies/team-a/usage")["containers_total"], 1);
 
+  // Series per incarnation of the tenancy: its name and uid.
+  const std::string labels =
+      "tenancy=\"team-a\",uid=\"" +
+      CallJson(*admin_, "GET", "/v1/tenancies/team-a")["uid"].get<std::string>() + "\"";
   auto metrics = serve_->Connect("")->Call("GET", "/metrics");
   ASSERT_TRUE(metrics);
-  EXPECT_NE(metrics->body.find("tessera_tenancy_gpu_seconds_total{tenancy=\"team-a\"}"),
+  EXPECT_NE(metrics->body.find("tessera_tenancy_gpu_seconds_total{" + labels + "}"),
             std::string::npos)
       << metrics->body;
-  EXPECT_NE(metrics->body.find("tessera_queue_wait_seconds_count{tenancy=\"team-a\"} 1"),
+  EXPECT_NE(metrics->body.find("tessera_queue_wait_seconds_count{" + labels + "} 1"),
             std::string::npos)
       << metrics->body;
-  EXPECT_NE(
-      metrics->body.find("tessera_queue_wait_seconds_bucket{tenancy=\"team-a\",le=\"+Inf\"} 1"),
-      std::string::npos);
+  EXPECT_NE(metrics->body.find("tessera_queue_wait_seconds_bucket{" + labels + ",le=\"+Inf\"} 1"),
+            std::string::npos);
 }
 
 // `tessera run` against the service: its stderr is read as it comes, so the test knows what it

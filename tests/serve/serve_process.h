@@ -158,4 +158,24 @@ inline nlohmann::json CallJson(client::Connection& connection, const std::string
   return doc.is_discarded() ? nlohmann::json(response->body) : doc;
 }
 
+// The flags of a tessera-serve with the null backend (nothing runs) on the fixture host at `root`,
+// its CDI specs in `dir`/cdi under a kind of their own, and `extra`.
+inline std::vector<std::string> NullBackendFlags(const std::string& root, const std::string& dir,
+                                                 std::vector<std::string> extra = {}) {
+  std::vector<std::string> flags = {
+      "--root",    root,         "--backend",  "null",
+      "--cdi-dir", dir + "/cdi", "--cdi-kind", "tessera-test.example/gpu"};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return flags;
+}
+
+// Creates `tenancy` (or keeps it) and a token for it; "" when either call failed.
+inline std::string TenancyToken(client::Connection& admin, const std::string& tenancy) {
+  int status = 0;
+  CallJson(admin, "PUT", "/v1/tenancies/" + tenancy, "{}", &status);
+  if (status != 200) return "";
+  auto token = CallJson(admin, "POST", "/v1/tenancies/" + tenancy + "/tokens", "", &status);
+  return status == 201 ? token.value("token", "") : "";
+}
+
 }  // namespace tessera::testing

@@ -21,7 +21,7 @@ bool IsDnsLabel(const std::string& name, size_t max) {
          std::isalnum(static_cast<unsigned char>(name.back()));
 }
 
-bool IsIpAddress(const std::string& text) {
+bool IsAddressLiteral(const std::string& text) {
   unsigned char buffer[16];
   return inet_pton(AF_INET, text.c_str(), buffer) == 1 ||
          inet_pton(AF_INET6, text.c_str(), buffer) == 1;
@@ -50,7 +50,7 @@ const NfsEntitlement* FindEntitlement(const std::vector<NfsEntitlement>& entitle
 std::vector<std::string> NfsIps(const std::vector<NfsEntitlement>& entitlements) {
   std::vector<std::string> ips;
   for (const auto& e : entitlements) {
-    if (IsIpAddress(e.server) && std::find(ips.begin(), ips.end(), e.server) == ips.end())
+    if (IsAddressLiteral(e.server) && std::find(ips.begin(), ips.end(), e.server) == ips.end())
       ips.push_back(e.server);
   }
   return ips;
@@ -59,7 +59,8 @@ std::vector<std::string> NfsIps(const std::vector<NfsEntitlement>& entitlements)
 std::vector<std::string> NfsHostnames(const std::vector<NfsEntitlement>& entitlements) {
   std::vector<std::string> names;
   for (const auto& e : entitlements) {
-    if (!IsIpAddress(e.server) && std::find(names.begin(), names.end(), e.server) == names.end())
+    if (!IsAddressLiteral(e.server) &&
+        std::find(names.begin(), names.end(), e.server) == names.end())
       names.push_back(e.server);
   }
   return names;
@@ -377,30 +378,6 @@ Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& o
                                           {"hostPath",
                                            {{"path", options.baseline_dir},
                                             {"type", "DirectoryOrCreate"}}}}})}}}}}}}};
-}
-
-std::string LeaseFileFor(const Json& list, const std::string& node) {
-  Json gpus = Json::object();
-  if (list.contains("items") && list["items"].is_array()) {
-    for (const auto& lease : list["items"]) {
-      const Json& spec = lease.value("spec", Json::object());
-      if (spec.value("node", "") != node) continue;
-      const Json& status = lease.value("status", Json::object());
-      std::string state = status.value("state", "reserved");
-      for (const auto& id : spec.value("gpuIds", Json::array())) {
-        if (!id.is_string()) continue;
-        gpus[id.get<std::string>()] = {{"state", state},
-                                       {"reason", status.value("reason", "")},
-                                       {"tenancy", spec.value("tenancy", "")}};
-        // DRA: the node's plugin prepares these GPUs for the pinned claim only.
-        const Json& claim = status.value("claim", Json::object());
-        if (claim.is_object() && claim.value("uid", Json()).is_string() &&
-            !claim["uid"].get<std::string>().empty())
-          gpus[id.get<std::string>()]["claim"] = claim["uid"];
-      }
-    }
-  }
-  return Json{{"version", 1}, {"gpus", gpus}}.dump(2);
 }
 
 }  // namespace tessera::k8s

@@ -1,7 +1,8 @@
-// The API client: JSON requests with bearer-token or client-certificate auth over one
-// kept-alive HTTP/1.1 connection (http_transport.cc), retries with backoff (429 honours
-// Retry-After), list+watch with resourceVersion resume and a relist on 410 Gone, as the
-// Kubernetes API concepts document describes.
+// The API client: JSON requests with bearer-token or client-certificate auth over kept-alive
+// HTTP/1.1 connections (http_transport.cc), retries with backoff (429 honours Retry-After)
+// within a per-call deadline, per-call body limits, list+watch with resourceVersion resume and
+// a relist on 410 Gone, as the Kubernetes API concepts document describes. What the server
+// sends is decoded in responses.cc.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -9,23 +10,12 @@
 
 #include "backends/kubernetes/http_transport.h"
 #include "backends/kubernetes/kubernetes.h"
-#include "common/atomic_file.h"
+#include "backends/kubernetes/responses.h"
+#include "common/bounded_file.h"
+#include "common/untrusted_text.h"
 
 namespace tessera::k8s {
 namespace {
-
-ApiError ParseApiError(long status, const std::string& body) {
-  ApiError error;
-  error.http_status = status;
-  auto doc = Json::parse(body, nullptr, false);
-  if (doc.is_object() && doc.value("kind", "") == "Status") {
-    error.reason = doc.value("reason", "");
-    error.message = doc.value("message", "");
-  } else {
-    error.message = body.substr(0, 200);
-  }
-  return error;
-}
 
 Error ToError(const ApiError& api, const std::string& what, bool creating) {
   std::string message = what + ": HTTP " + std::to_string(api.http_status) +
@@ -81,54 +71,9 @@ std::string UrlEncode(const std::string& text) {
   return out;
 }
 
-struct WatchState {
-  std::string buffer;
-  std::string last_version;
-  const std::function<bool(const WatchEvent&)>* on_event = nullptr;
-  bool handler_stopped = false;
-  bool too_long = false;
-  bool gone = false;
-  std::string gone_message;
-};
-
-// Watch events are JSON lines; a line longer than this is not an event.
-constexpr size_t kMaxWatchLine = 16 << 20;
-
-// Feeds a piece of the watch body; false ends the watch (handler done, 410 Gone, bad stream).
-bool WatchData(WatchState* state, std::string_view data) {
-  state->buffer.append(data);
-  size_t start = 0, newline;
-  while ((newline = state->buffer.find('\n', start)) != std::string::npos) {
-    std::string line = state->buffer.substr(start, newline - start);
-    start = newline + 1;
-    if (line.empty() || line == "\r") continue;
-    auto doc = Json::parse(line, nullptr, false);
-    if (!doc.is_object()) continue;
-    WatchEvent event{doc.value("type", ""), doc.value("object", Json::object())};
-    if (event.type == "ERROR") {
-      // The watch cache no longer holds that resourceVersion: relist.
-      if (event.object.value("code", 0) == 410) {
-        state->gone = true;
-        state->gone_message = event.object.value("message", "");
-        return false;
-      }
-      continue;
-    }
-    if (event.object.contains("metadata") && event.object["metadata"].is_object()) {
-      std::string rv = event.object["metadata"].value("resourceVersion", "");
-      if (!rv.empty()) state->last_version = rv;
-    }
-    if (!(*state->on_event)(event)) {
-      state->handler_stopped = true;
-      return false;
-    }
-  }
-  state->buffer.erase(0, start);
-  if (state->buffer.size() > kMaxWatchLine) {
-    state->too_long = true;
-    return false;
-  }
-  return true;
+// A watch event is one object in a small envelope.
+uint64_t MaxWatchLine(const ClientConfig& config) {
+  return config.max_object_bytes + (64 << 10);
 }
 
 }  // namespace
@@ -212,7 +157,7 @@ Result<std::vector<std::pair<std::string, std::string>>> Client::Headers(
   std::string token = config_.bearer_token;
   if (!config_.token_file.empty()) {
     // Re-read each time: projected service-account tokens rotate.
-    auto text = ReadWholeFile(config_.token_file);
+    auto text = ReadBoundedFile(config_.token_file, kMaxTokenFileBytes);
     if (!text) return text.error().WithContext("token file");
     token = *text;
     while (!token.empty() && (token.back() == '\n' || token.back() == ' '))
@@ -225,16 +170,39 @@ Result<std::vector<std::pair<std::string, std::string>>> Client::Headers(
   return headers;
 }
 
+ApiError Client::last_error() const {
+  std::lock_guard lock(last_error_mu_);
+  return last_error_;
+}
+
+void Client::SetLastError(ApiError error) {
+  std::lock_guard lock(last_error_mu_);
+  last_error_ = std::move(error);
+}
+
 Result<Client::Response> Client::Send(const std::string& method, const std::string& path,
-                                      const std::string& body, const std::string& content_type) {
+                                      const std::string& body, const std::string& content_type,
+                                      const CallLimits& limits) {
   if (!transport_) return Unavailable(method + " " + path + ": " + transport_error_.message);
+  const uint64_t max_body =
+      limits.max_body_bytes ? limits.max_body_bytes : config_.max_object_bytes;
+  const auto total =
+      limits.total_timeout.count() > 0 ? limits.total_timeout : config_.total_timeout;
+  using Clock = std::chrono::steady_clock;
+  const std::optional<Clock::time_point> deadline =
+      total.count() > 0 ? std::optional(Clock::now() + total) : std::nullopt;
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+  };
   auto delay = config_.retry.initial_backoff;
   HttpRequest request{method, path, {}, body};
   for (int attempt = 1;; ++attempt) {
     auto headers = Headers(content_type);
     if (!headers) return headers.error();
     request.headers = std::move(*headers);
-    auto sent = transport_->Send(request, config_.timeout);
+    auto timeout = config_.timeout;
+    if (deadline) timeout = std::min(timeout, left());
+    auto sent = transport_->Send(request, timeout, max_body);
     Response response;
     std::string failure;
     if (sent) {
@@ -243,22 +211,28 @@ Result<Client::Response> Client::Send(const std::string& method, const std::stri
       response.headers = std::move(sent->headers);
       if (!Retryable(response.status)) return response;
     } else {
-      // An untrusted server certificate will not heal by retrying.
+      // An untrusted server certificate or an answer over the limit will not heal by retrying.
       if (sent.error().category != ErrorCategory::kUnavailable) {
         return Unavailable(sent.error().message);
       }
       failure = sent.error().message;
     }
-    if (attempt >= config_.retry.max_attempts) {
-      if (!sent) return Unavailable(failure);
-      return response;  // the caller maps the last 429/5xx
-    }
     auto wait = delay;
     if (auto it = response.headers.find("retry-after"); it != response.headers.end()) {
+      // Capped before the multiplication: the header is the server's to choose.
       long seconds = std::strtol(it->second.c_str(), nullptr, 10);
-      if (seconds >= 0) wait = std::chrono::milliseconds(seconds * 1000);
+      if (seconds >= 0) wait = std::chrono::milliseconds(std::min(seconds, 3600L) * 1000);
     }
     wait = std::min(wait, config_.retry.max_backoff);
+    const bool out_of_time = deadline && left() <= wait;
+    if (attempt >= config_.retry.max_attempts || out_of_time) {
+      if (!sent) {
+        return Unavailable(failure + (out_of_time ? " (no time left for another attempt within " +
+                                                        std::to_string(total.count()) + " ms)"
+                                                  : ""));
+      }
+      return response;  // the caller maps the last 429/5xx
+    }
     spdlog::debug("k8s: {} {} -> {} (attempt {}), retrying in {} ms", method, path,
                   sent ? std::to_string(response.status) : failure, attempt, wait.count());
     std::this_thread::sleep_for(wait);
@@ -266,32 +240,45 @@ Result<Client::Response> Client::Send(const std::string& method, const std::stri
   }
 }
 
-Result<Json> Client::Call(const std::string& method, const std::string& path, const Json* body,
-                          const std::string& content_type, bool creating) {
+Result<std::string> Client::CallBytes(const std::string& method, const std::string& path,
+                                      const Json* body, const std::string& content_type,
+                                      bool creating, const CallLimits& limits) {
   std::string text = body ? body->dump() : "";
-  auto response = Send(method, path, text, body ? content_type : "");
+  auto response = Send(method, path, text, body ? content_type : "", limits);
   if (!response) return response.error();
   if (response->status < 200 || response->status >= 300) {
-    last_error_ = ParseApiError(response->status, response->body);
-    return ToError(last_error_, method + " " + path, creating);
+    ApiError error = ParseApiError(response->status, response->body);
+    SetLastError(error);
+    return ToError(error, method + " " + path, creating);
   }
-  if (response->body.empty()) return Json::object();
-  auto doc = Json::parse(response->body, nullptr, false);
-  if (doc.is_discarded()) return Internal(method + " " + path + ": response is not JSON");
-  return doc;
+  return std::move(response->body);
+}
+
+Result<Json> Client::Call(const std::string& method, const std::string& path, const Json* body,
+                          const std::string& content_type, bool creating,
+                          const CallLimits& limits) {
+  auto text = CallBytes(method, path, body, content_type, creating, limits);
+  if (!text) return text.error();
+  return ParseResponseJson(*text, method + " " + path);
 }
 
 Result<Json> Client::Create(const Resource& resource, const std::string& ns, const Json& object) {
-  return Call("POST", resource.Path(ns), &object, "application/json", true);
+  return Call("POST", resource.Path(ns), &object, "application/json", true, {});
 }
 
-Result<Json> Client::Get(const Resource& resource, const std::string& ns, const std::string& name) {
-  return Call("GET", resource.Path(ns, name), nullptr, "", false);
+Result<Json> Client::Get(const Resource& resource, const std::string& ns, const std::string& name,
+                         const CallLimits& limits) {
+  return Call("GET", resource.Path(ns, name), nullptr, "", false, limits);
+}
+
+Result<std::string> Client::GetBytes(const Resource& resource, const std::string& ns,
+                                     const std::string& name, const CallLimits& limits) {
+  return CallBytes("GET", resource.Path(ns, name), nullptr, "", false, limits);
 }
 
 Result<Json> Client::Replace(const Resource& resource, const std::string& ns,
                              const std::string& name, const Json& object) {
-  return Call("PUT", resource.Path(ns, name), &object, "application/json", false);
+  return Call("PUT", resource.Path(ns, name), &object, "application/json", false, {});
 }
 
 Result<Json> Client::Patch(const Resource& resource, const std::string& ns, const std::string& name,
@@ -301,7 +288,7 @@ Result<Json> Client::Patch(const Resource& resource, const std::string& ns, cons
                                  ? "application/strategic-merge-patch+json"
                                  : "application/json-patch+json";
   std::string path = resource.Path(ns, name) + (subresource.empty() ? "" : "/" + subresource);
-  return Call("PATCH", path, &patch, content_type, false);
+  return Call("PATCH", path, &patch, content_type, false, {});
 }
 
 Status Client::Delete(const Resource& resource, const std::string& ns, const std::string& name,
@@ -310,19 +297,13 @@ Status Client::Delete(const Resource& resource, const std::string& ns, const std
   Json options = {
       {"kind", "DeleteOptions"}, {"apiVersion", "v1"}, {"propagationPolicy", "Background"}};
   if (grace_seconds) options["gracePeriodSeconds"] = *grace_seconds;
-  auto result = Call("DELETE", resource.Path(ns, name), &options, "application/json", false);
+  auto result = Call("DELETE", resource.Path(ns, name), &options, "application/json", false, {});
   if (!result) return result.error();
   return Ok();
 }
 
 Result<std::string> Client::GetText(const std::string& path) {
-  auto response = Send("GET", path, "", "");
-  if (!response) return response.error();
-  if (response->status < 200 || response->status >= 300) {
-    last_error_ = ParseApiError(response->status, response->body);
-    return ToError(last_error_, "GET " + path, false);
-  }
-  return response->body;
+  return CallBytes("GET", path, nullptr, "", false, {});
 }
 
 Result<Json> Client::List(const Resource& resource, const std::string& ns,
@@ -333,7 +314,7 @@ Result<Json> Client::List(const Resource& resource, const std::string& ns,
   if (!field_selector.empty())
     query += std::string(query.empty() ? "" : "&") + "fieldSelector=" + UrlEncode(field_selector);
   if (!query.empty()) path += "?" + query;
-  return Call("GET", path, nullptr, "", false);
+  return Call("GET", path, nullptr, "", false, CallLimits{config_.max_list_bytes, {}});
 }
 
 Status Client::WatchOnce(const Resource& resource, const std::string& ns,
@@ -341,6 +322,17 @@ Status Client::WatchOnce(const Resource& resource, const std::string& ns,
                          const std::function<bool(const WatchEvent&)>& on_event,
                          const std::atomic<bool>* stop, std::string* last_version,
                          const std::string& label_selector) {
+  long http_status = 0;
+  return WatchOnce(resource, ns, resource_version, field_selector, on_event, stop, last_version,
+                   label_selector, &http_status);
+}
+
+Status Client::WatchOnce(const Resource& resource, const std::string& ns,
+                         const std::string& resource_version, const std::string& field_selector,
+                         const std::function<bool(const WatchEvent&)>& on_event,
+                         const std::atomic<bool>* stop, std::string* last_version,
+                         const std::string& label_selector, long* http_status) {
+  *http_status = 0;
   std::string path = resource.Path(ns) + "?watch=1&allowWatchBookmarks=true&resourceVersion=" +
                      UrlEncode(resource_version);
   if (!label_selector.empty()) path += "&labelSelector=" + UrlEncode(label_selector);
@@ -348,27 +340,28 @@ Status Client::WatchOnce(const Resource& resource, const std::string& ns,
   if (!transport_) return Unavailable("watch " + path + ": " + transport_error_.message);
   auto headers = Headers("");
   if (!headers) return headers.error();
-  WatchState state;
-  state.last_version = resource_version;
-  state.on_event = &on_event;
+  WatchDecoder decoder(MaxWatchLine(config_), resource_version);
   std::string error_body;
   auto status = transport_->Stream(
       HttpRequest{"GET", path, std::move(*headers), ""},
-      [&](std::string_view data) { return WatchData(&state, data); }, stop, &error_body);
-  if (last_version) *last_version = state.last_version;
-  if (state.gone || (status && *status == 410)) {
-    last_error_ = ApiError{410, "Expired", state.gone_message};
-    return FailedPrecondition("watch " + path + ": 410 Gone: " + state.gone_message);
+      [&](std::string_view data) { return decoder.Feed(data, on_event); }, stop, &error_body);
+  if (last_version) *last_version = decoder.last_version();
+  if (decoder.gone() || (status && *status == 410)) {
+    *http_status = 410;
+    SetLastError(ApiError{410, "Expired", decoder.gone_message()});
+    return FailedPrecondition("watch " + path + ": 410 Gone: " + decoder.gone_message());
   }
-  if (state.handler_stopped || (stop && stop->load())) return Ok();
+  if (decoder.handler_stopped() || (stop && stop->load())) return Ok();
   if (!status) return Unavailable("watch " + path + ": " + status.error().message);
   if (*status != 0 && (*status < 200 || *status >= 300)) {
-    last_error_ = ParseApiError(*status, error_body);
-    return ToError(last_error_, "watch " + path, false);
+    *http_status = *status;
+    ApiError error = ParseApiError(*status, error_body);
+    SetLastError(error);
+    return ToError(error, "watch " + path, false);
   }
-  if (state.too_long) {
-    return Unavailable("watch " + path + ": a line longer than " + std::to_string(kMaxWatchLine) +
-                       " bytes");
+  if (decoder.too_long()) {
+    return Unavailable("watch " + path + ": a line longer than " +
+                       std::to_string(decoder.max_line()) + " bytes");
   }
   return Ok();  // the server ended the stream: resume from *last_version
 }
@@ -386,7 +379,7 @@ Status Client::ListWatch(const Resource& resource, const std::string& ns,
       backoff = std::min(backoff * 2, config_.retry.max_backoff);
       continue;
     }
-    std::string version = (*list)["metadata"].value("resourceVersion", "");
+    std::string version = StringField(ObjectField(*list, "metadata"), "resourceVersion");
     if (!on_event(WatchEvent{"SYNC", *list})) return Ok();
     backoff = config_.retry.initial_backoff;
     bool stopped = false;
@@ -397,11 +390,12 @@ Status Client::ListWatch(const Resource& resource, const std::string& ns,
         if (!more) handler_stop = true;
         return more;
       };
-      auto status =
-          WatchOnce(resource, ns, version, field_selector, wrapped, stop, &version, label_selector);
+      long http_status = 0;
+      auto status = WatchOnce(resource, ns, version, field_selector, wrapped, stop, &version,
+                              label_selector, &http_status);
       if (handler_stop) return Ok();
       if (!status) {
-        if (last_error_.http_status == 410) break;  // relist
+        if (http_status == 410) break;  // relist
         if (status.error().category == ErrorCategory::kPermissionDenied) return status;
         if (!SleepUnlessStopped(backoff, stop)) {
           stopped = true;

@@ -63,12 +63,12 @@ size_t StatusHash(const Json& object) {
   return HashOf(object["status"]);
 }
 
-enum class Kind { kContainer, kTenancy, kToken, kGpus, kUsage };
-constexpr Kind kKinds[] = {Kind::kTenancy, Kind::kToken, Kind::kContainer, Kind::kGpus,
-                           Kind::kUsage};
+enum class Kind { kContainer, kTenancy, kToken, kGpus, kUsage, kRetired };
+constexpr Kind kKinds[] = {Kind::kTenancy, Kind::kToken, Kind::kContainer,
+                           Kind::kGpus,    Kind::kUsage, Kind::kRetired};
 
 std::string KeyOf(Kind kind, const std::string& name) {
-  static constexpr const char* kPrefix[] = {"c/", "t/", "s/", "g/", "u/"};
+  static constexpr const char* kPrefix[] = {"c/", "t/", "s/", "g/", "u/", "r/"};
   return kPrefix[static_cast<int>(kind)] + name;
 }
 
@@ -125,6 +125,8 @@ class ClusterStoreImpl final : public ClusterStore {
                   snapshot.gpus.push_back(std::move(value));
                 } else if constexpr (std::is_same_v<T, fleet::UsageRecord>) {
                   snapshot.usage.push_back(std::move(value));
+                } else if constexpr (std::is_same_v<T, fleet::ContainerDeletion>) {
+                  if (value.tombstone) snapshot.retired_ids.push_back(value.id);
                 }
               },
               record);
@@ -233,16 +235,21 @@ class ClusterStoreImpl final : public ClusterStore {
         return Resource::Secrets();
       case Kind::kGpus:
       case Kind::kUsage:
+      case Kind::kRetired:
         return Resource::ConfigMaps();
     }
     return Resource::GpuContainers();
   }
   std::string NamespaceOf(Kind kind) const {
-    return kind == Kind::kToken || kind == Kind::kGpus || kind == Kind::kUsage ? options_.ns : "";
+    return kind == Kind::kToken || kind == Kind::kGpus || kind == Kind::kUsage ||
+                   kind == Kind::kRetired
+               ? options_.ns
+               : "";
   }
   static std::string SelectorOf(Kind kind) {
     if (kind == Kind::kToken) return std::string(kTokenSecretLabel) + "=tenancy";
     if (kind == Kind::kUsage) return std::string(kUsageLabel) + "=container";
+    if (kind == Kind::kRetired) return std::string(kRetiredLabel) + "=container";
     return kManagedSelector;
   }
 
@@ -315,6 +322,15 @@ class ClusterStoreImpl final : public ClusterStore {
           return false;
         }
         out->push_back(std::move(*record));
+        return true;
+      }
+      case Kind::kRetired: {
+        auto id = RetiredIdOf(object);
+        if (!id) {
+          spdlog::warn("cluster store: {}: {}", name, id.error().message);
+          return false;
+        }
+        out->push_back(fleet::ContainerDeletion{std::move(*id), true});
         return true;
       }
     }
@@ -557,6 +573,9 @@ class ClusterStoreImpl final : public ClusterStore {
       return store.DeleteTenancy(deletion.name);
     }
     Status operator()(const fleet::ContainerDeletion& deletion) {
+      // The tombstone first: a container ID is never free again, even when the deletion fails.
+      if (deletion.tombstone)
+        if (auto status = store.WriteRetired(deletion.id); !status) return status;
       return store.DeleteContainer(deletion.id);
     }
     Status operator()(const fleet::UsageRecord& usage) { return store.WriteUsage(usage); }
@@ -567,37 +586,42 @@ class ClusterStoreImpl final : public ClusterStore {
     Status operator()(const T&) = delete;
   };
 
-  // Written once per ended container; a second record for it replaces the first (as in the
-  // embedded store).
+  // Written once per run and never replaced (as in the embedded store): a record of that run
+  // already there is either this one written again (a retry) or, from a fault elsewhere, one
+  // that stays the bill.
   Status WriteUsage(const fleet::UsageRecord& usage) {
     Json desired = UsageConfigMap(usage, options_.ns);
-    const std::string name = UsageConfigMapName(usage.container_id);
+    const std::string name = UsageConfigMapName(usage);
     // Its version is remembered so that this replica's own record is not heard back (and
     // metered twice) from the watch.
     std::lock_guard known_lock(known_mu_);
     Known& known = known_[KeyOf(Kind::kUsage, name)];
-    for (int attempt = 0; attempt < kMergeAttempts; ++attempt) {
-      auto created = client_.Create(Resource::ConfigMaps(), options_.ns, desired);
-      if (created) {
-        known.version = VersionOf(*created);
-        return Ok();
-      }
-      if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
-      auto live = client_.Get(Resource::ConfigMaps(), options_.ns, name);
-      if (!live) continue;
-      if (live->value("data", Json()) == desired["data"]) {
-        known.version = std::max(known.version, VersionOf(*live));
-        return Ok();
-      }
-      desired["metadata"]["resourceVersion"] = (*live)["metadata"].value("resourceVersion", "");
-      auto replaced = client_.Replace(Resource::ConfigMaps(), options_.ns, name, desired);
-      if (replaced) {
-        known.version = VersionOf(*replaced);
-        return Ok();
-      }
-      if (replaced.error().category != ErrorCategory::kFailedPrecondition) return replaced.error();
+    auto created = client_.Create(Resource::ConfigMaps(), options_.ns, desired);
+    if (created) {
+      known.version = VersionOf(*created);
+      return Ok();
     }
-    return Unavailable("usage ConfigMap " + name + ": conflicts on every attempt");
+    if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
+    auto live = client_.Get(Resource::ConfigMaps(), options_.ns, name);
+    if (!live) return live.error();
+    known.version = std::max(known.version, VersionOf(*live));
+    if (live->value("data", Json()) != desired["data"])
+      spdlog::error("cluster store: usage ConfigMap {} holds other figures; it is kept", name);
+    return Ok();
+  }
+
+  // The tombstone of a container ID retention removed.
+  Status WriteRetired(const std::string& id) {
+    Json desired = RetiredIdConfigMap(id, options_.ns);
+    std::lock_guard known_lock(known_mu_);
+    auto created = client_.Create(Resource::ConfigMaps(), options_.ns, desired);
+    if (created) {
+      known_[KeyOf(Kind::kRetired, desired["metadata"]["name"].get<std::string>())].version =
+          VersionOf(*created);
+      return Ok();
+    }
+    if (created.error().category == ErrorCategory::kAlreadyExists) return Ok();
+    return created.error();
   }
 
   Status WriteTenancy(const fleet::Tenancy& tenancy, std::map<std::string, std::string>& remap) {

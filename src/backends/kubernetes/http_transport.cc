@@ -1,7 +1,8 @@
-// The client's HTTP/1.1 over Boost.Beast and Asio's OpenSSL streams. Every operation is
-// asynchronous on a private io_context that this thread runs in short slices, so a request
-// obeys its deadline and a watch notices `stop` while the server is silent; either one closes
-// the socket, which completes the pending operation with an error.
+// The client's HTTP/1.1 over Boost.Beast and Asio's OpenSSL streams. Every connection has its own
+// io_context, run in short slices by the thread that uses the connection, so a request obeys its
+// deadline and a watch notices `stop` while the server is silent (either one closes the socket,
+// which completes the pending operation with an error), and requests on different threads never
+// wait for each other: a lock is held only to take or return an idle connection.
 #include "backends/kubernetes/http_transport.h"
 
 #include <openssl/err.h>
@@ -17,7 +18,7 @@
 #include <mutex>
 #include <optional>
 
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 
 namespace tessera::k8s {
 namespace {
@@ -29,10 +30,10 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-// A List of a large cluster is tens of MiB; anything beyond this is not an API server's answer.
-constexpr uint64_t kMaxBodyBytes = uint64_t{256} << 20;
 constexpr uint32_t kMaxHeaderBytes = 64 << 10;
 constexpr size_t kMaxErrorBodyBytes = 64 << 10;
+// Idle kept-alive connections kept for later requests; more at once are closed after use.
+constexpr size_t kMaxIdleConnections = 4;
 // How often a silent watch looks at its stop flag.
 constexpr auto kStopCheck = std::chrono::milliseconds(100);
 // Connecting and reading a watch's response header obey this; its body has no deadline.
@@ -112,10 +113,10 @@ std::string SslMessage(const boost::system::error_code& ec) {
   return text;
 }
 
-// One connection: a socket, and the TLS stream over it for https.
+// One connection: its io_context, a socket, and the TLS stream over it for https.
 struct Connection {
-  explicit Connection(asio::io_context& io) : socket(io) {}
-  tcp::socket socket;
+  asio::io_context io;
+  tcp::socket socket{io};
   std::unique_ptr<ssl::context> tls_context;
   std::unique_ptr<ssl::stream<tcp::socket&>> tls;
   beast::flat_buffer buffer;
@@ -165,14 +166,18 @@ Outcome Run(asio::io_context& io, const bool& done, std::optional<Clock::time_po
 struct HttpTransport::State {
   ClientConfig config;
   Endpoint endpoint;
-  std::mutex mu;  // Send: one request at a time on the kept-alive connection
-  asio::io_context io;
-  std::unique_ptr<Connection> idle;  // kept alive between requests
+  std::mutex mu;                                  // guards idle only, never held across I/O
+  std::vector<std::unique_ptr<Connection>> idle;  // kept alive between requests
 
   // Why an operation failed: the error, and whether retrying may help.
-  static Error Failed(const std::string& what, const boost::system::error_code& ec,
-                      Outcome outcome) {
+  static Error Failed(const std::string& what, const boost::system::error_code& ec, Outcome outcome,
+                      uint64_t body_limit = 0) {
     if (outcome == Outcome::kDeadline) return Unavailable(what + ": timed out");
+    // Retrying cannot shrink the answer.
+    if (ec == http::error::body_limit) {
+      return InvalidArgument(what + ": response body larger than " + std::to_string(body_limit) +
+                             " bytes");
+    }
     if (ec.category() == asio::error::get_ssl_category() &&
         ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_CERTIFICATE_VERIFY_FAILED) {
       // The server's certificate is not trusted (or does not name it): retrying cannot help.
@@ -199,7 +204,9 @@ struct HttpTransport::State {
         context->add_certificate_authority(asio::buffer(config.ca_pem), ec);
         if (ec) return failed("certificate-authority-data");
       } else if (!config.ca_file.empty()) {
-        context->load_verify_file(config.ca_file, ec);
+        auto pem = ReadBoundedFile(config.ca_file, kMaxPemFileBytes);
+        if (!pem) return FailedPrecondition("CA file: " + pem.error().message);
+        context->add_certificate_authority(asio::buffer(*pem), ec);
         if (ec) return failed("CA file " + config.ca_file);
       } else {
         context->set_default_verify_paths(ec);
@@ -210,22 +217,26 @@ struct HttpTransport::State {
       context->use_certificate_chain(asio::buffer(config.client_cert_pem), ec);
       if (ec) return failed("client-certificate-data");
     } else if (!config.client_cert_file.empty()) {
-      context->use_certificate_chain_file(config.client_cert_file, ec);
+      auto pem = ReadBoundedFile(config.client_cert_file, kMaxPemFileBytes);
+      if (!pem) return FailedPrecondition("client certificate: " + pem.error().message);
+      context->use_certificate_chain(asio::buffer(*pem), ec);
       if (ec) return failed("client certificate " + config.client_cert_file);
     }
     if (!config.client_key_pem.empty()) {
       context->use_private_key(asio::buffer(config.client_key_pem), ssl::context::pem, ec);
       if (ec) return failed("client-key-data");
     } else if (!config.client_key_file.empty()) {
-      context->use_private_key_file(config.client_key_file, ssl::context::pem, ec);
+      auto pem = ReadBoundedFile(config.client_key_file, kMaxPemFileBytes);
+      if (!pem) return FailedPrecondition("client key: " + pem.error().message);
+      context->use_private_key(asio::buffer(*pem), ssl::context::pem, ec);
       if (ec) return failed("client key " + config.client_key_file);
     }
     return context;
   }
 
-  Result<std::unique_ptr<Connection>> Connect(asio::io_context& io,
-                                              Clock::time_point deadline) const {
-    auto connection = std::make_unique<Connection>(io);
+  Result<std::unique_ptr<Connection>> Connect(Clock::time_point deadline) const {
+    auto connection = std::make_unique<Connection>();
+    asio::io_context& io = connection->io;
     const std::string what = "connect " + endpoint.origin;
     tcp::resolver resolver(io);
     boost::system::error_code ec;
@@ -295,11 +306,12 @@ struct HttpTransport::State {
 
   // Writes the request and reads the whole response. `*answered` tells whether any byte of a
   // response came back (when none did on a reused connection, the server had closed it).
-  Result<HttpResponse> Exchange(asio::io_context& io, Connection& connection,
+  Result<HttpResponse> Exchange(Connection& connection,
                                 const http::request<http::string_body>& request,
-                                Clock::time_point deadline, bool* answered,
+                                Clock::time_point deadline, uint64_t max_body_bytes, bool* answered,
                                 bool* keep_alive) const {
     *answered = false;
+    asio::io_context& io = connection.io;
     const std::string what =
         request.method_string().to_string() + " " + endpoint.origin + request.target().to_string();
     boost::system::error_code ec;
@@ -314,20 +326,37 @@ struct HttpTransport::State {
     if (ec || outcome != Outcome::kDone) return Failed(what, ec, outcome);
     http::response_parser<http::string_body> parser;
     parser.header_limit(kMaxHeaderBytes);
-    parser.body_limit(kMaxBodyBytes);
-    done = false;
+    // Enforced as the body arrives (chunked, or up to the end of the stream) and at once from
+    // its Content-Length: a larger answer is never buffered.
+    parser.body_limit(max_body_bytes);
+    // The header alone first: Beast 1.74's eager parse of a header and body that arrive in one
+    // read drops the Content-Length's body_limit error and reads the whole body.
     size_t received = 0;
-    connection.With([&](auto& stream) {
-      http::async_read(stream, connection.buffer, parser,
-                       [&](const boost::system::error_code& e, size_t n) {
-                         ec = e;
-                         received = n;
-                         done = true;
-                       });
+    auto read = [&](auto&& start) {
+      done = false;
+      connection.With([&](auto& stream) {
+        start(stream, [&](const boost::system::error_code& e, size_t n) {
+          ec = e;
+          received += n;
+          done = true;
+        });
+      });
+      return Run(io, done, deadline, nullptr, [&] { connection.Close(); });
+    };
+    outcome = read([&](auto& stream, auto&& handler) {
+      http::async_read_header(stream, connection.buffer, parser, handler);
     });
-    outcome = Run(io, done, deadline, nullptr, [&] { connection.Close(); });
+    if (!ec && outcome == Outcome::kDone && parser.content_length() &&
+        *parser.content_length() > max_body_bytes) {
+      ec = http::error::body_limit;
+    }
+    if (!ec && outcome == Outcome::kDone && !parser.is_done()) {
+      outcome = read([&](auto& stream, auto&& handler) {
+        http::async_read(stream, connection.buffer, parser, handler);
+      });
+    }
     *answered = received > 0 || parser.got_some();
-    if (ec || outcome != Outcome::kDone) return Failed(what, ec, outcome);
+    if (ec || outcome != Outcome::kDone) return Failed(what, ec, outcome, max_body_bytes);
     auto& message = parser.get();
     HttpResponse response;
     response.status = static_cast<int>(message.result_int());
@@ -356,23 +385,34 @@ const std::string& HttpTransport::origin() const {
 }
 
 Result<HttpResponse> HttpTransport::Send(const HttpRequest& request,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::milliseconds timeout,
+                                         uint64_t max_body_bytes) {
   State& s = *state_;
-  std::lock_guard lock(s.mu);
   const auto deadline = Clock::now() + timeout;
   const auto message = s.Build(request);
   for (;;) {
-    const bool reused = s.idle != nullptr;
-    std::unique_ptr<Connection> connection = std::move(s.idle);
+    std::unique_ptr<Connection> connection;
+    {
+      std::lock_guard lock(s.mu);
+      if (!s.idle.empty()) {
+        connection = std::move(s.idle.back());
+        s.idle.pop_back();
+      }
+    }
+    const bool reused = connection != nullptr;
     if (!connection) {
-      auto connected = s.Connect(s.io, deadline);
+      auto connected = s.Connect(deadline);
       if (!connected) return connected.error();
       connection = std::move(*connected);
     }
     bool answered = false, keep_alive = false;
-    auto response = s.Exchange(s.io, *connection, message, deadline, &answered, &keep_alive);
+    auto response =
+        s.Exchange(*connection, message, deadline, max_body_bytes, &answered, &keep_alive);
     if (response) {
-      if (keep_alive) s.idle = std::move(connection);
+      if (keep_alive) {
+        std::lock_guard lock(s.mu);
+        if (s.idle.size() < kMaxIdleConnections) s.idle.push_back(std::move(connection));
+      }
       return response;
     }
     // No byte of an answer on a reused connection: the server (or a load balancer) closed it
@@ -386,12 +426,12 @@ Result<int> HttpTransport::Stream(const HttpRequest& request,
                                   const std::function<bool(std::string_view)>& on_data,
                                   const std::atomic<bool>* stop, std::string* error_body) {
   const State& s = *state_;
-  // Its own io_context and connection: a watch runs for minutes, often beside other requests.
-  asio::io_context io;
+  // A connection of its own: a watch runs for minutes, often beside other requests.
   const auto setup_deadline = Clock::now() + kStreamSetupTimeout;
-  auto connected = s.Connect(io, setup_deadline);
+  auto connected = s.Connect(setup_deadline);
   if (!connected) return connected.error();
   Connection& connection = **connected;
+  asio::io_context& io = connection.io;
   const auto message = s.Build(request);
   const std::string what = request.method + " " + s.endpoint.origin + message.target().to_string();
   boost::system::error_code ec;

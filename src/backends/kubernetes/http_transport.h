@@ -39,10 +39,14 @@ class HttpTransport {
   HttpTransport(const HttpTransport&) = delete;
   HttpTransport& operator=(const HttpTransport&) = delete;
 
-  // One request on the kept-alive connection (a new one when there is none, or when the server
-  // closed the idle one before answering). Unavailable for network and TLS failures;
-  // FailedPrecondition when retrying cannot help (the server's certificate is not trusted).
-  Result<HttpResponse> Send(const HttpRequest& request, std::chrono::milliseconds timeout);
+  // One request on an idle kept-alive connection (a new one when there is none, or when the
+  // server closed the idle one before answering); callers on several threads each get their
+  // own. Unavailable for network and TLS failures and for no answer within `timeout`;
+  // FailedPrecondition when retrying cannot help (the server's certificate is not trusted);
+  // InvalidArgument when the body is larger than `max_body_bytes`, found while it is read (or
+  // from its Content-Length) and never buffered beyond that.
+  Result<HttpResponse> Send(const HttpRequest& request, std::chrono::milliseconds timeout,
+                            uint64_t max_body_bytes);
 
   // A request whose body is read as it arrives: `on_data` gets each piece until it returns
   // false, `stop` is set, or the server ends the body. Only 2xx bodies are streamed; another

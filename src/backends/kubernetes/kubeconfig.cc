@@ -4,10 +4,13 @@
 #include <cstdlib>
 
 #include "backends/kubernetes/kubernetes.h"
-#include "common/atomic_file.h"
+#include "common/bounded_file.h"
+#include "common/bounded_yaml.h"
 
 namespace tessera::k8s {
 namespace {
+
+constexpr size_t kMaxKubeconfigBytes = size_t{4} << 20;
 
 // kubeconfig embeds certificates base64-encoded (*-data fields).
 Result<std::string> Base64Decode(const std::string& in, const std::string& field) {
@@ -52,12 +55,9 @@ YAML::Node Named(const YAML::Node& list, const std::string& name, const char* ki
 
 Result<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& base_dir,
                                      const std::string& context) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument("kubeconfig: " + std::string(e.what()));
-  }
+  auto loaded = LoadBoundedYaml(yaml);
+  if (!loaded) return loaded.error().WithContext("kubeconfig");
+  const YAML::Node root = std::move(*loaded);
   if (!root.IsMap()) return InvalidArgument("kubeconfig: not a mapping");
   try {
     std::string context_name = context.empty() ? Str(root, "current-context") : context;
@@ -115,11 +115,14 @@ Result<ClientConfig> ParseKubeconfig(std::string_view yaml, const std::string& b
 }
 
 Result<ClientConfig> LoadKubeconfig(const std::string& path, const std::string& context) {
-  auto text = ReadWholeFile(path);
-  if (!text) return text.error().WithContext("kubeconfig " + path);
+  // Embedded certificates make kubeconfigs larger than most configs.
+  auto text = ReadBoundedFile(path, kMaxKubeconfigBytes);
+  if (!text) return text.error().WithContext("kubeconfig");
   auto slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  return ParseKubeconfig(*text, dir, context);
+  auto config = ParseKubeconfig(*text, dir, context);
+  if (!config) return config.error().WithContext(path);
+  return config;
 }
 
 Result<ClientConfig> InClusterConfig(const std::string& service_account_dir) {
@@ -134,7 +137,7 @@ Result<ClientConfig> InClusterConfig(const std::string& service_account_dir) {
   config.server = "https://" + h + ":" + port;
   config.token_file = service_account_dir + "/token";
   config.ca_file = service_account_dir + "/ca.crt";
-  auto token = ReadWholeFile(config.token_file);
+  auto token = ReadBoundedFile(config.token_file, kMaxTokenFileBytes);
   if (!token) return token.error().WithContext("in-cluster config");
   return config;
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -43,7 +44,25 @@ struct ClientConfig {
   std::string client_cert_file, client_key_file;
   std::string user_agent = "tessera";
   std::chrono::milliseconds timeout{30000};  // per request (not for watches)
+  // One call with its retries (0: only timeout and retry.max_attempts bound it).
+  std::chrono::milliseconds total_timeout{0};
   RetryPolicy retry;
+  // Response bodies beyond these are refused while they are read, never buffered: one object
+  // (etcd stores at most 1.5 MiB per object; its JSON is larger than its protobuf), and a list
+  // (also the watch event limit is the object one).
+  uint64_t max_object_bytes = uint64_t{4} << 20;
+  uint64_t max_list_bytes = uint64_t{128} << 20;
+};
+
+// How deep an API server's JSON may nest. Objects nest a dozen levels (a CRD's schema some
+// more); a body or watch event deeper than this is refused before it is parsed, since a walk or
+// dump() of a value nested 100,000 deep overflows the stack.
+inline constexpr int kMaxApiJsonDepth = 64;
+
+// Per-call bounds that override the configuration's (0: the configuration's).
+struct CallLimits {
+  uint64_t max_body_bytes = 0;
+  std::chrono::milliseconds total_timeout{0};
 };
 
 // Parses kubeconfig YAML: current-context (or `context` when given) → cluster server, CA
@@ -114,8 +133,15 @@ class Client {
   // Errors carry categories: 404 NotFound, 409 AlreadyExists (create) or FailedPrecondition
   // (conflict), 400/422 InvalidArgument, 401/403 PermissionDenied, 429/5xx after retries and
   // connection failures Unavailable. last_error() holds the HTTP details of the last failure.
+  // Calls on several threads run at once: each takes a connection of its own, and no lock is
+  // held while one waits on the network.
   Result<Json> Create(const Resource& resource, const std::string& ns, const Json& object);
-  Result<Json> Get(const Resource& resource, const std::string& ns, const std::string& name);
+  Result<Json> Get(const Resource& resource, const std::string& ns, const std::string& name,
+                   const CallLimits& limits = {});
+  // GET of one object's JSON as the server sent it, unparsed, for callers that check and parse
+  // it themselves (its nesting is not checked here).
+  Result<std::string> GetBytes(const Resource& resource, const std::string& ns,
+                               const std::string& name, const CallLimits& limits = {});
   Result<Json> Replace(const Resource& resource, const std::string& ns, const std::string& name,
                        const Json& object);
   Result<Json> Patch(const Resource& resource, const std::string& ns, const std::string& name,
@@ -145,27 +171,51 @@ class Client {
                    const std::function<bool(const WatchEvent&)>& on_event,
                    const std::atomic<bool>* stop, const std::string& label_selector = "");
 
-  const ApiError& last_error() const { return last_error_; }
+  // The last failure of any thread's call.
+  ApiError last_error() const;
   const ClientConfig& config() const { return config_; }
 
  private:
   struct Response;
   Result<Json> Call(const std::string& method, const std::string& path, const Json* body,
-                    const std::string& content_type, bool creating);
+                    const std::string& content_type, bool creating, const CallLimits& limits);
+  // The 2xx body of a request, or the error its status maps to (recorded as last_error).
+  Result<std::string> CallBytes(const std::string& method, const std::string& path,
+                                const Json* body, const std::string& content_type, bool creating,
+                                const CallLimits& limits);
   Result<Response> Send(const std::string& method, const std::string& path, const std::string& body,
-                        const std::string& content_type);
+                        const std::string& content_type, const CallLimits& limits);
+  void SetLastError(ApiError error);
+  Status WatchOnce(const Resource& resource, const std::string& ns,
+                   const std::string& resource_version, const std::string& field_selector,
+                   const std::function<bool(const WatchEvent&)>& on_event,
+                   const std::atomic<bool>* stop, std::string* last_version,
+                   const std::string& label_selector, long* http_status);
   // Authorization (the token file is re-read: service-account tokens rotate), Accept,
   // User-Agent and, with a body, Content-Type.
   Result<std::vector<std::pair<std::string, std::string>>> Headers(
       const std::string& content_type) const;
 
   ClientConfig config_;
-  ApiError last_error_;
+  mutable std::mutex last_error_mu_;
+  ApiError last_error_;                       // guarded by last_error_mu_
   std::unique_ptr<HttpTransport> transport_;  // null when the server URL is unusable
   Error transport_error_;
 };
 
+// ---------------------------------------------------------------- reading the server's JSON
+
+// Typed reads of objects from the API server that never throw, whatever shape its JSON has
+// (nlohmann's operator[] and value() throw on a type they did not expect).
+// object[key] when `object` is an object holding a string there, else `fallback`.
+std::string StringField(const Json& object, std::string_view key, std::string_view fallback = "");
+// object[key] when it is an object (an array), else an empty one.
+const Json& ObjectField(const Json& object, std::string_view key);
+const Json& ArrayField(const Json& object, std::string_view key);
+
 // ---------------------------------------------------------------- builders (pure)
+
+struct NodeGpus;
 
 inline constexpr const char* kGroup = "tessera.dev";
 inline constexpr const char* kVersion = "v1alpha1";
@@ -272,8 +322,15 @@ Json TenancyCrd();
 Json GpuLeaseCrd();
 Json GpuContainerCrd();
 
-// The node lease file (/run/tessera/leases.json) for `node` from a GpuLease list.
-std::string LeaseFileFor(const Json& gpu_lease_list, const std::string& node);
+// The node lease file (/run/tessera/leases.json) for `node` from a GpuLease list. The file is
+// keyed by canonical PCI address, so only those reach it: an ID in spec.gpuIds that is not one
+// is written as the GPU the node's inventory (`known`) gives that UUID, or left out with a
+// warning naming the lease; gpuIds that is not a list, or a state that is not a lease state,
+// leaves the lease out with a warning. Reasons, tenancies and claim UIDs are written as
+// bounded excerpts.
+std::string LeaseFileFor(const Json& gpu_lease_list, const std::string& node,
+                         const NodeGpus* known = nullptr,
+                         std::vector<std::string>* warnings = nullptr);
 
 // ---------------------------------------------------------------- node GPU inventory
 

@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
+#include <cstdio>
+#include <ctime>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -38,6 +41,43 @@ k8s::Isolation ToK8s(fleet::Isolation isolation) {
   }
 }
 
+// A Kubernetes time ("2024-05-01T12:00:00Z", RFC 3339, fractions and offsets allowed) in Unix
+// ms; 0 when it is not one.
+int64_t TimeMs(const Json& value) {
+  if (!value.is_string()) return 0;
+  const std::string& text = value.get_ref<const std::string&>();
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6)
+    return 0;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const time_t seconds = timegm(&tm);
+  if (seconds <= 0) return 0;
+  std::string_view rest = std::string_view(text).substr(static_cast<size_t>(consumed));
+  int64_t ms = 0;
+  if (!rest.empty() && rest[0] == '.') {
+    int digits = 0;
+    size_t i = 1;
+    for (; i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i])); ++i)
+      if (digits < 3) ms = ms * 10 + (rest[i] - '0'), ++digits;
+    for (; digits < 3; ++digits)
+      ms *= 10;
+    rest = rest.substr(i);
+  }
+  int64_t offset_s = 0;
+  if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-')) {
+    int hours = 0, minutes = 0;
+    if (std::sscanf(std::string(rest.substr(1)).c_str(), "%2d:%2d", &hours, &minutes) != 2)
+      return 0;
+    offset_s = (rest[0] == '+' ? 1 : -1) * (hours * 3600 + minutes * 60);
+  } else if (rest != "Z") {
+    return 0;
+  }
+  return (static_cast<int64_t>(seconds) - offset_s) * 1000 + ms;
+}
+
 BackendContainer FromPod(const Json& pod) {
   BackendContainer c;
   c.id = pod["metadata"].value("labels", Json::object()).value(kIdLabel, "");
@@ -48,11 +88,22 @@ BackendContainer FromPod(const Json& pod) {
     c.state = BackendState::kExited;
     for (const auto& s : pod["status"].value("containerStatuses", Json::array())) {
       const Json& terminated = s.value("state", Json::object()).value("terminated", Json::object());
-      if (terminated.contains("exitCode")) c.exit_code = terminated["exitCode"].get<int>();
+      if (terminated.contains("exitCode") && terminated["exitCode"].is_number_integer())
+        c.exit_code = terminated["exitCode"].get<int>();
+      // The container's own times, as the kubelet recorded them: billing follows them.
+      if (terminated.contains("finishedAt")) c.finished_ms = TimeMs(terminated["finishedAt"]);
+      if (terminated.contains("startedAt")) c.started_ms = TimeMs(terminated["startedAt"]);
     }
     if (!c.exit_code) c.exit_code = phase == "Succeeded" ? 0 : 1;
   }
   return c;
+}
+
+// How an ended Pod's container ended, its end as the kubelet recorded it.
+ExitInfo ExitOf(const BackendContainer& c) {
+  ExitInfo info{c.exit_code, false, ""};
+  info.finished_ms = c.finished_ms;
+  return info;
 }
 
 class KubernetesBackend final : public ContainerBackend {
@@ -411,7 +462,7 @@ class KubernetesBackend final : public ContainerBackend {
         if (seen->second.deleted) {
           QueueExitLocked(id, ExitInfo{std::nullopt, true, "pod " + ns + "/" + pod + " vanished"});
         } else if (seen->second.state.state == BackendState::kExited) {
-          QueueExitLocked(id, ExitInfo{seen->second.state.exit_code, false, ""});
+          QueueExitLocked(id, ExitOf(seen->second.state));
         }
       }
     }
@@ -436,13 +487,13 @@ class KubernetesBackend final : public ContainerBackend {
                  FromPod(pod)};
     if (deleted) {
       if (seen.state.state == BackendState::kExited) {
-        QueueExitLocked(id, ExitInfo{seen.state.exit_code, false, ""});
+        QueueExitLocked(id, ExitOf(seen.state));
       } else {
         QueueExitLocked(
             id, ExitInfo{std::nullopt, true, "pod " + seen.ns + "/" + seen.name + " vanished"});
       }
     } else if (seen.state.state == BackendState::kExited) {
-      QueueExitLocked(id, ExitInfo{seen.state.exit_code, false, ""});
+      QueueExitLocked(id, ExitOf(seen.state));
     }
     seen_[id] = std::move(seen);
   }

@@ -25,6 +25,8 @@
 #include "backends/kubernetes/kubernetes.h"
 #include "backends/kubernetes/node_telemetry.h"
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
+#include "common/untrusted_text.h"
 #include "inventory/inventory.h"
 #include "podresources/podresources.h"
 #include "topology/topology.h"
@@ -64,8 +66,10 @@ Result<bool> PublishNodeGpus(k8s::Client& client, const std::string& node,
                              const std::string& annotation) {
   auto live = client.Get(k8s::Resource::Nodes(), "", node);
   if (!live) return live.error();
-  const k8s::Json annotations = (*live)["metadata"].value("annotations", k8s::Json::object());
-  if (annotations.is_object() && annotations.value(k8s::kNodeGpusAnnotation, "") == annotation)
+  const k8s::Json& annotations =
+      k8s::ObjectField(k8s::ObjectField(*live, "metadata"), "annotations");
+  if (annotations.contains(k8s::kNodeGpusAnnotation) &&
+      k8s::StringField(annotations, k8s::kNodeGpusAnnotation) == annotation)
     return false;
   auto patched = client.Patch(k8s::Resource::Nodes(), "", node, k8s::NodeGpusPatch(annotation));
   if (!patched) return patched.error();
@@ -74,14 +78,13 @@ Result<bool> PublishNodeGpus(k8s::Client& client, const std::string& node,
 
 // The leases of this node whose Pod may hold devices now.
 bool HoldsDevices(const k8s::Json& lease) {
-  std::string state = lease.value("status", k8s::Json::object()).value("state", "reserved");
+  std::string state = k8s::StringField(k8s::ObjectField(lease, "status"), "state", "reserved");
   return state == "reserved" || state == "active";
 }
 
 std::vector<std::string> AllocatedDevicesOf(const k8s::Json& lease) {
   std::vector<std::string> out;
-  const k8s::Json& status = lease.value("status", k8s::Json::object());
-  for (const auto& id : status.value("allocatedDevices", k8s::Json::array())) {
+  for (const auto& id : k8s::ArrayField(k8s::ObjectField(lease, "status"), "allocatedDevices")) {
     if (id.is_string()) out.push_back(id.get<std::string>());
   }
   return out;
@@ -103,11 +106,12 @@ std::string ReportAllocations(k8s::Client& client, const std::map<std::string, k
     std::fprintf(stderr, "tessera-lease-sync: PodResources: %s\n", warning.c_str());
   for (const auto& [name, lease] : leases) {
     if (!HoldsDevices(lease)) continue;
-    const k8s::Json& spec = lease.value("spec", k8s::Json::object());
-    const k8s::Json& pod_ref = spec.value("podRef", k8s::Json::object());
-    const auto* pod = list->Find(pod_ref.value("namespace", ""), pod_ref.value("name", ""));
+    const k8s::Json& spec = k8s::ObjectField(lease, "spec");
+    const k8s::Json& pod_ref = k8s::ObjectField(spec, "podRef");
+    const auto* pod =
+        list->Find(k8s::StringField(pod_ref, "namespace"), k8s::StringField(pod_ref, "name"));
     if (!pod) continue;  // not started yet, or already gone
-    auto ids = podresources::DeviceIds(*pod, spec.value("resource", "nvidia.com/gpu"));
+    auto ids = podresources::DeviceIds(*pod, k8s::StringField(spec, "resource", "nvidia.com/gpu"));
     if (ids.empty()) continue;
     auto allocated = k8s::PciAddressesOfDeviceIds(ids, gpus);
     // An ID this node does not know yet may be a GPU that appeared since the last inventory.
@@ -127,12 +131,12 @@ std::string ReportAllocations(k8s::Client& client, const std::map<std::string, k
     auto patched = client.Patch(k8s::Resource::GpuLeases(), "", name,
                                 {{"status", {{"allocatedDevices", allocated}}}},
                                 k8s::PatchType::kMerge, "status");
-    if (!patched) return "lease " + name + ": " + patched.error().message;
+    if (!patched) return "lease " + Excerpt(name, 253) + ": " + patched.error().message;
     std::string joined;
     for (const auto& id : allocated)
       joined += (joined.empty() ? "" : ",") + id;
-    std::fprintf(stderr, "tessera-lease-sync: lease %s: kubelet allocated %s\n", name.c_str(),
-                 joined.c_str());
+    std::fprintf(stderr, "tessera-lease-sync: lease %s: kubelet allocated %s\n",
+                 Excerpt(name, 253).c_str(), Excerpt(joined, 600).c_str());
   }
   return {};
 }
@@ -193,10 +197,12 @@ int main(int argc, char** argv) {
   std::optional<topology::PartitionTable> table;
   if (!partition_table.empty()) {
     Result<topology::PartitionTable> loaded = InvalidArgument("");
-    if (auto text = ReadWholeFile(partition_table)) {
+    if (auto text = ReadBoundedFile(partition_table, kMaxConfigFileBytes)) {
       loaded = topology::ParsePartitionTableFile(partition_table, *text);
-    } else {
+    } else if (text.error().category == ErrorCategory::kNotFound) {
       loaded = topology::PresetTable(partition_table);
+    } else {
+      loaded = text.error();
     }
     if (!loaded) {
       std::fprintf(stderr, "tessera-lease-sync: --partition-table: %s\n",
@@ -299,19 +305,28 @@ int main(int argc, char** argv) {
     }
   });
   k8s::Client client(*config);
+  // GPU UUIDs a lease may name instead of PCI addresses; canonical addresses need no inventory.
+  k8s::NodeGpus known;
+  if (auto read = ReadNodeGpus(root, table)) known = std::move(*read);
   std::string written;
+  std::set<std::string> warned;  // each problem once, not on every event
+  auto name_of = [](const k8s::Json& object) {
+    return k8s::StringField(k8s::ObjectField(object, "metadata"), "name");
+  };
+  auto node_of = [](const k8s::Json& object) {
+    return k8s::StringField(k8s::ObjectField(object, "spec"), "node");
+  };
   auto handle = [&](const k8s::WatchEvent& event) {
     std::lock_guard lock(leases_mu);
     if (event.type == "SYNC") {
       leases_listed = true;
       leases.clear();
-      for (const auto& item : event.object.value("items", k8s::Json::array())) {
-        if (item.value("spec", k8s::Json::object()).value("node", "") == node)
-          leases[item["metadata"].value("name", "")] = item;
+      for (const auto& item : k8s::ArrayField(event.object, "items")) {
+        if (node_of(item) == node) leases[name_of(item)] = item;
       }
     } else if (event.type == "ADDED" || event.type == "MODIFIED" || event.type == "DELETED") {
-      std::string name = event.object["metadata"].value("name", "");
-      bool mine = event.object.value("spec", k8s::Json::object()).value("node", "") == node;
+      std::string name = name_of(event.object);
+      bool mine = node_of(event.object) == node;
       if (event.type == "DELETED" || !mine) {
         leases.erase(name);
       } else {
@@ -323,7 +338,14 @@ int main(int argc, char** argv) {
     k8s::Json list = {{"items", k8s::Json::array()}};
     for (const auto& [name, lease] : leases)
       list["items"].push_back(lease);
-    std::string content = k8s::LeaseFileFor(list, node);
+    std::vector<std::string> warnings;
+    std::string content = k8s::LeaseFileFor(list, node, &known, &warnings);
+    std::set<std::string> now_warned(warnings.begin(), warnings.end());
+    for (const auto& warning : now_warned) {
+      if (!warned.count(warning))
+        std::fprintf(stderr, "tessera-lease-sync: warning: %s\n", warning.c_str());
+    }
+    warned = std::move(now_warned);
     if (content != written) {
       if (auto status = WriteFileAtomically(lease_file, content); !status) {
         std::fprintf(stderr, "tessera-lease-sync: %s\n", status.error().message.c_str());

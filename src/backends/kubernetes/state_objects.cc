@@ -517,8 +517,8 @@ std::string GpuCountText(double gpus) {
 }
 }  // namespace
 
-std::string UsageConfigMapName(const std::string& container_id) {
-  return "tessera-usage-" + container_id;
+std::string UsageConfigMapName(const fleet::UsageRecord& usage) {
+  return "tessera-usage-" + usage.container_id + "-" + std::to_string(usage.started_ms);
 }
 
 Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns) {
@@ -527,7 +527,7 @@ Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns) {
   Json config_map = {{"apiVersion", "v1"},
                      {"kind", "ConfigMap"},
                      {"metadata",
-                      {{"name", UsageConfigMapName(usage.container_id)},
+                      {{"name", UsageConfigMapName(usage)},
                        {"namespace", ns},
                        {"labels", {{kUsageLabel, "container"}, {kTenancyLabel, usage.tenancy}}}}},
                      {"data",
@@ -605,6 +605,26 @@ Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
   if (usage.started_ms == 0 || usage.finished_ms < usage.started_ms)
     return InvalidArgument(field("finished") + ": before its start");
   return usage;
+}
+
+Json RetiredIdConfigMap(const std::string& container_id, const std::string& ns) {
+  return {{"apiVersion", "v1"},
+          {"kind", "ConfigMap"},
+          {"metadata",
+           {{"name", "tessera-retired-" + container_id},
+            {"namespace", ns},
+            {"labels", {{kRetiredLabel, "container"}}}}},
+          {"data", {{"container", container_id}}}};
+}
+
+Result<std::string> RetiredIdOf(const Json& config_map) {
+  const Json data = config_map.is_object() ? config_map.value("data", Json::object()) : Json();
+  if (!data.is_object()) return InvalidArgument("retired container ConfigMap: no data");
+  auto id = Text(data, "container", "retired container ConfigMap data.container");
+  if (!id) return id.error();
+  if (id->size() != 18 || !id->starts_with("c-"))
+    return InvalidArgument("retired container ConfigMap data.container: not a container ID");
+  return *id;
 }
 
 }  // namespace tessera::k8s

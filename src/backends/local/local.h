@@ -3,8 +3,9 @@
 // with --runtime-flag network=host on a network (gVisor uses podman's network namespace) or
 // network=none; GPU containers under gVisor need a runsc with nvproxy, checked once at creation.
 //
-// podman is run without a shell. It inherits the environment, so CONTAINERS_CONF (which this
-// machine's podman needs: runtime runc and ulimits the kernel accepts) applies to every call.
+// podman is run without a shell. It inherits the environment, so CONTAINERS_CONF applies to every
+// call. At start the backend checks that podman can start a runc container (start_check.h);
+// where podman's default ulimits cannot be set, every container gets ulimits that can.
 #pragma once
 
 #include <memory>

@@ -11,32 +11,22 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "backends/local/local.h"
+#include "backends/local/start_check.h"
 #include "common/atomic_file.h"
 #include "process/process.h"
 #include "runtimes/runtimes.h"
 
 namespace tessera::backends {
-
-const char* BackendStateName(BackendState state) {
-  switch (state) {
-    case BackendState::kCreated:
-      return "created";
-    case BackendState::kRunning:
-      return "running";
-    case BackendState::kExited:
-      return "exited";
-    default:
-      return "unknown";
-  }
-}
 
 namespace {
 
@@ -58,6 +48,31 @@ BackendState StateFromPodman(const std::string& state) {
   if (state == "created" || state == "configured" || state == "initialized")
     return BackendState::kCreated;
   return BackendState::kUnknown;
+}
+
+// `podman inspect` of State.Status, ExitCode, StartedAt and FinishedAt (Unix ms; the zero Go
+// time, year 1, when it never started or has not ended): the line that has them, podman's
+// warnings ("time=… level=warning msg=…", on stderr, read with it) around it.
+Result<BackendContainer> ParseInspect(const std::string& id, const std::string& text) {
+  std::istringstream lines(text);
+  std::string line, status;
+  int exit_code = 0;
+  int64_t started_ms = 0, finished_ms = 0;
+  bool found = false;
+  while (!found && std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string rest;
+    found = (fields >> status >> exit_code >> started_ms >> finished_ms) && !(fields >> rest) &&
+            status.find('=') == std::string::npos;
+  }
+  if (!found)
+    return Internal("podman inspect " + id + ": unexpected output \"" + text.substr(0, 120) + "\"");
+  BackendContainer container{id, StateFromPodman(status), std::nullopt};
+  if (container.state == BackendState::kExited) container.exit_code = exit_code;
+  container.started_ms = started_ms > 0 ? started_ms : 0;
+  container.finished_ms = finished_ms > 0 ? finished_ms : 0;
+  container.never_started = container.state != BackendState::kRunning && started_ms <= 0;
+  return container;
 }
 
 class PodmanBackend final : public ContainerBackend {
@@ -89,6 +104,19 @@ class PodmanBackend final : public ContainerBackend {
         }
       }
     }
+    // Beside the service's start, so the API answers meanwhile; the first Start waits for it.
+    start_check_ =
+        std::async(std::launch::async, [podman = options_.podman, runc = options_.runc_runtime,
+                                        instance = options_.instance] {
+          StartCheck check = CheckContainersStart(podman, runc, instance);
+          if (!check.problem.empty())
+            spdlog::error("local backend: {}", check.summary);
+          else if (!check.run_args.empty())
+            spdlog::warn("local backend: {}", check.summary);
+          else
+            spdlog::info("local backend: {}", check.summary);
+          return check;
+        }).share();
   }
 
   ~PodmanBackend() override {
@@ -170,6 +198,8 @@ class PodmanBackend final : public ContainerBackend {
     for (const auto& [key, value] : request.labels)
       argv.push_back("--label=" + key + "=" + value);
     argv.push_back("--runtime=" + RuntimeFor(request.isolation));
+    for (const auto& arg : start_check_.get().run_args)
+      argv.push_back(arg);
     for (const auto& device : request.cdi_devices)
       argv.push_back("--device=" + device);
     for (const auto& [key, value] : request.env)
@@ -190,7 +220,7 @@ class PodmanBackend final : public ContainerBackend {
     auto child = process::Spawn(argv);
     if (!child) return child.error();
     auto handoff = std::make_shared<StartHandoff>();
-    Follow(request.id, *child, std::move(on_exit), false, handoff);
+    Follow(request.id, *child, std::move(on_exit), false, RuntimeFor(request.isolation), handoff);
 
     // Until the ID file appears, or podman ends without one (nothing was created: Start fails
     // and the follower stays silent). The image pull, when needed, happens in here too.
@@ -203,7 +233,7 @@ class PodmanBackend final : public ContainerBackend {
         handoff->start_failed = true;
         handoff->start_decided = true;
         handoff->changed.notify_all();
-        return Classify("run " + request.id, handoff->outcome);
+        return StartFailed(request, handoff->outcome);
       }
       if (std::chrono::steady_clock::now() > deadline) {
         lock.unlock();
@@ -221,7 +251,7 @@ class PodmanBackend final : public ContainerBackend {
   Status Watch(const std::string& id, ExitCallback on_exit) override {
     auto child = process::Spawn({options_.podman, "wait", ContainerName(id)});
     if (!child) return child.error();
-    Follow(id, *child, std::move(on_exit), true);
+    Follow(id, *child, std::move(on_exit), true, "its OCI runtime");
     return Ok();
   }
 
@@ -252,7 +282,7 @@ class PodmanBackend final : public ContainerBackend {
     argv.insert(argv.end(), {"start", "--attach", ContainerName(id)});
     auto child = process::Spawn(argv);
     if (!child) return child.error();
-    Follow(id, *child, std::move(on_exit), false);
+    Follow(id, *child, std::move(on_exit), false, "its OCI runtime");
     return Ok();
   }
 
@@ -265,22 +295,18 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   Result<BackendContainer> Inspect(const std::string& id) override {
+    // State.StartedAt and State.FinishedAt are Go times: the zero time (year 1) when the
+    // container never started or has not ended.
     auto outcome = Podman({"inspect", "--type", "container", "--format",
-                           "{{.State.Status}} {{.State.ExitCode}}", ContainerName(id)},
+                           "{{.State.Status}} {{.State.ExitCode}} {{.State.StartedAt.UnixMilli}} "
+                           "{{.State.FinishedAt.UnixMilli}}",
+                           ContainerName(id)},
                           30000);
     if (!outcome) return outcome.error();
     if (outcome->status != 0) return Classify("inspect " + id, *outcome);
-    std::string text = outcome->output;
-    auto space = text.find(' ');
-    BackendContainer container{id, StateFromPodman(text.substr(0, space)), std::nullopt};
-    if (container.state == BackendState::kExited && space != std::string::npos) {
-      try {
-        container.exit_code = std::stoi(text.substr(space + 1));
-      } catch (...) {
-        return Internal("podman inspect " + id + ": exit code \"" + text + "\"");
-      }
-    }
-    return container;
+    auto container = ParseInspect(id, outcome->output);
+    if (!container) return container.error();
+    return *container;
   }
 
   Result<std::string> Logs(const std::string& id) override {
@@ -334,6 +360,17 @@ class PodmanBackend final : public ContainerBackend {
       if (container.state == BackendState::kExited && entry.contains("ExitCode") &&
           entry["ExitCode"].is_number_integer())
         container.exit_code = entry["ExitCode"].get<int>();
+      // Whole seconds here (Inspect has milliseconds); 0 or less: never.
+      auto seconds = [&entry](const char* key) -> int64_t {
+        auto value = entry.find(key);
+        if (value == entry.end() || !value->is_number_integer()) return 0;
+        const int64_t s = value->get<int64_t>();
+        return s > 0 && s < INT64_MAX / 1000 ? s * 1000 : 0;
+      };
+      container.started_ms = seconds("StartedAt");
+      container.finished_ms = seconds("ExitedAt");
+      container.never_started =
+          container.state != BackendState::kRunning && container.started_ms == 0;
       out.push_back(std::move(container));
     }
     return out;
@@ -449,6 +486,22 @@ class PodmanBackend final : public ContainerBackend {
     return process::Run(args, options);
   }
 
+  // A container podman could not start: its error line with doctor's diagnosis and fix (podman's
+  // whole output says less and may be long).
+  static std::string Diagnosis(const std::string& runtime, const process::Outcome& outcome) {
+    runtimes::ProbeOutcome probe{outcome.status, outcome.timed_out, outcome.output};
+    runtimes::ProbeContext context;
+    if (const char* conf = std::getenv("CONTAINERS_CONF")) context.containers_conf = conf;
+    auto failure = runtimes::DiagnosePodmanFailure(runtime, probe, context);
+    return failure.error + "; fix: " + failure.fix;
+  }
+  Error StartFailed(const StartRequest& request, const process::Outcome& outcome) const {
+    std::string message =
+        "podman run " + request.id + ": " + Diagnosis(RuntimeFor(request.isolation), outcome);
+    if (outcome.timed_out) return Unavailable(message);
+    return Internal(message);
+  }
+
   static Error Classify(const std::string& what, const process::Outcome& outcome) {
     std::string message = "podman " + what + ": " + outcome.output;
     while (!message.empty() && (message.back() == '\n' || message.back() == ' '))
@@ -473,8 +526,9 @@ class PodmanBackend final : public ContainerBackend {
   };
 
   // A thread that reads the client's output, reaps it, and decides how the container ended.
+  // `runtime` is what a diagnosis of a failed start names ("runc").
   void Follow(const std::string& id, process::Child child, ExitCallback on_exit, bool waited,
-              std::shared_ptr<StartHandoff> handoff = nullptr) {
+              std::string runtime, std::shared_ptr<StartHandoff> handoff = nullptr) {
     std::lock_guard lock(mutex_);
     // Reap followers that are done, so the list stays as long as the running set.
     for (auto it = followers_.begin(); it != followers_.end();) {
@@ -489,8 +543,8 @@ class PodmanBackend final : public ContainerBackend {
     follower.id = id;
     follower.pid = child.pid;
     Follower* self = &follower;
-    follower.thread =
-        std::thread([this, self, id, child, waited, handoff, on_exit = std::move(on_exit)] {
+    follower.thread = std::thread(
+        [this, self, id, child, waited, runtime, handoff, on_exit = std::move(on_exit)] {
           process::Outcome outcome = process::Finish(child);
           {
             std::lock_guard lock(mutex_);
@@ -505,7 +559,7 @@ class PodmanBackend final : public ContainerBackend {
             if (handoff->start_failed) return;
           }
           if (stopping_) return;
-          on_exit(id, Conclude(id, outcome, waited));
+          on_exit(id, Conclude(id, outcome, waited, runtime));
         });
   }
 
@@ -569,7 +623,8 @@ class PodmanBackend final : public ContainerBackend {
   // podman run exits with the container's status, or 125 when podman itself failed (126/127:
   // the command could not be run; 128+n: killed by signal n). Those are ambiguous, so podman is
   // asked what happened; `podman wait` (a followed container) prints the exit code.
-  ExitInfo Conclude(const std::string& id, const process::Outcome& outcome, bool waited) {
+  ExitInfo Conclude(const std::string& id, const process::Outcome& outcome, bool waited,
+                    const std::string& runtime) {
     if (!waited && outcome.status >= 0 && outcome.status < 125) {
       return ExitInfo{outcome.status, false, ""};
     }
@@ -585,22 +640,25 @@ class PodmanBackend final : public ContainerBackend {
     }
     auto inspected = Inspect(id);
     if (inspected && inspected->state == BackendState::kExited && inspected->exit_code) {
-      return ExitInfo{inspected->exit_code, false, ""};
+      ExitInfo info{inspected->exit_code, false, ""};
+      info.finished_ms = inspected->finished_ms;
+      info.never_started = inspected->never_started;
+      return info;
     }
-    std::string reason = outcome.output;
-    while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
-      reason.pop_back();
-    if (reason.size() > 2000) reason = reason.substr(reason.size() - 2000);
-    if (reason.empty()) reason = "podman exited with status " + std::to_string(outcome.status);
-    if (!inspected && inspected.error().category == ErrorCategory::kNotFound) {
-      return ExitInfo{std::nullopt, true, "container could not be created: " + reason};
-    }
-    return ExitInfo{std::nullopt, true, "container did not run: " + reason};
+    const std::string reason = Diagnosis(runtime, outcome);
+    ExitInfo info{std::nullopt, true, "container did not run: " + reason};
+    if (!inspected && inspected.error().category == ErrorCategory::kNotFound)
+      info.reason = "container could not be created: " + reason;
+    // Created but never started (its command could not be run, say): nothing is billed.
+    info.never_started = !inspected || inspected->never_started;
+    if (inspected) info.finished_ms = inspected->finished_ms;
+    return info;
   }
 
   LocalOptions options_;
-  std::optional<runtimes::RunscInfo> runsc_;  // set at creation when runsc answered
-  std::string runsc_error_;                   // why it did not, when installed
+  std::shared_future<StartCheck> start_check_;  // set at creation, ready once podman answered
+  std::optional<runtimes::RunscInfo> runsc_;    // set at creation when runsc answered
+  std::string runsc_error_;                     // why it did not, when installed
   tenancy::PodmanTenancy tenancy_;
   std::mutex tenancy_mutex_;              // serializes network/volume changes
   std::set<std::string> networks_ready_;  // tenancies whose network exists (tenancy_mutex_)

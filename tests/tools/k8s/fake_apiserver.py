@@ -8,6 +8,12 @@ kinds), optional TLS with client-certificate verification and bearer-token check
 control API under /_tessera/ to inject faults (one-shot status codes, Retry-After), compact the
 event history (watch from an older resourceVersion gets 410 Gone) and read the request log.
 
+Hostile answers for the node daemons' tests, as scripted rules (by method and path regex):
+"deep": N serves the live object with a field nested N arrays deep; "huge_bytes": N serves it
+padded to N bytes, streamed in pieces with its Content-Length (or chunked, with "chunked": true),
+never held whole; and
+"trickle_interval": S serves it one byte every S seconds, until the client goes away.
+
 Prints "PORT <n>" on stdout once listening."""
 import argparse
 import bisect
@@ -146,13 +152,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                  "userAgent": self.headers.get("User-Agent", ""),
                                  "clientCert": bool(self.connection.getpeercert()) if ARGS.tls_cert else False,
                                  "body": payload})
+            hostile = None
             for rule in STATE["rules"]:
                 if rule.get("times", 1) > 0 and rule.get("method", method) == method and \
                         re.search(rule["path"], self.path):
                     rule["times"] = rule.get("times", 1) - 1
+                    if any(k in rule for k in ("deep", "huge_bytes", "trickle_interval")):
+                        parsed = parse_path(url.path)
+                        live = STORE.get((collection_of(*parsed[:3]), parsed[3])) if parsed else None
+                        hostile = (rule, copy.deepcopy(live) if live else {"metadata": {}})
+                        break
                     body = rule.get("body") or status_body(rule["status"], rule.get("reason", ""),
                                                            rule.get("message", "scripted"))
                     return self.send_json(rule["status"], body, rule.get("headers"))
+        if hostile:
+            # Outside the lock: other requests go on while this one is answered.
+            return self.send_hostile(*hostile)
         if ARGS.client_ca and not self.connection.getpeercert():
             return self.send_json(401, status_body(401, "Unauthorized", "Unauthorized"))
         if ARGS.token and self.headers.get("Authorization") != "Bearer " + ARGS.token:
@@ -245,6 +260,55 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 record(collection, "MODIFIED", obj)
                 return self.send_json(200, obj)
         return self.send_json(405, status_body(405, "MethodNotAllowed", method))
+
+    def send_hostile(self, rule, obj):
+        try:
+            if "deep" in rule:
+                n = int(rule["deep"])
+                head = json.dumps(obj)[:-1] + (', ' if obj else '') + '"deep": '
+                data = (head + "[" * n + "]" * n + "}").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            elif "huge_bytes" in rule:
+                total = int(rule["huge_bytes"])
+                obj.setdefault("metadata", {}).setdefault("annotations", {})["pad"] = ""
+                text = json.dumps(obj)
+                cut = text.index('"pad": ""') + len('"pad": "')
+                head, tail = text[:cut].encode(), text[cut:].encode()
+                pad = max(0, total - len(head) - len(tail))
+                chunked = bool(rule.get("chunked"))
+                write = self.chunk if chunked else self.wfile.write
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if chunked:  # no length up front: only counting while reading can stop it
+                    self.send_header("Transfer-Encoding", "chunked")
+                else:
+                    self.send_header("Content-Length", str(len(head) + pad + len(tail)))
+                self.end_headers()
+                write(head)
+                piece = b"x" * (1 << 20)
+                while pad > 0:
+                    write(piece[:min(pad, len(piece))])
+                    pad -= min(pad, len(piece))
+                write(tail)
+                if chunked:
+                    self.chunk(b"")
+            else:
+                data = json.dumps(obj).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.flush()
+                for i in range(len(data)):
+                    time.sleep(float(rule["trickle_interval"]))
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def list(self, collection, plural, query):
         selector = query.get("labelSelector", [""])[0]

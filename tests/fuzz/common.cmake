@@ -1,0 +1,1 @@
+tessera_add_fuzzer(bounded_readers ${CMAKE_CURRENT_LIST_DIR}/common_bounded_readers.cc tessera_yaml)
