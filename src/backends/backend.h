@@ -41,9 +41,16 @@ struct StartRequest {
 
 // How a container ended.
 struct ExitInfo {
+  ExitInfo() = default;
+  ExitInfo(std::optional<int> exit_code, bool failed, std::string reason)
+      : exit_code(exit_code), failed(failed), reason(std::move(reason)) {}
+
   std::optional<int> exit_code;  // set when it ran and exited
   bool failed = false;           // could not be created/started, or vanished
   std::string reason;            // why it failed; empty otherwise
+  // What its GPU processes were measured to use, where the backend learns it (Kubernetes: the
+  // node agent's GpuLease status.measured); this host's own telemetry adds to the record itself.
+  std::optional<fleet::MeasuredUsage> measured;
   // When it ended as the runtime recorded it (podman's State.FinishedAt, a Pod container's
   // finishedAt), Unix ms; 0 when the runtime does not say (the service's clock then). Billing
   // follows it: an exit while the service was down is not billed until the service learnt it.
@@ -85,6 +92,14 @@ struct BackendContainer {
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
   bool never_started = false;
+};
+
+// What a node agent last measured of one GPU (Kubernetes: the GpuLease's status.measured.gauges).
+struct GpuGaugeReading {
+  std::optional<double> util_percent;  // unset for a GPU in MIG mode
+  std::optional<uint64_t> memory_used, memory_total;
+  std::optional<double> power_watts;
+  int64_t time_ms = 0;  // when it was measured
 };
 
 // Called once per container when it has ended, from a thread the backend owns. Must not call
@@ -150,6 +165,16 @@ class ContainerBackend {
     (void)timeout;
     return FailedPrecondition(name() + " backend runs no GPU checks of its own");
   }
+  // GPU ID ("<PCI>@<node>") -> what that node's agent measured last, for the GPUs of other nodes
+  // (the dashboard's bars in fleet mode). Backends that learn nothing of other nodes: none.
+  virtual std::map<std::string, GpuGaugeReading> GpuGauges() { return {}; }
+
+  // The runtime's own ID of a running container (podman's 64-hex container ID): what the kernel's
+  // cgroup paths of its processes name, for GPU telemetry. NotFound when the backend cannot tell
+  // (or the container runs elsewhere).
+  virtual Result<std::string> RuntimeId(const std::string& id) {
+    return NotFound(name() + " backend: no runtime ID for " + id);
+  }
   // Removes them after the tenancy was deleted (FailedPrecondition while anything still uses
   // them).
   virtual Status ReleaseTenancy(const std::string& tenancy) {
@@ -184,6 +209,8 @@ class ForwardingBackend : public ContainerBackend {
   Result<std::string> Logs(const std::string& id) override { return inner_->Logs(id); }
   Result<std::vector<BackendContainer>> List() override { return inner_->List(); }
   Status Remove(const std::string& id) override { return inner_->Remove(id); }
+  Result<std::string> RuntimeId(const std::string& id) override { return inner_->RuntimeId(id); }
+  std::map<std::string, GpuGaugeReading> GpuGauges() override { return inner_->GpuGauges(); }
   Status PrepareTenancy(const std::string& tenancy,
                         const tenancy::StorageEntitlements& storage) override {
     return inner_->PrepareTenancy(tenancy, storage);

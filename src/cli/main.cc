@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddGpuCheckCommand(app);
   tessera::cli::AddMigCommand(app);
   tessera::cli::AddFabricCommand(app);
+  tessera::cli::AddTopCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -36,6 +36,7 @@
 #include "serve/fabric_backend.h"
 #include "serve/replicated_backend.h"
 #include "serve/service.h"
+#include "telemetry/telemetry.h"
 #include "topology/topology.h"
 
 namespace {
@@ -58,9 +59,12 @@ struct Flags {
   std::string admin_token_file;  // default <data-dir>/admin.token
   std::string cdi_dir = cdi::kDefaultSpecDir;
   std::string cdi_kind = "nvidia.com/gpu";
-  std::optional<std::string> nvml;  // MIG facts; default: libnvidia-ml.so.1 for root "/" only
-  std::string partition_table;      // file or preset name
-  std::string fabric_manager;       // host[:port] or unix:PATH; empty: no fabric manager
+  std::optional<std::string> nvml;  // MIG facts, telemetry; default: libnvidia-ml.so.1 for root "/"
+  std::string telemetry_interval = "10s";
+  size_t telemetry_max_series = 10000;
+  std::string telemetry_proc_dir;  // default <root>/proc
+  std::string partition_table;     // file or preset name
+  std::string fabric_manager;      // host[:port] or unix:PATH; empty: no fabric manager
   std::string nvfm_library = "libnvfm.so.1";
   std::string firmware_command;
   std::vector<std::string> firmware_per_gpu;  // BDF=PROGRAM
@@ -375,6 +379,22 @@ int Main(const Flags& flags) {
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
   options.retention.sweep_interval = sweep_interval;
   options.start_workers = flags.start_workers;
+  auto telemetry_interval = serve::ParseDuration(flags.telemetry_interval);
+  if (!telemetry_interval) Die(telemetry_interval.error().WithContext("--telemetry-interval"));
+  if (telemetry_interval->count() < 100)
+    Die(InvalidArgument("--telemetry-interval: at least 100ms"));
+  options.telemetry.interval = *telemetry_interval;
+  options.telemetry.max_series = flags.telemetry_max_series;
+  options.telemetry.nvml_library = read.nvml_library;
+  options.telemetry.proc_dir =
+      flags.telemetry_proc_dir.empty() ? root + "/proc" : flags.telemetry_proc_dir;
+  {
+    char hostname[256] = {};
+    ::gethostname(hostname, sizeof hostname - 1);
+    options.telemetry.hostname = hostname;
+  }
+  if (!fleet_mode)
+    options.telemetry.gpus = telemetry::GpuIdentitiesOf(*inv, options.telemetry.hostname);
   auto mode = scheduling::ParseMode(flags.scheduling);
   if (!mode) Die(mode.error().WithContext("--scheduling"));
   options.scheduling.mode = *mode;
@@ -691,6 +711,17 @@ int main(int argc, char** argv) {
   app.add_option("--nvml", flags.nvml,
                  "NVML library for MIG profiles and UUIDs (default: libnvidia-ml.so.1 when --root "
                  "is /, none otherwise)");
+  app.add_option("--telemetry-interval", flags.telemetry_interval,
+                 "How often this host's GPUs and their processes are measured through NVML "
+                 "(ms, s, m)")
+      ->capture_default_str();
+  app.add_option("--telemetry-max-series", flags.telemetry_max_series,
+                 "Per-container series on /metrics at most; the rest is summed into "
+                 "container=\"_other\"")
+      ->check(CLI::Range(size_t{100}, size_t{10000000}))
+      ->capture_default_str();
+  app.add_option("--telemetry-proc-dir", flags.telemetry_proc_dir,
+                 "Where GPU processes' cgroups are read (default <root>/proc)");
   app.add_option("--partition-table", flags.partition_table,
                  "NVLink fabric partition table (file, or preset name such as hgx-h100-8gpu)");
   app.add_option("--fabric-manager", flags.fabric_manager,

@@ -125,7 +125,9 @@ static int loaded;
 
 /* ---- state file ---- */
 
-static const char* Value(const char* line, const char* key, char* out, size_t size) {
+/* The value of " key=" in a state or scenario line (the telemetry half reads its lines with it). */
+const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size);
+const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size) {
   char pattern[32];
   snprintf(pattern, sizeof pattern, " %s=", key);
   const char* at = strstr(line, pattern);
@@ -139,8 +141,8 @@ static const char* Value(const char* line, const char* key, char* out, size_t si
 }
 static unsigned int Number(const char* line, const char* key, unsigned int fallback) {
   char buffer[32];
-  return Value(line, key, buffer, sizeof buffer) ? (unsigned int)strtoul(buffer, NULL, 10)
-                                                 : fallback;
+  return FakeNvmlValue(line, key, buffer, sizeof buffer) ? (unsigned int)strtoul(buffer, NULL, 10)
+                                                         : fallback;
 }
 static int GpuIndex(const char* pci) {
   for (int i = 0; i < MAX_GPUS; ++i)
@@ -167,8 +169,8 @@ void FakeNvmlMigLoad(void) {
         Gpu* g = &gpus[i];
         g->used = 1;
         snprintf(g->pci, sizeof g->pci, "%s", pci);
-        if (!Value(line, "board", g->board, sizeof g->board)) strcpy(g->board, "h100-80gb");
-        if (!Value(line, "uuid", g->uuid, sizeof g->uuid))
+        if (!FakeNvmlValue(line, "board", g->board, sizeof g->board)) strcpy(g->board, "h100-80gb");
+        if (!FakeNvmlValue(line, "uuid", g->uuid, sizeof g->uuid))
           snprintf(g->uuid, sizeof g->uuid, "GPU-%s", pci);
         g->mig = (int)Number(line, "mig", 0);
         g->pending = (int)Number(line, "pending", (unsigned int)g->mig);
@@ -193,7 +195,7 @@ void FakeNvmlMigLoad(void) {
                       Number(line, "id", 0),
                       Number(line, "slices", 1),
                       ""};
-        Value(line, "uuid", cis[i].uuid, sizeof cis[i].uuid);
+        FakeNvmlValue(line, "uuid", cis[i].uuid, sizeof cis[i].uuid);
         break;
       }
     } else if (strcmp(kind, "fail") == 0 && fail_count < MAX_FAILS) {
@@ -504,18 +506,42 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
   const char* text = ci ? ci->uuid : NULL;
   int gpu = ci ? -1 : GpuOf(device);
   if (!ci && gpu >= 0) text = gpus[gpu].uuid;
+  /* A GPU the MIG state does not list (telemetry scenarios): "GPU-<PCI address>". */
+  static char fallback[96];
+  if (!text && !ci && device) {
+    snprintf(fallback, sizeof fallback, "GPU-%s", (const char*)device);
+    text = fallback;
+  }
   if (!text) return NVML_ERROR_INVALID_ARGUMENT;
   if (strlen(text) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
   strcpy(uuid, text);
   return NVML_SUCCESS;
 }
 
+/* fake_nvml_telemetry.c: memory and processes from the scenario a test drives. */
+int FakeNvmlScenarioMemory(void* device, Memory* memory);
+int FakeNvmlScenarioHasProcesses(const char* pci);
+int FakeNvmlScenarioProcesses(void* device, unsigned int* count, void* infos);
+
+int FakeNvmlMigHandle(void* handle, const char** pci, unsigned int* gi, unsigned int* ci);
+int FakeNvmlMigHandle(void* handle, const char** pci, unsigned int* gi, unsigned int* ci) {
+  if (!loaded) FakeNvmlMigLoad();
+  Ci* c = AsCi(handle);
+  if (!c || c->gpu < 0) return 0;
+  *pci = gpus[c->gpu].pci;
+  *gi = c->gi;
+  *ci = c->id;
+  return 1;
+}
+
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
   if (!ci) {
-    /* A whole GPU: the total nvidia-smi shows as memory.total for the board. */
+    /* A whole GPU: the scenario's figures where a test gives them (fake_nvml_telemetry.c), else,
+       for a GPU of the MIG state, the total nvidia-smi shows as memory.total for the board. */
+    int rc = FakeNvmlScenarioMemory(device, memory);
     int gpu = GpuOf(device);
-    if (gpu < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (rc != NVML_ERROR_NOT_SUPPORTED || gpu < 0) return rc;
     memory->total = (strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960ull : 81559ull) << 20;
     memory->used = 0;
     memory->free = memory->total;
@@ -527,7 +553,8 @@ int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   memory->total = (unsigned long long)p->memory_mb << 20;
   memory->used = 0;
   memory->free = memory->total;
-  return NVML_SUCCESS;
+  int rc = FakeNvmlScenarioMemory(device, memory); /* used: its processes' memory */
+  return rc == NVML_ERROR_NOT_SUPPORTED ? NVML_SUCCESS : rc;
 }
 
 int nvmlDeviceGetAttributes_v2(void* device, Attributes* attributes) {
@@ -547,6 +574,12 @@ int nvmlDeviceGetAttributes_v2(void* device, Attributes* attributes) {
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, void* infos) {
   int rc = Injected("nvmlDeviceGetComputeRunningProcesses_v3");
   if (rc) return rc;
+  {
+    Ci* ci = AsCi(device);
+    const char* pci = ci ? (ci->gpu >= 0 ? gpus[ci->gpu].pci : NULL) : (const char*)device;
+    if (pci && FakeNvmlScenarioHasProcesses(pci))
+      return FakeNvmlScenarioProcesses(device, count, infos);
+  }
   if (AsCi(device)) {
     *count = 0;
     return NVML_SUCCESS;

@@ -13,6 +13,7 @@
 #include "backends/kubernetes/kubernetes.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/lease_sync_process.h"
 #include "podresources/podresources_kubelet.h"
 #include "support/fake_fabric_manager.h"
 #include "support/fake_nvml_state.h"
@@ -23,35 +24,9 @@ namespace tessera::k8s {
 namespace {
 
 using testing::FakeApiServer;
+using testing::LeaseSyncProcess;
 using testing::PodResourcesKubelet;
 using testing::TempDir;
-
-class LeaseSyncProcess {
- public:
-  explicit LeaseSyncProcess(const std::vector<std::string>& args) {
-    std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-lease-sync";
-    std::vector<std::string> argv = {binary};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::vector<char*> raw;
-      for (auto& arg : argv)
-        raw.push_back(arg.data());
-      raw.push_back(nullptr);
-      ::execv(binary.c_str(), raw.data());
-      ::_exit(127);
-    }
-  }
-  ~LeaseSyncProcess() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 std::vector<std::string> Command(const Json& job) {
   return job["spec"]["template"]["spec"]["containers"][0]["command"]

@@ -10,6 +10,9 @@
 //  - With --fabric-manager (shared NVSwitch mode), owns this node's NVLink partitions: a leased
 //    Pod's partition is activated when its devices appear in PodResources and deactivated when
 //    they are gone (lease_sync_fabric.h); a restarted fabric manager is sent the active list.
+//  - Measures what each leased Pod's GPU processes use (NVML, attributed by cgroup) every
+//    --telemetry-interval-ms, keeps it in the GpuLease's status.measured and serves /metrics
+//    and /v1/telemetry on --metrics-listen (node_telemetry.h).
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +28,7 @@
 
 #include "backends/kubernetes/kubernetes.h"
 #include "backends/kubernetes/lease_sync_fabric.h"
+#include "backends/kubernetes/node_telemetry.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
 #include "common/untrusted_text.h"
@@ -150,6 +154,9 @@ int main(int argc, char** argv) {
   int inventory_interval_ms = 60000;
   std::string pod_resources_socket = podresources::kDefaultSocket;
   int pod_resources_interval_ms = 10000;
+  int telemetry_interval_ms = 10000;
+  size_t telemetry_max_series = 10000;
+  std::string metrics_listen, nvml = "libnvidia-ml.so.1", proc_dir = "/proc";
   CLI::App app{"tessera-lease-sync: GpuLeases of this node -> the node lease file"};
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig (default: in-cluster service account)");
   app.add_option("--node", node, "This node's name (default: $NODE_NAME)");
@@ -169,7 +176,7 @@ int main(int argc, char** argv) {
   app.add_option("--pod-resources-interval-ms", pod_resources_interval_ms,
                  "Read PodResources this often; 0: never")
       ->capture_default_str();
-  std::string fabric_manager, nvfm_library = "libnvfm.so.1", nvml_library = "libnvidia-ml.so.1";
+  std::string fabric_manager, nvfm_library = "libnvfm.so.1";
   std::string fabric_state = "/var/lib/tessera/fabric-partitions.json";
   int fabric_interval_ms = 1000;
   app.add_option("--fabric-manager", fabric_manager,
@@ -178,13 +185,24 @@ int main(int argc, char** argv) {
                  "when they are gone");
   app.add_option("--nvfm-library", nvfm_library, "Fabric Manager client library")
       ->capture_default_str();
-  app.add_option("--nvml", nvml_library, "NVML library for GPU module IDs (\"\" = none)")
-      ->capture_default_str();
   app.add_option("--fabric-state", fabric_state, "Which lease holds which partition")
       ->capture_default_str();
   app.add_option("--fabric-interval-ms", fabric_interval_ms,
                  "Read PodResources for partitions this often")
       ->check(CLI::Range(50, 60000))
+      ->capture_default_str();
+  app.add_option("--telemetry-interval-ms", telemetry_interval_ms,
+                 "Measure the GPU processes of leased Pods this often (NVML); 0: never")
+      ->capture_default_str();
+  app.add_option("--telemetry-max-series", telemetry_max_series,
+                 "Per-container series on /metrics at most; the rest is summed into "
+                 "container=\"_other\"")
+      ->capture_default_str();
+  app.add_option("--metrics-listen", metrics_listen,
+                 "HOST:PORT serving /metrics and /v1/telemetry (default: none)");
+  app.add_option("--nvml", nvml, "NVML library: telemetry, GPU module IDs (\"\" = none)")
+      ->capture_default_str();
+  app.add_option("--proc-dir", proc_dir, "The host's /proc (GPU processes' cgroups)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
@@ -226,7 +244,7 @@ int main(int argc, char** argv) {
     setup.nvfm.library = nvfm_library;
     setup.nvfm.address = *address;
     setup.table = table;
-    setup.nvml_library = nvml_library;
+    setup.nvml_library = nvml;
     auto gpus = ReadNodeGpus(root, std::nullopt);
     if (!gpus) {
       std::fprintf(stderr, "tessera-lease-sync: %s\n", gpus.error().message.c_str());
@@ -283,6 +301,40 @@ int main(int argc, char** argv) {
   std::mutex leases_mu;                     // guards leases, leases_synced
   std::map<std::string, k8s::Json> leases;  // by name, this node's only
   bool leases_synced = false;               // the watch has listed them once
+  std::unique_ptr<k8s::NodeTelemetry> node_telemetry;
+  if (telemetry_interval_ms > 0) {
+    k8s::NodeTelemetryOptions options;
+    options.node = node;
+    options.nvml_library = nvml;
+    options.proc_dir = proc_dir;
+    options.interval = std::chrono::milliseconds(telemetry_interval_ms);
+    options.max_series = telemetry_max_series;
+    options.listen = metrics_listen;
+    inventory::ReadOptions read;
+    read.root = root;
+    read.read_driver_files = false;
+    if (auto inv = inventory::ReadInventory(read))
+      options.gpus = telemetry::GpuIdentitiesOf(*inv, node);
+    auto started = k8s::NodeTelemetry::Start(
+        *config, std::move(options), [&]() -> std::optional<std::map<std::string, k8s::Json>> {
+          std::lock_guard lock(leases_mu);
+          if (!leases_synced) return std::nullopt;
+          return leases;
+        });
+    // A node without the NVIDIA driver still syncs leases; a bad --metrics-listen is an error.
+    if (!started && started.error().category == ErrorCategory::kInvalidArgument) {
+      std::fprintf(stderr, "tessera-lease-sync: %s\n", started.error().message.c_str());
+      return 2;
+    }
+    if (!started) {
+      std::fprintf(stderr, "tessera-lease-sync: telemetry off: %s\n",
+                   started.error().message.c_str());
+    } else {
+      node_telemetry = std::move(*started);
+      if (node_telemetry->port())
+        std::fprintf(stderr, "tessera-lease-sync: /metrics on port %u\n", node_telemetry->port());
+    }
+  }
   // kubelet's allocations -> GpuLease status, in its own thread with its own client.
   std::thread reporter([&] {
     if (pod_resources_interval_ms <= 0) return;
@@ -395,6 +447,7 @@ int main(int argc, char** argv) {
   };
   auto status = client.ListWatch(k8s::Resource::GpuLeases(), "", "", handle, &g_stop);
   g_stop = true;
+  node_telemetry.reset();  // its threads read `leases`
   publisher.join();
   reporter.join();
   partitions.join();

@@ -37,6 +37,20 @@ STATE = {"rv": 100, "compacted": 0, "rules": [], "log": [], "watch_seconds": 2.0
 ARGS = None
 
 
+def fields_match(obj, query):
+    """fieldSelector of equalities on dotted paths ("spec.nodeName=node-1"), as the API server
+    serves it for the fields it indexes."""
+    selector = query.get("fieldSelector", [""])[0]
+    for term in filter(None, selector.split(",")):
+        path, _, want = term.partition("=")
+        value = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if (value if value is not None else "") != want:
+            return False
+    return True
+
+
 def status_body(code, reason, message, name="", kind=""):
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": message, "reason": reason, "details": {"name": name, "kind": kind},
@@ -306,6 +320,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             items = [o for (c, _), o in sorted(STORE.items())
                      if c == collection or ("/namespaces/" not in collection and across.match(c))]
             items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
+            items = [o for o in items if fields_match(o, query)]
             kind, api_version = list_kind(items, plural)
             metadata = {"resourceVersion": str(STATE["rv"])}
             # Pages (limit/continue) as the API server cuts them; the token is an offset here.
@@ -335,7 +350,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if c != collection and ("/namespaces/" in collection or not across.match(c)):
                 return False
             labels = obj.get("metadata", {}).get("labels", {}) or {}
-            return all(labels.get(k) == v for k, v in want.items())
+            return all(labels.get(k) == v for k, v in want.items()) and fields_match(obj, query)
 
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
