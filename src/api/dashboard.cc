@@ -1,5 +1,10 @@
-// The dashboard at `/`: one static page (HTML, CSS and script inline) that polls the API. The
-// token comes from the URL fragment (#token=...) or a prompt, and is kept in localStorage.
+// The dashboard at `/`: one static page (HTML, CSS and script inline, no build step) for a fleet
+// of up to hundreds of GPUs. Each poll is one request, GET /v1/dashboard (with the selected
+// tenancy's usage series embedded: the usage API's own answer), and updates the page in place:
+// a row per node, its GPUs grouped by NVLink partition, each card with model, lease state,
+// tenancy, utilisation and memory bars and, for quarantined or draining GPUs, the reason in
+// the card itself. The token comes from the URL fragment (#token=...) or a prompt and is kept in
+// localStorage.
 #include "api/api.h"
 
 namespace tessera::api {
@@ -9,37 +14,74 @@ const std::string& DashboardHtml() {
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>tessera serve</title>
+<title>tessera</title>
 <style>
-body { font-family: system-ui, sans-serif; margin: 1.5em; background: #fafafa; color: #222; }
-h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.5em; }
-#grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 10px; }
-.gpu { border-radius: 6px; padding: 10px; color: #fff; min-height: 70px; box-shadow: 0 1px 3px #0003; }
-.gpu .pci { font-weight: bold; font-family: monospace; }
-.gpu .state { text-transform: uppercase; font-size: .8em; letter-spacing: .05em; }
-.gpu .tenant { font-size: .85em; margin-top: 4px; padding: 1px 4px; border-radius: 3px; background: #fff3; display: inline-block; }
-.free { background: #2e7d32; } .reserved { background: #f9a825; } .active { background: #1565c0; }
-.releasing { background: #6a1b9a; } .checking { background: #00838f; }
-.quarantined { background: #c62828; } .draining { background: #616161; }
-table { border-collapse: collapse; width: 100%; background: #fff; }
-td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font-size: .9em; }
-#status { color: #888; font-size: .85em; }
+:root { --bg: #f4f5f7; --card: #fff; --ink: #1d2330; --muted: #6b7280; --line: #e3e6ea; }
+* { box-sizing: border-box; }
+body { font: 13px/1.35 system-ui, sans-serif; margin: 0; background: var(--bg); color: var(--ink); }
+header { position: sticky; top: 0; z-index: 2; background: #1d2330; color: #fff; padding: 8px 16px;
+  display: flex; gap: 18px; align-items: center; flex-wrap: wrap; }
+header h1 { font-size: 15px; margin: 0 8px 0 0; }
+header .count { font-variant-numeric: tabular-nums; }
+header .count b { font-weight: 600; }
+header select { font: inherit; }
+#status { color: #aab1bf; margin-left: auto; }
+main { padding: 12px 16px; }
+h2 { font-size: 14px; margin: 18px 0 8px; }
+.node { display: flex; align-items: stretch; gap: 10px; background: var(--card); border: 1px solid var(--line);
+  border-radius: 6px; padding: 6px 8px; margin-bottom: 6px; }
+.node .name { width: 120px; flex: none; font-weight: 600; overflow: hidden; text-overflow: ellipsis;
+  white-space: nowrap; align-self: center; }
+.node .groups { display: flex; gap: 10px; flex-wrap: wrap; }
+.group { display: flex; gap: 4px; padding: 3px; border-radius: 5px; background: #eef1f5; position: relative; }
+.group[data-label]:not([data-label=""])::before { content: attr(data-label); position: absolute; top: -1px; left: 4px;
+  font-size: 9px; color: var(--muted); }
+.group[data-label]:not([data-label=""]) { padding-top: 11px; }
+.gpu { width: 118px; height: 74px; border-radius: 4px; padding: 3px 5px; background: var(--card);
+  border: 1px solid var(--line); border-left: 5px solid #9ca3af; overflow: hidden; font-size: 11px; }
+.gpu .top { display: flex; justify-content: space-between; gap: 4px; }
+.gpu .model { color: var(--muted); white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.gpu .state { font-size: 9px; font-weight: 700; text-transform: uppercase; letter-spacing: .04em; }
+.gpu .tenant { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; font-weight: 600; height: 15px; }
+.gpu .reason { color: #b42318; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; font-size: 10px; }
+.bar { height: 5px; background: #e5e7eb; border-radius: 3px; margin-top: 3px; overflow: hidden; }
+.bar > i { display: block; height: 100%; width: 0; }
+.bar.util > i { background: #2563eb; } .bar.mem > i { background: #7c3aed; }
+.gpu.free { border-left-color: #16a34a; } .gpu.reserved { border-left-color: #ca8a04; }
+.gpu.active { border-left-color: #2563eb; } .gpu.releasing { border-left-color: #7c3aed; }
+.gpu.checking { border-left-color: #0891b2; } .gpu.quarantined { border-left-color: #dc2626; background: #fef2f2; }
+.gpu.draining { border-left-color: #4b5563; background: #f3f4f6; } .gpu.lost { background: #fee2e2; }
+.gpu.dim { opacity: .18; }
+.node.hidden { display: none; }
+table { border-collapse: collapse; width: 100%; background: var(--card); border: 1px solid var(--line); }
+td, th { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; font-variant-numeric: tabular-nums; }
+th { font-weight: 600; color: var(--muted); }
+.swatch { display: inline-block; width: 9px; height: 9px; border-radius: 2px; margin-right: 5px; }
+#chart { background: var(--card); border: 1px solid var(--line); border-radius: 6px; padding: 8px; }
+#chart svg { width: 100%; height: 160px; display: block; }
+.legend { color: var(--muted); font-size: 11px; }
 </style>
 </head>
 <body>
-<h1>tessera serve</h1>
-<div id="status">connecting…</div>
-<h2>GPUs</h2>
-<div id="grid"></div>
+<header>
+  <h1>tessera</h1>
+  <span class="count" id="counts"></span>
+  <label>Tenancy <select id="filter-tenancy"><option value="">all</option></select></label>
+  <label>State <select id="filter-state">
+    <option value="">all</option><option>free</option><option>reserved</option><option>active</option>
+    <option>releasing</option><option>checking</option><option>quarantined</option><option>draining</option>
+    <option value="attention">needs attention</option></select></label>
+  <span id="status">connecting…</span>
+</header>
+<main>
+<div id="nodes"></div>
+<h2>Usage <select id="usage-tenancy"></select> <select id="usage-range"><option value="hour">last hour</option><option value="day">last day</option></select></h2>
+<div id="chart"><svg id="chart-svg" viewBox="0 0 1000 160" preserveAspectRatio="none"></svg>
+<div class="legend" id="chart-legend"></div></div>
 <h2>Tenancies</h2>
-<table><thead><tr><th>Tenancy</th><th>Weight</th><th>Fair share</th><th>Recent share</th><th>GPUs in use</th><th>GPU quota</th><th>Pending</th></tr></thead>
+<table><thead><tr><th>Tenancy</th><th>Weight</th><th>Fair share</th><th>Recent share</th><th>GPUs in use</th><th>GPU quota</th><th>Pending</th><th>SM now (GPUs)</th><th>GPU memory</th></tr></thead>
 <tbody id="tenancies"></tbody></table>
-<h2>Queue <span id="scheduling" style="font-weight:normal;color:#888"></span></h2>
-<table><thead><tr><th>#</th><th>ID</th><th>Tenancy</th><th>GPUs</th><th>Priority</th><th>Why it waits</th></tr></thead>
-<tbody id="queue"></tbody></table>
-<h2>Containers</h2>
-<table><thead><tr><th>ID</th><th>Tenancy</th><th>Image</th><th>State</th><th>GPUs</th><th>Exit</th><th>Reason</th></tr></thead>
-<tbody id="containers"></tbody></table>
+</main>
 <script>
 (function () {
   const match = location.hash.match(/token=([^&]+)/);
@@ -47,64 +89,182 @@ td, th { border-bottom: 1px solid #ddd; padding: 4px 8px; text-align: left; font
   let token = localStorage.getItem('tesseraToken');
   if (!token) { token = prompt('API token (admin or tenancy)') || ''; localStorage.setItem('tesseraToken', token); }
   const headers = { 'Authorization': 'Bearer ' + token };
-  // A stable hue per tenancy, so one tenant's GPUs read as one colour band.
-  function hue(name) { let h = 0; for (const c of name) h = (h * 31 + c.charCodeAt(0)) % 360; return h; }
+  const $ = (id) => document.getElementById(id);
   function el(tag, cls, text) { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; }
-  async function get(path) { const r = await fetch(path, { headers }); if (!r.ok) throw new Error(path + ': ' + r.status); return r.json(); }
-  async function refresh() {
-    try {
-      const [gpus, containers, queue] = await Promise.all([get('/v1/gpus'), get('/v1/containers?order=desc&limit=200'), get('/v1/queue')]);
-      const pct = (x) => (100 * x).toFixed(1) + ' %';
-      const shares = document.getElementById('tenancies');
-      shares.replaceChildren();
-      for (const t of queue.tenancies) {
-        const row = el('tr'); row.dataset.tenancy = t.name; row.dataset.weight = t.weight; row.dataset.share = t.share;
-        for (const v of [t.name, t.weight, pct(t.target_share), pct(t.share), t.gpus_in_use, t.quota.gpus === null ? 'unlimited' : t.quota.gpus, t.pending]) row.appendChild(el('td', '', String(v)));
-        shares.appendChild(row);
+  // A stable hue per tenancy, so one tenant's GPUs read as one colour.
+  function hue(name) { let h = 0; for (const c of name) h = (h * 31 + c.charCodeAt(0)) % 360; return h; }
+  const GiB = (b) => (b / 1073741824).toFixed(1);
+  const pct = (x) => (100 * x).toFixed(1) + ' %';
+  const shortModel = (m) => (m || '').replace(/^NVIDIA /, '').replace(/ HBM\w*/, '');
+  const attention = new Set(['quarantined', 'draining', 'checking']);
+  const cards = new Map();   // GPU id -> card elements, reused across polls
+  const rows = new Map();    // node name -> row element
+  let last = null;
+
+  function card(g) {
+    let c = cards.get(g.id);
+    if (!c) {
+      const root = el('div', 'gpu');
+      const top = el('div', 'top'); const name = el('span', 'model'); const state = el('span', 'state');
+      top.append(name, state);
+      const tenant = el('div', 'tenant'); const util = el('div', 'bar util'); const mem = el('div', 'bar mem');
+      util.append(el('i')); mem.append(el('i'));
+      const reason = el('div', 'reason');
+      root.append(top, tenant, util, mem, reason);
+      c = { root, name, state, tenant, util: util.firstChild, mem: mem.firstChild, reason };
+      cards.set(g.id, c);
+    }
+    const r = c.root;
+    r.className = 'gpu ' + g.state + (g.lost ? ' lost' : '');
+    r.dataset.id = g.id; r.dataset.state = g.state; r.dataset.tenancy = g.tenancy || ''; r.dataset.node = g.node;
+    // A shared GPU: its mode and what enforces its shares (driver, watchdog, none).
+    r.dataset.shared = g.shared ? g.shared.mode : ''; r.dataset.enforcement = g.shared ? g.shared.enforcement : '';
+    r.dataset.reason = g.reason || ''; r.dataset.util = g.util_percent === null ? '' : g.util_percent;
+    const label = (g.module ? 'M' + g.module : g.pci_address.slice(5)) + ' ' + shortModel(g.model);
+    c.name.textContent = label; c.state.textContent = g.lost ? 'lost' : g.state;
+    c.tenant.textContent = g.tenancy ? g.tenancy : (g.mig ? 'MIG ' + g.mig.held + '/' + g.mig.slices :
+      g.shared ? g.shared.mode + ' ' + g.shared.shares.length + ' shares' : '');
+    c.tenant.style.color = g.tenancy ? 'hsl(' + hue(g.tenancy) + ',70%,35%)' : '';
+    const util = g.util_percent === null ? 0 : g.util_percent;
+    c.util.style.width = Math.min(100, util) + '%';
+    const memFraction = g.memory_total ? g.memory_used / g.memory_total : 0;
+    c.mem.style.width = (100 * memFraction).toFixed(1) + '%';
+    // What an operator acts on is in the card, not only in a tooltip.
+    const why = (g.state === 'quarantined' || g.state === 'draining' || g.drain_requested || g.quarantine_requested || !g.available)
+      ? (g.reason || (g.drain_requested ? 'drain requested' : g.quarantine_requested ? 'quarantine requested' : !g.available ? 'node gone' : '')) : '';
+    c.reason.textContent = why || (g.shared && !g.shared.healthy ? 'fault: ' + g.shared.fault : '');
+    r.title = g.id + '\n' + (g.model || '') + '\nstate: ' + g.state + (g.reason ? '\nreason: ' + g.reason : '') +
+      (g.tenancy ? '\ntenancy: ' + g.tenancy + ' (' + g.container_id + ')' : '') +
+      (g.shared ? '\nshared (' + g.shared.mode + ', enforcement ' + g.shared.enforcement + '): ' +
+        g.shared.shares.map(s => s.memory + ' / ' + s.compute + '% ' + (s.tenancy || s.container_id)).join(', ') : '') +
+      (g.util_percent === null ? '' : '\nutilisation: ' + g.util_percent + ' %') +
+      (g.memory_total ? '\nmemory: ' + GiB(g.memory_used) + ' / ' + GiB(g.memory_total) + ' GiB' : '') +
+      (g.power_watts === null ? '' : '\npower: ' + g.power_watts.toFixed(0) + ' W');
+    return r;
+  }
+
+  function drawNodes(doc) {
+    const container = $('nodes');
+    const seen = new Set();
+    doc.nodes.forEach((node, i) => {
+      const key = node.name || '(this host)';
+      seen.add(key);
+      let row = rows.get(key);
+      if (!row) { row = el('div', 'node'); row.append(el('div', 'name'), el('div', 'groups')); rows.set(key, row); }
+      row.dataset.node = key;
+      row.firstChild.textContent = key;
+      const groups = row.lastChild;
+      const wanted = node.groups.map((group) => {
+        const g = el('div', 'group'); g.dataset.label = group.label;
+        for (const index of group.gpus) g.append(card(doc.gpus[index]));
+        return g;
+      });
+      groups.replaceChildren(...wanted);
+      if (container.children[i] !== row) container.insertBefore(row, container.children[i] || null);
+    });
+    for (const [key, row] of rows) if (!seen.has(key)) { row.remove(); rows.delete(key); }
+    applyFilters();
+  }
+
+  function applyFilters() {
+    const tenancy = $('filter-tenancy').value, state = $('filter-state').value;
+    for (const row of rows.values()) {
+      let any = false;
+      for (const c of row.querySelectorAll('.gpu')) {
+        const ok = (!tenancy || c.dataset.tenancy === tenancy) &&
+          (!state || (state === 'attention' ? attention.has(c.dataset.state) || c.querySelector('.reason').textContent !== '' : c.dataset.state === state));
+        c.classList.toggle('dim', !ok); any = any || ok;
       }
-      document.getElementById('scheduling').textContent = '(' + queue.scheduling + ', ' + queue.queue.length + ' waiting)';
-      const waiting = document.getElementById('queue');
-      waiting.replaceChildren();
-      for (const q of queue.queue.slice(0, 200)) {
-        const row = el('tr'); row.dataset.id = q.id; row.dataset.position = q.queue_position;
-        for (const v of [q.queue_position, q.id, q.tenancy, q.gpus, q.priority, q.reason]) row.appendChild(el('td', '', String(v)));
-        waiting.appendChild(row);
-      }
-      const grid = document.getElementById('grid');
-      grid.replaceChildren();
-      for (const g of gpus.gpus) {
-        const card = el('div', 'gpu ' + g.state);
-        card.dataset.pci = g.pci_address; card.dataset.state = g.state; card.dataset.tenancy = g.tenancy || ''; card.dataset.container = g.container_id || '';
-        card.appendChild(el('div', 'pci', g.pci_address));
-        card.appendChild(el('div', 'state', g.state));
-        if (g.tenancy) { const t = el('div', 'tenant', g.tenancy); t.style.borderLeft = '6px solid hsl(' + hue(g.tenancy) + ',80%,60%)'; card.appendChild(t); }
-        if (g.shared) {
-          // A shared GPU: its mode, what holds the limits, each share, and a daemon fault.
-          card.dataset.shared = g.shared.mode;
-          card.dataset.enforcement = g.shared.enforcement;
-          card.appendChild(el('div', 'shared', g.shared.mode + ' · enforcement ' + g.shared.enforcement));
-          for (const s of g.shared.shares) card.appendChild(el('div', 'share', s.memory + ' / ' + s.compute + '% ' + (s.tenancy || s.container_id)));
-          if (!g.shared.healthy) card.appendChild(el('div', 'fault', 'fault: ' + g.shared.fault));
-        }
-        if (g.reason) card.title = g.reason;
-        grid.appendChild(card);
-      }
-      const body = document.getElementById('containers');
-      body.replaceChildren();
-      for (const c of containers.containers) {
-        const row = el('tr'); row.dataset.id = c.id; row.dataset.state = c.state; row.dataset.tenancy = c.tenancy; row.dataset.gpus = c.gpus.join(' ');
-        const held = c.mig ? c.mig.count + ' x ' + c.mig.profile : c.share ? c.share.memory + ' / ' + c.share.compute + '% ' + c.share.mode : c.gpus.length;
-        if (c.enforcement) row.dataset.enforcement = c.enforcement;
-        for (const v of [c.id, c.tenancy, c.image, c.state, held + (c.enforcement ? ' (' + c.enforcement + ')' : ''), c.exit_code === null ? '' : c.exit_code, c.reason]) row.appendChild(el('td', '', String(v)));
-        body.appendChild(row);
-      }
-      document.getElementById('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · ' + gpus.gpus.length + ' GPUs · ' + containers.containers.length + (containers.next ? ' newest containers' : ' containers');
-    } catch (e) {
-      document.getElementById('status').textContent = 'error: ' + e.message;
+      row.classList.toggle('hidden', !any);
     }
   }
+
+  function fillSelect(select, names, keepAll) {
+    const current = select.value;
+    const options = (keepAll ? [''] : []).concat(names);
+    if ([...select.options].map(o => o.value).join('\n') !== options.join('\n')) {
+      select.replaceChildren(...options.map(n => { const o = el('option', '', n || 'all'); o.value = n; return o; }));
+    }
+    if (options.includes(current)) select.value = current;
+  }
+
+  function drawTenancies(doc) {
+    const body = $('tenancies');
+    body.replaceChildren(...doc.tenancies.map((t) => {
+      const row = el('tr'); row.dataset.tenancy = t.name; row.dataset.weight = t.weight; row.dataset.share = t.share;
+      const name = el('td'); const sw = el('span', 'swatch'); sw.style.background = 'hsl(' + hue(t.name) + ',70%,45%)';
+      name.append(sw, document.createTextNode(t.name)); row.append(name);
+      for (const v of [t.weight, pct(t.target_share), pct(t.share), t.gpus_in_use + (t.mig_gpus_in_use ? ' + ' + t.mig_gpus_in_use.toFixed(2) + ' MIG' : ''),
+                       t.quota_gpus === null ? 'unlimited' : t.quota_gpus, t.pending, (t.sm_percent / 100).toFixed(2), GiB(t.memory_bytes) + ' GiB'])
+        row.append(el('td', '', String(v)));
+      return row;
+    }));
+  }
+
+  // The selected tenancy's usage, bucketed by the usage API (average GPUs held per bucket, and
+  // the GPUs' measured SM use where telemetry counted it).
+  function drawChart(usage) {
+    const svg = $('chart-svg');
+    const ns = 'http://www.w3.org/2000/svg';
+    svg.replaceChildren();
+    if (!usage || !usage.series) { $('chart-legend').textContent = 'no tenancy selected'; return; }
+    const series = usage.series, step = usage.step_s;
+    const held = series.map(b => b.gpu_seconds / step);
+    const sm = series.map(b => (b.sm_seconds || 0) / step);
+    const top = Math.max(1, ...held, ...sm);
+    const w = 1000 / series.length;
+    series.forEach((b, i) => {
+      const h = 150 * held[i] / top;
+      const rect = document.createElementNS(ns, 'rect');
+      rect.setAttribute('x', i * w); rect.setAttribute('width', Math.max(w - 0.5, 0.5));
+      rect.setAttribute('y', 155 - h); rect.setAttribute('height', h); rect.setAttribute('fill', '#93c5fd');
+      svg.append(rect);
+      if (sm[i] > 0) {
+        const s = document.createElementNS(ns, 'rect');
+        const hs = 150 * sm[i] / top;
+        s.setAttribute('x', i * w); s.setAttribute('width', Math.max(w - 0.5, 0.5));
+        s.setAttribute('y', 155 - hs); s.setAttribute('height', hs); s.setAttribute('fill', '#1d4ed8');
+        svg.append(s);
+      }
+    });
+    svg.dataset.buckets = series.length;
+    svg.dataset.gpuSeconds = usage.gpu_seconds;
+    $('chart-legend').textContent = usage.tenancy + ': ' + (usage.gpu_seconds / 3600).toFixed(2) + ' GPU-hours held' +
+      (usage.sm_seconds !== undefined ? ', ' + (usage.sm_seconds / 3600).toFixed(2) + ' SM-GPU-hours measured' : '') +
+      ' · light: GPUs held (average per ' + (step / 60) + ' min), dark: SM use measured · peak ' + top.toFixed(2) + ' GPUs';
+  }
+
+  async function refresh() {
+    try {
+      const tenancy = $('usage-tenancy').value;
+      let path = '/v1/dashboard';
+      if (tenancy) path += '?usage=' + encodeURIComponent(tenancy) + '&range=' + $('usage-range').value;
+      const r = await fetch(path, { headers });
+      if (!r.ok) throw new Error(path + ': ' + r.status);
+      const doc = await r.json();
+      last = doc;
+      const names = doc.tenancies.map(t => t.name);
+      fillSelect($('filter-tenancy'), names, true);
+      fillSelect($('usage-tenancy'), names, false);
+      drawNodes(doc);
+      drawTenancies(doc);
+      drawChart(doc.usage);
+      const s = doc.counts.gpus, c = doc.counts.containers;
+      $('counts').textContent = doc.gpus.length + ' GPUs: ' + s.free + ' free · ' + (s.reserved + s.active) + ' leased · ' +
+        (s.releasing + s.checking) + ' checking · ' + s.quarantined + ' quarantined · ' + s.draining + ' draining — containers: ' +
+        c.running + ' running · ' + c.pending + ' pending (' + doc.counts.queue + ' queued)';
+      $('status').textContent = 'updated ' + new Date().toLocaleTimeString() + ' · ' + doc.gpus.length + ' GPUs on ' + doc.nodes.length + ' nodes' +
+        (doc.telemetry_ms ? ' · telemetry ' + Math.round((doc.time_ms - doc.telemetry_ms) / 1000) + ' s old' : ' · no telemetry');
+    } catch (e) {
+      $('status').textContent = 'error: ' + e.message;
+    }
+  }
+  $('filter-tenancy').addEventListener('change', applyFilters);
+  $('filter-state').addEventListener('change', applyFilters);
+  $('usage-tenancy').addEventListener('change', refresh);
+  $('usage-range').addEventListener('change', refresh);
   refresh();
-  setInterval(refresh, 1000);
+  setInterval(refresh, 2000);
 })();
 </script>
 </body>

@@ -444,11 +444,20 @@ Result<serve::UsageQuery> ParseUsageQuery(std::string_view query) {
   auto parsed = ForEachQueryParameter(
       query,
       [&out](const std::string& name, std::string& value, const std::string& field) -> Status {
-        if (name != "from" && name != "to")
-          return InvalidArgument(field + ": unknown (known: from, to)");
+        if (name != "from" && name != "to" && name != "step")
+          return InvalidArgument(field + ": unknown (known: from, to, step)");
         int64_t time = -1;
         const char* end = value.data() + value.size();
         auto [ptr, ec] = std::from_chars(value.data(), end, time);
+        if (name == "step") {
+          if (ec != std::errc() || ptr != end || time < serve::UsageQuery::kMinStep ||
+              time > serve::UsageQuery::kMaxStep)
+            return InvalidArgument(field + ": want whole seconds from " +
+                                   std::to_string(serve::UsageQuery::kMinStep) + " to " +
+                                   std::to_string(serve::UsageQuery::kMaxStep));
+          out.step_s = time;
+          return Ok();
+        }
         if (ec != std::errc() || ptr != end || time < 0 || time > kMaxTime)
           return InvalidArgument(field + ": want Unix time in whole seconds from 0 to " +
                                  std::to_string(kMaxTime));
@@ -461,6 +470,40 @@ Result<serve::UsageQuery> ParseUsageQuery(std::string_view query) {
       });
   if (!parsed) return parsed.error();
   if (out.to_s && *out.to_s < out.from_s) return InvalidArgument("query parameter to: before from");
+  if (out.step_s > 0 && out.to_s &&
+      (*out.to_s - out.from_s) / out.step_s >= static_cast<int64_t>(serve::UsageQuery::kMaxBuckets))
+    return InvalidArgument("query parameter step: more than " +
+                           std::to_string(serve::UsageQuery::kMaxBuckets) +
+                           " buckets in the window");
+  return out;
+}
+
+Result<DashboardQuery> ParseDashboardQuery(std::string_view query) {
+  DashboardQuery out;
+  auto parsed = ForEachQueryParameter(
+      query,
+      [&out](const std::string& name, std::string& value, const std::string& field) -> Status {
+        if (name == "usage") {
+          if (auto problem = fleet::CheckTenancyName(value); !problem.empty())
+            return InvalidArgument(field + ": " + problem);
+          out.usage_tenancy = value;
+          return Ok();
+        }
+        if (name == "range") {
+          if (value == "hour") {
+            out.window_s = 3600;
+            out.step_s = 60;
+          } else if (value == "day") {
+            out.window_s = 86400;
+            out.step_s = 900;
+          } else {
+            return InvalidArgument(field + ": want hour or day");
+          }
+          return Ok();
+        }
+        return InvalidArgument(field + ": unknown (known: usage, range)");
+      });
+  if (!parsed) return parsed.error();
   return out;
 }
 

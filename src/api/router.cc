@@ -140,6 +140,11 @@ json ContainerJson(const fleet::ContainerRecord& c) {
                            : json(nullptr);
   if (c.state == fleet::ContainerState::kPending && c.queue_position > 0)
     doc["queue_position"] = c.queue_position;
+  doc["measured"] = nullptr;
+  if (c.measured)
+    doc["measured"] = {{"sm_seconds", c.measured->sm_seconds},
+                       {"memory_gib_seconds", c.measured->memory_gib_seconds},
+                       {"energy_joules", c.measured->energy_joules}};
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
   json volumes = json::array();
   for (const auto& volume : c.spec.volumes) {
@@ -149,6 +154,25 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   }
   doc["volumes"] = std::move(volumes);
   return doc;
+}
+
+// A GPU that holds shares: its mode, what enforces them, each share, and its daemon's health;
+// null for other GPUs. The same in /v1/gpus and the dashboard.
+json SharedJson(const fleet::GpuRecord& g, bool watchdog) {
+  if (g.shares.empty() && g.share_fault.empty()) return nullptr;
+  json shares = json::array();
+  for (const auto& holder : g.shares) {
+    json item = ShareJson(holder.share);
+    item["tenancy"] = holder.tenancy;
+    item["container_id"] = holder.container_id;
+    shares.push_back(std::move(item));
+  }
+  const sharing::Mode mode = g.shares.empty() ? sharing::Mode::kMps : g.shares.front().share.mode;
+  return {{"mode", sharing::ModeName(mode)},
+          {"enforcement", sharing::EnforcementName(sharing::EnforcementOf(mode, watchdog))},
+          {"shares", std::move(shares)},
+          {"healthy", g.share_fault.empty()},
+          {"fault", g.share_fault}};
 }
 
 json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog) {
@@ -182,25 +206,120 @@ json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog) {
     doc["mig"] = nullptr;
   }
   if (g.memory_bytes > 0) doc["memory_bytes"] = g.memory_bytes;
-  if (!g.shares.empty() || !g.share_fault.empty()) {
-    json shares = json::array();
-    for (const auto& holder : g.shares) {
-      json item = ShareJson(holder.share);
-      item["tenancy"] = holder.tenancy;
-      item["container_id"] = holder.container_id;
-      shares.push_back(std::move(item));
+  doc["shared"] = SharedJson(g, watchdog);
+  return doc;
+}
+
+// GET /v1/tenancies/{name}/usage (and the dashboard's chart, which embeds the same answer).
+// The measured figures of a usage entry, next to its allocated gpu_seconds (null: not measured).
+void AddMeasured(json& doc, const std::optional<fleet::MeasuredUsage>& measured) {
+  doc["sm_seconds"] = measured ? json(measured->sm_seconds) : json(nullptr);
+  doc["memory_gib_seconds"] = measured ? json(measured->memory_gib_seconds) : json(nullptr);
+  doc["energy_joules"] = measured ? json(measured->energy_joules) : json(nullptr);
+}
+
+json UsageJson(const serve::UsageReport& report, int64_t step_s) {
+  json containers = json::array();
+  for (const auto& usage : report.containers) {
+    json entry = {{"id", usage.id},
+                  {"gpus", usage.gpus},
+                  {"started_ms", usage.started_ms},
+                  {"finished_ms", usage.finished_ms ? json(usage.finished_ms) : json(nullptr)},
+                  {"gpu_seconds", usage.gpu_seconds}};
+    AddMeasured(entry, usage.measured);
+    containers.push_back(std::move(entry));
+  }
+  json doc = {{"tenancy", report.tenancy},
+              {"from_ms", report.from_ms},
+              {"to_ms", report.to_ms},
+              {"gpu_seconds", report.gpu_seconds},
+              {"containers", std::move(containers)},
+              {"containers_total", report.containers_total}};
+  AddMeasured(doc, report.measured);
+  if (step_s > 0) {
+    json series = json::array();
+    for (const auto& bucket : report.series) {
+      json entry = {{"start_ms", bucket.start_ms}, {"gpu_seconds", bucket.gpu_seconds}};
+      AddMeasured(entry, bucket.measured);
+      series.push_back(std::move(entry));
     }
-    const sharing::Mode mode = g.shares.empty() ? sharing::Mode::kMps : g.shares.front().share.mode;
-    doc["shared"] = {
-        {"mode", sharing::ModeName(mode)},
-        {"enforcement", sharing::EnforcementName(sharing::EnforcementOf(mode, watchdog))},
-        {"shares", std::move(shares)},
-        {"healthy", g.share_fault.empty()},
-        {"fault", g.share_fault}};
-  } else {
-    doc["shared"] = nullptr;
+    doc["step_s"] = step_s;
+    doc["series"] = std::move(series);
   }
   return doc;
+}
+
+// GET /v1/dashboard: one document per poll (see serve/dashboard.h).
+json DashboardJson(const serve::DashboardView& view, bool watchdog) {
+  json gpus = json::array();
+  for (const auto& entry : view.gpus) {
+    const auto& g = entry.record;
+    json mig = nullptr;
+    if (g.mig_enabled) {
+      int held = 0;
+      for (const auto& slice : g.mig_slices)
+        held += !slice.container_id.empty();
+      mig = {{"slices", g.mig_slices.size()}, {"held", held}};
+    }
+    auto optional = [](const auto& value) { return value ? json(*value) : json(nullptr); };
+    gpus.push_back({{"id", g.id()},
+                    {"node", g.node},
+                    {"pci_address", g.pci_address},
+                    {"model", g.model},
+                    {"module", entry.module},
+                    {"state", fleet::LeaseStateName(g.state)},
+                    {"reason", g.reason},
+                    {"tenancy", g.tenancy},
+                    {"container_id", g.container_id},
+                    {"available", g.available},
+                    {"drain_requested", g.drain_requested},
+                    {"quarantine_requested", g.quarantine_requested},
+                    {"mig", std::move(mig)},
+                    {"shared", SharedJson(g, watchdog)},
+                    {"util_percent", optional(entry.gauges.util_percent)},
+                    {"memory_used", optional(entry.gauges.memory_used)},
+                    {"memory_total", optional(entry.gauges.memory_total)},
+                    {"power_watts", optional(entry.gauges.power_watts)},
+                    {"lost", entry.gauges.lost}});
+  }
+  json nodes = json::array();
+  for (const auto& node : view.nodes) {
+    json groups = json::array();
+    for (const auto& group : node.groups)
+      groups.push_back({{"label", group.label}, {"gpus", group.gpus}});
+    nodes.push_back({{"name", node.name}, {"groups", std::move(groups)}});
+  }
+  json tenancies = json::array();
+  for (const auto& t : view.tenancies) {
+    tenancies.push_back({{"name", t.share.name},
+                         {"weight", t.share.policy.weight},
+                         {"quota_gpus", LimitJson(t.share.policy.quota_gpus)},
+                         {"gpus_in_use", t.share.gpus_in_use},
+                         {"mig_gpus_in_use", t.share.mig_gpus_in_use},
+                         {"pending", t.share.pending},
+                         {"share", t.share.share},
+                         {"target_share", t.share.target},
+                         {"sm_percent", t.gauges.sm_percent},
+                         {"memory_bytes", t.gauges.memory_bytes},
+                         {"power_watts", t.gauges.power_watts}});
+  }
+  json states = json::object();
+  for (int i = 0; i < fleet::kLeaseStateCount; ++i)
+    states[fleet::LeaseStateName(static_cast<fleet::LeaseState>(i))] = view.gpu_states[i];
+  json containers = json::object();
+  for (int i = 0; i < 4; ++i)
+    containers[fleet::ContainerStateName(static_cast<fleet::ContainerState>(i))] =
+        view.containers[i];
+  return {{"time_ms", view.time_ms},
+          {"telemetry_ms", view.telemetry_ms},
+          {"scheduling", view.scheduling},
+          {"counts",
+           {{"gpus", std::move(states)},
+            {"containers", std::move(containers)},
+            {"queue", view.queue_total}}},
+          {"nodes", std::move(nodes)},
+          {"gpus", std::move(gpus)},
+          {"tenancies", std::move(tenancies)}};
 }
 
 std::vector<std::string> SplitPath(std::string_view target) {
@@ -444,6 +563,9 @@ std::string Router::Metrics() const {
     latency_[i].Render(out, "tessera_http_request_duration_seconds",
                        std::string("method=\"") + kMethodNames[i] + "\"");
   }
+  out += service_->ExtraMetrics();
+  // This host's GPUs and containers (the node endpoint of embedded mode) and per tenancy.
+  service_->RenderTelemetryMetrics(out);
   return out;
 }
 
@@ -509,8 +631,8 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   const auto method = request.method() == http::verb::head ? http::verb::get : request.method();
   const std::string target(request.target().data(), request.target().size());
   const auto parts = SplitPath(target);
-  // Query parameters: only the container listing and the usage report take any; on every other
-  // endpoint one is a mistake, refused rather than ignored.
+  // Query parameters: only the container listing, the usage report and the dashboard's document
+  // take any; on every other endpoint one is a mistake, refused rather than ignored.
   const auto query_at = target.find('?');
   const std::string_view query = query_at == std::string::npos
                                      ? std::string_view()
@@ -518,7 +640,8 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   const bool takes_query =
       parts.size() >= 2 && parts[0] == "v1" &&
       ((parts.size() == 2 && parts[1] == "containers" && method == http::verb::get) ||
-       (parts.size() == 4 && parts[1] == "tenancies" && parts[3] == "usage"));
+       (parts.size() == 4 && parts[1] == "tenancies" && parts[3] == "usage") ||
+       (parts.size() == 2 && parts[1] == "dashboard" && method == http::verb::get));
   if (!takes_query) {
     if (auto none = ParseNoQuery(query); !none) return respond(ErrorResponse(none.error()));
   }
@@ -527,7 +650,11 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
     case PublicRoute::kDashboard:
       return respond(MakeResponse(http::status::ok, DashboardHtml(), "text/html; charset=utf-8"));
     case PublicRoute::kMetrics:
-      return respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
+      // Off the I/O thread: with telemetry on, thousands of series.
+      boost::asio::post(render_, [this, respond = std::move(respond)] {
+        respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
+      });
+      return;
     // Alive while it answers; a store that cannot write is said here too (restarting would not
     // help), while /readyz turns the traffic away.
     case PublicRoute::kHealth: {
@@ -627,26 +754,12 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       if (!parsed) return respond(ErrorResponse(parsed.error()));
       // Worked out from the meter (its own lock, not the model's) and rendered off the I/O
       // thread: a tenancy with many runs holds up nobody's request.
-      boost::asio::post(
-          render_, [this, caller, name, parsed = *parsed, respond = std::move(respond)] {
-            auto report = service_->Usage(caller, name, parsed);
-            if (!report) return respond(ErrorResponse(report.error()));
-            json containers = json::array();
-            for (const auto& usage : report->containers) {
-              containers.push_back(
-                  {{"id", usage.id},
-                   {"gpus", usage.gpus},
-                   {"started_ms", usage.started_ms},
-                   {"finished_ms", usage.finished_ms ? json(usage.finished_ms) : json(nullptr)},
-                   {"gpu_seconds", usage.gpu_seconds}});
-            }
-            respond(Json(http::status::ok, {{"tenancy", report->tenancy},
-                                            {"from_ms", report->from_ms},
-                                            {"to_ms", report->to_ms},
-                                            {"gpu_seconds", report->gpu_seconds},
-                                            {"containers", std::move(containers)},
-                                            {"containers_total", report->containers_total}}));
-          });
+      boost::asio::post(render_,
+                        [this, caller, name, parsed = *parsed, respond = std::move(respond)] {
+                          auto report = service_->Usage(caller, name, parsed);
+                          if (!report) return respond(ErrorResponse(report.error()));
+                          respond(Json(http::status::ok, UsageJson(*report, parsed.step_s)));
+                        });
       return;
     }
     if (parts.size() == 4 && parts[3] == "tokens") {
@@ -733,6 +846,36 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       });
       return;
     }
+  }
+
+  // /v1/telemetry: this host's last telemetry pass (the node view `tessera top` shows).
+  if (collection == "telemetry" && parts.size() == 2) {
+    if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+    return respond(MakeResponse(http::status::ok, service_->TelemetryJson(caller) + "\n"));
+  }
+
+  // /v1/dashboard
+  if (collection == "dashboard" && parts.size() == 2) {
+    if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+    auto parsed = ParseDashboardQuery(query);
+    if (!parsed) return respond(ErrorResponse(parsed.error()));
+    boost::asio::post(
+        render_, [this, caller, query = std::move(*parsed), respond = std::move(respond)] {
+          json doc = DashboardJson(service_->Dashboard(caller), service_->WatchdogRuns());
+          // The chart: the usage API's answer for the chosen tenancy, in the same
+          // request.
+          if (!query.usage_tenancy.empty()) {
+            serve::UsageQuery usage;
+            usage.step_s = query.step_s;
+            usage.to_s = fleet::NowMs() / 1000;
+            usage.from_s = *usage.to_s - query.window_s;
+            auto report = service_->Usage(caller, query.usage_tenancy, usage);
+            if (!report) return respond(ErrorResponse(report.error()));
+            doc["usage"] = UsageJson(*report, usage.step_s);
+          }
+          respond(Json(http::status::ok, doc));
+        });
+    return;
   }
 
   // /v1/queue

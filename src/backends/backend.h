@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,9 +49,16 @@ struct StartRequest {
 
 // How a container ended.
 struct ExitInfo {
+  ExitInfo() = default;
+  ExitInfo(std::optional<int> exit_code, bool failed, std::string reason)
+      : exit_code(exit_code), failed(failed), reason(std::move(reason)) {}
+
   std::optional<int> exit_code;  // set when it ran and exited
   bool failed = false;           // could not be created/started, or vanished
   std::string reason;            // why it failed; empty otherwise
+  // What its GPU processes were measured to use, where the backend learns it (Kubernetes: the
+  // node agent's GpuLease status.measured); this host's own telemetry adds to the record itself.
+  std::optional<fleet::MeasuredUsage> measured;
   // When it ended as the runtime recorded it (podman's State.FinishedAt, a Pod container's
   // finishedAt), Unix ms; 0 when the runtime does not say (the service's clock then). Billing
   // follows it: an exit while the service was down is not billed until the service learnt it.
@@ -92,6 +100,14 @@ struct BackendContainer {
   int64_t started_ms = 0;
   int64_t finished_ms = 0;
   bool never_started = false;
+};
+
+// What a node agent last measured of one GPU (Kubernetes: the GpuLease's status.measured.gauges).
+struct GpuGaugeReading {
+  std::optional<double> util_percent;  // unset for a GPU in MIG mode
+  std::optional<uint64_t> memory_used, memory_total;
+  std::optional<double> power_watts;
+  int64_t time_ms = 0;  // when it was measured
 };
 
 // Called once per container when it has ended, from a thread the backend owns. Must not call
@@ -165,12 +181,72 @@ class ContainerBackend {
     (void)timeout;
     return FailedPrecondition(name() + " backend runs no GPU checks of its own");
   }
+  // GPU ID ("<PCI>@<node>") -> what that node's agent measured last, for the GPUs of other nodes
+  // (the dashboard's bars in fleet mode). Backends that learn nothing of other nodes: none.
+  virtual std::map<std::string, GpuGaugeReading> GpuGauges() { return {}; }
+
+  // The runtime's own ID of a running container (podman's 64-hex container ID): what the kernel's
+  // cgroup paths of its processes name, for GPU telemetry. NotFound when the backend cannot tell
+  // (or the container runs elsewhere).
+  virtual Result<std::string> RuntimeId(const std::string& id) {
+    return NotFound(name() + " backend: no runtime ID for " + id);
+  }
   // Removes them after the tenancy was deleted (FailedPrecondition while anything still uses
   // them).
   virtual Status ReleaseTenancy(const std::string& tenancy) {
     (void)tenancy;
     return Ok();
   }
+};
+
+// A backend that hands every call to another: the base of decorators (placement made durable
+// first, fabric partitions around each container), which override only what they change.
+class ForwardingBackend : public ContainerBackend {
+ public:
+  explicit ForwardingBackend(std::unique_ptr<ContainerBackend> inner) : inner_(std::move(inner)) {}
+
+  std::string name() const override { return inner_->name(); }
+  Status CheckIsolation(fleet::Isolation isolation, int gpus) const override {
+    return inner_->CheckIsolation(isolation, gpus);
+  }
+  Status CheckShare(fleet::Isolation isolation) const override {
+    return inner_->CheckShare(isolation);
+  }
+  Status Start(const StartRequest& request, ExitCallback on_exit) override {
+    return inner_->Start(request, std::move(on_exit));
+  }
+  Status Watch(const std::string& id, ExitCallback on_exit) override {
+    return inner_->Watch(id, std::move(on_exit));
+  }
+  Status Resume(const std::string& id, ExitCallback on_exit) override {
+    return inner_->Resume(id, std::move(on_exit));
+  }
+  Status Stop(const std::string& id, std::chrono::seconds grace) override {
+    return inner_->Stop(id, grace);
+  }
+  Result<BackendContainer> Inspect(const std::string& id) override { return inner_->Inspect(id); }
+  Result<std::string> Logs(const std::string& id) override { return inner_->Logs(id); }
+  Result<std::vector<BackendContainer>> List() override { return inner_->List(); }
+  Status Remove(const std::string& id) override { return inner_->Remove(id); }
+  Result<std::string> RuntimeId(const std::string& id) override { return inner_->RuntimeId(id); }
+  std::map<std::string, GpuGaugeReading> GpuGauges() override { return inner_->GpuGauges(); }
+  Status PrepareTenancy(const std::string& tenancy,
+                        const tenancy::StorageEntitlements& storage) override {
+    return inner_->PrepareTenancy(tenancy, storage);
+  }
+  Result<GpuCheckVerdict> AwaitGpuCheck(const std::string& id,
+                                        std::chrono::milliseconds timeout) override {
+    return inner_->AwaitGpuCheck(id, timeout);
+  }
+  Status ReleaseTenancy(const std::string& tenancy) override {
+    return inner_->ReleaseTenancy(tenancy);
+  }
+
+ protected:
+  ContainerBackend& inner() { return *inner_; }
+
+ private:
+  std::unique_ptr<ContainerBackend> inner_;
 };
 
 }  // namespace tessera::backends

@@ -8,6 +8,8 @@
 
 #include "cli/commands.h"
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
+#include "fabricmanager/operator_tools.h"
 #include "mps/mps.h"
 #include "runtimes/runtimes.h"
 #include "sharing/sharing.h"
@@ -78,6 +80,56 @@ std::vector<runtimes::Check> SharingChecks(const std::string& root, const std::s
 }
 
 }  // namespace
+namespace {
+
+// What the fabric checks need: the Service VM's groups, the fabric manager's answer, the
+// module map and the lease file, each only when asked for (or implied by the host).
+template <typename Options>
+fabricmanager::FabricDoctorInput FabricInput(const Options& options,
+                                             const runtimes::HostFacts& facts) {
+  fabricmanager::FabricDoctorInput input;
+  input.inventory = &facts.inventory;
+  input.members = facts.group_members;
+  input.service_vm = options.service_vm;
+  for (const auto& device : facts.inventory.devices) {
+    if (device.kind == inventory::DeviceKind::kNvSwitch && device.driver == "vfio-pci")
+      input.service_vm = true;
+  }
+  if (!options.fabricmanager_config.empty()) {
+    input.config_path = options.fabricmanager_config;
+    auto text = ReadBoundedFile(options.fabricmanager_config, kMaxConfigFileBytes);
+    input.config = text ? fabricmanager::ParseFabricManagerConfig(*text)
+                        : Result<std::map<std::string, std::string>>(text.error());
+  }
+  if (options.fabric_manager.empty()) return input;
+  input.fm_address = options.fabric_manager;
+  if (auto address = fabricmanager::ParseFabricAddress(options.fabric_manager); !address)
+    Fail(address.error().WithContext("--fabric-manager"));
+  auto connected = fabricmanager::ConnectNvfmAt(options.fabric_manager, options.nvfm_library);
+  if (!connected) {
+    input.listed = Result<std::vector<fabricmanager::SupportedPartition>>(connected.error());
+    return input;
+  }
+  input.listed = (*connected)->ListPartitions();
+  if (!*input.listed) return input;
+  std::vector<std::string> gpus;
+  for (const auto* gpu : facts.inventory.Gpus())
+    gpus.push_back(gpu->pci_address);
+  auto modules = fabricmanager::MapHostModules(
+      **input.listed, options.partition_table, gpus,
+      options.nvml ? *options.nvml : inventory::DefaultNvmlLibrary(options.root));
+  if (!modules) Fail(modules.error());
+  input.modules = std::move(*modules);
+  const std::string lease_file = options.lease_file.empty()
+                                     ? inventory::HostPath(options.root, "/run/tessera/leases.json")
+                                     : options.lease_file;
+  auto leases = deviceplugin::ReadLeaseFile(lease_file);
+  if (!leases) Fail(leases.error().WithContext("lease file"));
+  input.leases = std::move(*leases);
+  return input;
+}
+
+}  // namespace
 
 void AddDoctorCommand(CLI::App& app) {
   struct Options {
@@ -92,6 +144,14 @@ void AddDoctorCommand(CLI::App& app) {
     std::string probe_image;
     std::string podman = "podman";
     std::string mps_root = "/run/tessera/mps";
+    // Fabric manager (shared NVSwitch mode).
+    std::string fabric_manager;
+    std::string nvfm_library = "libnvfm.so.1";
+    bool service_vm = false;
+    std::string partition_table;
+    std::optional<std::string> nvml;
+    std::string lease_file;
+    std::string fabricmanager_config;
   };
   auto options = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -122,6 +182,23 @@ void AddDoctorCommand(CLI::App& app) {
   cmd->add_option("--mps-root", options->mps_root,
                   "Where tessera's MPS daemons live (under --root)")
       ->capture_default_str();
+  cmd->add_option(
+      "--fabric-manager", options->fabric_manager,
+      "Check the fabric manager at host[:port] or unix:PATH: reachable, shared NVSwitch "
+      "mode, active partitions matching the lease file");
+  cmd->add_option("--nvfm-library", options->nvfm_library, "Fabric Manager client library")
+      ->capture_default_str();
+  cmd->add_flag("--service-vm", options->service_vm,
+                "The NVSwitches go to a Service VM: check their IOMMU groups are wholly on "
+                "vfio-pci (implied when an NVSwitch is bound to vfio-pci)");
+  cmd->add_option("--partition-table", options->partition_table,
+                  "Partition table (preset or file) whose pci_addresses map GPU modules");
+  cmd->add_option("--nvml", options->nvml,
+                  "NVML library for GPU module IDs (default: libnvidia-ml.so.1 when --root is /)");
+  cmd->add_option("--lease-file", options->lease_file,
+                  "Node lease file (default <root>/run/tessera/leases.json)");
+  cmd->add_option("--fabricmanager-config", options->fabricmanager_config,
+                  "A fabricmanager.cfg to check (FABRIC_MODE, FABRIC_MODE_RESTART, the address)");
   cmd->callback([options] {
     runtimes::HostFactsOptions read;
     read.root = options->root;
@@ -166,6 +243,9 @@ void AddDoctorCommand(CLI::App& app) {
     report.checks.insert(report.checks.end(), host.begin(), host.end());
     auto shared = SharingChecks(options->root, options->mps_root);
     report.checks.insert(report.checks.end(), shared.begin(), shared.end());
+    auto fabric = FabricInput(*options, *facts);
+    auto fabric_checks = fabricmanager::FabricChecks(fabric);
+    report.checks.insert(report.checks.end(), fabric_checks.begin(), fabric_checks.end());
     if (options->probe) {
       runtimes::ProbeOptions probe;
       probe.podman = options->podman;

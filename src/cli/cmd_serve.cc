@@ -57,18 +57,9 @@ struct RunFlags {
 };
 
 std::string Token(const RunFlags& flags) {
-  if (const char* token = std::getenv("TESSERA_TOKEN"); token && *token) return token;
-  std::string path = flags.token_file;
-  if (path.empty()) {
-    const char* env = std::getenv("TESSERA_TOKEN_FILE");
-    path = env && *env ? env : "tessera-data/admin.token";
-  }
-  auto text = ReadBoundedFile(path, kMaxTokenFileBytes);
-  if (!text) Fail(text.error().WithContext("token (set TESSERA_TOKEN or --token-file)"));
-  std::string token = *text;
-  while (!token.empty() && (token.back() == '\n' || token.back() == ' '))
-    token.pop_back();
-  return token;
+  auto token = ApiToken(flags.token_file);
+  if (!token) Fail(token.error());
+  return *token;
 }
 
 std::string ErrorText(const client::Response& response) {
@@ -80,12 +71,7 @@ std::string ErrorText(const client::Response& response) {
 
 void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
   if (rest.empty()) Fail(InvalidArgument("run: IMAGE is required"));
-  std::string server = flags.server;
-  if (server.empty()) {
-    const char* env = std::getenv("TESSERA_SERVER");
-    server = env && *env ? env : "http://127.0.0.1:8080";
-  }
-  auto endpoint = client::ParseServer(server);
+  auto endpoint = client::ParseServer(ApiServer(flags.server));
   if (!endpoint) Fail(endpoint.error());
   client::Connection connection(*endpoint, Token(flags));
 

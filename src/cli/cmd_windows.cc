@@ -1,5 +1,6 @@
 // `tessera windows ...`: Windows containers from a host snapshot (inventory, HCS device
-// documents, gen-device-mounts, image compatibility).
+// documents, gen-device-mounts, image compatibility). Hyper-V isolation with a GPU is in
+// cmd_windows_hyperv.cc.
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,37 +10,13 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "common/bounded_file.h"
+#include "cli/windows_cli.h"
 #include "windows/windows.h"
 
 namespace tessera::cli {
 namespace {
 
 namespace win = tessera::windows;
-
-win::Snapshot LoadSnapshot(const std::string& path) {
-  auto text = ReadBoundedFile(path, kMaxConfigFileBytes);
-  if (!text.ok()) Fail(text.error().WithContext("read snapshot " + path));
-  auto snapshot = win::ParseSnapshot(*text);
-  if (!snapshot.ok()) Fail(snapshot.error().WithContext(path));
-  return std::move(*snapshot);
-}
-
-// A refusal (the host cannot do what was asked: schema too old, adapter without a location path)
-// is a check that failed, exit 1, not an internal error.
-[[noreturn]] void FailWindows(const Error& error) {
-  if (error.category == ErrorCategory::kFailedPrecondition) {
-    std::fprintf(stderr, "tessera: %s\n", error.message.c_str());
-    throw CLI::RuntimeError(1);
-  }
-  Fail(error);
-}
-
-template <typename T>
-T OrFail(Result<T> result) {
-  if (!result.ok()) FailWindows(result.error());
-  return std::move(*result);
-}
 
 void PrintDiagnostics(const std::vector<std::string>& lines) {
   for (const std::string& line : lines)
@@ -71,7 +48,7 @@ void AddInventory(CLI::App& windows) {
   static std::string snapshot_path;
   cmd->add_option("--snapshot", snapshot_path, "Windows host snapshot (JSON)")->required();
   cmd->callback([] {
-    win::Snapshot s = LoadSnapshot(snapshot_path);
+    win::Snapshot s = LoadWindowsSnapshot(snapshot_path);
     std::fputs(win::InventoryJson(s).c_str(), stdout);
   });
 }
@@ -96,14 +73,14 @@ void AddHcsDevice(CLI::App& windows) {
     }
     win::SchemaVersion schema;
     if (snap_opt->count() > 0) {
-      schema = LoadSnapshot(snapshot_path).MaxSchemaVersion();
+      schema = LoadWindowsSnapshot(snapshot_path).MaxSchemaVersion();
     } else {
       auto from_build = win::HcsSchemaForBuild(build);
       if (from_build.ok()) schema = *from_build;
     }
-    win::DeviceRef ref = OrFail(win::ParseDeviceString(device));
-    win::Isolation iso = OrFail(win::ParseIsolation(isolation));
-    std::string doc = OrFail(win::HcsDeviceJson(ref, schema, iso));
+    win::DeviceRef ref = OrFailWindows(win::ParseDeviceString(device));
+    win::Isolation iso = OrFailWindows(win::ParseIsolation(isolation));
+    std::string doc = OrFailWindows(win::HcsDeviceJson(ref, schema, iso));
     std::printf("%s\n", doc.c_str());
   });
 }
@@ -146,13 +123,13 @@ void AddMounts(CLI::App& windows) {
   // verbatim, so the container's command may carry its own flags.
   cmd->prefix_command();
   cmd->callback([cmd, run_opt] {
-    win::Snapshot s = LoadSnapshot(snapshot_path);
+    win::Snapshot s = LoadWindowsSnapshot(snapshot_path);
     win::MountsOptions options;
-    options.format = OrFail(win::ParseMountFormat(format));
+    options.format = OrFailWindows(win::ParseMountFormat(format));
     options.selection.all = all;
     options.selection.indexes = indexes;
     for (const std::string& l : luids)
-      options.selection.luids.push_back(OrFail(win::ParseLuid(l)));
+      options.selection.luids.push_back(OrFailWindows(win::ParseLuid(l)));
     options.selection.location_paths = paths;
     if (!all && indexes.empty() && luids.empty() && paths.empty()) {
       Fail(InvalidArgument("mounts needs one of --all, --index, --luid, --path"));
@@ -160,7 +137,7 @@ void AddMounts(CLI::App& windows) {
     if (no_vendor_files) options.vendor_files.clear();
     win::VendorFiles replaced;
     for (const std::string& v : vendor_files) {
-      auto [vendor, file] = OrFail(win::ParseVendorFile(v));
+      auto [vendor, file] = OrFailWindows(win::ParseVendorFile(v));
       replaced[vendor].push_back(file);
     }
     for (auto& [vendor, files] : replaced)
@@ -170,11 +147,11 @@ void AddMounts(CLI::App& windows) {
     if (!command.empty() && run_opt->count() == 0) {
       Fail(InvalidArgument("unexpected arguments (a container command needs --run IMAGE first)"));
     }
-    win::MountsPlan plan = OrFail(win::PlanMounts(s, options));
+    win::MountsPlan plan = OrFailWindows(win::PlanMounts(s, options));
     PrintDiagnostics(plan.diagnostics);
     if (run_opt->count() > 0) {
       std::vector<std::string> argv =
-          OrFail(win::RunCommand(options.format, plan, run_image, command, container_id));
+          OrFailWindows(win::RunCommand(options.format, plan, run_image, command, container_id));
       std::printf("%s\n", CommandLine(argv).c_str());
       std::fflush(stdout);
       std::vector<char*> cargv;
@@ -199,11 +176,20 @@ void AddCheckImage(CLI::App& windows) {
   auto* cmd = windows.add_subcommand("check-image",
                                      "Check whether a container image build runs on a host build");
   static uint32_t host_build = 0;
+  static std::string snapshot_path;
+  static std::string gpu_device;
   static std::string image;
   static uint32_t image_build = 0;
   static std::string isolation;
   static bool gpu = false;
-  cmd->add_option("--host-build", host_build, "Host Windows build (e.g. 20348)")->required();
+  auto* host_opt = cmd->add_option("--host-build", host_build, "Host Windows build (e.g. 20348)");
+  auto* snap_opt = cmd->add_option(
+      "--snapshot", snapshot_path,
+      "Host snapshot: the host build, and with --isolation hyperv --gpu the GPU preflight");
+  host_opt->excludes(snap_opt);
+  cmd->add_option("--gpu-device", gpu_device,
+                  "With --snapshot, hyperv and --gpu: the GPU (location path or index); default: "
+                  "the only dismounted or dismountable one");
   auto* image_opt = cmd->add_option("--image", image, "Image reference with a Windows tag");
   auto* build_opt = cmd->add_option("--image-build", image_build, "Image Windows build");
   image_opt->excludes(build_opt);
@@ -211,17 +197,30 @@ void AddCheckImage(CLI::App& windows) {
       ->required()
       ->check(CLI::IsMember({"process", "hyperv"}));
   cmd->add_flag("--gpu", gpu, "The container gets a GPU");
-  cmd->callback([image_opt, build_opt] {
+  cmd->callback([host_opt, snap_opt, image_opt, build_opt] {
+    if (host_opt->count() == 0 && snap_opt->count() == 0) {
+      Fail(InvalidArgument("check-image needs --host-build N or --snapshot FILE"));
+    }
     win::CompatibilityRequest request;
-    request.host_build = host_build;
-    request.isolation = OrFail(win::ParseIsolation(isolation));
+    request.isolation = OrFailWindows(win::ParseIsolation(isolation));
     request.gpu = gpu;
     if (image_opt->count() > 0) {
-      request.image = OrFail(win::ParseImageReference(image));
+      request.image = OrFailWindows(win::ParseImageReference(image));
     } else if (build_opt->count() > 0) {
       request.image.build = image_build;
     } else {
       Fail(InvalidArgument("check-image needs --image REF or --image-build N"));
+    }
+    win::HyperVGpuPreflight preflight;
+    if (snap_opt->count() > 0) {
+      win::Snapshot snapshot = LoadWindowsSnapshot(snapshot_path);
+      request.host_build = snapshot.os.build;
+      if (gpu && request.isolation == win::Isolation::kHyperV) {
+        preflight = HyperVGpuPreflightFor(snapshot, gpu_device, request.image);
+        request.hyperv_gpu_preflight = &preflight;
+      }
+    } else {
+      request.host_build = host_build;
     }
     win::CompatibilityVerdict verdict = win::CheckCompatibility(request);
     for (const std::string& w : verdict.warnings)
@@ -233,6 +232,8 @@ void AddCheckImage(CLI::App& windows) {
       throw CLI::RuntimeError(1);
     }
     std::printf("%s\n", verdict.summary.c_str());
+    for (const std::string& d : verdict.details)
+      std::printf("  - %s\n", d.c_str());
   });
 }
 
@@ -246,6 +247,7 @@ void AddWindowsCommand(CLI::App& app) {
   AddHcsDevice(*windows);
   AddMounts(*windows);
   AddCheckImage(*windows);
+  AddHyperVGpuCommands(*windows);
 }
 
 }  // namespace tessera::cli

@@ -27,5 +27,13 @@ void AddDevicePluginCommand(CLI::App& app);
 void AddDraPluginCommand(CLI::App& app);
 void AddGpuCheckCommand(CLI::App& app);  // the firmware check (cmd_gpu_check.cc)
 void AddMigCommand(CLI::App& app);       // `tessera mig apply` (cmd_mig.cc)
+void AddFabricCommand(CLI::App& app);    // `tessera fabric ...` (cmd_fabric.cc)
+void AddTopCommand(CLI::App& app);       // `tessera top` (cmd_top.cc)
+
+// The API the client commands talk to: the flag, else $TESSERA_SERVER, else
+// http://127.0.0.1:8080; and its token: $TESSERA_TOKEN, else the file (the flag,
+// $TESSERA_TOKEN_FILE, tessera-data/admin.token) (api_access.cc).
+std::string ApiServer(const std::string& flag);
+Result<std::string> ApiToken(const std::string& token_file);
 
 }  // namespace tessera::cli

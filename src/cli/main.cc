@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   tessera::cli::AddDraPluginCommand(app);
   tessera::cli::AddGpuCheckCommand(app);
   tessera::cli::AddMigCommand(app);
+  tessera::cli::AddFabricCommand(app);
+  tessera::cli::AddTopCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

@@ -133,6 +133,10 @@ struct Config {
   // instead of reading the PCI inventory; each adapter advertised `windows_replicas` times.
   std::string windows_snapshot;
   int windows_replicas = 1;
+  // "process": DirectX adapters shared with process-isolated containers (directx.microsoft.com/*).
+  // "hyperv": dismounted GPUs, each whole to one Hyper-V-isolated container
+  // (tessera.dev/hyperv-gpu, vpci-instance-id:// device specs; no replicas).
+  std::string windows_isolation = "process";
 };
 
 // The configured partition table (a preset name or a file), with `modules` merged into its

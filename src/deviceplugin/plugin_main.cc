@@ -25,6 +25,7 @@ struct Flags {
   std::string root, socket_dir, cdi_dir, lease_file, strategy, policy, partition_table;
   std::string windows_snapshot;
   int windows_replicas = 0;  // 0: not given
+  std::string windows_isolation;
   std::string log_level = "info";
 };
 
@@ -69,6 +70,9 @@ Result<Config> LoadConfig(const Flags& flags) {
     config.windows_snapshot = env["TESSERA_DP_WINDOWS_SNAPSHOT"];
   if (!flags.windows_snapshot.empty()) config.windows_snapshot = flags.windows_snapshot;
   if (flags.windows_replicas != 0) config.windows_replicas = flags.windows_replicas;
+  if (env.count("TESSERA_DP_WINDOWS_ISOLATION"))
+    config.windows_isolation = env["TESSERA_DP_WINDOWS_ISOLATION"];
+  if (!flags.windows_isolation.empty()) config.windows_isolation = flags.windows_isolation;
   return config;
 }
 
@@ -97,6 +101,9 @@ int main(int argc, char** argv) {
                  "(env TESSERA_DP_WINDOWS_SNAPSHOT)");
   app.add_option("--windows-replicas", flags.windows_replicas,
                  "Windows node: advertise each adapter this many times (1..64)");
+  app.add_option("--windows-isolation", flags.windows_isolation,
+                 "Windows node: process (DirectX adapters, shared) or hyperv (dismounted GPUs, one "
+                 "per container; env TESSERA_DP_WINDOWS_ISOLATION)");
   app.add_option("--log-level", flags.log_level, "debug, info, warn or error");
   CLI11_PARSE(app, argc, argv);
 

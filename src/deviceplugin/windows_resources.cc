@@ -1,6 +1,7 @@
 // Windows nodes: the same resource manager and kubelet server, with DirectX adapters from a host
-// snapshot instead of the PCI inventory. Discovery and Allocate outputs come from src/windows;
-// this file only maps them onto Resources and ContainerAllocations.
+// snapshot instead of the PCI inventory (process isolation), or the host's dismounted GPUs
+// (Hyper-V isolation). Discovery and Allocate outputs come from src/windows; this file only maps
+// them onto Resources and ContainerAllocations.
 #include <algorithm>
 #include <set>
 
@@ -13,6 +14,7 @@ struct ResourceManager::WindowsNode {
   windows::Snapshot snapshot;
   windows::PluginInventory inventory;
   windows::VendorFiles vendor_files = windows::DefaultVendorFiles();
+  bool hyperv = false;  // dismounted GPUs for Hyper-V-isolated containers
 };
 
 Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
@@ -22,7 +24,16 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
     return InvalidArgument("windows replicas: " + std::to_string(config.windows_replicas) +
                            " is out of range (1..64)");
   }
-  auto inventory = windows::BuildPluginInventory(snapshot, config.windows_replicas);
+  auto isolation = windows::ParseIsolation(config.windows_isolation);
+  if (!isolation) return isolation.error().WithContext("windows isolation");
+  bool hyperv = *isolation == windows::Isolation::kHyperV;
+  if (hyperv && config.windows_replicas != 1) {
+    return InvalidArgument(
+        "windows replicas: a GPU assigned to a Hyper-V-isolated container "
+        "goes whole to one container (replicas must be 1)");
+  }
+  auto inventory = hyperv ? windows::BuildHyperVPluginInventory(snapshot)
+                          : windows::BuildPluginInventory(snapshot, config.windows_replicas);
   if (!inventory) return inventory.error().WithContext("windows snapshot");
 
   std::unique_ptr<ResourceManager> manager(new ResourceManager());
@@ -30,6 +41,7 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
   auto node = std::make_shared<WindowsNode>();
   node->snapshot = snapshot;
   node->inventory = *inventory;
+  node->hyperv = hyperv;
   for (const auto& skipped : inventory->skipped)
     manager->warnings_.push_back("adapter not advertised: " + skipped);
 
@@ -43,15 +55,21 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
       auto [it, fresh] = device_of_location.emplace(plugin_device.location_path,
                                                     static_cast<int>(manager->devices_.size()));
       if (fresh) {
-        const windows::Adapter& adapter = snapshot.adapters[plugin_device.adapter_index];
         PhysicalDevice device;
         // The location path is the stable ID on Windows (LUIDs change every boot); health and
         // leases key on it as Linux keys on the PCI address.
         device.id = plugin_device.location_path;
         device.pci_address = plugin_device.location_path;
-        device.model = adapter.description;
-        device.vendor_id = adapter.vendor_id;
-        device.driver = adapter.driver_service;
+        if (hyperv) {
+          const windows::PciAdapter& adapter =
+              snapshot.hyperv_facts->pci_adapters[plugin_device.adapter_index];
+          device.model = adapter.description;
+        } else {
+          const windows::Adapter& adapter = snapshot.adapters[plugin_device.adapter_index];
+          device.model = adapter.description;
+          device.vendor_id = adapter.vendor_id;
+          device.driver = adapter.driver_service;
+        }
         manager->devices_.push_back(std::move(device));
       }
       if (std::find(resource.devices.begin(), resource.devices.end(), it->second) ==
@@ -65,10 +83,12 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
   }
   std::sort(manager->resources_.begin(), manager->resources_.end(),
             [](const Resource& a, const Resource& b) { return a.name < b.name; });
-  // Rejected CopyToVm* values are the same on every Allocate: report them once, at start.
+  // Rejected CopyToVm* values are the same on every Allocate: report them once, at start. (A
+  // Hyper-V-isolated container mounts no runtime files.)
   std::set<std::string> problems;
   for (const auto& plugin_resource : node->inventory.resources) {
     for (const auto& plugin_device : plugin_resource.devices) {
+      if (hyperv) break;
       auto planned =
           windows::Allocate(snapshot, node->inventory, {plugin_device.id}, node->vendor_files);
       if (planned) problems.insert(planned->problems.begin(), planned->problems.end());
@@ -86,7 +106,9 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
 Result<ContainerAllocation> ResourceManager::AllocateWindows(
     const std::vector<std::string>& ids) const {
   auto planned =
-      windows::Allocate(windows_->snapshot, windows_->inventory, ids, windows_->vendor_files);
+      windows_->hyperv
+          ? windows::AllocateHyperV(windows_->snapshot, windows_->inventory, ids)
+          : windows::Allocate(windows_->snapshot, windows_->inventory, ids, windows_->vendor_files);
   if (!planned) return InvalidArgument(planned.error().message);
   ContainerAllocation out;
   for (const auto& device : planned->devices) {

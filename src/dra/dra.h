@@ -247,9 +247,23 @@ struct DriverConfig {
 using ClaimFetcher =
     std::function<Result<std::string>(const std::string& ns, const std::string& name)>;
 
+// NVLink fabric partitions around prepared claims (shared NVSwitch mode), as NVIDIA's DRA driver
+// does: prepare activates the partition whose GPUs are exactly the claim's before the claim is
+// handed out; unprepare deactivates it. The plugin wires these to the node's activator.
+struct FabricHooks {
+  // For `holder` (the claim UID); an error refuses the claim with nothing activated.
+  std::function<Status(const std::string& holder, const std::vector<std::string>& pci_addresses)>
+      activate;
+  std::function<Status(const std::string& holder)> deactivate;
+};
+
 class Driver {
  public:
   Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch);
+  // Before serving kubelet: every prepare and unprepare goes through `hooks` from then on.
+  void SetFabric(FabricHooks hooks);
+  // UIDs of the claims prepared now (what holds a fabric partition).
+  std::vector<std::string> PreparedClaimUids() const;
   // Reads the prepared claims of an earlier run (moving a checkpoint.json of an earlier version
   // into per-claim files); returns a warning for each claim file it had to drop.
   Result<std::vector<std::string>> Load();
@@ -276,9 +290,12 @@ class Driver {
   // The claim's CDI spec from its prepared devices; with `only_if_missing`, only when the file
   // is gone (a retry after a reboot, when the CDI dir is tmpfs).
   Status WriteClaimSpec(const PreparedClaim& prepared, bool only_if_missing) const;
+  // The PCI addresses of a prepared claim's devices.
+  std::vector<std::string> PciAddressesOf(const PreparedClaim& claim) const;
   const DriverConfig config_;
   const NodeDevices node_;
   ClaimFetcher fetch_;
+  FabricHooks fabric_;     // set before any call; empty: no fabric manager
   mutable std::mutex mu_;  // guards checkpoint_, state_, the health fields and the files
   Checkpoint checkpoint_;
   DeviceState state_;

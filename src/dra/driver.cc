@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <ctime>
 
@@ -16,6 +17,29 @@ Driver::Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch)
   const int64_t now = std::time(nullptr);
   for (const auto& device : node_.devices)
     health_changed_[device.name] = now;
+}
+
+void Driver::SetFabric(FabricHooks hooks) {
+  fabric_ = std::move(hooks);
+}
+
+std::vector<std::string> Driver::PreparedClaimUids() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [uid, claim] : checkpoint_)
+    out.push_back(uid);
+  return out;
+}
+
+std::vector<std::string> Driver::PciAddressesOf(const PreparedClaim& claim) const {
+  std::vector<std::string> out;
+  for (const auto& prepared : claim.devices) {
+    const NodeDevice* device = node_.Find(prepared.device_name);
+    // MIG devices name their parent's address once.
+    if (device && std::find(out.begin(), out.end(), device->pci_address) == out.end())
+      out.push_back(device->pci_address);
+  }
+  return out;
 }
 
 std::string Driver::PreparedDir() const {
@@ -75,6 +99,11 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
     // kubelet retries after a timeout or a restart: a prepared claim answers the same, with its
     // spec written again if it is gone.
     if (auto it = checkpoint_.find(ref.uid); it != checkpoint_.end()) {
+      // Active already (the activator answers at once), or again after a fabric-manager restart.
+      if (fabric_.activate) {
+        if (auto active = fabric_.activate(ref.uid, PciAddressesOf(it->second)); !active)
+          return active.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
+      }
       if (auto status = WriteClaimSpec(it->second, true); !status) return status.error();
       return it->second;
     }
@@ -90,6 +119,12 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   PrepareContext context{config_.driver, config_.node_name, &node_, &state_};
   auto prepared = PlanPrepare(ref, *claim, context);
   if (!prepared) return prepared.error();
+  // The partition before the claim is handed out: a claim whose GPUs are not exactly one
+  // partition is refused here, with nothing activated and no file written.
+  if (fabric_.activate) {
+    if (auto active = fabric_.activate(ref.uid, PciAddressesOf(*prepared)); !active)
+      return active.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
+  }
   // The spec first: a checkpoint file promises CDI IDs that resolve.
   Status written = WriteClaimSpec(*prepared, false);
   // A prepare lost with a power loss is harmless, so the claim's file is not fsynced: kubelet
@@ -107,6 +142,7 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
     // resolve to nothing.
     ::unlink(ClaimSpecPath(config_.cdi_dir, ref.uid).c_str());
     (void)RemoveFile(PreparedClaimPath(PreparedDir(), ref.uid), Durability::kProcessCrash);
+    if (fabric_.deactivate) (void)fabric_.deactivate(ref.uid);
     return written.error();
   }
   checkpoint_[ref.uid] = *prepared;
@@ -126,6 +162,11 @@ Status Driver::Unprepare(const ClaimRef& ref) {
     return removed.error();
   }
   checkpoint_.erase(ref.uid);
+  // Unprepared first, then deactivated; an unknown claim holds nothing.
+  if (fabric_.deactivate) {
+    if (auto released = fabric_.deactivate(ref.uid); !released)
+      return released.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
+  }
   return Ok();
 }
 

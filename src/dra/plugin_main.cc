@@ -25,6 +25,7 @@
 #include "common/untrusted_text.h"
 #include "dra/dra.h"
 #include "dra/server.h"
+#include "fabricmanager/fabricmanager.h"
 
 namespace {
 
@@ -130,6 +131,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--poll-ms", poll_ms, "Socket, health and lease check interval")
       ->capture_default_str();
+  std::string fabric_manager, nvfm_library = "libnvfm.so.1", partition_table;
+  app.add_option("--fabric-manager", fabric_manager,
+                 "NVIDIA Fabric Manager API (host[:port] or unix:PATH): a claim must be exactly "
+                 "one NVLink partition, activated at prepare and deactivated at unprepare");
+  app.add_option("--nvfm-library", nvfm_library, "Fabric Manager client library")
+      ->capture_default_str();
+  app.add_option("--partition-table", partition_table,
+                 "Partition table (preset or file): checked against the fabric manager's; its "
+                 "pci_addresses place GPU modules where NVML cannot");
   app.add_option("--log-level", log_level)->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_default_logger(spdlog::stderr_logger_st("tessera-dra-plugin"));
@@ -153,6 +163,31 @@ int main(int argc, char** argv) {
   if (!inventory) return fail(inventory.error().WithContext("inventory of " + root));
   dra::NodeOptions node_options;
   node_options.mode = *cdi_mode;
+  // Shared NVSwitch mode: this node's one owner of partitions (claims hold them).
+  std::shared_ptr<fabricmanager::PartitionActivator> fabric;
+  if (!fabric_manager.empty()) {
+    auto address = fabricmanager::ParseFabricAddress(fabric_manager);
+    if (!address) return fail(address.error().WithContext("--fabric-manager"));
+    fabricmanager::FabricSetup setup;
+    setup.nvfm.library = nvfm_library;
+    setup.nvfm.address = *address;
+    if (!partition_table.empty()) {
+      auto table = fabricmanager::LoadPartitionTable(partition_table);
+      if (!table) return fail(table.error().WithContext("--partition-table"));
+      setup.table = std::move(*table);
+    }
+    setup.nvml_library = nvml_library;
+    for (const auto* gpu : inventory->Gpus())
+      setup.host_gpus.push_back(gpu->pci_address);
+    std::error_code made;
+    std::filesystem::create_directories(plugin_dir, made);
+    setup.ledger_path = plugin_dir + "/fabric-partitions.json";
+    auto opened = fabricmanager::OpenFabric(std::move(setup));
+    if (!opened) return fail(opened.error().WithContext("--fabric-manager"));
+    node_options.partitions = opened->table;
+    fabric = std::move(opened->activator);
+    spdlog::info("fabric manager: {}", fabric->Describe());
+  }
   auto node = dra::DescribeNode(*inventory, node_options);
   if (!node) return fail(node.error());
   for (const auto& warning : node->warnings)
@@ -182,6 +217,23 @@ int main(int argc, char** argv) {
   if (!loaded) return fail(loaded.error());
   for (const auto& dropped : *loaded)
     spdlog::warn("{}", Excerpt(dropped, 600));
+  if (fabric) {
+    // Prepared claims keep their partitions; what nothing holds is deactivated.
+    auto prepared = driver.PreparedClaimUids();
+    std::set<std::string> alive(prepared.begin(), prepared.end());
+    if (auto reconciled =
+            fabric->Reconcile([&](const std::string& uid) { return alive.count(uid) > 0; });
+        !reconciled)
+      spdlog::error("fabric partitions: {}", reconciled.error().message);
+    driver.SetFabric(
+        {[fabric](const std::string& uid, const std::vector<std::string>& gpus) -> Status {
+           auto activated = fabric->Activate(uid, gpus);
+           if (!activated) return activated.error();
+           return Ok();
+         },
+         [fabric](const std::string& uid) { return fabric->Deactivate(uid); }});
+    fabric->StartWatch();
+  }
 
   auto read_state = [&]() -> Result<dra::DeviceState> {
     dra::DeviceState state;

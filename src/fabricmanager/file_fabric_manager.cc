@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "fabricmanager/fabricmanager.h"
 
 namespace tessera::fabricmanager {
@@ -42,11 +43,12 @@ class FileFabricManager : public FabricManager {
   Status SetActivatedPartitions(const std::vector<uint32_t>& partition_ids) override {
     return Update([&](topology::ActivationState& s) { return s.SetActive(partition_ids); });
   }
+  std::string Describe() const override { return "state file " + path_; }
 
  private:
   Result<topology::ActivationState> Load() const {
     topology::ActivationState state(planner_);
-    auto text = ReadWholeFile(path_);
+    auto text = ReadBoundedFile(path_, kMaxStateFileBytes);
     if (!text) {
       if (text.error().category == ErrorCategory::kNotFound) return state;
       return text.error();

@@ -1,7 +1,11 @@
 // Adapter to NVIDIA Fabric Manager's client library, loaded with dlopen at run time.
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netdb.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -9,40 +13,14 @@
 #include "fabricmanager/nvfm_abi.h"
 
 namespace tessera::fabricmanager {
-
-const char* nvfm::ReturnName(Return code) {
-  switch (code) {
-    case kSuccess:
-      return "FM_ST_SUCCESS";
-    case kBadParam:
-      return "FM_ST_BADPARAM";
-    case kGenericError:
-      return "FM_ST_GENERIC_ERROR";
-    case kNotSupported:
-      return "FM_ST_NOT_SUPPORTED";
-    case kUninitialized:
-      return "FM_ST_UNINITIALIZED";
-    case kTimeout:
-      return "FM_ST_TIMEOUT";
-    case kVersionMismatch:
-      return "FM_ST_VERSION_MISMATCH";
-    case kInUse:
-      return "FM_ST_IN_USE";
-    case kNotConfigured:
-      return "FM_ST_NOT_CONFIGURED";
-    case kConnectionNotValid:
-      return "FM_ST_CONNECTION_NOT_VALID";
-    case kNvlinkError:
-      return "FM_ST_NVLINK_ERROR";
-  }
-  return "unknown fabric manager status";
-}
-
 namespace {
 
-// Maps a fabric manager status to an Error category; `call` names the call and its argument.
-Error NvfmError(const std::string& call, nvfm::Return code) {
+// Maps a fabric-manager status to an Error category; `call` names the call and its argument.
+Error NvfmError(const std::string& call, nvfm::Return code, const std::string& detail = "") {
   std::string message = call + ": " + nvfm::ReturnName(code) + " (" + std::to_string(code) + ")";
+  if (const char* meaning = nvfm::ReturnMeaning(code); *meaning)
+    message += ": " + std::string(meaning);
+  message += detail;
   switch (code) {
     case nvfm::kBadParam:
       return InvalidArgument(message);
@@ -52,15 +30,17 @@ Error NvfmError(const std::string& call, nvfm::Return code) {
     case nvfm::kNvlinkError:
       return FailedPrecondition(message);
     case nvfm::kTimeout:
-    case nvfm::kNotConfigured:  // still initialising
+    case nvfm::kNotConfigured:  // initialising, or restarted and waiting for the active list
     case nvfm::kConnectionNotValid:
+    case -22:  // FM_ST_NOT_READY
       return Unavailable(message);
     default:
       return Internal(message);
   }
 }
 
-// "00000000:18:00.0" (NVML style, upper case) -> "0000:18:00.0".
+// "00000000:18:00.0" (NVML style, upper case) -> "0000:18:00.0"; empty for the zeroed bus ID
+// H100 and later report.
 std::string CanonicalPciAddress(const char* raw, size_t size) {
   std::string text(raw, strnlen(raw, size));
   for (char& c : text)
@@ -69,6 +49,7 @@ std::string CanonicalPciAddress(const char* raw, size_t size) {
   if (colon != std::string::npos && colon > 4 && text.find_first_not_of('0') >= colon - 4) {
     text.erase(0, colon - 4);
   }
+  if (text.find_first_not_of("0:.") == std::string::npos) return "";
   return text;
 }
 
@@ -85,8 +66,8 @@ class NvfmFabricManager : public FabricManager {
     nvfm::SetActivatedFabricPartitionsFn set_activated = nullptr;
   };
 
-  NvfmFabricManager(void* library, Api api, nvfm::Handle handle)
-      : library_(library), api_(api), handle_(handle) {}
+  NvfmFabricManager(void* library, Api api, nvfm::Handle handle, std::string description)
+      : library_(library), api_(api), handle_(handle), description_(std::move(description)) {}
 
   ~NvfmFabricManager() override {
     api_.disconnect(handle_);
@@ -120,11 +101,11 @@ class NvfmFabricManager : public FabricManager {
       for (unsigned g = 0; g < info.num_gpus; ++g) {
         const nvfm::PartitionGpuInfo& gpu_info = info.gpu_info[g];
         PartitionGpu gpu;
-        gpu.module_id = static_cast<int>(gpu_info.physical_id);
+        gpu.module_id = static_cast<int>(std::min(gpu_info.physical_id, 1u << 20));
         gpu.pci_address = CanonicalPciAddress(gpu_info.pci_bus_id, sizeof gpu_info.pci_bus_id);
         gpu.uuid = std::string(gpu_info.uuid, strnlen(gpu_info.uuid, sizeof gpu_info.uuid));
-        gpu.nvlinks_available = static_cast<int>(gpu_info.num_nvlinks_available);
-        gpu.max_nvlinks = static_cast<int>(gpu_info.max_num_nvlinks);
+        gpu.nvlinks_available = static_cast<int>(std::min(gpu_info.num_nvlinks_available, 1024u));
+        gpu.max_nvlinks = static_cast<int>(std::min(gpu_info.max_num_nvlinks, 1024u));
         partition.gpus.push_back(std::move(gpu));
       }
       out.push_back(std::move(partition));
@@ -134,7 +115,8 @@ class NvfmFabricManager : public FabricManager {
 
   Status Activate(uint32_t partition_id) override {
     if (nvfm::Return rc = api_.activate(handle_, partition_id); rc != nvfm::kSuccess) {
-      return NvfmError("fmActivateFabricPartition(" + std::to_string(partition_id) + ")", rc);
+      return NvfmError("fmActivateFabricPartition(" + std::to_string(partition_id) + ")", rc,
+                       rc == nvfm::kInUse ? OverlappingActive(partition_id) : "");
     }
     return Ok();
   }
@@ -162,10 +144,37 @@ class NvfmFabricManager : public FabricManager {
     return Ok();
   }
 
+  std::string Describe() const override { return description_; }
+
  private:
+  // FM_ST_IN_USE names no partition: the list says which active ones share a GPU module with
+  // `partition_id` (or that it is active itself).
+  std::string OverlappingActive(uint32_t partition_id) {
+    auto listed = ListPartitions();
+    if (!listed) return "";
+    const SupportedPartition* wanted = nullptr;
+    for (const auto& p : *listed)
+      if (p.id == partition_id) wanted = &p;
+    if (!wanted) return "";
+    std::string names;
+    for (const auto& p : *listed) {
+      if (!p.active) continue;
+      auto mine = wanted->modules();
+      auto theirs = p.modules();
+      bool overlaps = std::any_of(mine.begin(), mine.end(), [&](int m) {
+        return std::find(theirs.begin(), theirs.end(), m) != theirs.end();
+      });
+      if (!overlaps) continue;
+      names += (names.empty() ? "" : ", ") + std::string("partition ") + std::to_string(p.id) +
+               " " + ModuleSet(theirs) + (p.id == partition_id ? " (itself)" : "");
+    }
+    return names.empty() ? "" : " (active: " + names + ")";
+  }
+
   void* library_;
   Api api_;
   nvfm::Handle handle_;
+  std::string description_;
 };
 
 template <typename Fn>
@@ -180,10 +189,44 @@ Status Resolve(void* library, const std::string& name, const char* symbol, Fn* o
   return Ok();
 }
 
+// The API takes "<ipv4>:<port>": a host name is resolved here.
+Result<std::string> InetAddressInfo(const FabricAddress& address) {
+  std::string host = address.host;
+  in_addr parsed{};
+  if (inet_pton(AF_INET, host.c_str(), &parsed) != 1) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found); rc != 0 || !found) {
+      return Unavailable("fabric manager host " + host + ": " + gai_strerror(rc));
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr, text,
+              sizeof text);
+    freeaddrinfo(found);
+    host = text;
+  }
+  return host + ":" + std::to_string(address.port);
+}
+
+template <typename Params>
+void FillCommon(Params& params, const std::string& info, unsigned timeout_ms, bool unix_socket) {
+  std::memcpy(params.address_info, info.data(), info.size());
+  params.timeout_ms = timeout_ms;
+  params.address_is_unix_socket = unix_socket ? 1 : 0;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<FabricManager>> ConnectNvfm(const NvfmOptions& options) {
-  if (options.address.size() >= static_cast<size_t>(nvfm::kMaxStringLength)) {
+  std::string info = options.address.path;
+  if (!options.address.unix_socket) {
+    auto inet = InetAddressInfo(options.address);
+    if (!inet) return inet.error();
+    info = *inet;
+  }
+  if (info.size() >= static_cast<size_t>(nvfm::kMaxStringLength)) {
     return InvalidArgument("fabric manager address is longer than " +
                            std::to_string(nvfm::kMaxStringLength - 1) + " bytes");
   }
@@ -214,20 +257,37 @@ Result<std::unique_ptr<FabricManager>> ConnectNvfm(const NvfmOptions& options) {
     dlclose(library);
     return NvfmError("fmLibInit", rc);
   }
-  nvfm::ConnectParams params;
-  std::memset(&params, 0, sizeof params);
-  params.version = nvfm::kConnectParamsVersion;
-  std::memcpy(params.address_info, options.address.data(), options.address.size());
-  params.timeout_ms = options.timeout_ms;
-  params.address_is_unix_socket = options.unix_socket ? 1 : 0;
+  const bool unix_socket = options.address.unix_socket;
+  // Newer libraries take v2 (with the address type); older ones only v1 and answer
+  // FM_ST_VERSION_MISMATCH to v2.
+  nvfm::ConnectParamsV2 v2;
+  std::memset(&v2, 0, sizeof v2);
+  v2.version = nvfm::kConnectParamsV2Version;
+  FillCommon(v2, info, options.timeout_ms, unix_socket);
+  v2.address_type = unix_socket ? nvfm::kAddressUnix : nvfm::kAddressInet;
   nvfm::Handle handle = nullptr;
-  if (nvfm::Return rc = api.connect(&params, &handle); rc != nvfm::kSuccess) {
+  int version = 2;
+  nvfm::Return rc = api.connect(&v2, &handle);
+  if (rc == nvfm::kVersionMismatch) {
+    spdlog::debug("fmConnect {}: the library refuses connect parameters v2; trying v1",
+                  options.address.ToString());
+    nvfm::ConnectParamsV1 v1;
+    std::memset(&v1, 0, sizeof v1);
+    v1.version = nvfm::kConnectParamsV1Version;
+    FillCommon(v1, info, options.timeout_ms, unix_socket);
+    version = 1;
+    rc = api.connect(&v1, &handle);
+  }
+  if (rc != nvfm::kSuccess) {
     api.lib_shutdown();
     dlclose(library);
-    return NvfmError("fmConnect " + options.address, rc);
+    return NvfmError("fmConnect " + options.address.ToString(), rc);
   }
-  spdlog::debug("connected to fabric manager at {} through {}", options.address, options.library);
-  return std::unique_ptr<FabricManager>(new NvfmFabricManager(library, api, handle));
+  std::string description = options.library + " -> " + options.address.ToString() + " (connect v" +
+                            std::to_string(version) + ")";
+  spdlog::debug("connected to fabric manager: {}", description);
+  return std::unique_ptr<FabricManager>(
+      new NvfmFabricManager(library, api, handle, std::move(description)));
 }
 
 }  // namespace tessera::fabricmanager

@@ -1,10 +1,31 @@
-// Turning what a fabric manager reports into a topology::PartitionTable.
+// What a fabric manager reports, as values: partition helpers and the table they make.
 #include <algorithm>
-#include <cctype>
 
 #include "fabricmanager/fabricmanager.h"
 
 namespace tessera::fabricmanager {
+
+int SupportedPartition::nvlinks() const {
+  int sum = 0;
+  for (const auto& gpu : gpus)
+    sum += gpu.nvlinks_available;
+  return sum;
+}
+
+std::vector<int> SupportedPartition::modules() const {
+  std::vector<int> out;
+  for (const auto& gpu : gpus)
+    out.push_back(gpu.module_id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string ModuleSet(const std::vector<int>& modules) {
+  std::string out = "{";
+  for (size_t i = 0; i < modules.size(); ++i)
+    out += (i ? "," : "") + std::to_string(modules[i]);
+  return out + "}";
+}
 
 Result<topology::PartitionTable> TableFromPartitions(
     const std::vector<SupportedPartition>& partitions, const std::string& board) {

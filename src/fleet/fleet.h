@@ -114,6 +114,23 @@ struct ContainerSpec {
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
 
+// What a container's GPU processes were measured to use (GPU telemetry): SM-seconds (a whole
+// GPU's SMs busy for one second is 1), GPU memory GiB-seconds, and joules (the GPU's energy: the
+// busy part by SM share, the idle part by allocation).
+struct MeasuredUsage {
+  double sm_seconds = 0;
+  double memory_gib_seconds = 0;
+  double energy_joules = 0;
+  MeasuredUsage& operator+=(const MeasuredUsage& other) {
+    sm_seconds += other.sm_seconds;
+    memory_gib_seconds += other.memory_gib_seconds;
+    energy_joules += other.energy_joules;
+    return *this;
+  }
+  bool empty() const { return sm_seconds == 0 && memory_gib_seconds == 0 && energy_joules == 0; }
+  friend bool operator==(const MeasuredUsage&, const MeasuredUsage&) = default;
+};
+
 struct ContainerRecord;
 // What a container holds in GPU equivalents: its whole GPUs, or its MIG slices' share.
 double GpuEquivalents(const ContainerRecord& container);
@@ -145,6 +162,10 @@ struct ContainerRecord {
   // next), with `reason` saying why it waits; 0 otherwise. Not stored: the service fills both
   // into the copies it hands out.
   int queue_position = 0;
+  // What it measured so far while running (written with every telemetry pass that changed it, in
+  // the transaction that advances the GPUs' cursors; see TelemetryCursor). Unset: no telemetry
+  // ever saw it (telemetry off, or never on a measured GPU).
+  std::optional<MeasuredUsage> measured;
 
   friend bool operator==(const ContainerRecord&, const ContainerRecord&) = default;
 };
@@ -160,8 +181,8 @@ std::string IdempotentContainerId(const std::string& tenancy_uid, const std::str
 
 // Two copies of one container record written by different replicas, merged: a stop request
 // seen by either stays; the status (state, GPUs, times, exit) is the one further along
-// (pending < running < exited/failed; started before not started), `ours` on a tie. The spec
-// and identity are `ours`.
+// (pending < running < exited/failed; started before not started), `ours` on a tie; the measured
+// use the larger of each figure. The spec and identity are `ours`.
 ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const ContainerRecord& theirs);
 
 // ---------------------------------------------------------------------------------------------
@@ -303,8 +324,9 @@ struct ContainerDeletion {
 // outlives the container record (retention) and its tenancy.
 // GPU-seconds = gpus * (finished_ms - started_ms) / 1000.
 //
-// Figures measured while it ran (GPU telemetry) join as optional fields here and as nullable
-// columns of the store's `usage` table, added by a migration of their own (NULL: not measured).
+// Next to that allocation, what the run's processes were measured to use (GPU telemetry): an
+// optional field here and nullable columns of the store's `usage` table (NULL: not measured),
+// taken from the container record in the same commit, so it is never written afterwards.
 struct UsageRecord {
   std::string container_id;
   std::string tenancy;
@@ -313,14 +335,29 @@ struct UsageRecord {
   int64_t started_ms = 0;   // its GPUs became the running container's
   int64_t finished_ms = 0;  // the container ended (as its runtime reports) and its GPUs went to
                             // their release
+  std::optional<MeasuredUsage> measured;  // unset: not measured
+  std::string gpu_model;  // its GPUs' model, and how it held them ("gpu", "mig"): the labels of
+  std::string mode;       // the per-tenancy series
 
   friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
 };
 
+// Where GPU telemetry last counted on one GPU of this host: the newest per-process sample and the
+// energy counter it took, and when. Committed with the measured use it produced, so a restarted
+// service counts neither a sample nor a joule twice.
+struct TelemetryCursor {
+  std::string gpu;  // PCI address
+  uint64_t sample_us = 0;
+  uint64_t energy_mj = 0;
+  int64_t sampled_ms = 0;
+  friend bool operator==(const TelemetryCursor&, const TelemetryCursor&) = default;
+};
+
 // One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
 // or deletes it (TenancyDeletion, ContainerDeletion). A UsageRecord is inserted, never replaced.
+// A TelemetryCursor replaces its GPU's.
 using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
-                              ContainerDeletion, UsageRecord>;
+                              ContainerDeletion, UsageRecord, TelemetryCursor>;
 
 struct StoreSnapshot {
   std::vector<Tenancy> tenancies;
@@ -332,6 +369,7 @@ struct StoreSnapshot {
   // GPU ID -> the firmware baseline recorded for it, kept apart from the GPU's lease record: a
   // GPU whose baseline is here but whose record is not lost its record (never a new GPU).
   std::map<std::string, std::string> firmware_baselines;
+  std::vector<TelemetryCursor> cursors;  // this host's GPUs' telemetry cursors
 };
 
 struct StoreStats {

@@ -3,6 +3,7 @@
 #include <openssl/sha.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <future>
@@ -191,6 +192,14 @@ ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const Contain
     merged.started = theirs.started;
     merged.started_ms = theirs.started_ms;
     merged.finished_ms = theirs.finished_ms;
+  }
+  // Measured use only grows: the larger of each figure.
+  if (theirs.measured) {
+    const MeasuredUsage mine = ours.measured.value_or(MeasuredUsage{});
+    merged.measured =
+        MeasuredUsage{std::max(mine.sm_seconds, theirs.measured->sm_seconds),
+                      std::max(mine.memory_gib_seconds, theirs.measured->memory_gib_seconds),
+                      std::max(mine.energy_joules, theirs.measured->energy_joules)};
   }
   return merged;
 }

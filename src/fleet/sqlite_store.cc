@@ -91,7 +91,7 @@ CREATE INDEX usage_by_tenancy ON usage (tenancy, finished_ms);
     // the runs metered so far. Firmware baselines are kept apart from the GPUs' lease records,
     // so a lost lease record is noticed rather than taken for a new GPU. `meta` holds the row a
     // store that could not write writes to prove it can again.
-    // Measured usage (GPU telemetry) adds nullable columns to `usage` in a later migration.
+    // Measured usage (GPU telemetry) adds nullable columns to `usage` in migration 7.
     R"sql(
 CREATE TABLE usage_runs (
   container_id TEXT NOT NULL,
@@ -120,6 +120,22 @@ INSERT INTO firmware_baselines (node, pci_address, baseline, recorded_ms)
   SELECT node, pci_address, json_extract(doc, '$.firmware_baseline'), 0 FROM gpus
   WHERE json_valid(doc) AND COALESCE(json_extract(doc, '$.firmware_baseline'), '') != '';
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+)sql",
+    // 7: what each run was measured to use (GPU telemetry), next to its allocation in its usage
+    // record (NULL: not measured), with the labels of the per-tenancy series; and where
+    // telemetry last counted on each GPU of this host, committed with the measured use it
+    // produced (the running containers' figures live in their records until the run ends).
+    R"sql(
+ALTER TABLE usage ADD COLUMN sm_seconds REAL;
+ALTER TABLE usage ADD COLUMN memory_gib_seconds REAL;
+ALTER TABLE usage ADD COLUMN energy_joules REAL;
+ALTER TABLE usage ADD COLUMN gpu_model TEXT NOT NULL DEFAULT '';
+ALTER TABLE usage ADD COLUMN mode TEXT NOT NULL DEFAULT '';
+CREATE TABLE telemetry_cursors (
+  gpu TEXT PRIMARY KEY,
+  sample_us INTEGER NOT NULL,
+  energy_mj INTEGER NOT NULL,
+  sampled_ms INTEGER NOT NULL);
 )sql",
 };
 
@@ -173,6 +189,10 @@ std::string ContainerDoc(const ContainerRecord& c) {
       {"finished_ms", c.finished_ms},
   };
   if (c.exit_code) doc["exit_code"] = *c.exit_code;
+  if (c.measured)
+    doc["measured"] = {{"sm_seconds", c.measured->sm_seconds},
+                       {"memory_gib_seconds", c.measured->memory_gib_seconds},
+                       {"energy_joules", c.measured->energy_joules}};
   if (c.spec.priority != 0) doc["priority"] = c.spec.priority;
   if (c.spec.max_duration_s != 0) doc["maxDurationSeconds"] = c.spec.max_duration_s;
   if (c.spec.preemptible) doc["preemptible"] = true;
@@ -258,6 +278,12 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
   c.finished_ms = doc.value("finished_ms", int64_t{0});
   if (doc.contains("exit_code") && doc["exit_code"].is_number_integer())
     c.exit_code = doc["exit_code"].get<int>();
+  if (doc.contains("measured") && doc["measured"].is_object()) {
+    const json& measured = doc["measured"];
+    c.measured =
+        MeasuredUsage{measured.value("sm_seconds", 0.0), measured.value("memory_gib_seconds", 0.0),
+                      measured.value("energy_joules", 0.0)};
+  }
   return c;
 }
 
@@ -316,6 +342,7 @@ class Statement {
   }
   void Int(int index, int64_t value) { sqlite3_bind_int64(stmt_, index, value); }
   void Real(int index, double value) { sqlite3_bind_double(stmt_, index, value); }
+  void Null(int index) { sqlite3_bind_null(stmt_, index); }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
@@ -399,14 +426,20 @@ class SqliteStore final : public Store {
          "ON CONFLICT(id) DO NOTHING"},
         // Never REPLACE: a run's record, once there, is the record.
         {&insert_usage_,
-         "INSERT INTO usage(container_id, started_ms, tenancy, tenancy_uid, gpus, finished_ms) "
-         "VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(container_id, started_ms) DO NOTHING"},
+         "INSERT INTO usage(container_id, started_ms, tenancy, tenancy_uid, gpus, finished_ms, "
+         "sm_seconds, memory_gib_seconds, energy_joules, gpu_model, mode) "
+         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+         "ON CONFLICT(container_id, started_ms) DO NOTHING"},
         {&stored_usage_,
          "SELECT tenancy_uid, gpus, finished_ms FROM usage "
          "WHERE container_id = ?1 AND started_ms = ?2"},
         {&write_probe_,
          "INSERT INTO meta(key, value) VALUES('write_probe', ?1) "
          "ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
+        {&upsert_cursor_,
+         "INSERT INTO telemetry_cursors(gpu, sample_us, energy_mj, sampled_ms) "
+         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(gpu) DO UPDATE SET sample_us = excluded.sample_us, "
+         "energy_mj = excluded.energy_mj, sampled_ms = excluded.sampled_ms"},
     };
     for (const auto& [statement, sql] : statements)
       if (auto status = statement->Prepare(db_, sql); !status) return status;
@@ -505,7 +538,8 @@ class SqliteStore final : public Store {
           });
     if (status)
       status = ReadAll(
-          "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, finished_ms FROM usage "
+          "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, finished_ms, sm_seconds, "
+          "memory_gib_seconds, energy_joules, gpu_model, mode FROM usage "
           "ORDER BY finished_ms, rowid",
           "usage", [&](sqlite3_stmt* row) -> Status {
             UsageRecord u;
@@ -515,6 +549,12 @@ class SqliteStore final : public Store {
             u.gpus = sqlite3_column_double(row, 3);
             u.started_ms = sqlite3_column_int64(row, 4);
             u.finished_ms = sqlite3_column_int64(row, 5);
+            if (sqlite3_column_type(row, 6) != SQLITE_NULL)
+              u.measured =
+                  MeasuredUsage{sqlite3_column_double(row, 6), sqlite3_column_double(row, 7),
+                                sqlite3_column_double(row, 8)};
+            u.gpu_model = ColumnText(row, 9);
+            u.mode = ColumnText(row, 10);
             snapshot.usage.push_back(std::move(u));
             return Ok();
           });
@@ -524,6 +564,19 @@ class SqliteStore final : public Store {
                          snapshot.retired_ids.push_back(ColumnText(row, 0));
                          return Ok();
                        });
+    if (status)
+      status = ReadAll(
+          "SELECT gpu, sample_us, energy_mj, sampled_ms FROM telemetry_cursors "
+          "ORDER BY gpu",
+          "telemetry_cursors", [&](sqlite3_stmt* row) -> Status {
+            TelemetryCursor c;
+            c.gpu = ColumnText(row, 0);
+            c.sample_us = static_cast<uint64_t>(sqlite3_column_int64(row, 1));
+            c.energy_mj = static_cast<uint64_t>(sqlite3_column_int64(row, 2));
+            c.sampled_ms = sqlite3_column_int64(row, 3);
+            snapshot.cursors.push_back(std::move(c));
+            return Ok();
+          });
     if (!status) return status.error();
     return snapshot;
   }
@@ -657,6 +710,16 @@ class SqliteStore final : public Store {
     insert_usage_.Text(4, u.tenancy_uid);
     insert_usage_.Real(5, u.gpus);
     insert_usage_.Int(6, u.finished_ms);
+    if (u.measured) {
+      insert_usage_.Real(7, u.measured->sm_seconds);
+      insert_usage_.Real(8, u.measured->memory_gib_seconds);
+      insert_usage_.Real(9, u.measured->energy_joules);
+    } else {
+      for (int column : {7, 8, 9})
+        insert_usage_.Null(column);
+    }
+    insert_usage_.Text(10, u.gpu_model);
+    insert_usage_.Text(11, u.mode);
     if (auto s = Step(insert_usage_, "insert usage"); !s) return s;
     if (sqlite3_changes(db_) > 0) return Ok();
     // The run is stored already: a retry of the same record, which is no change. A different
@@ -725,6 +788,13 @@ class SqliteStore final : public Store {
       return Step(retire_container_, "retire container ID");
     }
     if (const auto* u = std::get_if<UsageRecord>(&mutation)) return InsertUsage(*u);
+    if (const auto* c = std::get_if<TelemetryCursor>(&mutation)) {
+      upsert_cursor_.Text(1, c->gpu);
+      upsert_cursor_.Int(2, static_cast<int64_t>(c->sample_us));
+      upsert_cursor_.Int(3, static_cast<int64_t>(c->energy_mj));
+      upsert_cursor_.Int(4, c->sampled_ms);
+      return Step(upsert_cursor_, "write telemetry cursor");
+    }
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
     upsert_token_.Text(2, t.sha256);
@@ -859,7 +929,7 @@ class SqliteStore final : public Store {
   std::mutex db_mutex_;  // the connection: writer thread and Load()
   Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_baseline_, upsert_token_;
   Statement delete_tenancy_, delete_tokens_, delete_container_, retire_container_;
-  Statement insert_usage_, stored_usage_, write_probe_;
+  Statement insert_usage_, stored_usage_, write_probe_, upsert_cursor_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_, failure_
   std::condition_variable wake_;

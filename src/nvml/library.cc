@@ -6,83 +6,14 @@
 #include <cctype>
 #include <cstring>
 
+#include "nvml/library_api.h"
 #include "nvml/nvml.h"
-#include "nvml/nvml_abi.h"
 
 namespace tessera::nvml {
 
 using namespace abi;
 
-struct Library::Api {
-  void* handle = nullptr;
-  bool initialized = false;
-  Return (*init)() = nullptr;
-  Return (*shutdown)() = nullptr;
-  const char* (*error_string)(Return) = nullptr;
-  Return (*by_pci)(const char*, Device*) = nullptr;
-  Return (*get_mig_mode)(Device, unsigned int*, unsigned int*) = nullptr;
-  Return (*set_mig_mode)(Device, unsigned int, Return*) = nullptr;
-  Return (*profile_info_v)(Device, unsigned int, GpuInstanceProfileInfoV2*) = nullptr;
-  Return (*profile_info)(Device, unsigned int, GpuInstanceProfileInfo*) = nullptr;
-  Return (*get_gpu_instances)(Device, unsigned int, GpuInstanceHandle*, unsigned int*) = nullptr;
-  Return (*gpu_instance_by_id)(Device, unsigned int, GpuInstanceHandle*) = nullptr;
-  Return (*gpu_instance_info)(GpuInstanceHandle, GpuInstanceInfo*) = nullptr;
-  Return (*ci_profile_info)(GpuInstanceHandle, unsigned int, unsigned int,
-                            ComputeInstanceProfileInfo*) = nullptr;
-  Return (*get_compute_instances)(GpuInstanceHandle, unsigned int, ComputeInstanceHandle*,
-                                  unsigned int*) = nullptr;
-  Return (*compute_instance_info)(ComputeInstanceHandle, ComputeInstanceInfo*) = nullptr;
-  Return (*create_gpu_instance)(Device, unsigned int, const GpuInstancePlacement*,
-                                GpuInstanceHandle*) = nullptr;
-  Return (*create_compute_instance)(GpuInstanceHandle, unsigned int,
-                                    ComputeInstanceHandle*) = nullptr;
-  Return (*destroy_gpu_instance)(GpuInstanceHandle) = nullptr;
-  Return (*destroy_compute_instance)(ComputeInstanceHandle) = nullptr;
-  Return (*max_mig_devices)(Device, unsigned int*) = nullptr;
-  Return (*mig_by_index)(Device, unsigned int, Device*) = nullptr;
-  Return (*gpu_instance_id)(Device, unsigned int*) = nullptr;
-  Return (*compute_instance_id)(Device, unsigned int*) = nullptr;
-  Return (*uuid)(Device, char*, unsigned int) = nullptr;
-  Return (*memory)(Device, Memory*) = nullptr;
-  Return (*attributes)(Device, DeviceAttributes*) = nullptr;
-  Return (*running_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
-  Return (*get_compute_mode)(Device, unsigned int*) = nullptr;
-  Return (*set_compute_mode)(Device, unsigned int) = nullptr;
-  Return (*module_id)(Device, unsigned int*) = nullptr;
-
-  ~Api() {
-    if (initialized && shutdown) shutdown();
-    if (handle) ::dlclose(handle);
-  }
-
-  std::string Describe(const char* call, Return code) const {
-    std::string text = std::string(call) + " failed: NVML error " + std::to_string(code);
-    if (error_string) {
-      if (const char* why = error_string(code)) text += " (" + std::string(why) + ")";
-    }
-    return text;
-  }
-  Error Fail(const char* call, Return code) const {
-    if (code == kErrorNotFound) return NotFound(Describe(call, code));
-    if (code == kErrorInvalidArgument) return InvalidArgument(Describe(call, code));
-    if (code == kErrorNoPermission) return PermissionDenied(Describe(call, code));
-    if (code == kErrorInUse || code == kErrorNotSupported)
-      return FailedPrecondition(Describe(call, code));
-    return Unavailable(Describe(call, code));
-  }
-  template <typename F>
-  Status Need(F* entry, const char* name) const {
-    if (entry == nullptr) return Unavailable(std::string("NVML has no ") + name);
-    return Ok();
-  }
-};
-
 namespace {
-
-template <typename F>
-void Bind(void* handle, F*& out, const char* name) {
-  out = reinterpret_cast<F*>(::dlsym(handle, name));
-}
 
 std::string ProfileName(const char* raw) {
   std::string name(raw, strnlen(raw, kDeviceNameV2BufferSize));
@@ -139,6 +70,7 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   Bind(h, api->get_compute_mode, "nvmlDeviceGetComputeMode");
   Bind(h, api->set_compute_mode, "nvmlDeviceSetComputeMode");
   Bind(h, api->module_id, "nvmlDeviceGetModuleId");
+  BindTelemetry(*api);
   if (!api->init || !api->shutdown || !api->by_pci) {
     return Unavailable(path + ": missing NVML entry points (not the NVIDIA management library?)");
   }
@@ -300,7 +232,7 @@ Result<std::vector<MigDevice>> Library::MigDevices(Gpu gpu) const {
       return api_->Fail("nvmlDeviceGetUUID", r);
     info.uuid.assign(uuid, strnlen(uuid, sizeof uuid));
     if (api_->memory) {
-      Memory memory{};
+      abi::Memory memory{};
       if (api_->memory(mig, &memory) == kSuccess) info.memory_bytes = memory.total;
     }
     if (api_->attributes) {
@@ -319,7 +251,7 @@ Result<std::vector<MigDevice>> Library::MigDevices(Gpu gpu) const {
 
 Result<uint64_t> Library::MemoryTotal(Gpu gpu) const {
   if (auto s = api_->Need(api_->memory, "nvmlDeviceGetMemoryInfo"); !s) return s.error();
-  Memory memory{};
+  abi::Memory memory{};
   Return r = api_->memory(static_cast<Device>(gpu.handle()), &memory);
   if (r != kSuccess) return api_->Fail("nvmlDeviceGetMemoryInfo", r);
   return static_cast<uint64_t>(memory.total);

@@ -1,14 +1,16 @@
 // NVIDIA's management library (NVML), opened with dlopen at run time: the MIG queries the
-// inventory needs, the MIG changes `tessera mig apply` makes, and the compute mode and memory
-// size of GPUs shared through MPS. Nothing links libnvidia-ml, so
-// every tessera program starts on hosts without the NVIDIA driver; a missing library or entry
-// point is an Unavailable error the caller turns into a warning.
+// inventory needs, the MIG changes `tessera mig apply` makes, the compute mode and memory size
+// of GPUs shared through MPS, and the telemetry reads (per-GPU figures, per-process memory and
+// SM use, accounting, GPM, Xid events) the collector takes. Nothing links libnvidia-ml, so every
+// tessera program starts on hosts without the NVIDIA driver; a missing library or entry point is
+// an Unavailable error the caller turns into a warning.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -68,14 +70,99 @@ enum class ComputeMode : uint32_t {
 // nvidia-smi's names: "DEFAULT", "EXCLUSIVE_THREAD", "PROHIBITED", "EXCLUSIVE_PROCESS".
 const char* ComputeModeName(ComputeMode mode);
 
+// ---- Telemetry values ----
+
+// How one telemetry read went. A board or driver without a figure answers kNotSupported (normal,
+// not an error); kNotFound is NVML's "no new samples"; kGpuLost is a GPU that fell off the bus.
+enum class ReadStatus { kOk, kNotSupported, kNotFound, kGpuLost, kFailed };
+const char* ReadStatusName(ReadStatus status);  // "ok", "not supported", ...
+
+template <typename T>
+struct Read {
+  ReadStatus status = ReadStatus::kFailed;
+  T value{};
+  int code = 0;  // NVML's return code
+  bool ok() const { return status == ReadStatus::kOk; }
+};
+
+// A process using a GPU (or a MIG device) and the memory it holds there, by host PID.
+struct ProcessMemory {
+  uint32_t pid = 0;
+  std::optional<uint64_t> used_bytes;  // unset: the driver cannot tell (NVML_VALUE_NOT_AVAILABLE)
+  uint32_t gpu_instance_id = 0;        // MIG: where it runs (0xFFFFFFFF: the whole GPU)
+  uint32_t compute_instance_id = 0;
+  bool mps = false;  // listed by the MPS variant (an MPS client)
+  friend bool operator==(const ProcessMemory&, const ProcessMemory&) = default;
+};
+
+// One process's activity in one of the driver's sample periods.
+struct ProcessUtilization {
+  uint32_t pid = 0;
+  uint64_t timestamp_us = 0;  // CPU time of the sample, microseconds since the epoch
+  uint32_t sm_percent = 0;
+  uint32_t memory_percent = 0;
+  friend bool operator==(const ProcessUtilization&, const ProcessUtilization&) = default;
+};
+
+// Accounting mode: a process's figures over its whole life, kept after it ended.
+struct AccountingStats {
+  uint32_t pid = 0;
+  std::optional<uint32_t> gpu_percent;  // average over its life
+  std::optional<uint64_t> max_memory_bytes;
+  uint64_t time_ms = 0;  // how long its context was active; 0 while it runs
+  uint64_t start_us = 0;
+  bool running = false;
+};
+
+struct MemoryInfo {
+  uint64_t total = 0, free = 0, used = 0;
+};
+
+// NVML's raw records as a fill call leaves them in the caller's buffer (records.cc; pure, so the
+// process-list fuzz target reaches them): `bytes` holds whole nvmlProcessInfo_t (24 bytes) or
+// nvmlProcessUtilizationSample_t (32 bytes) records; a cut record at the end is ignored.
+// Percentages above 100 are taken as 100.
+std::vector<ProcessMemory> ProcessRecords(std::string_view bytes, bool mps);
+std::vector<ProcessUtilization> UtilizationRecords(std::string_view bytes);
+
+struct Utilization {
+  uint32_t gpu_percent = 0, memory_percent = 0;
+};
+
 // One GPU known to NVML, found by PCI address.
 class Gpu {
  public:
+  Gpu() = default;
   explicit Gpu(void* handle) : handle_(handle) {}
   void* handle() const { return handle_; }
 
  private:
-  void* handle_;
+  void* handle_ = nullptr;
+};
+
+class Library;
+
+// A GPM sample (nvmlGpmSampleAlloc), freed through the library that made it. Move-only.
+class GpmSample {
+ public:
+  GpmSample() = default;
+  GpmSample(const Library* owner, void* handle) : owner_(owner), handle_(handle) {}
+  GpmSample(GpmSample&& other) noexcept { *this = std::move(other); }
+  GpmSample& operator=(GpmSample&& other) noexcept;
+  ~GpmSample();
+  void* handle() const { return handle_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+
+ private:
+  const Library* owner_ = nullptr;
+  void* handle_ = nullptr;
+};
+
+// A Xid event as NVML delivers it: the GPU handle it names and the Xid.
+struct XidEvent {
+  void* gpu = nullptr;
+  uint64_t xid = 0;
+  uint32_t gpu_instance_id = 0;
 };
 
 class Library {
@@ -115,10 +202,44 @@ class Library {
   Status DestroyGpuInstance(Gpu gpu, uint32_t gpu_instance_id) const;
   Status SetComputeMode(Gpu gpu, ComputeMode mode) const;
 
+  // ---- Telemetry reads (telemetry_reads.cc). `gpu` may be a MIG device handle where NVML
+  // takes one (memory, processes). None of them fails the caller: each says how it went. ----
+  Read<std::string> Uuid(Gpu gpu) const;
+  Read<Utilization> UtilizationRates(Gpu gpu) const;
+  Read<MemoryInfo> Memory(Gpu gpu) const;
+  Read<uint32_t> PowerMilliwatts(Gpu gpu) const;
+  Read<uint64_t> TotalEnergyMillijoules(Gpu gpu) const;
+  Read<uint32_t> TemperatureCelsius(Gpu gpu) const;
+  // nvmlDeviceGetComputeRunningProcesses_v3 (or the MPS variant): sized by a call with count 0,
+  // then filled; a list that grew in between is asked again (a few times) with the new size.
+  // At most `max_processes` are taken.
+  Read<std::vector<ProcessMemory>> ComputeProcesses(Gpu gpu, bool mps,
+                                                    size_t max_processes = 4096) const;
+  // Samples newer than `last_seen_us`; kNotFound (an empty list) when there are none.
+  Read<std::vector<ProcessUtilization>> ProcessUtilizations(Gpu gpu, uint64_t last_seen_us,
+                                                            size_t max_samples = 16384) const;
+  Read<bool> AccountingEnabled(Gpu gpu) const;
+  Read<std::vector<uint32_t>> AccountingPids(Gpu gpu, size_t max_pids = 4096) const;
+  Read<AccountingStats> Accounting(Gpu gpu, uint32_t pid) const;
+  // The MIG device handle at `index` (nvmlDeviceGetMigDeviceHandleByIndex); kNotFound for a hole.
+  Read<Gpu> MigDeviceHandle(Gpu gpu, uint32_t index) const;
+  Read<uint32_t> MaxMigDevices(Gpu gpu) const;
+  // GPM: whether the board has it; a sample of the whole GPU or of one GPU instance; SM
+  // utilisation (percent) between two samples of the same scope.
+  Read<bool> GpmSupported(Gpu gpu) const;
+  Read<GpmSample> TakeGpmSample(Gpu gpu, std::optional<uint32_t> gpu_instance_id) const;
+  Read<double> GpmSmUtilPercent(const GpmSample& earlier, const GpmSample& later) const;
+  // Xid events: registers `gpus` once (critical Xids), then Drain() returns what arrived without
+  // waiting.
+  Status WatchXids(const std::vector<Gpu>& gpus);
+  std::vector<XidEvent> DrainXids(size_t max_events = 256) const;
+
   struct Api;
 
  private:
+  friend class GpmSample;
   explicit Library(std::unique_ptr<Api> api);
+  void FreeGpmSample(void* handle) const;
   std::unique_ptr<Api> api_;
 };
 

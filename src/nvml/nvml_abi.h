@@ -16,6 +16,8 @@ constexpr Return kErrorNotSupported = 3;
 constexpr Return kErrorNoPermission = 4;
 constexpr Return kErrorNotFound = 6;
 constexpr Return kErrorInsufficientSize = 7;
+constexpr Return kErrorTimeout = 10;
+constexpr Return kErrorGpuIsLost = 15;
 constexpr Return kErrorInUse = 19;
 
 constexpr unsigned int kMigDisable = 0;
@@ -133,7 +135,84 @@ struct ProcessInfo {
   unsigned int compute_instance_id;
 };
 
+// nvmlUtilization_t: percent of the last sample period a kernel ran / memory was read or written.
+struct UtilizationRates {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+// nvmlProcessUtilizationSample_t: one process's activity in one of the driver's sample periods.
+struct ProcessUtilizationSample {
+  unsigned int pid;
+  unsigned long long time_stamp;  // CPU time, microseconds
+  unsigned int sm_util;
+  unsigned int mem_util;
+  unsigned int enc_util;
+  unsigned int dec_util;
+};
+
+// nvmlAccountingStats_t (accounting mode): a process's figures over its whole life.
+struct AccountingRecord {
+  unsigned int gpu_utilization;
+  unsigned int memory_utilization;
+  unsigned long long max_memory_usage;
+  unsigned long long time;        // ms the context was active; 0 while it runs
+  unsigned long long start_time;  // CPU time, microseconds
+  unsigned int is_running;
+  unsigned int reserved[5];
+};
+
+constexpr unsigned int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
+constexpr unsigned int kFeatureEnabled = 1;  // NVML_FEATURE_ENABLED
+// usedGpuMemory and the accounting figures when the driver cannot tell (NVML_VALUE_NOT_AVAILABLE).
+constexpr unsigned long long kValueNotAvailable = ~0ULL;
+constexpr unsigned int kValueNotAvailable32 = ~0U;
+constexpr unsigned long long kEventTypeXidCriticalError = 0x8ULL;
+
+// nvmlEventData_t.
+struct EventData {
+  Device device;
+  unsigned long long event_type;
+  unsigned long long event_data;  // the Xid
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+using EventSet = struct EventSetOpaque*;
+
+// GPU performance monitoring (GPM, Hopper and later): samples are opaque handles; a metric is
+// computed from two of them.
+using GpmSampleHandle = struct GpmSampleOpaque*;
+constexpr unsigned int kGpmMetricSmUtil = 2;       // NVML_GPM_METRIC_SM_UTIL, percent
+constexpr unsigned int kGpmMetricMax = 98;         // NVML_GPM_METRIC_MAX (array size)
+constexpr unsigned int kGpmMetricsGetVersion = 1;  // NVML_GPM_METRICS_GET_VERSION
+constexpr unsigned int kGpmSupportVersion = 1;     // NVML_GPM_SUPPORT_VERSION
+struct GpmMetric {
+  unsigned int metric_id;
+  Return nvml_return;
+  double value;
+  struct {
+    char* short_name;
+    char* long_name;
+    char* unit;
+  } metric_info;
+};
+struct GpmMetricsGet {
+  unsigned int version;
+  unsigned int num_metrics;
+  GpmSampleHandle sample1;
+  GpmSampleHandle sample2;
+  GpmMetric metrics[kGpmMetricMax];
+};
+struct GpmSupport {
+  unsigned int version;
+  unsigned int is_supported_device;
+};
+
 static_assert(sizeof(GpuInstanceProfileInfoV2) == 152);
+static_assert(sizeof(ProcessUtilizationSample) == 32);
+static_assert(sizeof(AccountingRecord) == 56);
+static_assert(sizeof(EventData) == 32);
+static_assert(sizeof(GpmMetric) == 40);
 static_assert(sizeof(GpuInstanceInfo) == 24);
 static_assert(sizeof(ComputeInstanceInfo) == 32);
 static_assert(sizeof(DeviceAttributes) == 40);

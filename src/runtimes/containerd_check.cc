@@ -5,35 +5,12 @@
 
 #include <sstream>
 
+#include "common/toml_text.h"
 #include "runtimes/check_builder.h"
 #include "runtimes/runtimes.h"
 
 namespace tessera::runtimes {
 namespace {
-
-// toml++ 3.3.0 (Debian 12) reaches __builtin_unreachable() in its generated Unicode tables for
-// some code points outside strings (found by fuzz_containerd_config: "o" U+2EFF). Every check
-// reads ASCII keys and values, so non-ASCII sequences become '?' before parsing: inside strings
-// and comments that keeps the document valid, outside them it was invalid TOML anyway. A leading
-// byte-order mark is dropped.
-std::string AsciiForToml(std::string_view text) {
-  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      out.push_back(char(c));
-      ++i;
-      continue;
-    }
-    out.push_back('?');
-    ++i;
-    while (i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80)
-      ++i;
-  }
-  return out;
-}
 
 std::string Basename(const std::string& path) {
   auto slash = path.rfind('/');

@@ -111,7 +111,11 @@ Result<HostFacts> ReadHostFacts(const HostFactsOptions& options) {
   facts.hugepages_1g_total = ReadInt(at(huge + "nr_hugepages"));
   facts.hugepages_1g_free = ReadInt(at(huge + "free_hugepages"));
 
-  for (const auto* gpu : facts.inventory.Gpus()) {
+  // GPUs' groups (VM isolation) and NVSwitches' groups (the fabric manager's Service VM).
+  std::vector<const inventory::PciDevice*> grouped = facts.inventory.Gpus();
+  for (const auto& device : facts.inventory.devices)
+    if (device.kind == inventory::DeviceKind::kNvSwitch) grouped.push_back(&device);
+  for (const auto* gpu : grouped) {
     if (!gpu->iommu_group) continue;
     auto group = facts.inventory.iommu_groups.find(*gpu->iommu_group);
     if (group == facts.inventory.iommu_groups.end()) continue;
@@ -134,7 +138,7 @@ Result<HostFacts> ReadHostFacts(const HostFactsOptions& options) {
     }
   }
 
-  const bool real_host = root == "/" || root.empty();
+  const bool real_host = (root == "/" || root.empty()) && options.ask_tools;
   if (options.podman_version) {
     facts.podman_version = Version::Parse(*options.podman_version);
   } else if (real_host) {

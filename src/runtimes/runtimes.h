@@ -155,8 +155,9 @@ struct HostFacts {
   std::optional<std::string> kernel_release;  // /proc/sys/kernel/osrelease
   std::optional<int> hugepages_1g_total;      // /sys/kernel/mm/hugepages/hugepages-1048576kB
   std::optional<int> hugepages_1g_free;
-  std::map<std::string, PciFunction> group_members;  // every IOMMU-group member of a GPU
-  std::vector<CdiSpecFile> cdi_specs;                // /etc/cdi, /var/run/cdi (*.json, *.yaml)
+  std::map<std::string, PciFunction>
+      group_members;                   // every IOMMU-group member of a GPU or NVSwitch
+  std::vector<CdiSpecFile> cdi_specs;  // /etc/cdi, /var/run/cdi (*.json, *.yaml)
   std::optional<Version> podman_version;
   std::optional<Version> containerd_version;
   std::optional<RunscInfo> runsc;  // absent when runsc is not installed (or not asked)
@@ -169,6 +170,8 @@ struct HostFactsOptions {
   std::optional<std::string> containerd_version;
   // The runsc binary to ask (`--version`, `flags`); when unset and root is "/", runsc in PATH.
   std::optional<std::string> runsc;
+  // false: ask no program (podman, containerd, runsc) at all; the host's files only.
+  bool ask_tools = true;
 };
 Result<HostFacts> ReadHostFacts(const HostFactsOptions& options);
 

@@ -231,36 +231,38 @@ void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
   model_.scheduler_wake.notify_one();
 }
 
+void RedactGpuLocked(const Model& model, const Caller& caller, GpuRecord& gpu) {
+  if (caller.admin) return;
+  // The holder's name is not enough: an earlier owner of the name is someone else.
+  auto holder = model.containers.find(gpu.container_id);
+  if (holder == model.containers.end() || !caller.Sees(holder->second)) {
+    gpu.tenancy.clear();
+    gpu.container_id.clear();
+  }
+  for (auto& slice : gpu.mig_slices) {
+    auto slice_holder = model.containers.find(slice.container_id);
+    if (slice_holder == model.containers.end() || !caller.Sees(slice_holder->second)) {
+      // Another tenancy's slice shows as taken, not by whom.
+      if (!slice.container_id.empty()) slice.container_id = "(held)";
+      slice.tenancy.clear();
+    }
+  }
+  for (auto& share : gpu.shares) {
+    auto share_holder = model.containers.find(share.container_id);
+    if (share_holder == model.containers.end() || !caller.Sees(share_holder->second)) {
+      share.container_id = "(held)";
+      share.tenancy.clear();
+    }
+    share.tenancy_uid.clear();
+  }
+  gpu.firmware_baseline.clear();
+}
+
 std::vector<GpuRecord> Gpus::List(const Caller& caller) const {
   std::lock_guard lock(model_.mu);
   std::vector<GpuRecord> out = model_.gpus;
-  if (!caller.admin) {
-    for (auto& gpu : out) {
-      // The holder's name is not enough: an earlier owner of the name is someone else.
-      auto holder = model_.containers.find(gpu.container_id);
-      if (holder == model_.containers.end() || !caller.Sees(holder->second)) {
-        gpu.tenancy.clear();
-        gpu.container_id.clear();
-      }
-      for (auto& slice : gpu.mig_slices) {
-        auto slice_holder = model_.containers.find(slice.container_id);
-        if (slice_holder == model_.containers.end() || !caller.Sees(slice_holder->second)) {
-          // Another tenancy's slice shows as taken, not by whom.
-          if (!slice.container_id.empty()) slice.container_id = "(held)";
-          slice.tenancy.clear();
-        }
-      }
-      for (auto& holder : gpu.shares) {
-        auto share_holder = model_.containers.find(holder.container_id);
-        if (share_holder == model_.containers.end() || !caller.Sees(share_holder->second)) {
-          holder.container_id = "(held)";
-          holder.tenancy.clear();
-        }
-        holder.tenancy_uid.clear();
-      }
-      gpu.firmware_baseline.clear();
-    }
-  }
+  for (auto& gpu : out)
+    RedactGpuLocked(model_, caller, gpu);
   return out;
 }
 

@@ -11,6 +11,10 @@
 
 namespace tessera::serve {
 
+// A GPU record as `caller` may see it: another tenancy's holder is not named, the firmware
+// baseline is the admin's. mu held.
+void RedactGpuLocked(const Model& model, const Caller& caller, fleet::GpuRecord& gpu);
+
 class Gpus {
  public:
   explicit Gpus(Model& model) : model_(model) {}

@@ -29,13 +29,16 @@
 #include "cdi/cdi.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
+#include "fabricmanager/fabricmanager.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
 #include "nvml/nvml.h"
 #include "placement/placement.h"
+#include "serve/fabric_backend.h"
 #include "serve/replicated_backend.h"
 #include "serve/service.h"
 #include "sharing/sharing.h"
+#include "telemetry/telemetry.h"
 #include "topology/topology.h"
 
 namespace {
@@ -58,8 +61,13 @@ struct Flags {
   std::string admin_token_file;  // default <data-dir>/admin.token
   std::string cdi_dir = cdi::kDefaultSpecDir;
   std::string cdi_kind = "nvidia.com/gpu";
-  std::optional<std::string> nvml;  // MIG facts; default: libnvidia-ml.so.1 for root "/" only
-  std::string partition_table;      // file or preset name
+  std::optional<std::string> nvml;  // MIG facts, telemetry; default: libnvidia-ml.so.1 for root "/"
+  std::string telemetry_interval = "10s";
+  size_t telemetry_max_series = 10000;
+  std::string telemetry_proc_dir;  // default <root>/proc
+  std::string partition_table;     // file or preset name
+  std::string fabric_manager;      // host[:port] or unix:PATH; empty: no fabric manager
+  std::string nvfm_library = "libnvfm.so.1";
   std::string firmware_command;
   std::vector<std::string> firmware_per_gpu;  // BDF=PROGRAM
   int firmware_timeout_ms = 60000;
@@ -446,6 +454,22 @@ int Main(const Flags& flags) {
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
   options.retention.sweep_interval = sweep_interval;
   options.start_workers = flags.start_workers;
+  auto telemetry_interval = serve::ParseDuration(flags.telemetry_interval);
+  if (!telemetry_interval) Die(telemetry_interval.error().WithContext("--telemetry-interval"));
+  if (telemetry_interval->count() < 100)
+    Die(InvalidArgument("--telemetry-interval: at least 100ms"));
+  options.telemetry.interval = *telemetry_interval;
+  options.telemetry.max_series = flags.telemetry_max_series;
+  options.telemetry.nvml_library = read.nvml_library;
+  options.telemetry.proc_dir =
+      flags.telemetry_proc_dir.empty() ? root + "/proc" : flags.telemetry_proc_dir;
+  {
+    char hostname[256] = {};
+    ::gethostname(hostname, sizeof hostname - 1);
+    options.telemetry.hostname = hostname;
+  }
+  if (!fleet_mode)
+    options.telemetry.gpus = telemetry::GpuIdentitiesOf(*inv, options.telemetry.hostname);
   auto mode = scheduling::ParseMode(flags.scheduling);
   if (!mode) Die(mode.error().WithContext("--scheduling"));
   options.scheduling.mode = *mode;
@@ -476,6 +500,33 @@ int Main(const Flags& flags) {
     }
     if (!table) Die(table.error().WithContext("--partition-table"));
     options.partition_table = std::move(*table);
+  }
+
+  // Shared NVSwitch mode: the fabric manager's partitions are the placement table, and every
+  // container's partition is activated around it.
+  std::shared_ptr<fabricmanager::PartitionActivator> fabric;
+  if (!flags.fabric_manager.empty()) {
+    if (fleet_mode)
+      Die(InvalidArgument(
+          "--fabric-manager: with --backend kubernetes each node's agent "
+          "(tessera-lease-sync --fabric-manager) or DRA plugin owns its partitions"));
+    auto address = fabricmanager::ParseFabricAddress(flags.fabric_manager);
+    if (!address) Die(address.error().WithContext("--fabric-manager"));
+    fabricmanager::FabricSetup setup;
+    setup.nvfm.library = flags.nvfm_library;
+    setup.nvfm.address = *address;
+    setup.table = options.partition_table;
+    setup.nvml_library = read.nvml_library;
+    for (const auto* gpu : inv->Gpus())
+      setup.host_gpus.push_back(gpu->pci_address);
+    setup.ledger_path = data_dir + "/fabric-partitions.json";
+    auto opened = fabricmanager::OpenFabric(std::move(setup));
+    if (!opened) Die(opened.error().WithContext("--fabric-manager"));
+    options.partition_table = std::move(opened->table);
+    fabric = std::move(opened->activator);
+    options.extra_metrics = [fabric] { return fabric->MetricsText(); };
+    spdlog::info("fabric manager: {}; {} partitions, placement in whole partitions",
+                 fabric->Describe(), options.partition_table->partitions.size());
   }
 
   std::unique_ptr<backends::ContainerBackend> backend;
@@ -518,6 +569,8 @@ int Main(const Flags& flags) {
   } else {
     Die(InvalidArgument("--backend " + flags.backend + ": want local, kubernetes or null"));
   }
+
+  if (fabric) backend = serve::ActivatePartitionsAround(std::move(backend), fabric);
 
   // The store: a SQLite file under --data-dir, or the cluster's objects (every replica shares
   // them; nothing of the state is in the Pod).
@@ -594,6 +647,9 @@ int Main(const Flags& flags) {
                                         std::move(backend));
   if (!service) Die(service.error());
   (*service)->SetAdminTokenHash(*admin_hash);
+  // Reconciled by the service's start (the backend's list); from here on a restarted fabric
+  // manager is sent the active list.
+  if (fabric) fabric->StartWatch();
   serve::Service* const served = service->get();
   if (flags.leader_elect) served->SetLeadershipCheck(leading);
   if (cluster) {
@@ -730,8 +786,25 @@ int main(int argc, char** argv) {
   app.add_option("--nvml", flags.nvml,
                  "NVML library for MIG profiles and UUIDs (default: libnvidia-ml.so.1 when --root "
                  "is /, none otherwise)");
+  app.add_option("--telemetry-interval", flags.telemetry_interval,
+                 "How often this host's GPUs and their processes are measured through NVML "
+                 "(ms, s, m)")
+      ->capture_default_str();
+  app.add_option("--telemetry-max-series", flags.telemetry_max_series,
+                 "Per-container series on /metrics at most; the rest is summed into "
+                 "container=\"_other\"")
+      ->check(CLI::Range(size_t{100}, size_t{10000000}))
+      ->capture_default_str();
+  app.add_option("--telemetry-proc-dir", flags.telemetry_proc_dir,
+                 "Where GPU processes' cgroups are read (default <root>/proc)");
   app.add_option("--partition-table", flags.partition_table,
                  "NVLink fabric partition table (file, or preset name such as hgx-h100-8gpu)");
+  app.add_option("--fabric-manager", flags.fabric_manager,
+                 "NVIDIA Fabric Manager API (host[:port], port 6666 by default, or unix:PATH): "
+                 "place whole fabric partitions and activate each container's before it starts");
+  app.add_option("--nvfm-library", flags.nvfm_library,
+                 "Fabric Manager client library (libnvfm.so.1, or a path)")
+      ->capture_default_str();
   app.add_option("--firmware-check-command", flags.firmware_command,
                  "Run 'PROGRAM [ARGS] <PCI address>' after each lease (exit 0 = pass) instead of "
                  "comparing the option ROM hash");

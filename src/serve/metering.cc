@@ -12,7 +12,7 @@ double OverlapGpuMs(double gpus, int64_t started_ms, int64_t finished_ms, int64_
   return end > begin ? gpus * static_cast<double>(end - begin) : 0;
 }
 
-fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container) {
+fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container, const std::string& gpu_model) {
   fleet::UsageRecord record;
   if (container.started_ms <= 0 || container.gpus.empty()) return record;
   record.container_id = container.id;
@@ -21,7 +21,21 @@ fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container) {
   record.gpus = fleet::GpuEquivalents(container);
   record.started_ms = container.started_ms;
   record.finished_ms = std::max(container.finished_ms, container.started_ms);
+  record.measured = container.measured;
+  record.gpu_model = gpu_model;
+  record.mode = container.spec.mig.count > 0 ? "mig" : "gpu";
   return record;
+}
+
+fleet::MeasuredUsage MeasuredWithin(const fleet::MeasuredUsage& measured, int64_t started_ms,
+                                    int64_t finished_ms, int64_t from_ms, int64_t to_ms) {
+  if (finished_ms <= started_ms) {
+    return started_ms >= from_ms && started_ms < to_ms ? measured : fleet::MeasuredUsage{};
+  }
+  const double share = OverlapGpuMs(1.0, started_ms, finished_ms, from_ms, to_ms) /
+                       static_cast<double>(finished_ms - started_ms);
+  return {measured.sm_seconds * share, measured.memory_gib_seconds * share,
+          measured.energy_joules * share};
 }
 
 void WaitHistogram::Observe(double seconds) {
@@ -43,6 +57,35 @@ double GpuMs(const fleet::UsageRecord& record) {
   return record.gpus * static_cast<double>(record.finished_ms - record.started_ms);
 }
 
+fleet::MeasuredUsage Minus(const fleet::MeasuredUsage& a, const fleet::MeasuredUsage& b) {
+  return {a.sm_seconds - b.sm_seconds, a.memory_gib_seconds - b.memory_gib_seconds,
+          a.energy_joules - b.energy_joules};
+}
+
+void AddMeasured(std::optional<fleet::MeasuredUsage>& total, const fleet::MeasuredUsage& more) {
+  if (!total) total = fleet::MeasuredUsage{};
+  *total += more;
+}
+
+// Adds a run's GPU time and measured use over [started_ms, finished_ms) to each bucket it
+// overlaps (a run of no length to none: it held nothing for any time).
+void AddToSeries(UsageReport& report, int64_t step_ms, double gpus, int64_t started_ms,
+                 int64_t finished_ms, const std::optional<fleet::MeasuredUsage>& measured) {
+  if (step_ms <= 0 || report.series.empty() || finished_ms <= started_ms) return;
+  const int64_t first = (std::max(started_ms, report.from_ms) - report.from_ms) / step_ms;
+  const int64_t last = (std::min(finished_ms, report.to_ms) - 1 - report.from_ms) / step_ms;
+  for (int64_t i = std::max<int64_t>(first, 0);
+       i <= last && i < static_cast<int64_t>(report.series.size()); ++i) {
+    auto& bucket = report.series[static_cast<size_t>(i)];
+    const int64_t bucket_end = std::min(bucket.start_ms + step_ms, report.to_ms);
+    bucket.gpu_seconds +=
+        OverlapGpuMs(gpus, started_ms, finished_ms, bucket.start_ms, bucket_end) / 1000.0;
+    if (measured)
+      bucket.measured +=
+          MeasuredWithin(*measured, started_ms, finished_ms, bucket.start_ms, bucket_end);
+  }
+}
+
 }  // namespace
 
 Meter::Incarnation& Meter::IncarnationLocked(const std::string& uid, const std::string& name) {
@@ -50,6 +93,8 @@ Meter::Incarnation& Meter::IncarnationLocked(const std::string& uid, const std::
   if (inserted) {
     it->second.name = name;
     it->second.prefix_gpu_ms.push_back(0);
+    it->second.prefix_measured.emplace_back();
+    it->second.prefix_measured_runs.push_back(0);
     uids_by_name_[name].push_back(uid);
   }
   return it->second;
@@ -80,17 +125,37 @@ bool Meter::AddLocked(const fleet::UsageRecord& record) {
   const size_t index = static_cast<size_t>(at - ended.begin());
   ended.insert(at, record);
   auto& prefix = incarnation.prefix_gpu_ms;
+  auto& measured = incarnation.prefix_measured;
+  auto& measured_runs = incarnation.prefix_measured_runs;
   prefix.resize(ended.size() + 1);
-  for (size_t i = index; i < ended.size(); ++i)
+  measured.resize(ended.size() + 1);
+  measured_runs.resize(ended.size() + 1);
+  for (size_t i = index; i < ended.size(); ++i) {
     prefix[i + 1] = prefix[i] + GpuMs(ended[i]);
+    measured[i + 1] = measured[i];
+    if (ended[i].measured) measured[i + 1] += *ended[i].measured;
+    measured_runs[i + 1] = measured_runs[i] + (ended[i].measured ? 1 : 0);
+  }
   incarnation.longest_ms = std::max(incarnation.longest_ms, record.finished_ms - record.started_ms);
+  if (record.measured)
+    incarnation.ended_measured[{record.gpu_model, record.mode}] += *record.measured;
   return true;
 }
 
 void Meter::Started(const std::string& uid, const std::string& name,
-                    const std::string& container_id, double gpus, int64_t started_ms) {
+                    const std::string& container_id, double gpus, int64_t started_ms,
+                    std::optional<fleet::MeasuredUsage> measured) {
   std::lock_guard lock(mu_);
-  IncarnationLocked(uid, name).running[container_id] = {gpus, started_ms};
+  IncarnationLocked(uid, name).running[container_id] = {gpus, started_ms, measured};
+}
+
+void Meter::Measured(const std::string& uid, const std::string& container_id,
+                     const fleet::MeasuredUsage& measured) {
+  std::lock_guard lock(mu_);
+  auto it = by_uid_.find(uid);
+  if (it == by_uid_.end()) return;
+  if (auto run = it->second.running.find(container_id); run != it->second.running.end())
+    run->second.measured = measured;
 }
 
 void Meter::Stopped(const std::string& uid, const std::string& container_id) {
@@ -126,15 +191,32 @@ std::vector<std::string> Meter::IncarnationsOf(const std::string& name) const {
   return it == uids_by_name_.end() ? std::vector<std::string>() : it->second;
 }
 
+std::map<TenancySeriesKey, fleet::MeasuredUsage> Meter::EndedMeasured(
+    const std::map<std::string, std::string>& names) const {
+  std::map<TenancySeriesKey, fleet::MeasuredUsage> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [uid, name] : names) {
+    auto it = by_uid_.find(uid);
+    if (it == by_uid_.end()) continue;
+    for (const auto& [labels, measured] : it->second.ended_measured)
+      out[{name, labels.first, labels.second}] += measured;
+  }
+  return out;
+}
+
 UsageReport Meter::Report(const std::vector<std::string>& uids, int64_t from_ms, int64_t to_ms,
-                          int64_t now_ms) const {
+                          int64_t now_ms, int64_t step_ms) const {
   UsageReport report;
   report.from_ms = from_ms;
   report.to_ms = to_ms;
+  if (step_ms > 0) {
+    for (int64_t start = from_ms; start < to_ms; start += step_ms)
+      report.series.push_back({start, 0, {}});
+  }
   std::lock_guard lock(mu_);
   for (const auto& uid : uids)
     if (auto it = by_uid_.find(uid); it != by_uid_.end())
-      ReportLocked(it->second, from_ms, to_ms, now_ms, report);
+      ReportLocked(it->second, from_ms, to_ms, now_ms, step_ms, report);
   // Running ones first, then the latest ended; at most kMaxContainers of them.
   std::stable_sort(report.containers.begin(), report.containers.end(),
                    [](const ContainerUsage& a, const ContainerUsage& b) {
@@ -147,20 +229,25 @@ UsageReport Meter::Report(const std::vector<std::string>& uids, int64_t from_ms,
 }
 
 void Meter::ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_t to_ms,
-                         int64_t now_ms, UsageReport& report) const {
-  size_t listed = 0;
-  auto list = [&](const std::string& id, double gpus, int64_t started_ms, int64_t finished_ms,
-                  double gpu_ms) {
-    report.containers_total++;
-    if (listed++ < UsageReport::kMaxContainers)
-      report.containers.push_back({id, gpus, started_ms, finished_ms, gpu_ms / 1000.0});
+                         int64_t now_ms, int64_t step_ms, UsageReport& report) const {
+  // A run's measured use within the window (its figures taken as even over the run).
+  auto within = [&](const std::optional<fleet::MeasuredUsage>& measured, int64_t started_ms,
+                    int64_t finished_ms) -> std::optional<fleet::MeasuredUsage> {
+    if (!measured) return std::nullopt;
+    return MeasuredWithin(*measured, started_ms, finished_ms, from_ms, to_ms);
   };
+  size_t listed = 0;
   // Every container that held GPUs in the window is listed, a zero-length one included.
   for (const auto& [id, run] : incarnation.running) {
     if (run.started_ms >= to_ms || now_ms < from_ms) continue;
     const double gpu_ms = OverlapGpuMs(run.gpus, run.started_ms, now_ms, from_ms, to_ms);
     report.gpu_seconds += gpu_ms / 1000.0;
-    list(id, run.gpus, run.started_ms, 0, gpu_ms);
+    const auto measured = within(run.measured, run.started_ms, now_ms);
+    if (measured) AddMeasured(report.measured, *measured);
+    AddToSeries(report, step_ms, run.gpus, run.started_ms, now_ms, run.measured);
+    report.containers_total++;
+    if (listed++ < UsageReport::kMaxContainers)
+      report.containers.push_back({id, run.gpus, run.started_ms, 0, gpu_ms / 1000.0, measured});
   }
   const auto& ended = incarnation.ended;
   const auto& prefix = incarnation.prefix_gpu_ms;
@@ -180,20 +267,39 @@ void Meter::ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_
       first_finished_at_or_after(from_ms > INT64_MAX - longest ? INT64_MAX : from_ms + longest));
   const size_t straddle_to = std::max(
       i1, first_finished_at_or_after(to_ms > INT64_MAX - longest ? INT64_MAX : to_ms + longest));
-  // Runs that ended in [from, to): whole, less what ran before `from`.
+  // Runs that ended in [from, to): whole, less what ran before `from`; measured use the same way.
   double gpu_ms = prefix[i1] - prefix[i0];
-  for (size_t i = i0; i < straddle_from; ++i)
-    if (ended[i].started_ms < from_ms)
-      gpu_ms -= ended[i].gpus * static_cast<double>(from_ms - ended[i].started_ms);
+  const auto& measured_runs = incarnation.prefix_measured_runs;
+  std::optional<fleet::MeasuredUsage> measured;
+  if (measured_runs[i1] > measured_runs[i0])
+    measured = Minus(incarnation.prefix_measured[i1], incarnation.prefix_measured[i0]);
+  for (size_t i = i0; i < straddle_from; ++i) {
+    const auto& r = ended[i];
+    if (r.started_ms >= from_ms) continue;
+    gpu_ms -= r.gpus * static_cast<double>(from_ms - r.started_ms);
+    if (r.measured)
+      *measured = Minus(*measured, MeasuredWithin(*r.measured, r.started_ms, r.finished_ms,
+                                                  r.started_ms, from_ms));
+  }
   // Runs that ended at or after `to` and started before it.
   size_t after = 0;
   for (size_t i = i1; i < straddle_to; ++i) {
-    if (ended[i].started_ms >= to_ms) continue;
-    gpu_ms +=
-        OverlapGpuMs(ended[i].gpus, ended[i].started_ms, ended[i].finished_ms, from_ms, to_ms);
+    const auto& r = ended[i];
+    if (r.started_ms >= to_ms) continue;
+    gpu_ms += OverlapGpuMs(r.gpus, r.started_ms, r.finished_ms, from_ms, to_ms);
+    if (auto part = within(r.measured, r.started_ms, r.finished_ms)) AddMeasured(measured, *part);
     ++after;
   }
   report.gpu_seconds += gpu_ms / 1000.0;
+  if (measured) AddMeasured(report.measured, *measured);
+  // The series: every run in the window, bucket by bucket.
+  if (step_ms > 0) {
+    for (size_t i = i0; i < straddle_to; ++i) {
+      const auto& r = ended[i];
+      if (r.started_ms < to_ms)
+        AddToSeries(report, step_ms, r.gpus, r.started_ms, r.finished_ms, r.measured);
+    }
+  }
   report.containers_total += (i1 - i0) + after;
   // The latest ended first, as far as the listing goes.
   for (size_t i = straddle_to; i-- > i0 && listed < UsageReport::kMaxContainers;) {
@@ -202,7 +308,8 @@ void Meter::ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_
     ++listed;
     report.containers.push_back(
         {r.container_id, r.gpus, r.started_ms, r.finished_ms,
-         OverlapGpuMs(r.gpus, r.started_ms, r.finished_ms, from_ms, to_ms) / 1000.0});
+         OverlapGpuMs(r.gpus, r.started_ms, r.finished_ms, from_ms, to_ms) / 1000.0,
+         within(r.measured, r.started_ms, r.finished_ms)});
   }
 }
 

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -29,8 +30,18 @@ double OverlapGpuMs(double gpus, int64_t started_ms, int64_t finished_ms, int64_
                     int64_t to_ms);
 
 // The usage record of a container that ended (its finished_ms set): none (gpus 0) when it never
-// ran with GPUs. MIG slices count by their share of their GPU (fleet::GpuEquivalents).
-fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container);
+// ran with GPUs. MIG slices count by their share of their GPU (fleet::GpuEquivalents). Its
+// measured use is what the container record holds; `gpu_model` labels it.
+fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container,
+                           const std::string& gpu_model = "");
+
+// The share of a run's measured use that falls in [from_ms, to_ms): the run taken as even (the
+// record holds totals); a run of no length counts whole when it is inside.
+fleet::MeasuredUsage MeasuredWithin(const fleet::MeasuredUsage& measured, int64_t started_ms,
+                                    int64_t finished_ms, int64_t from_ms, int64_t to_ms);
+
+// The labels of the per-tenancy series: tenancy, GPU model, how it holds GPUs ("gpu", "mig").
+using TenancySeriesKey = std::tuple<std::string, std::string, std::string>;
 
 // Prometheus histogram of queue waits, seconds.
 struct WaitHistogram {
@@ -50,8 +61,13 @@ class Meter {
   bool Add(const fleet::UsageRecord& record);
   // A container of incarnation `uid` (tenancy `name`) runs with `gpus` GPU equivalents since
   // `started_ms`; it counts until Add or Stopped.
+  // `measured`: what telemetry measured of it so far (its record's), if anything.
   void Started(const std::string& uid, const std::string& name, const std::string& container_id,
-               double gpus, int64_t started_ms);
+               double gpus, int64_t started_ms,
+               std::optional<fleet::MeasuredUsage> measured = std::nullopt);
+  // Telemetry measured more of a running container: its total so far.
+  void Measured(const std::string& uid, const std::string& container_id,
+                const fleet::MeasuredUsage& measured);
   // It ended with nothing to meter (it never ran).
   void Stopped(const std::string& uid, const std::string& container_id);
   void ObserveWait(const std::string& uid, const std::string& name, double seconds);
@@ -61,19 +77,31 @@ class Meter {
   std::optional<WaitHistogram> WaitsOf(const std::string& uid) const;
   // Every incarnation that metered anything under `name` (the admin's history of a name).
   std::vector<std::string> IncarnationsOf(const std::string& name) const;
-  // GPU-seconds of `uids` in [from_ms, to_ms), running ones up to `now_ms`.
+  // GPU-seconds of `uids` in [from_ms, to_ms), running ones up to `now_ms`, and what those runs
+  // were measured to use (each run's figures taken as even over it); with `step_ms`, the same per
+  // bucket of that length from `from_ms` on (report.series).
   UsageReport Report(const std::vector<std::string>& uids, int64_t from_ms, int64_t to_ms,
-                     int64_t now_ms) const;
+                     int64_t now_ms, int64_t step_ms = 0) const;
+  // What the ended runs of the incarnations in `names` (uid -> tenancy name) were measured to
+  // use, per tenancy name, GPU model and mode: the per-tenancy counters of /metrics.
+  std::map<TenancySeriesKey, fleet::MeasuredUsage> EndedMeasured(
+      const std::map<std::string, std::string>& names) const;
 
  private:
   struct Incarnation {
     std::string name;
     std::vector<fleet::UsageRecord> ended;  // by finished_ms
     std::vector<double> prefix_gpu_ms;      // [i]: GPU-ms of ended[0..i); ended.size() + 1
-    int64_t longest_ms = 0;                 // the longest ended run
+    // [i]: the measured use of ended[0..i), and how many of them were measured.
+    std::vector<fleet::MeasuredUsage> prefix_measured;
+    std::vector<size_t> prefix_measured_runs;
+    int64_t longest_ms = 0;  // the longest ended run
+    // The ended runs' measured use by GPU model and mode.
+    std::map<std::pair<std::string, std::string>, fleet::MeasuredUsage> ended_measured;
     struct Running {
       double gpus = 0;
       int64_t started_ms = 0;
+      std::optional<fleet::MeasuredUsage> measured;  // so far; unset: not measured
     };
     std::map<std::string, Running> running;  // by container ID
     WaitHistogram waits;
@@ -81,7 +109,7 @@ class Meter {
   Incarnation& IncarnationLocked(const std::string& uid, const std::string& name);
   bool AddLocked(const fleet::UsageRecord& record);
   void ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_t to_ms, int64_t now_ms,
-                    UsageReport& report) const;
+                    int64_t step_ms, UsageReport& report) const;
 
   mutable std::mutex mu_;  // guards everything below
   std::unordered_map<std::string, Incarnation> by_uid_;

@@ -255,10 +255,22 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
   spdlog::info("container {}: {}{}{}", container.id, fleet::ContainerStateName(container.state),
                container.exit_code ? " with code " + std::to_string(*container.exit_code) : "",
                container.reason.empty() ? "" : ": " + container.reason);
+  // What a node agent measured (Kubernetes mode: the GpuLease's status.measured) comes with the
+  // exit; this host's telemetry has been adding to the record all along.
+  if (info.measured) {
+    const fleet::MeasuredUsage mine = container.measured.value_or(fleet::MeasuredUsage{});
+    container.measured =
+        fleet::MeasuredUsage{std::max(mine.sm_seconds, info.measured->sm_seconds),
+                             std::max(mine.memory_gib_seconds, info.measured->memory_gib_seconds),
+                             std::max(mine.energy_joules, info.measured->energy_joules)};
+  }
   ReleaseGpus(container, out);
   out.push_back(container);
+  std::string gpu_model;
+  if (!container.gpus.empty())
+    if (const auto* gpu = FindGpu(container.gpus.front())) gpu_model = gpu->model;
   // Metered in the same commit that releases its GPUs: billing and leases cannot disagree.
-  if (auto usage = UsageOf(container); ran && usage.gpus > 0) {
+  if (auto usage = UsageOf(container, gpu_model); ran && usage.gpus > 0) {
     meter.Add(usage);
     out.push_back(std::move(usage));
   } else {
@@ -270,7 +282,7 @@ void Model::MeterStarted(const ContainerRecord& container) {
   const double gpus = fleet::GpuEquivalents(container);
   if (container.started_ms <= 0 || gpus <= 0) return;
   meter.Started(container.tenancy_uid, container.spec.tenancy, container.id, gpus,
-                container.started_ms);
+                container.started_ms, container.measured);
 }
 
 void Model::AddContainer(ContainerRecord container) {
@@ -344,6 +356,7 @@ void Model::Commit(std::vector<Mutation> mutations, std::function<void(Status)> 
           if constexpr (std::is_same_v<T, fleet::Tenancy>) keep.tenancies.insert(value.name);
           if constexpr (std::is_same_v<T, fleet::TokenRecord>) keep.tokens.insert(value.sha256);
           if constexpr (std::is_same_v<T, fleet::UsageRecord>) keep.usage.push_back(value);
+          if constexpr (std::is_same_v<T, fleet::TelemetryCursor>) keep.cursors = true;
           if constexpr (std::is_same_v<T, fleet::TenancyDeletion> ||
                         std::is_same_v<T, fleet::ContainerDeletion>)
             keep.deletions.push_back(value);
@@ -364,6 +377,7 @@ void Model::Commit(std::vector<Mutation> mutations, std::function<void(Status)> 
                      unsaved.deletions.push_back(std::move(deletion));
                    for (auto& usage : keep.usage)
                      unsaved.usage.push_back(std::move(usage));
+                   unsaved.cursors = unsaved.cursors || keep.cursors;
                    scheduler_wake.notify_one();
                  }
                  if (done) done(status);
@@ -396,6 +410,9 @@ void Model::RetryUnsaved() {
   }
   for (auto& usage : retry.usage)
     mutations.push_back(std::move(usage));
+  if (retry.cursors)
+    for (const auto& [gpu, cursor] : telemetry_cursors)
+      mutations.push_back(cursor);
   spdlog::info("store: writing again {} records it could not write before", mutations.size());
   Commit(std::move(mutations), nullptr);
 }

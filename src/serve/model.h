@@ -140,12 +140,18 @@ class Model {
     std::set<std::string> containers, gpus, tenancies, tokens;
     std::vector<fleet::Mutation> deletions;
     std::vector<fleet::UsageRecord> usage;
+    // Telemetry cursors: written again as telemetry_cursors holds them then (never an older one
+    // over a newer: the containers' measured use is written at its current state too).
+    bool cursors = false;
     bool empty() const {
       return containers.empty() && gpus.empty() && tenancies.empty() && tokens.empty() &&
-             deletions.empty() && usage.empty();
+             deletions.empty() && usage.empty() && !cursors;
     }
   };
   Unsaved unsaved;
+  // This host's GPUs' telemetry cursors as the last telemetry pass left them, by PCI address:
+  // they go with the running containers' measured use (see Measurement).
+  std::map<std::string, fleet::TelemetryCursor> telemetry_cursors;
 
   // ---- State changes (mu held) ----
   fleet::GpuRecord* FindGpu(const std::string& gpu_id);

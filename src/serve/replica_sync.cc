@@ -114,6 +114,8 @@ struct ReplicaSync::Visitor {
 
   // Another replica's metering (the leader's, written when a container ended).
   void operator()(const fleet::UsageRecord& usage) { model.meter.Add(usage); }
+  // Telemetry cursors are this host's own (embedded mode), never another replica's.
+  void operator()(const fleet::TelemetryCursor&) {}
 
   template <typename T>
   void operator()(const T&) = delete;

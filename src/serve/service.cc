@@ -30,7 +30,8 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       shared_(model_, options_.sharing),
       scheduler_(model_, *backend_, shared_),
       checker_(model_, *backend_, shared_),
-      replica_sync_(model_) {}
+      replica_sync_(model_),
+      measurement_(model_, *backend_) {}
 
 Service::~Service() {
   Stop();
@@ -63,6 +64,7 @@ Result<std::unique_ptr<Service>> Service::Create(
   if (auto status = service->Load(std::move(host)); !status) return status.error();
   // With a shared store only the leader reconciles, when it starts leading.
   if (!service->options_.resync) service->Reconcile();
+  service->measurement_.Open();
   return service;
 }
 
@@ -97,6 +99,7 @@ Status Service::Load(Host host) {
         static_cast<double>(usage.finished_ms) / 1000.0);
   }
   model_.meter.Load(std::move(snapshot->usage));
+  measurement_.Seed(snapshot->cursors);
   for (auto& container : snapshot->containers) {
     seen(std::max({container.created_ms, container.started_ms, container.finished_ms}));
     if (container.state == ContainerState::kPending && !container.started) {
@@ -369,6 +372,7 @@ void Service::Reconcile() {
 
 void Service::Start() {
   StartLeading();
+  measurement_.Start();
 }
 
 void Service::StartLeading() {
@@ -400,6 +404,7 @@ void Service::ApplyReplicated(const fleet::Mutation& change) {
 }
 
 void Service::Stop() {
+  measurement_.Stop();
   StopLeading();
 }
 
@@ -494,6 +499,29 @@ std::vector<GpuRecord> Service::ListGpus(const Caller& caller) const {
 void Service::GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                        std::string reason, Done<GpuRecord> done) {
   gpus_.Admin(caller, gpu_id, action, std::move(reason), std::move(done));
+}
+
+std::string Service::ExtraMetrics() const {
+  return options_.extra_metrics ? options_.extra_metrics() : std::string();
+}
+
+DashboardView Service::Dashboard(const Caller& caller) const {
+  auto gauges = measurement_.gauges();
+  if (options_.fleet) {
+    // The nodes' GPUs: what their agents measured, as the backend last read it.
+    auto fleet_gauges = std::make_shared<Gauges>();
+    for (const auto& [id, reading] : backend_->GpuGauges()) {
+      GpuGauges& g = fleet_gauges->gpus[id];
+      g.util_percent = reading.util_percent;
+      g.memory_used = reading.memory_used;
+      g.memory_total = reading.memory_total;
+      g.power_watts = reading.power_watts;
+      fleet_gauges->time_ms = std::max(fleet_gauges->time_ms, reading.time_ms);
+    }
+    gauges = std::move(fleet_gauges);
+  }
+  std::lock_guard lock(model_.mu);
+  return BuildDashboardLocked(model_, caller, gauges.get());
 }
 
 Counts Service::counts() const {

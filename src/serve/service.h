@@ -6,6 +6,7 @@
 //   gpus.h         the fleet's nodes, GPU listing and the operator's actions
 //   scheduler.h    placement, starts and stops, exits, retention       (leader only)
 //   checker.h      the end of each lease: firmware checks               (leader only)
+//   measurement.h  this host's GPU telemetry and what containers measured
 // This class composes them behind the API the HTTP edge calls; it knows no HTTP.
 //
 // Threads: callers (the HTTP server) call in from any thread; the scheduler's thread places
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +28,9 @@
 #include "fleet/fleet.h"
 #include "serve/access.h"
 #include "serve/checker.h"
+#include "serve/dashboard.h"
 #include "serve/gpus.h"
+#include "serve/measurement.h"
 #include "serve/model.h"
 #include "serve/replica_sync.h"
 #include "serve/scheduler.h"
@@ -124,7 +128,19 @@ class Service {
   void GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                 std::string reason, Done<fleet::GpuRecord> done);
 
+  // GET /v1/dashboard: every GPU the caller sees by node and partition, tenancies, counts, and
+  // the latest telemetry pass's gauges.
+  DashboardView Dashboard(const Caller& caller) const;
+  // GPU telemetry of this host (embedded mode): the node's series and the per-tenancy series
+  // for /metrics, the last pass for GET /v1/telemetry (a tenant: its own containers).
+  void RenderTelemetryMetrics(std::string& out) const { measurement_.RenderMetrics(out); }
+  std::string TelemetryJson(const Caller& caller) const { return measurement_.PassJson(caller); }
+  // A telemetry pass now (tests, benchmarks).
+  void MeasureNow() { measurement_.Pass(); }
+
   Counts counts() const;
+  // ServiceOptions::extra_metrics' series (empty when none).
+  std::string ExtraMetrics() const;
   // Why the store cannot write now (changes are refused meanwhile); nullopt while it can.
   std::optional<std::string> StoreWriteFailure() const;
   // A tenancy's scheduling policy as it applies (the operator's default pending quota filled in
@@ -162,6 +178,7 @@ class Service {
   Scheduler scheduler_;
   FirmwareChecker checker_;
   ReplicaSync replica_sync_;
+  Measurement measurement_;
 };
 
 }  // namespace tessera::serve

@@ -107,6 +107,13 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
     return InvalidArgument("query parameter from: " + std::to_string(query.from_s) +
                            " is after to (" + std::to_string(to_ms / 1000) +
                            (query.to_s ? ")" : ", now)"));
+  if (query.step_s > 0) {
+    const int64_t step_ms = query.step_s * 1000;
+    if ((to_ms - from_ms + step_ms - 1) / step_ms > static_cast<int64_t>(UsageQuery::kMaxBuckets))
+      return InvalidArgument("query parameter step: more than " +
+                             std::to_string(UsageQuery::kMaxBuckets) +
+                             " buckets in the window (give from)");
+  }
   // Who may see what, under the model's lock; the report itself from the meter, without it.
   std::vector<std::string> uids;
   {
@@ -125,7 +132,7 @@ Result<UsageReport> Tenancies::Usage(const Caller& caller, const std::string& na
     }
     if (!known && uids.empty()) return NotFound("tenancy " + name + " not found");
   }
-  UsageReport report = model_.meter.Report(uids, from_ms, to_ms, now_ms);
+  UsageReport report = model_.meter.Report(uids, from_ms, to_ms, now_ms, query.step_s * 1000);
   report.tenancy = name;
   return report;
 }

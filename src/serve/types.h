@@ -18,6 +18,7 @@
 #include "placement/placement.h"
 #include "scheduling/scheduling.h"
 #include "serve/bounds.h"
+#include "telemetry/telemetry.h"
 #include "topology/topology.h"
 
 namespace tessera::serve {
@@ -52,6 +53,17 @@ struct SharingOptions {
   std::function<Result<std::vector<sharing::ProcessUse>>()> measure;
 };
 
+// GPU telemetry of this host (embedded mode): --telemetry-interval, --telemetry-max-series,
+// --nvml, --telemetry-proc-dir.
+struct TelemetryOptions {
+  std::string nvml_library;  // empty: off
+  std::string proc_dir = "/proc";
+  std::chrono::milliseconds interval{10000};
+  size_t max_series = 10000;
+  std::string hostname;                      // the Hostname label
+  std::vector<telemetry::GpuIdentity> gpus;  // this host's NVIDIA GPUs on the nvidia driver
+};
+
 struct ServiceOptions {
   std::string root = "/";  // host root (a fixture tree in tests)
   std::string data_dir = "tessera-data";
@@ -78,6 +90,10 @@ struct ServiceOptions {
   // follows `policy`.
   scheduling::SchedulerOptions scheduling;
   SharingOptions sharing;
+  // More Prometheus series for /metrics from parts the service does not own (the fabric
+  // manager's activator); called on every scrape, from the HTTP server's threads.
+  std::function<std::string()> extra_metrics;
+  TelemetryOptions telemetry;
 };
 
 // Who is calling: the admin, or one tenancy's token.
@@ -155,10 +171,21 @@ struct Counts {
   std::vector<Tenancy> tenancies;
 };
 
-// GET /v1/tenancies/{name}/usage?from=&to=: GPU-seconds in [from, to) (Unix seconds).
+// GET /v1/tenancies/{name}/usage?from=&to=&step=: GPU-seconds in [from, to) (Unix seconds),
+// and with a step, per bucket of that many seconds (the dashboard's chart).
 struct UsageQuery {
+  static constexpr int64_t kMinStep = 60;
+  static constexpr int64_t kMaxStep = 86400;
+  static constexpr size_t kMaxBuckets = 1440;
   int64_t from_s = 0;
   std::optional<int64_t> to_s;  // unset: now
+  int64_t step_s = 0;           // 0: no series
+};
+// One bucket of the series: [start_ms, start_ms + step).
+struct UsageBucket {
+  int64_t start_ms = 0;
+  double gpu_seconds = 0;
+  fleet::MeasuredUsage measured;  // each container's measured use spread evenly over its run
 };
 struct ContainerUsage {
   std::string id;
@@ -166,16 +193,23 @@ struct ContainerUsage {
   int64_t started_ms = 0;
   int64_t finished_ms = 0;  // 0: still running
   double gpu_seconds = 0;   // within the window
+  // Measured use within the window: the container's measured figures taken as even over its run
+  // (running: what was measured until now); unset when telemetry never measured it.
+  std::optional<fleet::MeasuredUsage> measured;
 };
 struct UsageReport {
   static constexpr size_t kMaxContainers = 1000;
   std::string tenancy;
   int64_t from_ms = 0, to_ms = 0;
   double gpu_seconds = 0;  // every container of the tenancy within the window
+  // The same, measured, over the containers telemetry measured (see ContainerUsage); unset when
+  // it measured none.
+  std::optional<fleet::MeasuredUsage> measured;
   // The containers that count, latest ended first (running ones first of all), at most
   // kMaxContainers; containers_total says how many there are.
   std::vector<ContainerUsage> containers;
   size_t containers_total = 0;
+  std::vector<UsageBucket> series;  // with a step: the window's buckets, oldest first
 };
 
 // GET /v1/queue: the pending GPU containers in dispatch order after the last scheduling pass, and

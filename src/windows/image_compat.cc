@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "windows/hyperv.h"
 #include "windows/text.h"
 #include "windows/windows.h"
 
@@ -56,6 +57,24 @@ std::string BaseFromName(const std::string& name) {
 std::string Range(uint32_t low, uint32_t high) {
   return low == high ? "exactly " + std::to_string(low)
                      : "between " + std::to_string(low) + " and " + std::to_string(high);
+}
+
+// The preflight decides: every check must pass.
+CompatibilityVerdict HyperVGpuVerdict(const CompatibilityRequest& r,
+                                      const HyperVGpuPreflight& preflight) {
+  CompatibilityVerdict v;
+  v.details = PreflightLines(preflight);
+  if (!preflight.Passes()) {
+    v.summary = "GPU with Hyper-V isolation is refused: " + std::to_string(preflight.Failures()) +
+                " of " + std::to_string(preflight.checks.size()) + " preflight checks fail";
+    return v;
+  }
+  v.ok = true;
+  v.summary = "ok: image build " + std::to_string(r.image.build) + " runs on host build " +
+              std::to_string(r.host_build) +
+              " with hyperv isolation and an assigned GPU (every preflight check passes; "
+              "Microsoft does not support this path)";
+  return v;
 }
 
 }  // namespace
@@ -158,20 +177,26 @@ CompatibilityVerdict CheckCompatibility(const CompatibilityRequest& r) {
   }
   if (r.gpu) {
     if (r.isolation == Isolation::kHyperV) {
-      v.summary = "GPU with Hyper-V isolation is refused: no shipping container runtime wires it";
+      if (r.hyperv_gpu_preflight != nullptr) return HyperVGpuVerdict(r, *r.hyperv_gpu_preflight);
+      v.summary =
+          "GPU with Hyper-V isolation is refused without the host's facts: pass --snapshot FILE "
+          "(a format-2 snapshot) to run the preflight";
       v.details = {
-          "it would need Discrete Device Assignment of the whole GPU to the container's utility "
-          "VM (no sharing with the host or other containers)",
-          "the GPU dismounted from the host (Dismount-VMHostAssignableDevice) so that it appears "
-          "as PCIP\\... and is passed as vpci-instance-id://PCIP\\...",
-          "the annotation io.microsoft.virtualmachine.fullyphysicallybacked=true (assigned "
-          "devices need physically backed guest memory)",
-          "a directory with the GPU's kernel-mode driver for the utility VM "
-          "(io.microsoft.assigneddevice.kerneldrivers)",
+          "Microsoft does not support GPUs in Hyper-V-isolated containers; hcsshim can assign a "
+          "whole GPU to the container's utility VM (Discrete Device Assignment, no sharing)",
           "host build " + std::to_string(kGpuHyperVFrom) +
-              " or later (this host: " + std::to_string(host) + ")",
-          "use process isolation: GPUs are shared with process-isolated containers through "
-          "DirectX device assignment"};
+              " or later (this host: " + std::to_string(host) +
+              "), IOMMU and ACS, and a GPU that can be assigned: no "
+              "reserved memory region, an ACS-compatible path up, a PCI Express endpoint, MSI "
+              "interrupts",
+          "the GPU dismounted from the host (Dismount-VMHostAssignableDevice), so that it "
+          "appears as PCIP\\... and is passed as vpci-instance-id://PCIP\\...",
+          "pod annotations io.microsoft.virtualmachine.fullyphysicallybacked=true, MMIO gaps "
+          "sized from the GPU's BARs and io.microsoft.virtualmachine.kerneldrivers=<the driver "
+          "folder>, passed on by containerd 1.7+ (runtime handler runhcs-wcow-hypervisor), and "
+          "device-util.exe beside containerd-shim-runhcs-v1.exe",
+          "tessera windows hyperv-gpu generates the chain and tessera windows check-hyperv-gpu "
+          "checks it; process isolation shares GPUs with containers through DirectX instead"};
       return v;
     }
     if (host < kGpuProcessFrom) {

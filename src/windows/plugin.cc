@@ -77,4 +77,60 @@ Result<PluginAllocation> Allocate(const Snapshot& s, const PluginInventory& inve
   return out;
 }
 
+Result<PluginInventory> BuildHyperVPluginInventory(const Snapshot& s) {
+  if (!s.hyperv_facts) {
+    return FailedPrecondition(
+        "--windows-isolation hyperv needs a format-2 snapshot (PCI adapters and Hyper-V facts): "
+        "write one with tessera-windows-discover.exe");
+  }
+  PluginResource gpus{kHyperVGpuResource, {}};
+  PluginInventory out;
+  const auto& adapters = s.hyperv_facts->pci_adapters;
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const PciAdapter& a = adapters[i];
+    std::string label = "PCI adapter " + std::to_string(i) + " (" + a.description + ")";
+    std::string path = a.PciLocationPath();
+    if (!a.Dismounted()) {
+      out.skipped.push_back(label + ": not dismounted from the host");
+      continue;
+    }
+    if (path.empty()) {
+      out.skipped.push_back(label + ": no PCI location path");
+      continue;
+    }
+    gpus.devices.push_back({path, static_cast<int>(i), path});
+  }
+  if (!gpus.devices.empty()) out.resources.push_back(std::move(gpus));
+  return out;
+}
+
+Result<PluginAllocation> AllocateHyperV(const Snapshot& s, const PluginInventory& inventory,
+                                        const std::vector<std::string>& device_ids) {
+  if (device_ids.size() > 1) {
+    return InvalidArgument(std::to_string(device_ids.size()) +
+                           " devices requested for one "
+                           "container: a Hyper-V-isolated container takes one GPU (its pod's MMIO "
+                           "gaps are sized for one)");
+  }
+  PluginAllocation out;
+  for (const std::string& id : device_ids) {
+    const PluginDevice* found = nullptr;
+    for (const PluginResource& r : inventory.resources) {
+      for (const PluginDevice& d : r.devices) {
+        if (d.id == id) found = &d;
+      }
+    }
+    if (found == nullptr) return NotFound("device ID \"" + id + "\" is not advertised");
+    if (!s.hyperv_facts || found->adapter_index < 0 ||
+        static_cast<size_t>(found->adapter_index) >= s.hyperv_facts->pci_adapters.size()) {
+      return Internal("device ID \"" + id + "\" points past the snapshot's PCI adapters");
+    }
+    const PciAdapter& a = s.hyperv_facts->pci_adapters[found->adapter_index];
+    // containerd turns host_path IDType://ID into the OCI windows.devices entry; hcsshim assigns
+    // the device to the utility VM.
+    out.devices.push_back({"vpci-instance-id://" + a.instance_id, "", ""});
+  }
+  return out;
+}
+
 }  // namespace tessera::windows

@@ -1,6 +1,7 @@
 // Snapshot JSON in and out. Shared by the Linux-side consumers and the mingw-w64 native backend.
 // Parsing is strict and every error names the field. Internally a local exception carries the
-// first error to ParseSnapshot, which turns it into a value; nothing escapes this file.
+// first error to ParseSnapshot, which turns it into a value; nothing escapes this module.
+// Format 2's Hyper-V facts are read and written by snapshot_hyperv_json.cc.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -10,18 +11,10 @@
 
 #include "common/untrusted_text.h"
 #include "windows/snapshot.h"
-#include "windows/text.h"
+#include "windows/snapshot_json_fields.h"
 
 namespace tessera::windows {
-namespace {
-
-using text::Hex;
-
-using nlohmann::json;
-
-struct FieldError {
-  std::string message;
-};
+namespace snapshot_json {
 
 [[noreturn]] void Throw(const std::string& path, const std::string& problem) {
   throw FieldError{(path.empty() ? std::string("snapshot") : path) + ": " + problem};
@@ -31,9 +24,25 @@ std::string Join(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
+std::string Index(const std::string& path, size_t i) {
+  return path + "[" + std::to_string(i) + "]";
+}
+
+std::string Quote(const std::string& value) {
+  return "\"" + Excerpt(value, 200) + "\"";
+}
+
+namespace {
+
 const char* TypeName(const json& j) {
   return j.type_name();
 }
+
+bool IsHexDigit(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+}  // namespace
 
 void ExpectObject(const json& j, const std::string& path,
                   std::initializer_list<const char*> fields) {
@@ -41,19 +50,15 @@ void ExpectObject(const json& j, const std::string& path,
   for (const auto& item : j.items()) {
     bool known = std::find_if(fields.begin(), fields.end(),
                               [&](const char* f) { return item.key() == f; }) != fields.end();
-    if (!known) Throw(Join(path, item.key()), "unknown field");
+    if (!known) Throw(Join(path, Excerpt(item.key())), "unknown field");
   }
   for (const char* f : fields) {
     if (!j.contains(f)) Throw(Join(path, f), "missing field");
   }
 }
 
-const json& Field(const json& j, const char* key) {
-  return j.at(key);
-}
-
 std::string GetString(const json& j, const std::string& path, const char* key) {
-  const json& v = Field(j, key);
+  const json& v = j.at(key);
   if (!v.is_string()) {
     Throw(Join(path, key), std::string("expected a string, got ") + TypeName(v));
   }
@@ -61,7 +66,7 @@ std::string GetString(const json& j, const std::string& path, const char* key) {
 }
 
 bool GetBool(const json& j, const std::string& path, const char* key) {
-  const json& v = Field(j, key);
+  const json& v = j.at(key);
   if (!v.is_boolean()) {
     Throw(Join(path, key), std::string("expected true or false, got ") + TypeName(v));
   }
@@ -69,7 +74,7 @@ bool GetBool(const json& j, const std::string& path, const char* key) {
 }
 
 uint64_t GetUnsigned(const json& j, const std::string& path, const char* key, uint64_t max) {
-  const json& v = Field(j, key);
+  const json& v = j.at(key);
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
     Throw(Join(path, key), std::string("expected a non-negative integer, got ") + TypeName(v));
   }
@@ -78,34 +83,44 @@ uint64_t GetUnsigned(const json& j, const std::string& path, const char* key, ui
   return n;
 }
 
-std::vector<std::string> GetStringArray(const json& j, const std::string& path, const char* key) {
-  const json& v = Field(j, key);
+const json& GetArray(const json& j, const std::string& path, const char* key, size_t max_items) {
+  const json& v = j.at(key);
   std::string field = Join(path, key);
   if (!v.is_array()) Throw(field, std::string("expected an array, got ") + TypeName(v));
+  if (v.size() > max_items) {
+    Throw(field, "more than " + std::to_string(max_items) + " entries");
+  }
+  return v;
+}
+
+std::vector<std::string> GetStringArray(const json& j, const std::string& path, const char* key,
+                                        size_t max_items) {
+  const json& v = GetArray(j, path, key, max_items);
+  std::string field = Join(path, key);
   std::vector<std::string> out;
   for (size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_string()) {
-      Throw(field + "[" + std::to_string(i) + "]",
-            std::string("expected a string, got ") + TypeName(v[i]));
+      Throw(Index(field, i), std::string("expected a string, got ") + TypeName(v[i]));
     }
     out.push_back(v[i].get<std::string>());
   }
   return out;
 }
 
-bool IsHexDigit(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-}
-
-// Fixed-width hex without 0x ("10de"); either case is accepted, lowercase is written.
 uint64_t GetHex(const json& j, const std::string& path, const char* key, size_t digits) {
   std::string s = GetString(j, path, key);
   if (s.size() != digits || !std::all_of(s.begin(), s.end(), IsHexDigit)) {
     Throw(Join(path, key),
-          "expected " + std::to_string(digits) + " hex digits without 0x, got \"" + s + "\"");
+          "expected " + std::to_string(digits) + " hex digits without 0x, got " + Quote(s));
   }
   return std::stoull(s, nullptr, 16);
 }
+
+}  // namespace snapshot_json
+
+namespace {
+
+using namespace snapshot_json;
 
 bool IsCopyToVmName(const std::string& name) {
   for (const char* known : kCopyToVmSubkeys) {
@@ -119,11 +134,11 @@ void CheckSubkey(const std::string& subkey, const std::string& field) {
   size_t slash = subkey.find('\\');
   std::string leaf = slash == std::string::npos ? subkey : subkey.substr(slash + 1);
   if (slash != std::string::npos && (slash == 0 || leaf.find('\\') != std::string::npos)) {
-    Throw(field, "\"" + subkey + "\" is not CopyToVm* or <component>\\CopyToVm*");
+    Throw(field, Quote(subkey) + " is not CopyToVm* or <component>\\CopyToVm*");
   }
   if (!IsCopyToVmName(leaf)) {
-    Throw(field, "\"" + subkey +
-                     "\" does not name CopyToVmOverwrite, CopyToVmWhenNewer, "
+    Throw(field, Quote(subkey) +
+                     " does not name CopyToVmOverwrite, CopyToVmWhenNewer, "
                      "CopyToVmOverwriteWow64 or CopyToVmWhenNewerWow64");
   }
 }
@@ -137,8 +152,8 @@ CopyToVmValue ParseCopyToVmValue(const json& j, const std::string& path) {
   std::string type = GetString(j, path, "type");
   auto parsed = ParseRegistryType(type);
   if (!parsed) {
-    Throw(Join(path, "type"), "unknown registry type \"" + type +
-                                  "\" (expected REG_SZ, REG_MULTI_SZ, REG_EXPAND_SZ, REG_DWORD, "
+    Throw(Join(path, "type"), "unknown registry type " + Quote(type) +
+                                  " (expected REG_SZ, REG_MULTI_SZ, REG_EXPAND_SZ, REG_DWORD, "
                                   "REG_QWORD, REG_BINARY or REG_NONE)");
   }
   value.type = *parsed;
@@ -174,7 +189,7 @@ Adapter ParseAdapter(const json& j, const std::string& path) {
   a.device_id = static_cast<uint16_t>(GetHex(j, path, "device_id", 4));
   a.subsystem_id = static_cast<uint32_t>(GetHex(j, path, "subsystem_id", 8));
   a.revision = static_cast<uint8_t>(GetHex(j, path, "revision", 2));
-  if (!Field(j, "class_code").is_null()) {
+  if (!j.at("class_code").is_null()) {
     a.class_code = static_cast<uint32_t>(GetHex(j, path, "class_code", 6));
   }
   a.driver_service = GetString(j, path, "driver_service");
@@ -184,68 +199,70 @@ Adapter ParseAdapter(const json& j, const std::string& path) {
   a.location_paths = GetStringArray(j, path, "location_paths");
   for (size_t i = 0; i < a.location_paths.size(); ++i) {
     if (a.location_paths[i].empty()) {
-      Throw(Join(path, "location_paths") + "[" + std::to_string(i) + "]", "must not be empty");
+      Throw(Index(Join(path, "location_paths"), i), "must not be empty");
     }
   }
   a.integrated = GetBool(j, path, "integrated");
   a.detachable = GetBool(j, path, "detachable");
   a.display = GetBool(j, path, "display");
   a.compute = GetBool(j, path, "compute");
-  const json& values = Field(j, "copy_to_vm");
+  const json& values = GetArray(j, path, "copy_to_vm", 4096);
   std::string values_path = Join(path, "copy_to_vm");
-  if (!values.is_array()) {
-    Throw(values_path, std::string("expected an array, got ") + TypeName(values));
-  }
   for (size_t i = 0; i < values.size(); ++i) {
-    a.copy_to_vm.push_back(
-        ParseCopyToVmValue(values[i], values_path + "[" + std::to_string(i) + "]"));
+    a.copy_to_vm.push_back(ParseCopyToVmValue(values[i], Index(values_path, i)));
   }
   return a;
 }
 
 Snapshot ParseSnapshotJson(const json& j) {
-  ExpectObject(j, "", {"snapshot_version", "hostname", "os", "hcs", "adapters"});
+  if (!j.is_object()) Throw("", std::string("expected an object, got ") + TypeName(j));
+  if (!j.contains("snapshot_version")) Throw("snapshot_version", "missing field");
   uint64_t version = GetUnsigned(j, "", "snapshot_version", 1000);
-  if (version != kSnapshotVersion) {
+  if (version == 1) {
+    ExpectObject(j, "", {"snapshot_version", "hostname", "os", "hcs", "adapters"});
+  } else if (version == 2) {
+    ExpectObject(j, "",
+                 {"snapshot_version", "hostname", "os", "hcs", "adapters", "pci_adapters", "hyperv",
+                  "containerd"});
+  } else {
     Throw("snapshot_version", "unsupported version " + std::to_string(version) +
-                                  " (this tessera reads " + std::to_string(kSnapshotVersion) + ")");
+                                  " (this tessera reads 1 and " + std::to_string(kSnapshotVersion) +
+                                  ")");
   }
   Snapshot s;
   s.hostname = GetString(j, "", "hostname");
 
-  const json& os = Field(j, "os");
+  const json& os = j.at("os");
   ExpectObject(os, "os", {"product_name", "build", "ubr"});
   s.os.product_name = GetString(os, "os", "product_name");
   s.os.build = static_cast<uint32_t>(GetUnsigned(os, "os", "build", 0xffffffffu));
   s.os.ubr = static_cast<uint32_t>(GetUnsigned(os, "os", "ubr", 0xffffffffu));
 
-  const json& hcs = Field(j, "hcs");
+  const json& hcs = j.at("hcs");
   ExpectObject(hcs, "hcs", {"schema_versions", "source"});
   std::vector<std::string> versions = GetStringArray(hcs, "hcs", "schema_versions");
   for (size_t i = 0; i < versions.size(); ++i) {
     auto v = ParseSchemaVersion(versions[i]);
-    if (!v.ok()) Throw("hcs.schema_versions[" + std::to_string(i) + "]", v.error().message);
+    if (!v.ok()) Throw(Index("hcs.schema_versions", i), v.error().message);
     s.hcs_schema_versions.push_back(*v);
   }
   std::sort(s.hcs_schema_versions.begin(), s.hcs_schema_versions.end());
   s.hcs_schema_source = GetString(hcs, "hcs", "source");
   if (s.hcs_schema_source != "service" && s.hcs_schema_source != "build-table") {
     Throw("hcs.source",
-          "expected \"service\" or \"build-table\", got \"" + s.hcs_schema_source + "\"");
+          "expected \"service\" or \"build-table\", got " + Quote(s.hcs_schema_source));
   }
 
-  const json& adapters = Field(j, "adapters");
-  if (!adapters.is_array()) {
-    Throw("adapters", std::string("expected an array, got ") + TypeName(adapters));
-  }
+  const json& adapters = GetArray(j, "", "adapters", 256);
   std::set<uint64_t> luids;
   for (size_t i = 0; i < adapters.size(); ++i) {
-    std::string path = "adapters[" + std::to_string(i) + "]";
+    std::string path = Index("adapters", i);
     s.adapters.push_back(ParseAdapter(adapters[i], path));
     if (!luids.insert(s.adapters.back().luid).second) {
       Throw(path + ".luid", "duplicate LUID " + FormatLuid(s.adapters.back().luid));
     }
   }
+  if (version == 2) s.hyperv_facts = ParseHyperVFacts(j);
   return s;
 }
 
@@ -312,11 +329,15 @@ Result<uint64_t> ParseLuid(const std::string& text) {
   return static_cast<uint64_t>(std::stoull(digits, nullptr, 16));
 }
 
-std::string Adapter::PciLocationPath() const {
+std::string FirstPciRootPath(const std::vector<std::string>& location_paths) {
   for (const std::string& p : location_paths) {
     if (p.rfind("PCIROOT(", 0) == 0) return p;
   }
   return "";
+}
+
+std::string Adapter::PciLocationPath() const {
+  return FirstPciRootPath(location_paths);
 }
 
 SchemaVersion Snapshot::MaxSchemaVersion() const {
@@ -377,11 +398,12 @@ std::string SnapshotToJson(const Snapshot& s, int indent) {
   for (SchemaVersion v : s.hcs_schema_versions)
     versions.push_back(FormatSchemaVersion(v));
   ojson out = ojson::object();
-  out["snapshot_version"] = kSnapshotVersion;
+  out["snapshot_version"] = s.hyperv_facts ? kSnapshotVersion : 1;
   out["hostname"] = s.hostname;
   out["os"] = ojson{{"product_name", s.os.product_name}, {"build", s.os.build}, {"ubr", s.os.ubr}};
   out["hcs"] = ojson{{"schema_versions", versions}, {"source", s.hcs_schema_source}};
   out["adapters"] = adapters;
+  if (s.hyperv_facts) WriteHyperVFacts(*s.hyperv_facts, out);
   return out.dump(indent, ' ', false, ojson::error_handler_t::replace) + "\n";
 }
 

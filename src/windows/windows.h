@@ -162,16 +162,22 @@ struct ImageInfo {
 Result<ImageInfo> ParseImageReference(const std::string& reference);
 std::optional<uint32_t> BuildForTag(const std::string& tag);
 
+struct HyperVGpuPreflight;  // windows/hyperv.h
+
 struct CompatibilityRequest {
   uint32_t host_build = 0;
   ImageInfo image;
   Isolation isolation = Isolation::kProcess;
   bool gpu = false;
+  // GPU with Hyper-V isolation: the preflight of the host's snapshot (CheckHyperVGpu). Without
+  // one the answer is a refusal that says what the chain needs; with one, the verdict is the
+  // preflight's: it runs only when every check passes.
+  const HyperVGpuPreflight* hyperv_gpu_preflight = nullptr;
 };
 struct CompatibilityVerdict {
   bool ok = false;
   std::string summary;               // one line: why it runs, or why not
-  std::vector<std::string> details;  // requirements, explanations
+  std::vector<std::string> details;  // requirements, explanations, preflight lines
   std::vector<std::string> warnings;
 };
 CompatibilityVerdict CheckCompatibility(const CompatibilityRequest& request);
@@ -207,6 +213,13 @@ struct PluginInventory {
 // directx.microsoft.com/compute. replicas ≥ 1 advertises each adapter that many times.
 Result<PluginInventory> BuildPluginInventory(const Snapshot& snapshot, int replicas);
 
+// Hyper-V isolation (tessera-device-plugin --windows-isolation hyperv): every dismounted PCI
+// display or compute adapter (PCIP\...), advertised once: a GPU goes whole to one utility VM.
+// Device IDs are location paths; adapter_index points into the snapshot's pci_adapters.
+// FailedPrecondition for a format-1 snapshot.
+inline constexpr const char* kHyperVGpuResource = "tessera.dev/hyperv-gpu";
+Result<PluginInventory> BuildHyperVPluginInventory(const Snapshot& snapshot);
+
 // Kubelet's v1beta1 DeviceSpec and Mount, as plain values.
 struct PluginDeviceSpec {
   std::string host_path;       // "vpci-location-path://PCIROOT(0)#PCI(1E00)"
@@ -230,5 +243,10 @@ struct PluginAllocation {
 Result<PluginAllocation> Allocate(const Snapshot& snapshot, const PluginInventory& inventory,
                                   const std::vector<std::string>& device_ids,
                                   const VendorFiles& vendor_files);
+// Hyper-V isolation: DeviceSpec{host_path: "vpci-instance-id://PCIP\...", "", ""} and no mounts
+// (the driver reaches the utility VM through the pod's kerneldrivers annotation). One device per
+// container: the pod's MMIO gaps are sized for one GPU, so more is InvalidArgument.
+Result<PluginAllocation> AllocateHyperV(const Snapshot& snapshot, const PluginInventory& inventory,
+                                        const std::vector<std::string>& device_ids);
 
 }  // namespace tessera::windows

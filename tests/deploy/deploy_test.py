@@ -241,6 +241,18 @@ check(host_paths(pod, sync["volumeMounts"]).get("/var/lib/kubelet/pod-resources"
 check("patch" in agent_verbs.get("gpuleases/status", set()) and
       "patch" not in agent_verbs.get("gpuleases", set()),
       "node agent may patch only the status of leases (allocatedDevices)")
+# GPU telemetry (on by default): /metrics on 9402, the host's /proc read-only, its node's Pods.
+sync_binary = os.path.join(BUILD, "src", "cli", "tessera-lease-sync")
+sync_args = sync.get("args", [])
+check(not flags_known(sync_binary, sync_args), f"lease-sync: flags it knows ({sync_args})")
+check("--metrics-listen=:9402" in sync_args and "--proc-dir=/host-proc" in sync_args and
+      {"name": "metrics", "containerPort": 9402} in sync.get("ports", []),
+      "lease-sync: telemetry on, /metrics on port 9402, the host's /proc as its proc dir")
+check(host_paths(pod, sync["volumeMounts"]).get("/host-proc") == ("/proc", True),
+      "lease-sync reads the host's /proc, read-only")
+check({"get", "list", "watch"} <= agent_verbs.get("pods", set()) and
+      "patch" not in agent_verbs.get("pods", set()),
+      "node agent: pods get/list/watch only (which Pod a GPU process is in)")
 
 dra = container(pod, "dra-plugin")
 dra_mounts = host_paths(pod, dra["volumeMounts"] if dra else [])

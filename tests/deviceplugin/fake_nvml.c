@@ -1,5 +1,6 @@
 /* A stand-in libnvidia-ml.so.1 for tests: the NVML entry points the plugin dlopen()s, with the
- * same ABI. Xid events come from a file named by TESSERA_FAKE_NVML_EVENTS: each line
+ * same ABI (MIG state: fake_nvml_mig.c; telemetry: fake_nvml_telemetry.c). Xid events come from a
+ * file named by TESSERA_FAKE_NVML_EVENTS: each line
  * "<PCI address> <xid>" is delivered once, in order, by nvmlEventSetWait_v2. Each nvmlInit_v2
  * appends a line to the file named by TESSERA_FAKE_NVML_INITS, so tests see whether NVML was
  * started at all. */
@@ -99,6 +100,7 @@ int nvmlEventSetWait_v2(void* set, EventData* data, unsigned int timeout_ms) {
       }
       fclose(f);
     }
+    if (waited + 20 > timeout_ms) break; /* a timeout of 0 looks once, without sleeping */
     usleep(20000);
   }
   return 10; /* NVML_ERROR_TIMEOUT */

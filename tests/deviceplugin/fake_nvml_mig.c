@@ -7,6 +7,7 @@
  *   gpu <pci> board=<h100-80gb|a100-40gb> uuid=<GPU-…> mig=<0|1> pending=<0|1> processes=<n>
  *       [activation=<nvml error>]      (SetMigMode records pending but answers this status)
  *       [memory_mb=<MiB>]              (the whole GPU's memory; default: the board's)
+ *       [module=<n>]                   (nvmlDeviceGetModuleId; absent: not supported)
  *   gi <pci> id=<g> profile=<profile ID> start=<memory slice>
  *   ci <pci> gi=<g> id=<c> slices=<compute slices> uuid=<MIG-…>
  *   fail <nvml function> <nvml error>  (that function answers the error)
@@ -101,7 +102,7 @@ typedef struct {
   char pci[24];
   char board[24];
   char uuid[96];
-  int mig, pending, processes, activation, used;
+  int mig, pending, processes, activation, module, used;
   unsigned int memory_mb;
 } Gpu;
 typedef struct {
@@ -126,7 +127,9 @@ static int loaded;
 
 /* ---- state file ---- */
 
-static const char* Value(const char* line, const char* key, char* out, size_t size) {
+/* The value of " key=" in a state or scenario line (the telemetry half reads its lines with it). */
+const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size);
+const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size) {
   char pattern[32];
   snprintf(pattern, sizeof pattern, " %s=", key);
   const char* at = strstr(line, pattern);
@@ -140,8 +143,8 @@ static const char* Value(const char* line, const char* key, char* out, size_t si
 }
 static unsigned int Number(const char* line, const char* key, unsigned int fallback) {
   char buffer[32];
-  return Value(line, key, buffer, sizeof buffer) ? (unsigned int)strtoul(buffer, NULL, 10)
-                                                 : fallback;
+  return FakeNvmlValue(line, key, buffer, sizeof buffer) ? (unsigned int)strtoul(buffer, NULL, 10)
+                                                         : fallback;
 }
 static int GpuIndex(const char* pci) {
   for (int i = 0; i < MAX_GPUS; ++i)
@@ -168,14 +171,15 @@ void FakeNvmlMigLoad(void) {
         Gpu* g = &gpus[i];
         g->used = 1;
         snprintf(g->pci, sizeof g->pci, "%s", pci);
-        if (!Value(line, "board", g->board, sizeof g->board)) strcpy(g->board, "h100-80gb");
-        if (!Value(line, "uuid", g->uuid, sizeof g->uuid))
+        if (!FakeNvmlValue(line, "board", g->board, sizeof g->board)) strcpy(g->board, "h100-80gb");
+        if (!FakeNvmlValue(line, "uuid", g->uuid, sizeof g->uuid))
           snprintf(g->uuid, sizeof g->uuid, "GPU-%s", pci);
         g->mig = (int)Number(line, "mig", 0);
         g->pending = (int)Number(line, "pending", (unsigned int)g->mig);
         g->processes = (int)Number(line, "processes", 0);
         g->activation = (int)Number(line, "activation", 0);
         g->memory_mb = Number(line, "memory_mb", 0);
+        g->module = (int)Number(line, "module", 0);
         break;
       }
     } else if (strcmp(kind, "gi") == 0) {
@@ -194,7 +198,7 @@ void FakeNvmlMigLoad(void) {
                       Number(line, "id", 0),
                       Number(line, "slices", 1),
                       ""};
-        Value(line, "uuid", cis[i].uuid, sizeof cis[i].uuid);
+        FakeNvmlValue(line, "uuid", cis[i].uuid, sizeof cis[i].uuid);
         break;
       }
     } else if (strcmp(kind, "fail") == 0 && fail_count < MAX_FAILS) {
@@ -221,6 +225,7 @@ static void Save(void) {
             g->mig, g->pending, g->processes);
     if (g->activation) fprintf(f, " activation=%d", g->activation);
     if (g->memory_mb) fprintf(f, " memory_mb=%u", g->memory_mb);
+    if (g->module) fprintf(f, " module=%d", g->module);
     fprintf(f, "\n");
   }
   for (int i = 0; i < MAX_GIS; ++i)
@@ -327,6 +332,15 @@ const char* nvmlErrorString(int result) {
     default:
       return "Unknown Error";
   }
+}
+
+int nvmlDeviceGetModuleId(void* device, unsigned int* id) {
+  int rc = Injected("nvmlDeviceGetModuleId");
+  if (rc) return rc;
+  int gpu = GpuOf(device);
+  if (gpu < 0 || gpus[gpu].module == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *id = (unsigned int)gpus[gpu].module;
+  return NVML_SUCCESS;
 }
 
 int nvmlDeviceGetMigMode(void* device, unsigned int* current, unsigned int* pending) {
@@ -496,19 +510,43 @@ int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
   const char* text = ci ? ci->uuid : NULL;
   int gpu = ci ? -1 : GpuOf(device);
   if (!ci && gpu >= 0) text = gpus[gpu].uuid;
+  /* A GPU the MIG state does not list (telemetry scenarios): "GPU-<PCI address>". */
+  static char fallback[96];
+  if (!text && !ci && device) {
+    snprintf(fallback, sizeof fallback, "GPU-%s", (const char*)device);
+    text = fallback;
+  }
   if (!text) return NVML_ERROR_INVALID_ARGUMENT;
   if (strlen(text) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
   strcpy(uuid, text);
   return NVML_SUCCESS;
 }
 
+/* fake_nvml_telemetry.c: memory and processes from the scenario a test drives. */
+int FakeNvmlScenarioMemory(void* device, Memory* memory);
+int FakeNvmlScenarioHasProcesses(const char* pci);
+int FakeNvmlScenarioProcesses(void* device, unsigned int* count, void* infos);
+
+int FakeNvmlMigHandle(void* handle, const char** pci, unsigned int* gi, unsigned int* ci);
+int FakeNvmlMigHandle(void* handle, const char** pci, unsigned int* gi, unsigned int* ci) {
+  if (!loaded) FakeNvmlMigLoad();
+  Ci* c = AsCi(handle);
+  if (!c || c->gpu < 0) return 0;
+  *pci = gpus[c->gpu].pci;
+  *gi = c->gi;
+  *ci = c->id;
+  return 1;
+}
+
 int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
   if (!ci) {
-    /* A whole GPU: its memory_mb, else the total nvidia-smi shows as memory.total for its board
-       (H100 80GB: 81559 MiB; A100 40GB: 40960). */
+    /* A whole GPU: the scenario's figures where a test gives them (fake_nvml_telemetry.c), else,
+       for a GPU of the MIG state, its memory_mb, else the total nvidia-smi shows as memory.total
+       for its board (H100 80GB: 81559 MiB; A100 40GB: 40960). */
+    int rc = FakeNvmlScenarioMemory(device, memory);
     int gpu = GpuOf(device);
-    if (gpu < 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (rc != NVML_ERROR_NOT_SUPPORTED || gpu < 0) return rc;
     unsigned long long mb = gpus[gpu].memory_mb                         ? gpus[gpu].memory_mb
                             : strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960
                                                                         : 81559;
@@ -523,7 +561,8 @@ int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   memory->total = (unsigned long long)p->memory_mb << 20;
   memory->used = 0;
   memory->free = memory->total;
-  return NVML_SUCCESS;
+  int rc = FakeNvmlScenarioMemory(device, memory); /* used: its processes' memory */
+  return rc == NVML_ERROR_NOT_SUPPORTED ? NVML_SUCCESS : rc;
 }
 
 int nvmlDeviceGetAttributes_v2(void* device, Attributes* attributes) {
@@ -543,6 +582,12 @@ int nvmlDeviceGetAttributes_v2(void* device, Attributes* attributes) {
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, void* infos) {
   int rc = Injected("nvmlDeviceGetComputeRunningProcesses_v3");
   if (rc) return rc;
+  {
+    Ci* ci = AsCi(device);
+    const char* pci = ci ? (ci->gpu >= 0 ? gpus[ci->gpu].pci : NULL) : (const char*)device;
+    if (pci && FakeNvmlScenarioHasProcesses(pci))
+      return FakeNvmlScenarioProcesses(device, count, infos);
+  }
   if (AsCi(device)) {
     *count = 0;
     return NVML_SUCCESS;

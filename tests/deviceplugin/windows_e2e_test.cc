@@ -117,6 +117,43 @@ TEST_F(WindowsPluginTest, ComputeOnlyAdaptersAreTheirOwnResourceAndReplicasShare
             "vpci-location-path://" + adapter);
 }
 
+TEST_F(WindowsPluginTest, HyperVIsolationServesDismountedGpusOnePerContainer) {
+  Launch("ws2022-dda-t4.json", {"--windows-isolation", "hyperv"});
+  auto client = Connect("tessera.dev/hyperv-gpu");
+  ASSERT_TRUE(client);
+  auto list = client->WaitForList(
+      [](const ListAndWatchResponse& l) { return l.devices_size() == 1; }, kEventTimeout);
+  ASSERT_TRUE(list) << plugin_->Log();
+  EXPECT_EQ(list->devices(0).id(), "PCIROOT(0)#PCI(0300)#PCI(0000)");
+  EXPECT_EQ(list->devices(0).health(), "Healthy");
+
+  v1beta1::AllocateResponse response;
+  ASSERT_TRUE(client->Allocate({{"PCIROOT(0)#PCI(0300)#PCI(0000)"}}, &response).ok())
+      << plugin_->Log();
+  ASSERT_EQ(response.container_responses_size(), 1);
+  const auto& container = response.container_responses(0);
+  ASSERT_EQ(container.devices_size(), 1);
+  EXPECT_EQ(container.devices(0).host_path(),
+            "vpci-instance-id://PCIP\\VEN_10DE&DEV_1EB8&SUBSYS_12A210DE&REV_A1\\4&2C9A8E5&0&0018");
+  EXPECT_EQ(container.devices(0).container_path(), "");
+  EXPECT_EQ(container.devices(0).permissions(), "");
+  // The driver reaches the utility VM through the pod's kerneldrivers annotation, not a mount.
+  EXPECT_EQ(container.mounts_size(), 0);
+  EXPECT_EQ(kubelet_->RegistrationCount(kDisplay), 0);
+}
+
+TEST_F(WindowsPluginTest, HyperVIsolationRefusesReplicas) {
+  sockets_ = dirs_.path() + "/device-plugins";
+  std::filesystem::create_directories(sockets_);
+  PluginProcess plugin(DevicePluginBinary(),
+                       {"--windows-snapshot", Snapshot("ws2022-dda-t4.json"), "--windows-isolation",
+                        "hyperv", "--windows-replicas", "2", "--socket-dir", sockets_},
+                       dirs_.path() + "/log");
+  EXPECT_TRUE(WaitUntil([&] { return plugin.Log().find("replicas") != std::string::npos; }));
+  EXPECT_NE(plugin.Stop(), 0);
+  EXPECT_NE(plugin.Log().find("goes whole to one container"), std::string::npos) << plugin.Log();
+}
+
 TEST_F(WindowsPluginTest, ASnapshotThatDoesNotParseStopsThePluginWithTheFileNamed) {
   std::string bad = dirs_.path() + "/bad.json";
   ASSERT_TRUE(WriteFileAtomically(bad, "{not json").ok());

@@ -66,15 +66,20 @@ class DraPlugin : public ::testing::Test {
   std::string CdiDir() const { return cdi_dir_.empty() ? dir_.path() + "/cdi" : cdi_dir_; }
   std::string LeaseFile() const { return dir_.path() + "/leases.json"; }
 
-  void StartPlugin(const std::string& root = "") {
+  // `extra` flags go after the fixture's own.
+  void StartPlugin(const std::string& root = "", const std::vector<std::string>& extra = {}) {
     if (!root.empty()) root_ = root;
-    plugin_ = std::make_unique<PluginProcess>(
-        testing::DraPluginBinary(),
-        std::vector<std::string>{"--node-name", "node-a", "--root", root_, "--kubeconfig",
-                                 dir_.path() + "/kubeconfig", "--registry-dir", Registry(),
-                                 "--plugin-dir", PluginDir(), "--cdi-dir", CdiDir(), "--lease-file",
-                                 LeaseFile(), "--poll-ms", "100"},
-        dir_.path() + "/plugin.log");
+    std::vector<std::string> args = {"--node-name",    "node-a",
+                                     "--root",         root_,
+                                     "--kubeconfig",   dir_.path() + "/kubeconfig",
+                                     "--registry-dir", Registry(),
+                                     "--plugin-dir",   PluginDir(),
+                                     "--cdi-dir",      CdiDir(),
+                                     "--lease-file",   LeaseFile(),
+                                     "--poll-ms",      "100"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    plugin_ = std::make_unique<PluginProcess>(testing::DraPluginBinary(), args,
+                                              dir_.path() + "/plugin.log");
   }
 
   void Register(DraKubelet& kubelet) {

@@ -1,10 +1,36 @@
-// A stand-in for libnvfm.so.1 built by the tests: the same exported C functions, an HGX 8-GPU
-// partition table in memory, and failures chosen with the FAKE_NVFM_MODE environment variable
-// (init-fails, connect-refused, not-configured, nvlink-error). Built a second time without
-// fmActivateFabricPartition to test a library that lacks a function.
+// A stand-in for libnvfm.so.1 built by the tests: the same exported C functions and structures,
+// behaving like a fabric manager in shared NVSwitch mode (HGX H100 8-GPU partitions).
+//
+// Its state is a file named by TESSERA_FAKE_NVFM_STATE, shared by every process that loads the
+// library (tessera, tessera-serve, the DRA plugin, the test itself), read and written under an
+// flock on "<state>.lock". One fact per line (tests/fabricmanager/fake_fabric_manager.h writes it):
+//   mode shared|not-shared|restart|exited|down
+//        shared: serving; not-shared: FABRIC_MODE is not 1 (partition calls: NOT_SUPPORTED);
+//        restart: restarted with FABRIC_MODE_RESTART=1, answering everything but
+//        fmSetActivatedFabricPartitions with NOT_CONFIGURED, exiting (mode exited) when not told
+//        within 60 s; down/exited: nothing listens (fmConnect: CONNECTION_NOT_VALID)
+//   generation N       connections made under another generation are gone (CONNECTION_NOT_VALID)
+//   restart_at MS      CLOCK_BOOTTIME ms when restart mode began
+//   address A          where it listens: "unix:/path" or "ipv4:port"
+//   connect v1|v2|any  which fmConnectParams versions it takes (others: VERSION_MISMATCH)
+//   bus_ids zeroed|real  zeroed: empty UUID and bus ID 00000000:00:00.0 (H100 and later)
+//   fail_activate CODE activations answer CODE (0: none)
+//   active ID...       the active partitions
+// Every call is appended to "<state>.log" as "<CLOCK_BOOTTIME ms> <pid> <call> <argument> <rc>".
+// Built a second time without fmActivateFabricPartition, to test a library that lacks one.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "fabricmanager/nvfm_abi.h"
 
@@ -12,23 +38,147 @@ namespace nvfm = tessera::fabricmanager::nvfm;
 
 namespace {
 
-// HGX H100 8-GPU: partition p has ID p; bit m-1 of its mask is module m.
-const unsigned kMasks[15] = {0xff, 0x0f, 0xf0, 0x05, 0x0a, 0x50, 0xa0, 0x01,
-                             0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80};
-bool active[15];
-int dummy_handle;
+// HGX H100 8-GPU in shared NVSwitch mode: partition p has ID p; bit m-1 of its mask is module m.
+constexpr int kPartitions = 15;
+const unsigned kMasks[kPartitions] = {0xff, 0x0f, 0xf0, 0x05, 0x0a, 0x50, 0xa0, 0x01,
+                                      0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80};
+// Bus of module m with bus_ids real (the hgx-h100-dgx fixture's GPUs, by NVML module ID).
+const int kBus[9] = {0, 0x2a, 0x5d, 0x18, 0x3a, 0xab, 0xdb, 0x9a, 0xba};
+constexpr long long kRestartTimeoutMs = 60000;
 
-bool Mode(const char* mode) {
-  const char* value = std::getenv("FAKE_NVFM_MODE");
-  return value && std::strcmp(value, mode) == 0;
+struct State {
+  std::string mode = "shared";
+  long long generation = 1;
+  long long restart_at = 0;
+  std::string address = "127.0.0.1:6666";
+  std::string connect = "any";
+  std::string bus_ids = "zeroed";
+  int fail_activate = 0;
+  bool active[kPartitions] = {};
+};
+
+struct Connection {
+  unsigned magic = 0x464d4e56;
+  long long generation = 0;
+};
+
+long long NowMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
 }
 
-unsigned Modules(int p) {
-  return kMasks[p];
+const char* StatePath() {
+  const char* path = std::getenv("TESSERA_FAKE_NVFM_STATE");
+  return path && *path ? path : nullptr;
 }
 
-int Find(unsigned id) {
-  return id < 15 ? static_cast<int>(id) : -1;
+// Holds the state file's lock for one call.
+class Locked {
+ public:
+  Locked() {
+    if (const char* path = StatePath()) {
+      fd_ = ::open((std::string(path) + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+    }
+  }
+  ~Locked() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+bool Load(State* state) {
+  const char* path = StatePath();
+  if (!path) return false;
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string key;
+    words >> key;
+    if (key == "mode") words >> state->mode;
+    if (key == "generation") words >> state->generation;
+    if (key == "restart_at") words >> state->restart_at;
+    if (key == "address") words >> state->address;
+    if (key == "connect") words >> state->connect;
+    if (key == "bus_ids") words >> state->bus_ids;
+    if (key == "fail_activate") words >> state->fail_activate;
+    if (key == "active") {
+      int id;
+      while (words >> id)
+        if (id >= 0 && id < kPartitions) state->active[id] = true;
+    }
+  }
+  return true;
+}
+
+void Save(const State& state) {
+  const char* path = StatePath();
+  if (!path) return;
+  std::string temp = std::string(path) + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << "mode " << state.mode << "\ngeneration " << state.generation << "\nrestart_at "
+        << state.restart_at << "\naddress " << state.address << "\nconnect " << state.connect
+        << "\nbus_ids " << state.bus_ids << "\nfail_activate " << state.fail_activate << "\nactive";
+    for (int p = 0; p < kPartitions; ++p)
+      if (state.active[p]) out << " " << p;
+    out << "\n";
+  }
+  std::rename(temp.c_str(), path);
+}
+
+void Log(const char* call, const std::string& argument, nvfm::Return rc) {
+  const char* path = StatePath();
+  if (!path) return;
+  FILE* f = std::fopen((std::string(path) + ".log").c_str(), "a");
+  if (!f) return;
+  std::fprintf(f, "%lld %ld %s %s %d\n", NowMs(), static_cast<long>(::getpid()), call,
+               argument.empty() ? "-" : argument.c_str(), rc);
+  std::fclose(f);
+}
+
+// Restart mode ends in an exit when the active list does not come within 60 s.
+void Age(State* state) {
+  if (state->mode == "restart" && NowMs() - state->restart_at > kRestartTimeoutMs) {
+    state->mode = "exited";
+    Save(*state);
+  }
+}
+
+bool Gone(const State& state) {
+  return state.mode == "down" || state.mode == "exited";
+}
+
+// The common checks of a partition call: a live connection to a fabric manager that serves
+// partition calls. kSuccess when the call may go on.
+nvfm::Return Check(nvfm::Handle handle, State* state) {
+  auto* connection = static_cast<Connection*>(handle);
+  if (connection == nullptr || connection->magic != 0x464d4e56) return nvfm::kBadParam;
+  if (!Load(state)) return nvfm::kConnectionNotValid;
+  Age(state);
+  if (Gone(*state) || connection->generation != state->generation) return nvfm::kConnectionNotValid;
+  if (state->mode == "not-shared") return nvfm::kNotSupported;
+  return nvfm::kSuccess;
+}
+
+bool Overlapping(const State& state, int p) {
+  for (int q = 0; q < kPartitions; ++q)
+    if (state.active[q] && (kMasks[q] & kMasks[p])) return true;
+  return false;
+}
+
+std::string AddressAsked(const char* info, bool unix_socket) {
+  std::string text(info, strnlen(info, nvfm::kMaxStringLength));
+  if (unix_socket) return "unix:" + text;
+  if (text.find(':') == std::string::npos) text += ":" + std::to_string(nvfm::kDefaultPort);
+  return text;
 }
 
 }  // namespace
@@ -36,46 +186,92 @@ int Find(unsigned id) {
 extern "C" {
 
 __attribute__((visibility("default"))) nvfm::Return fmLibInit() {
-  return Mode("init-fails") ? nvfm::kGenericError : nvfm::kSuccess;
+  const char* mode = std::getenv("FAKE_NVFM_MODE");
+  return mode && std::strcmp(mode, "init-fails") == 0 ? nvfm::kGenericError : nvfm::kSuccess;
 }
+
 __attribute__((visibility("default"))) nvfm::Return fmLibShutdown() {
   return nvfm::kSuccess;
 }
 
-__attribute__((visibility("default"))) nvfm::Return fmConnect(nvfm::ConnectParams* params,
-                                                              nvfm::Handle* handle) {
+__attribute__((visibility("default"))) nvfm::Return fmConnect(void* params, nvfm::Handle* handle) {
   if (params == nullptr || handle == nullptr) return nvfm::kBadParam;
-  if (params->version != nvfm::kConnectParamsVersion) return nvfm::kVersionMismatch;
-  if (Mode("connect-refused")) return nvfm::kConnectionNotValid;
-  *handle = &dummy_handle;
+  Locked lock;
+  State state;
+  const unsigned version = *static_cast<unsigned*>(params);
+  std::string asked;
+  int v = 0;
+  if (version == nvfm::kConnectParamsV2Version) {
+    auto* p = static_cast<nvfm::ConnectParamsV2*>(params);
+    if (p->address_type != nvfm::kAddressInet && p->address_type != nvfm::kAddressUnix)
+      return nvfm::kBadParam;
+    asked = AddressAsked(p->address_info, p->address_type == nvfm::kAddressUnix);
+    v = 2;
+  } else if (version == nvfm::kConnectParamsV1Version) {
+    auto* p = static_cast<nvfm::ConnectParamsV1*>(params);
+    asked = AddressAsked(p->address_info, p->address_is_unix_socket != 0);
+    v = 1;
+  } else {
+    Log("fmConnect", "version=" + std::to_string(version), nvfm::kVersionMismatch);
+    return nvfm::kVersionMismatch;
+  }
+  nvfm::Return rc = nvfm::kSuccess;
+  const bool loaded = Load(&state);
+  if (loaded) Age(&state);
+  if (loaded && state.connect != "any" && state.connect != "v" + std::to_string(v)) {
+    rc = nvfm::kVersionMismatch;
+  } else if (!loaded || Gone(state) || asked != state.address) {
+    rc = nvfm::kConnectionNotValid;  // nothing listens there
+  }
+  Log("fmConnect", "v" + std::to_string(v) + ":" + asked, rc);
+  if (rc != nvfm::kSuccess) return rc;
+  auto* connection = new Connection;
+  connection->generation = state.generation;
+  *handle = connection;
   return nvfm::kSuccess;
 }
 
 __attribute__((visibility("default"))) nvfm::Return fmDisconnect(nvfm::Handle handle) {
-  return handle == &dummy_handle ? nvfm::kSuccess : nvfm::kBadParam;
+  auto* connection = static_cast<Connection*>(handle);
+  if (connection == nullptr || connection->magic != 0x464d4e56) return nvfm::kBadParam;
+  connection->magic = 0;
+  delete connection;
+  return nvfm::kSuccess;
 }
 
 __attribute__((visibility("default"))) nvfm::Return fmGetSupportedFabricPartitions(
     nvfm::Handle handle, nvfm::PartitionList* list) {
-  if (handle != &dummy_handle || list == nullptr) return nvfm::kBadParam;
+  if (list == nullptr) return nvfm::kBadParam;
   if (list->version != nvfm::kPartitionListVersion) return nvfm::kVersionMismatch;
-  if (Mode("not-configured")) return nvfm::kNotConfigured;
-  static const int kBus[9] = {0, 0x1b, 0x43, 0x52, 0x61, 0x9d, 0xc3, 0xd1, 0xdf};
-  list->num_partitions = 15;
-  list->max_num_partitions = 15;
-  for (int p = 0; p < 15; ++p) {
+  Locked lock;
+  State state;
+  nvfm::Return rc = Check(handle, &state);
+  if (rc == nvfm::kSuccess && state.mode == "restart") rc = nvfm::kNotConfigured;
+  if (rc != nvfm::kSuccess) {
+    Log("fmGetSupportedFabricPartitions", "", rc);
+    return rc;
+  }
+  list->num_partitions = kPartitions;
+  list->max_num_partitions = kPartitions;
+  for (int p = 0; p < kPartitions; ++p) {
     nvfm::PartitionInfo& info = list->partition_info[p];
     info.partition_id = p;
-    info.is_active = active[p];
+    info.is_active = state.active[p];
     info.num_gpus = 0;
-    unsigned mask = Modules(p);
     for (int m = 1; m <= 8; ++m) {
-      if (!(mask & (1u << (m - 1)))) continue;
+      if (!(kMasks[p] & (1u << (m - 1)))) continue;
       nvfm::PartitionGpuInfo& gpu = info.gpu_info[info.num_gpus++];
       gpu.physical_id = m;
-      std::snprintf(gpu.uuid, sizeof gpu.uuid, "GPU-0000000%d-fake", m);
-      std::snprintf(gpu.pci_bus_id, sizeof gpu.pci_bus_id, "00000000:%02X:00.0", kBus[m]);
-      gpu.num_nvlinks_available = 18;
+      if (state.bus_ids == "real") {
+        std::snprintf(gpu.uuid, sizeof gpu.uuid, "GPU-0000000%d-fake", m);
+        std::snprintf(gpu.pci_bus_id, sizeof gpu.pci_bus_id, "00000000:%02X:00.0", kBus[m]);
+      } else {
+        gpu.uuid[0] = 0;
+        std::snprintf(gpu.pci_bus_id, sizeof gpu.pci_bus_id, "00000000:00:00.0");
+      }
+      // Single-GPU partitions have their NVLinks disabled.
+      const bool single = __builtin_popcount(kMasks[p]) == 1;
+      gpu.num_nvlinks_available = single ? 0 : 18;
       gpu.max_num_nvlinks = 18;
       gpu.nvlink_line_rate_mbps = 26562;
     }
@@ -86,39 +282,77 @@ __attribute__((visibility("default"))) nvfm::Return fmGetSupportedFabricPartitio
 #ifndef FAKE_NVFM_WITHOUT_ACTIVATE
 __attribute__((visibility("default"))) nvfm::Return fmActivateFabricPartition(
     nvfm::Handle handle, nvfm::PartitionId id) {
-  int p = Find(id);
-  if (handle != &dummy_handle || p < 0) return nvfm::kBadParam;
-  if (active[p]) return nvfm::kInUse;
-  for (int q = 0; q < 15; ++q) {
-    if (active[q] && (Modules(q) & Modules(p))) return nvfm::kInUse;
+  Locked lock;
+  State state;
+  nvfm::Return rc = Check(handle, &state);
+  if (rc == nvfm::kSuccess) {
+    if (state.mode == "restart") {
+      rc = nvfm::kNotConfigured;
+    } else if (id >= static_cast<unsigned>(kPartitions)) {
+      rc = nvfm::kBadParam;
+    } else if (Overlapping(state, static_cast<int>(id))) {
+      rc = nvfm::kInUse;
+    } else if (state.fail_activate != 0) {
+      rc = state.fail_activate;
+    } else {
+      state.active[id] = true;
+      Save(state);
+    }
   }
-  if (Mode("nvlink-error")) return nvfm::kNvlinkError;
-  active[p] = true;
-  return nvfm::kSuccess;
+  Log("fmActivateFabricPartition", std::to_string(id), rc);
+  return rc;
 }
 #endif
 
 __attribute__((visibility("default"))) nvfm::Return fmDeactivateFabricPartition(
     nvfm::Handle handle, nvfm::PartitionId id) {
-  int p = Find(id);
-  if (handle != &dummy_handle || p < 0) return nvfm::kBadParam;
-  if (!active[p]) return nvfm::kUninitialized;
-  active[p] = false;
-  return nvfm::kSuccess;
+  Locked lock;
+  State state;
+  nvfm::Return rc = Check(handle, &state);
+  if (rc == nvfm::kSuccess) {
+    if (state.mode == "restart") {
+      rc = nvfm::kNotConfigured;
+    } else if (id >= static_cast<unsigned>(kPartitions)) {
+      rc = nvfm::kBadParam;
+    } else if (!state.active[id]) {
+      rc = nvfm::kUninitialized;  // not active: refused
+    } else {
+      state.active[id] = false;
+      Save(state);
+    }
+  }
+  Log("fmDeactivateFabricPartition", std::to_string(id), rc);
+  return rc;
 }
 
 __attribute__((visibility("default"))) nvfm::Return fmSetActivatedFabricPartitions(
     nvfm::Handle handle, nvfm::ActivatedPartitionList* list) {
-  if (handle != &dummy_handle || list == nullptr) return nvfm::kBadParam;
+  if (list == nullptr) return nvfm::kBadParam;
   if (list->version != nvfm::kActivatedPartitionListVersion) return nvfm::kVersionMismatch;
-  bool next[15] = {};
-  for (unsigned i = 0; i < list->num_partitions; ++i) {
-    int p = Find(list->partition_ids[i]);
-    if (p < 0) return nvfm::kBadParam;
-    next[p] = true;
+  Locked lock;
+  State state;
+  nvfm::Return rc = Check(handle, &state);
+  std::string ids;
+  if (rc == nvfm::kSuccess) {
+    State next = state;
+    std::fill(std::begin(next.active), std::end(next.active), false);
+    if (list->num_partitions > static_cast<unsigned>(nvfm::kMaxPartitions)) rc = nvfm::kBadParam;
+    for (unsigned i = 0; rc == nvfm::kSuccess && i < list->num_partitions; ++i) {
+      unsigned id = list->partition_ids[i];
+      ids += (ids.empty() ? "" : ",") + std::to_string(id);
+      if (id >= static_cast<unsigned>(kPartitions) || Overlapping(next, static_cast<int>(id))) {
+        rc = nvfm::kBadParam;
+        break;
+      }
+      next.active[id] = true;
+    }
+    if (rc == nvfm::kSuccess) {
+      next.mode = "shared";
+      Save(next);
+    }
   }
-  std::memcpy(active, next, sizeof active);
-  return nvfm::kSuccess;
+  Log("fmSetActivatedFabricPartitions", "[" + ids + "]", rc);
+  return rc;
 }
 
 }  // extern "C"

@@ -247,7 +247,6 @@ TEST(KubernetesBackend, APodWatchThatGets410RelistsAndStillSeesTheExit) {
   f.server.ClearLog();
   f.server.Compact();
   f.FinishPod("tenant-team-a", "tessera-c4", "Failed", 9);
-  f.server.ResumeWatches();
   int code = -1;
   ASSERT_TRUE(f.WaitExit(&code));
   EXPECT_EQ(code, 9);

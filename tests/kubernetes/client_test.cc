@@ -206,7 +206,8 @@ TEST(Client, WatchResumesFromTheLastVersionAndRelistsAfterGone) {
     *lists = *watches_from_1 = 0;
     for (const auto& entry : server.Log()) {
       std::string query = entry["query"];
-      if (entry["path"] != "/apis/tessera.dev/v1alpha1/gpuleases") continue;
+      if (entry["method"] != "GET" || entry["path"] != "/apis/tessera.dev/v1alpha1/gpuleases")
+        continue;
       if (query.find("watch=1") == std::string::npos)
         ++*lists;
       else if (query.find("resourceVersion=1") != std::string::npos)
@@ -232,11 +233,14 @@ TEST(Client, WatchResumesFromTheLastVersionAndRelistsAfterGone) {
   ASSERT_TRUE(
       writer.Create(Resource::GpuLeases(), "", BuildGpuLease({"l3", "t", "n", {"0000:3a:00.0"}}))
           .ok());
-  server.ResumeWatches();
-  EXPECT_TRUE(events.WaitFor("SYNC:3"));
+  const bool relisted = events.WaitFor("SYNC:3");
   stop = true;
   watcher.join();
   auto seen = events.Events();
+  std::string trail;
+  for (const auto& event : seen)
+    trail += event + " ";
+  EXPECT_TRUE(relisted) << "events: " << trail;
   EXPECT_EQ(std::count(seen.begin(), seen.end(), "ADDED:l2"), 1) << "no duplicate after resume";
   // The log shows watches resuming with a resourceVersion and two lists.
   int lists = 0, resumed = 0;

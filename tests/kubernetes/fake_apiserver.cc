@@ -68,9 +68,6 @@ void FakeApiServer::Script(const nlohmann::json& rules) {
 void FakeApiServer::Compact() {
   Control("/_tessera/compact", nlohmann::json::object());
 }
-void FakeApiServer::ResumeWatches() {
-  Control("/_tessera/resume", nlohmann::json::object());
-}
 void FakeApiServer::SetWatchSeconds(double seconds) {
   Control("/_tessera/watch-seconds", {{"seconds", seconds}});
 }

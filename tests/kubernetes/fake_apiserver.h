@@ -19,8 +19,9 @@ class FakeApiServer {
   std::string url() const;  // http(s)://127.0.0.1:<port>
   // Appends fault rules: {"method","path" (regex),"status","headers","body","times"}.
   void Script(const nlohmann::json& rules);
-  void Compact();        // history before now is gone (410) and open watches end
-  void ResumeWatches();  // new watches stream again
+  // History before now is gone (410) and the watches open now end before their next event;
+  // later watches stream as before.
+  void Compact();
   void SetWatchSeconds(double seconds);
   // The connection that carries the next API request is closed once it is answered.
   void CloseAfterNextRequest();

@@ -13,7 +13,10 @@
 #include "backends/kubernetes/kubernetes.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/lease_sync_process.h"
 #include "podresources/podresources_kubelet.h"
+#include "support/fake_fabric_manager.h"
+#include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
 #include "support/wait.h"
 
@@ -21,35 +24,9 @@ namespace tessera::k8s {
 namespace {
 
 using testing::FakeApiServer;
+using testing::LeaseSyncProcess;
 using testing::PodResourcesKubelet;
 using testing::TempDir;
-
-class LeaseSyncProcess {
- public:
-  explicit LeaseSyncProcess(const std::vector<std::string>& args) {
-    std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-lease-sync";
-    std::vector<std::string> argv = {binary};
-    argv.insert(argv.end(), args.begin(), args.end());
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::vector<char*> raw;
-      for (auto& arg : argv)
-        raw.push_back(arg.data());
-      raw.push_back(nullptr);
-      ::execv(binary.c_str(), raw.data());
-      ::_exit(127);
-    }
-  }
-  ~LeaseSyncProcess() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-
- private:
-  pid_t pid_ = -1;
-};
 
 std::vector<std::string> Command(const Json& job) {
   return job["spec"]["template"]["spec"]["containers"][0]["command"]
@@ -65,21 +42,36 @@ std::vector<std::string> CheckedGpus(const Json& job) {
   return gpus;
 }
 
-TEST(LeaseSyncPodResources, KubeletsDevicesReachTheLeaseAndTheCheckCoversBothSides) {
-  FakeApiServer server;
-  server.SetWatchSeconds(0.5);
-  TempDir dir;
-  testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
-  ClientConfig config;
-  config.server = server.url();
-  Client client(config);
+// The scripted API server with a kubeconfig and a client, and the HGX fixture's GPUs.
+struct NodeUnderTest {
+  NodeUnderTest() {
+    server.SetWatchSeconds(0.5);
+    testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
+    ClientConfig config;
+    config.server = server.url();
+    client = std::make_unique<Client>(config);
+    root = testing::MaterializeHost("hgx-h100-dgx");
+    inventory::ReadOptions read;
+    read.root = root;
+    auto read_inventory = inventory::ReadInventory(read);
+    EXPECT_TRUE(read_inventory.ok());
+    if (read_inventory.ok()) inv = std::move(*read_inventory);
+  }
+  std::vector<const inventory::PciDevice*> Gpus() const { return inv.Gpus(); }
 
-  std::string root = testing::MaterializeHost("hgx-h100-dgx");
-  inventory::ReadOptions read;
-  read.root = root;
-  auto inv = inventory::ReadInventory(read);
-  ASSERT_TRUE(inv.ok());
-  auto gpus = inv->Gpus();
+  FakeApiServer server;
+  TempDir dir;
+  std::unique_ptr<Client> client;
+  std::string root;
+  inventory::Inventory inv;
+};
+
+TEST(LeaseSyncPodResources, KubeletsDevicesReachTheLeaseAndTheCheckCoversBothSides) {
+  NodeUnderTest node;
+  TempDir& dir = node.dir;
+  Client& client = *node.client;
+  const std::string& root = node.root;
+  auto gpus = node.Gpus();
   ASSERT_GE(gpus.size(), 6u);
   for (int i : {0, 1, 2, 5})
     ASSERT_TRUE(gpus[i]->gpu_uuid.has_value());
@@ -149,6 +141,76 @@ TEST(LeaseSyncPodResources, KubeletsDevicesReachTheLeaseAndTheCheckCoversBothSid
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(CheckedGpus(*job), expected);
   EXPECT_NE(lease_status().value("reason", "").find("kubelet allocated"), std::string::npos);
+}
+
+// Shared NVSwitch mode on a device-plugin cluster: the node agent activates a leased Pod's
+// partition when kubelet reports its devices, deactivates it when they are gone, and leaves alone
+// what belongs to no lease until the leases are known.
+TEST(LeaseSyncFabric, ALeasedPodsPartitionFollowsItsDevicesInPodResources) {
+  testing::FakeFabricManager fm("unix:/run/nvidia-fabricmanager/socket");
+  testing::FakeNvmlState nvml("hgx-h100-dgx");
+  NodeUnderTest node;
+  TempDir& dir = node.dir;
+  Client& client = *node.client;
+  const std::string& root = node.root;
+  auto gpus = node.Gpus();
+  ASSERT_EQ(gpus.size(), 8u);
+
+  // GPUs 0000:9a (module 7) and 0000:ab (module 5): partition 5 {5,7}.
+  PodRequest request;
+  request.tenancy = "team-a";
+  request.name = "train-2";
+  request.image = "cuda";
+  request.gpus = 2;
+  request.node = "node-1";
+  request.lease_name = "lease-train-2";
+  LeaseSpec lease = {"lease-train-2", "team-a",
+                     "node-1",        {gpus[4]->pci_address, gpus[5]->pci_address},
+                     "tenant-team-a", "train-2"};
+  ASSERT_TRUE(StartPod(client, request, {}, lease).ok());
+  PodResourcesKubelet kubelet(dir.path() + "/kubelet.sock");
+  ASSERT_TRUE(kubelet.ok());
+  fm.Set("active", "3");  // left from before: nothing holds it
+  LeaseSyncProcess sync({"--kubeconfig",
+                         dir.path() + "/kubeconfig",
+                         "--node",
+                         "node-1",
+                         "--lease-file",
+                         dir.path() + "/leases.json",
+                         "--root",
+                         root,
+                         "--inventory-interval-ms",
+                         "0",
+                         "--pod-resources-socket",
+                         kubelet.socket_path(),
+                         "--pod-resources-interval-ms",
+                         "0",
+                         "--fabric-manager",
+                         "unix:/run/nvidia-fabricmanager/socket",
+                         "--nvfm-library",
+                         FAKE_NVFM,
+                         "--nvml",
+                         FAKE_NVML,
+                         "--fabric-state",
+                         dir.path() + "/fabric.json",
+                         "--fabric-interval-ms",
+                         "100"});
+  // Nothing holds partition 3 once the leases are known.
+  ASSERT_TRUE(testing::WaitUntil([&] { return fm.Active().empty(); })) << fm.Get("active");
+  // kubelet starts the Pod: its devices appear.
+  kubelet.SetPods({{"tenant-team-a",
+                    "train-2",
+                    {{"main", "nvidia.com/gpu", {*gpus[4]->gpu_uuid, *gpus[5]->gpu_uuid}}}}});
+  ASSERT_TRUE(testing::WaitUntil([&] { return fm.Active() == std::vector<int>{5}; }))
+      << fm.Get("active");
+  // The fabric manager restarts: the node agent sends it the active list.
+  fm.Restart();
+  ASSERT_TRUE(testing::WaitUntil([&] { return fm.Get("mode") == "shared"; }));
+  EXPECT_EQ(fm.Active(), (std::vector<int>{5}));
+  // The Pod ends: its devices are gone from PodResources.
+  kubelet.SetPods({});
+  ASSERT_TRUE(testing::WaitUntil([&] { return fm.Active().empty(); })) << fm.Get("active");
+  EXPECT_EQ(fm.Succeeded("fmActivateFabricPartition").size(), 1u);
 }
 
 TEST(LeaseAllocation, MatchingAllocationIsNoDifferenceAndUnknownIdsStayVisible) {

@@ -93,6 +93,37 @@ TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
   EXPECT_FALSE(UsageRecordOf(backwards).ok());
 }
 
+// What the run was measured to use (the node agent's status.measured at its end) rides in the same
+// ConfigMap, as exact decimal text; an entry that is no number not below 0 is refused, and a run
+// nobody measured carries none and loads as unmeasured.
+TEST(KubernetesStateObjects, MeasuredUseRidesInTheRunsUsageConfigMap) {
+  fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 2,
+                           1763900001456,        1763900009789};
+  usage.measured = fleet::MeasuredUsage{7.5, 0.1, 1234.5678};
+  usage.gpu_model = "NVIDIA H100 80GB HBM3";
+  usage.mode = "gpu";
+  Json object = UsageConfigMap(usage, "tessera-system");
+  EXPECT_EQ(object["data"]["smSeconds"], "7.5");
+  EXPECT_EQ(object["data"]["memoryGibSeconds"], "0.1");
+  auto back = UsageRecordOf(Json::parse(object.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, usage);  // exactly
+  for (const char* bad_value : {"-1", "nan", "inf", "1e400", "x", "0x10", " 1"}) {
+    Json bad = object;
+    bad["data"]["energyJoules"] = bad_value;
+    auto refused = UsageRecordOf(bad);
+    ASSERT_FALSE(refused.ok()) << bad_value;
+    EXPECT_NE(refused.error().message.find("energyJoules"), std::string::npos);
+  }
+  fleet::UsageRecord unmeasured = usage;
+  unmeasured.measured.reset();
+  Json plain = UsageConfigMap(unmeasured, "tessera-system");
+  EXPECT_FALSE(plain["data"].contains("smSeconds"));
+  auto plain_back = UsageRecordOf(Json::parse(plain.dump()));
+  ASSERT_TRUE(plain_back.ok());
+  EXPECT_FALSE(plain_back->measured);
+}
+
 TEST(KubernetesStateObjects, MigUsageKeepsItsShareOfTheGpu) {
   fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 3.0 / 7.0,
                            1763900001456,        1763900009789};

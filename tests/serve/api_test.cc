@@ -371,7 +371,59 @@ TEST_F(ServeApi, DashboardIsServedAtTheRoot) {
   ASSERT_TRUE(response.ok());
   EXPECT_EQ(response->status, 200);
   EXPECT_NE(response->headers["content-type"].find("text/html"), std::string::npos);
-  EXPECT_NE(response->body.find("/v1/gpus"), std::string::npos);
+  EXPECT_NE(response->body.find("/v1/dashboard"), std::string::npos);
+}
+
+TEST_F(ServeApi, DashboardDocumentIsOneRequestWithTheUsageSeries) {
+  int status = 0;
+  std::string tenant = Token("dash");
+  json body = {{"image", "busybox"}, {"tenancy", "dash"}, {"gpus", 2}};
+  auto submitted = CallJson(*admin_, "POST", "/v1/containers", body.dump(), &status);
+  ASSERT_EQ(status, 202) << submitted;
+  WaitForState(*admin_, submitted["id"], "exited");
+  auto doc = CallJson(*admin_, "GET", "/v1/dashboard?usage=dash&range=day", "", &status);
+  ASSERT_EQ(status, 200) << doc;
+  // This host: one node row holding its 8 GPUs, each with its lease state and no telemetry
+  // (no NVML here).
+  ASSERT_EQ(doc["gpus"].size(), 8u) << doc;
+  ASSERT_EQ(doc["nodes"].size(), 1u);
+  EXPECT_EQ(doc["nodes"][0]["name"], "");
+  size_t listed = 0;
+  for (const auto& group : doc["nodes"][0]["groups"])
+    listed += group["gpus"].size();
+  EXPECT_EQ(listed, 8u);
+  EXPECT_EQ(doc["telemetry_ms"], 0);
+  EXPECT_TRUE(doc["gpus"][0]["util_percent"].is_null());
+  EXPECT_EQ(doc["counts"]["containers"]["exited"], 1);
+  // The chart: the usage API's answer for the last day, 96 buckets of 15 minutes.
+  ASSERT_EQ(doc["usage"]["series"].size(), 96u) << doc["usage"];
+  EXPECT_EQ(doc["usage"]["step_s"], 900);
+  EXPECT_EQ(doc["usage"]["tenancy"], "dash");
+  // A tenant sees the GPUs, not another tenancy's usage.
+  auto mine = serve_->Connect(tenant);
+  CallJson(*mine, "GET", "/v1/dashboard?usage=dash", "", &status);
+  EXPECT_EQ(status, 200);
+  Token("other");
+  CallJson(*mine, "GET", "/v1/dashboard?usage=other", "", &status);
+  EXPECT_EQ(status, 404);
+  CallJson(*admin_, "GET", "/v1/dashboard?range=week", "", &status);
+  EXPECT_EQ(status, 400);
+  CallJson(*admin_, "GET", "/v1/dashboard?usage=Not_A_Name", "", &status);
+  EXPECT_EQ(status, 400);
+  // The usage API's series on its own; too many buckets are refused.
+  auto usage =
+      CallJson(*admin_, "GET", "/v1/tenancies/dash/usage?from=1700000000&to=1700003600&step=60", "",
+               &status);
+  ASSERT_EQ(status, 200) << usage;
+  EXPECT_EQ(usage["series"].size(), 60u);
+  CallJson(*admin_, "GET", "/v1/tenancies/dash/usage?step=60", "", &status);
+  EXPECT_EQ(status, 400);
+  CallJson(*admin_, "GET", "/v1/tenancies/dash/usage?step=5", "", &status);
+  EXPECT_EQ(status, 400);
+  // No NVML: /v1/telemetry answers an empty pass.
+  auto telemetry = CallJson(*admin_, "GET", "/v1/telemetry", "", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(telemetry["gpus"].size(), 0u) << telemetry;
 }
 
 TEST_F(ServeApi, HealthAndReadinessAnswerWithoutAToken) {

@@ -217,13 +217,18 @@ TEST(Metering, TotalsBelongToAnIncarnationNotAName) {
 
 // The report against a plain walk over every run, for windows anywhere: inside, across and
 // outside runs that end out of order (an exit while the service was down goes in its place).
-TEST(Metering, TheReportAddsUpTheWindowAsAWalkOverEveryRunDoes) {
-  std::vector<fleet::UsageRecord> runs;
-  uint64_t seed = 12345;
-  auto next = [&seed](uint64_t bound) {
+// A repeatable pseudo-random number below `bound` (a linear congruential generator).
+struct Draw {
+  uint64_t seed;
+  uint64_t operator()(uint64_t bound) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     return (seed >> 33) % bound;
-  };
+  }
+};
+
+TEST(Metering, TheReportAddsUpTheWindowAsAWalkOverEveryRunDoes) {
+  std::vector<fleet::UsageRecord> runs;
+  Draw next{12345};
   Meter meter;
   for (int i = 0; i < 400; ++i) {
     const int64_t started = static_cast<int64_t>(next(100000));
@@ -255,6 +260,93 @@ TEST(Metering, TheReportAddsUpTheWindowAsAWalkOverEveryRunDoes) {
       EXPECT_GE(report.containers[i - 1].finished_ms, report.containers[i].finished_ms);
     }
   }
+}
+
+// Measured use rides with each run's record: the report's window and its buckets take each run's
+// figures as even over it, exactly as a plain walk over every run does; a run nobody measured
+// adds nothing, and a report of none measured says so (unset).
+TEST(Metering, MeasuredUseAndTheSeriesAddUpAsAWalkOverEveryRunDoes) {
+  std::vector<fleet::UsageRecord> runs;
+  Draw next{777};
+  Meter meter;
+  for (int i = 0; i < 300; ++i) {
+    const int64_t started = static_cast<int64_t>(next(100000));
+    const int64_t finished = started + static_cast<int64_t>(next(i % 40 == 0 ? 30000 : 3000));
+    fleet::UsageRecord run{"c-" + std::to_string(i), "a", "u1", 1, started, finished};
+    if (i % 3 != 0)
+      run.measured =
+          fleet::MeasuredUsage{static_cast<double>(next(500)), static_cast<double>(next(900)),
+                               static_cast<double>(next(70000))};
+    run.gpu_model = i % 2 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-40GB";
+    run.mode = "gpu";
+    runs.push_back(run);
+    meter.Add(run);
+  }
+  const fleet::MeasuredUsage running_measured{40, 80, 9000};
+  meter.Started("u1", "a", "c-running", 2, 90000);
+  meter.Measured("u1", "c-running", running_measured);
+  const int64_t now = 120000;
+  const int64_t step = 7000;
+  for (int window = 0; window < 100; ++window) {
+    const int64_t from = static_cast<int64_t>(next(130000));
+    const int64_t to = from + static_cast<int64_t>(next(60000)) + 1;
+    std::optional<fleet::MeasuredUsage> want;
+    std::vector<fleet::MeasuredUsage> want_buckets;
+    for (int64_t start = from; start < to; start += step)
+      want_buckets.emplace_back();
+    auto walk = [&](const fleet::MeasuredUsage& m, int64_t started, int64_t finished) {
+      if (started >= to || finished < from) return;
+      if (!want) want = fleet::MeasuredUsage{};
+      *want += MeasuredWithin(m, started, finished, from, to);
+      if (finished <= started) return;
+      for (size_t b = 0; b < want_buckets.size(); ++b) {
+        const int64_t begin = from + static_cast<int64_t>(b) * step;
+        want_buckets[b] += MeasuredWithin(m, started, finished, begin, std::min(begin + step, to));
+      }
+    };
+    walk(running_measured, 90000, now);
+    for (const auto& run : runs)
+      if (run.measured) walk(*run.measured, run.started_ms, run.finished_ms);
+    const UsageReport report = meter.Report({"u1"}, from, to, now, step);
+    ASSERT_EQ(report.measured.has_value(), want.has_value()) << from << ".." << to;
+    if (want) {
+      EXPECT_NEAR(report.measured->sm_seconds, want->sm_seconds, 1e-6) << from << ".." << to;
+      EXPECT_NEAR(report.measured->memory_gib_seconds, want->memory_gib_seconds, 1e-6);
+      EXPECT_NEAR(report.measured->energy_joules, want->energy_joules, 1e-4);
+    }
+    ASSERT_EQ(report.series.size(), want_buckets.size());
+    for (size_t b = 0; b < want_buckets.size(); ++b) {
+      EXPECT_EQ(report.series[b].start_ms, from + static_cast<int64_t>(b) * step);
+      EXPECT_NEAR(report.series[b].measured.sm_seconds, want_buckets[b].sm_seconds, 1e-6);
+      EXPECT_NEAR(report.series[b].measured.energy_joules, want_buckets[b].energy_joules, 1e-4);
+    }
+    // Each listed run carries its own share, or none when it was not measured.
+    for (const auto& listed : report.containers) {
+      if (listed.id == "c-running") {
+        ASSERT_TRUE(listed.measured);
+        continue;
+      }
+      const auto& run = runs[std::stoul(listed.id.substr(2))];
+      ASSERT_EQ(listed.measured.has_value(), run.measured.has_value()) << listed.id;
+      if (run.measured)
+        EXPECT_NEAR(
+            listed.measured->sm_seconds,
+            MeasuredWithin(*run.measured, run.started_ms, run.finished_ms, from, to).sm_seconds,
+            1e-9);
+    }
+  }
+  // The per-tenancy counters: the ended runs' figures by GPU model, for the incarnations named.
+  fleet::MeasuredUsage h100;
+  for (const auto& run : runs)
+    if (run.measured && run.gpu_model == "NVIDIA H100 80GB HBM3") h100 += *run.measured;
+  auto counters = meter.EndedMeasured({{"u1", "a"}});
+  ASSERT_EQ(counters.size(), 2u);
+  EXPECT_NEAR((counters[{"a", "NVIDIA H100 80GB HBM3", "gpu"}].sm_seconds), h100.sm_seconds, 1e-9);
+  EXPECT_TRUE(meter.EndedMeasured({{"u2", "a"}}).empty());  // another incarnation of the name
+  // Nothing measured in a window: unset, not zeros.
+  Meter unmeasured;
+  unmeasured.Add({"c-x", "b", "u9", 1, 1000, 2000});
+  EXPECT_FALSE(unmeasured.Report({"u9"}, 0, 5000, 5000).measured);
 }
 
 }  // namespace

@@ -223,6 +223,44 @@ TEST(SqliteStore, UsageRecordsOutliveTheirContainersAndLoadInTheOrderTheyEnded) 
   EXPECT_EQ(snapshot->usage[1], late);
 }
 
+// What a run was measured to use sits in its usage record, written once with it: a second record
+// of the same run (other figures) leaves the first; a record nobody measured loads as unmeasured.
+// A running container's figures live in its record and the GPUs' cursors beside them, the newest
+// cursor replacing its GPU's.
+TEST(SqliteStore, MeasuredUseJoinsTheRunsUsageRecordOnceAndCursorsReplaceTheirGpus) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  ContainerRecord running;
+  running.id = "c-run";
+  running.spec.tenancy = "t";
+  running.measured = MeasuredUsage{12.5, 40.25, 3600.125};
+  UsageRecord measured{"c-1", "t", "u1", 2, 1000, 9000};
+  measured.measured = MeasuredUsage{7.5, 0.25, 1234.5};
+  measured.gpu_model = "NVIDIA H100 80GB HBM3";
+  measured.mode = "gpu";
+  UsageRecord unmeasured{"c-2", "t", "u1", 1, 2000, 9500};
+  UsageRecord again = measured;
+  again.measured = MeasuredUsage{99, 99, 99};
+  {
+    auto store = Open(path);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store
+                    ->CommitAndWait({running, measured, unmeasured,
+                                     TelemetryCursor{"0000:18:00.0", 100, 5000, 10}})
+                    .ok());
+    ASSERT_TRUE(store->CommitAndWait({again, TelemetryCursor{"0000:18:00.0", 200, 7000, 20}}).ok());
+  }
+  auto snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.error().message;
+  ASSERT_EQ(snapshot->usage.size(), 2u);
+  EXPECT_EQ(snapshot->usage[0], measured);
+  EXPECT_EQ(snapshot->usage[1], unmeasured);
+  EXPECT_FALSE(snapshot->usage[1].measured);
+  ASSERT_EQ(snapshot->containers.size(), 1u);
+  EXPECT_EQ(snapshot->containers[0].measured, running.measured);
+  EXPECT_EQ(snapshot->cursors, (std::vector<TelemetryCursor>{{"0000:18:00.0", 200, 7000, 20}}));
+}
+
 TEST(SqliteStore, MigRequestsTheirDevicesAndFractionalUsageRoundTrip) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";

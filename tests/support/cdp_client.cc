@@ -340,4 +340,46 @@ std::vector<json> CdpSession::Events(const std::string& method) const {
   return out;
 }
 
+namespace {
+
+// RFC 4648 base64, as CDP sends binary data.
+std::string DecodeBase64(const std::string& text) {
+  static const std::string kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t buffer = 0;
+  int bits = 0;
+  for (char c : text) {
+    if (c == '=') break;
+    const auto value = kAlphabet.find(c);
+    if (value == std::string::npos) continue;
+    buffer = (buffer << 6) | static_cast<uint32_t>(value);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status SaveScreenshot(CdpSession& page, const std::string& path, int width, int height) {
+  auto sized = page.Call(
+      "Emulation.setDeviceMetricsOverride",
+      {{"width", width}, {"height", height}, {"deviceScaleFactor", 1}, {"mobile", false}});
+  if (!sized) return sized.error();
+  auto shot = page.Call("Page.captureScreenshot", {{"format", "png"}});
+  if (!shot) return shot.error();
+  const std::string png = DecodeBase64(shot->value("data", ""));
+  if (png.size() < 8 || png.compare(1, 3, "PNG") != 0)
+    return Internal("Page.captureScreenshot: not a PNG");
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << png;
+  if (!out) return Internal("write " + path);
+  return Ok();
+}
+
 }  // namespace tessera::testing

@@ -101,4 +101,8 @@ class CdpSession {
   std::vector<nlohmann::json> events_;
 };
 
+// Page.captureScreenshot (PNG) of what the page shows in a viewport of width x height CSS
+// pixels, written to `path`.
+Status SaveScreenshot(CdpSession& page, const std::string& path, int width, int height);
+
 }  // namespace tessera::testing

@@ -1,6 +1,8 @@
 #include "support/fake_nvml_state.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -61,6 +63,34 @@ void FakeNvmlState::Replace(const std::string& from, const std::string& to) cons
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
     text.replace(at, from.size(), to);
   Write(state_, text);
+}
+
+FakeNvmlScenario::FakeNvmlScenario()
+    : scenario_(dir_.path() + "/nvml.scenario"), served_(dir_.path() + "/nvml.served") {
+  Write("");
+  ::setenv("TESSERA_FAKE_NVML_SCENARIO", scenario_.c_str(), 1);
+  ::setenv("TESSERA_FAKE_NVML_SERVED", served_.c_str(), 1);
+}
+
+FakeNvmlScenario::~FakeNvmlScenario() {
+  ::unsetenv("TESSERA_FAKE_NVML_SCENARIO");
+  ::unsetenv("TESSERA_FAKE_NVML_SERVED");
+}
+
+void FakeNvmlScenario::Write(const std::string& text) const {
+  const std::string temporary = scenario_ + ".tmp";
+  ::tessera::testing::Write(temporary, text);
+  std::rename(temporary.c_str(), scenario_.c_str());
+}
+
+std::string FakeNvmlScenario::Served() const {
+  return Slurp(served_);
+}
+
+uint64_t NowMicros() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
 }
 
 }  // namespace tessera::testing

@@ -4,6 +4,7 @@
 // by TESSERA_FAKE_NVML_INITS. Child processes inherit all three.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "support/fixture_host.h"
@@ -33,5 +34,30 @@ class FakeNvmlState {
   std::string log_;
   std::string inits_;
 };
+
+// The stand-in NVML's telemetry scenario for one test (tests/deviceplugin/fake_nvml_telemetry.c):
+// a file named by TESSERA_FAKE_NVML_SCENARIO that the test rewrites while NVML is in use, and
+// the log of what the stand-in served (TESSERA_FAKE_NVML_SERVED). Child processes inherit both.
+class FakeNvmlScenario {
+ public:
+  FakeNvmlScenario();
+  FakeNvmlScenario(const FakeNvmlScenario&) = delete;
+  FakeNvmlScenario& operator=(const FakeNvmlScenario&) = delete;
+  ~FakeNvmlScenario();
+
+  const std::string& path() const { return scenario_; }
+  // Replaces the scenario (atomically: the library never reads half a file).
+  void Write(const std::string& text) const;
+  // What the stand-in served so far, one line per sample or energy reading.
+  std::string Served() const;
+
+ private:
+  TempDir dir_;
+  std::string scenario_;
+  std::string served_;
+};
+
+// Microseconds since the epoch, as NVML timestamps its samples.
+uint64_t NowMicros();
 
 }  // namespace tessera::testing

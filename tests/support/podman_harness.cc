@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace tessera::testing {
 namespace {
@@ -161,6 +163,27 @@ CommandResult Podman::RunShell(const std::vector<std::string>& run_args,
   args.insert(args.end(), run_args.begin(), run_args.end());
   args.insert(args.end(), {image_, "/bin/sh", "-c", script});
   return Run(args);
+}
+
+std::vector<uint32_t> ContainerHostPids(const Podman& podman, const std::string& name,
+                                        size_t at_least) {
+  std::vector<uint32_t> pids;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pids.clear();
+    std::istringstream top(podman.Run({"top", name, "hpid"}).output);
+    std::string line;
+    std::getline(top, line);  // the header
+    while (std::getline(top, line)) {
+      while (!line.empty() && (line.back() == ' ' || line.back() == '\r'))
+        line.pop_back();
+      if (!line.empty() && line.find_first_not_of("0123456789") == std::string::npos)
+        pids.push_back(static_cast<uint32_t>(std::stoul(line)));
+    }
+    if (pids.size() >= at_least) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pids;
 }
 
 std::string UniqueTestKind(const std::string& class_prefix) {

@@ -5,6 +5,7 @@
 // test installs its spec there under a kind of its own (UniqueTestKind) and removes it after.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class Podman {
   std::string conf_;
   std::string error_;
 };
+
+// The host PIDs of a running container's processes (podman top NAME hpid), once it has at least
+// `at_least` of them (waits for them, within the event timeout); fewer when it never does.
+std::vector<uint32_t> ContainerHostPids(const Podman& podman, const std::string& name,
+                                        size_t at_least);
 
 // "tessera-test.example/<class>-<pid>-<n>": a CDI kind no other test process uses.
 std::string UniqueTestKind(const std::string& class_prefix = "gpu");

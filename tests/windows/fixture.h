@@ -28,8 +28,21 @@ inline Snapshot LoadFixture(const std::string& name) {
   return s.ok() ? *s : Snapshot{};
 }
 
-inline const char* kAllFixtures[] = {"ws2022-aws-4xt4.json",   "ws2019-t4.json",
-                                     "ws2025-l4.json",         "laptop-igpu-dgpu.json",
-                                     "mcdm-compute-only.json", "malformed-copytovm.json"};
+// Format 2 (Hyper-V facts): the five hosts of the Hyper-V GPU preflight.
+inline const char* kHyperVFixtures[] = {"ws2022-dda-t4.json", "ws2022-dda-rmrr.json",
+                                        "ws2022-no-acs.json", "ws2019-17763-dda.json",
+                                        "ws2022-t4-not-dismounted.json"};
+
+inline const char* kAllFixtures[] = {"ws2022-aws-4xt4.json",
+                                     "ws2019-t4.json",
+                                     "ws2025-l4.json",
+                                     "laptop-igpu-dgpu.json",
+                                     "mcdm-compute-only.json",
+                                     "malformed-copytovm.json",
+                                     "ws2022-dda-t4.json",
+                                     "ws2022-dda-rmrr.json",
+                                     "ws2022-no-acs.json",
+                                     "ws2019-17763-dda.json",
+                                     "ws2022-t4-not-dismounted.json"};
 
 }  // namespace tessera::windows::testing

@@ -91,5 +91,44 @@ TEST(PluginAllocate, ReportsRejectedValuesForTheLog) {
   EXPECT_EQ(alloc->problems.size(), 11u);
 }
 
+TEST(PluginInventoryHyperV, OnlyDismountedGpusOncePerGpu) {
+  Snapshot s = LoadFixture("ws2022-dda-t4.json");
+  auto inv = BuildHyperVPluginInventory(s);
+  ASSERT_TRUE(inv.ok()) << inv.error().message;
+  ASSERT_EQ(inv->resources.size(), 1u);
+  EXPECT_EQ(inv->resources[0].name, "tessera.dev/hyperv-gpu");
+  ASSERT_EQ(inv->resources[0].devices.size(), 1u);
+  EXPECT_EQ(inv->resources[0].devices[0].id, "PCIROOT(0)#PCI(0300)#PCI(0000)");
+  EXPECT_EQ(inv->resources[0].devices[0].adapter_index, 1);
+  ASSERT_EQ(inv->skipped.size(), 1u);
+  EXPECT_EQ(inv->skipped[0],
+            "PCI adapter 0 (Microsoft Basic Display Adapter): not dismounted from the host");
+
+  auto allocation = AllocateHyperV(s, *inv, {"PCIROOT(0)#PCI(0300)#PCI(0000)"});
+  ASSERT_TRUE(allocation.ok()) << allocation.error().message;
+  ASSERT_EQ(allocation->devices.size(), 1u);
+  EXPECT_EQ(
+      allocation->devices[0],
+      (PluginDeviceSpec{
+          "vpci-instance-id://PCIP\\VEN_10DE&DEV_1EB8&SUBSYS_12A210DE&REV_A1\\4&2C9A8E5&0&0018", "",
+          ""}));
+  EXPECT_TRUE(allocation->mounts.empty());
+  EXPECT_EQ(AllocateHyperV(s, *inv, {"PCIROOT(0)#PCI(0400)"}).error().category,
+            ErrorCategory::kNotFound);
+  auto two = AllocateHyperV(s, *inv, {"PCIROOT(0)#PCI(0300)#PCI(0000)", "x"});
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.error().category, ErrorCategory::kInvalidArgument);
+}
+
+TEST(PluginInventoryHyperV, MountedGpusAndFormatOneSnapshotsOfferNone) {
+  auto mounted = BuildHyperVPluginInventory(LoadFixture("ws2022-t4-not-dismounted.json"));
+  ASSERT_TRUE(mounted.ok());
+  EXPECT_TRUE(mounted->resources.empty());
+  EXPECT_EQ(mounted->skipped.size(), 2u);
+  auto v1 = BuildHyperVPluginInventory(LoadFixture("ws2022-aws-4xt4.json"));
+  ASSERT_FALSE(v1.ok());
+  EXPECT_EQ(v1.error().category, ErrorCategory::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace tessera::windows

@@ -579,6 +579,9 @@ class ClusterStoreImpl final : public ClusterStore {
       return store.DeleteContainer(deletion.id);
     }
     Status operator()(const fleet::UsageRecord& usage) { return store.WriteUsage(usage); }
+    // This host's GPU telemetry cursors: in Kubernetes mode each node agent keeps its GPUs' in
+    // their GpuLeases (status.measured); the control plane has none to keep.
+    Status operator()(const fleet::TelemetryCursor&) { return Ok(); }
     template <typename T>
     Status operator()(const T&) = delete;
   };

@@ -131,6 +131,38 @@ Json GpuLeaseCrd() {
                 {"description",
                  "a device kubelet gave the Pod (PodResources): PCI address, or the raw device "
                  "ID when the node does not know it"}}}}},
+            {"measured",
+             {{"type", "object"},
+              {"description",
+               "what the node agent measured of the Pod's GPU processes (NVML, attributed by "
+               "cgroup): SM-seconds, GPU memory GiB-seconds, energy, and per GPU the cursor of "
+               "the last counted pass, written in one patch so a restarted agent counts nothing "
+               "twice"},
+              {"properties",
+               {{"smSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"memoryGibSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"energyJoules", {{"type", "number"}, {"minimum", 0}}},
+                {"updatedMs", {{"type", "integer"}, {"minimum", 0}}},
+                {"cursors",
+                 {{"type", "object"},
+                  {"maxProperties", 64},
+                  {"additionalProperties",
+                   {{"type", "object"},
+                    {"properties",
+                     {{"sampleUs", {{"type", "integer"}, {"minimum", 0}}},
+                      {"energyMj", {{"type", "integer"}, {"minimum", 0}}},
+                      {"sampledMs", {{"type", "integer"}, {"minimum", 0}}}}}}}}},
+                {"gauges",
+                 {{"type", "object"},
+                  {"description", "the last pass's figures of each of its GPUs"},
+                  {"maxProperties", 64},
+                  {"additionalProperties",
+                   {{"type", "object"},
+                    {"properties",
+                     {{"utilPercent", {{"type", "number"}, {"minimum", 0}, {"maximum", 100}}},
+                      {"memoryUsed", {{"type", "integer"}, {"minimum", 0}}},
+                      {"memoryTotal", {{"type", "integer"}, {"minimum", 0}}},
+                      {"powerWatts", {{"type", "number"}, {"minimum", 0}}}}}}}}}}}}},
             {"lastTransitionTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
   Json columns = Json::array(
       {Column("Tenancy", "string", ".spec.tenancy"), Column("Node", "string", ".spec.node"),
@@ -188,7 +220,16 @@ Json GpuContainerCrd() {
             {"exitCode", {{"type", "integer"}}},
             {"reason", Str()},
             {"startedTime", {{"type", "string"}, {"format", "date-time"}}},
-            {"finishedTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
+            {"finishedTime", {{"type", "string"}, {"format", "date-time"}}},
+            {"measured",
+             {{"type", "object"},
+              {"description",
+               "what its GPU processes were measured to use (from its GpuLease's "
+               "status.measured when it ended)"},
+              {"properties",
+               {{"smSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"memoryGibSeconds", {{"type", "number"}, {"minimum", 0}}},
+                {"energyJoules", {{"type", "number"}, {"minimum", 0}}}}}}}}}}}}}};
   Json columns = Json::array(
       {Column("ID", "string", ".spec.id"), Column("Tenancy", "string", ".spec.tenancy"),
        Column("Image", "string", ".spec.image", "", 1), Column("GPUs", "integer", ".spec.gpus"),

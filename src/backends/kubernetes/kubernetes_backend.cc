@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "backends/kubernetes/state_objects.h"
 #include "common/untrusted_text.h"
 
 namespace tessera::backends {
@@ -596,13 +597,18 @@ class KubernetesBackend final : public ContainerBackend {
       bool delivered = false;
       for (auto& [id, info] : exits) {
         ExitCallback callback;
+        std::string lease_name;
         {
           std::lock_guard<std::mutex> relock(mu_);
           auto it = followed_.find(id);
           if (it == followed_.end() || it->second.delivered) continue;
           it->second.delivered = true;
           callback = it->second.on_exit;
+          lease_name = it->second.lease;
         }
+        // What the node agent measured of the Pod's GPU processes (status.measured) goes into the
+        // usage record with the exit.
+        if (!lease_name.empty()) info.measured = MeasuredOfLease(lease_name);
         delivered = true;
         if (callback) callback(id, info);
       }
@@ -626,12 +632,80 @@ class KubernetesBackend final : public ContainerBackend {
         auto state = k8s::ReconcileLease(client_, *lease, options_.firmware_check);
         if (state && (*state == "free" || *state == "quarantined")) done.push_back(id);
       }
+      RefreshGauges();
       lock.lock();
       for (const auto& id : done) {
         auto it = followed_.find(id);
         if (it != followed_.end()) it->second.lease.clear();
       }
     }
+  }
+
+  std::map<std::string, GpuGaugeReading> GpuGauges() override {
+    std::lock_guard<std::mutex> lock(gauges_mu_);
+    return gauges_;
+  }
+
+  // What the node agents last measured of their leased GPUs (status.measured.gauges), read
+  // every 10 s with one list of the GpuLeases, for the dashboard.
+  void RefreshGauges() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_gauges_) return;
+    next_gauges_ = now + std::chrono::seconds(10);
+    Result<Json> leases = Internal("");
+    {
+      std::lock_guard<std::mutex> client_lock(client_mu_);
+      leases = client_.List(Resource::GpuLeases(), "");
+    }
+    if (!leases) return;
+    std::map<std::string, GpuGaugeReading> gauges;
+    auto number = [](const Json& object, const char* key) -> std::optional<double> {
+      auto it = object.find(key);
+      if (it == object.end() || !it->is_number() || it->get<double>() < 0) return std::nullopt;
+      return it->get<double>();
+    };
+    for (const auto& lease : (*leases).value("items", Json::array())) {
+      if (!lease.is_object()) continue;
+      const Json status = lease.value("status", Json::object());
+      const std::string state = status.is_object() ? status.value("state", "reserved") : "";
+      if (state != "reserved" && state != "active") continue;
+      const Json spec = lease.value("spec", Json::object());
+      const Json measured = status.value("measured", Json::object());
+      if (!spec.is_object() || !measured.is_object()) continue;
+      const std::string node = spec.value("node", "");
+      const Json per_gpu = measured.value("gauges", Json::object());
+      if (node.empty() || node.size() > 253 || !per_gpu.is_object()) continue;
+      for (const auto& [pci, g] : per_gpu.items()) {
+        if (pci.size() > 32 || !g.is_object() || gauges.size() >= 100000) continue;
+        GpuGaugeReading reading;
+        reading.util_percent = number(g, "utilPercent");
+        if (auto used = number(g, "memoryUsed")) reading.memory_used = static_cast<uint64_t>(*used);
+        if (auto total = number(g, "memoryTotal"))
+          reading.memory_total = static_cast<uint64_t>(*total);
+        reading.power_watts = number(g, "powerWatts");
+        reading.time_ms = static_cast<int64_t>(number(measured, "updatedMs").value_or(0));
+        gauges[pci + "@" + node] = reading;
+      }
+    }
+    std::lock_guard<std::mutex> lock(gauges_mu_);
+    gauges_ = std::move(gauges);
+  }
+
+  // The node agent's measurement of a lease's Pod; nullopt when it has none (or says nothing
+  // readable).
+  std::optional<fleet::MeasuredUsage> MeasuredOfLease(const std::string& name) {
+    std::lock_guard<std::mutex> client_lock(client_mu_);
+    auto lease = client_.Get(Resource::GpuLeases(), "", name);
+    if (!lease || !(*lease).contains("status") || !(*lease)["status"].is_object() ||
+        !(*lease)["status"].contains("measured"))
+      return std::nullopt;
+    auto measured =
+        k8s::MeasuredOf((*lease)["status"], "measured", "lease " + name + " status.measured");
+    if (!measured) {
+      spdlog::warn("{}", measured.error().message);
+      return std::nullopt;
+    }
+    return *measured;
   }
 
   // DRA, while the container has not ended: once the scheduler allocated its pinned claim,
@@ -680,6 +754,9 @@ class KubernetesBackend final : public ContainerBackend {
   std::map<std::string, Followed> followed_;  // by fleet ID
   std::map<std::string, SeenPod> seen_;       // by fleet ID, from the Pod watch
   std::deque<std::pair<std::string, ExitInfo>> exits_;
+  std::mutex gauges_mu_;  // guards gauges_
+  std::map<std::string, GpuGaugeReading> gauges_;
+  std::chrono::steady_clock::time_point next_gauges_{};  // the driver thread only
   bool stopping_ = false;
   std::atomic<bool> stop_watches_{false};  // Pod watch and tenancy controller
   std::thread driver_;

@@ -7,6 +7,12 @@
 //  - Reads kubelet's PodResources List every --pod-resources-interval-ms and writes the devices
 //    kubelet gave each leased Pod into its GpuLease's status.allocatedDevices (PCI addresses):
 //    with the device plugin, kubelet picks the IDs, and the firmware check must follow them.
+//  - With --fabric-manager (shared NVSwitch mode), owns this node's NVLink partitions: a leased
+//    Pod's partition is activated when its devices appear in PodResources and deactivated when
+//    they are gone (lease_sync_fabric.h); a restarted fabric manager is sent the active list.
+//  - Measures what each leased Pod's GPU processes use (NVML, attributed by cgroup) every
+//    --telemetry-interval-ms, keeps it in the GpuLease's status.measured and serves /metrics
+//    and /v1/telemetry on --metrics-listen (node_telemetry.h).
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -14,12 +20,15 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/lease_sync_fabric.h"
+#include "backends/kubernetes/node_telemetry.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
 #include "common/untrusted_text.h"
@@ -145,6 +154,9 @@ int main(int argc, char** argv) {
   int inventory_interval_ms = 60000;
   std::string pod_resources_socket = podresources::kDefaultSocket;
   int pod_resources_interval_ms = 10000;
+  int telemetry_interval_ms = 10000;
+  size_t telemetry_max_series = 10000;
+  std::string metrics_listen, nvml = "libnvidia-ml.so.1", proc_dir = "/proc";
   CLI::App app{"tessera-lease-sync: GpuLeases of this node -> the node lease file"};
   app.add_option("--kubeconfig", kubeconfig, "kubeconfig (default: in-cluster service account)");
   app.add_option("--node", node, "This node's name (default: $NODE_NAME)");
@@ -163,6 +175,34 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--pod-resources-interval-ms", pod_resources_interval_ms,
                  "Read PodResources this often; 0: never")
+      ->capture_default_str();
+  std::string fabric_manager, nvfm_library = "libnvfm.so.1";
+  std::string fabric_state = "/var/lib/tessera/fabric-partitions.json";
+  int fabric_interval_ms = 1000;
+  app.add_option("--fabric-manager", fabric_manager,
+                 "NVIDIA Fabric Manager API (host[:port] or unix:PATH): activate each leased "
+                 "Pod's NVLink partition when its devices appear in PodResources, deactivate it "
+                 "when they are gone");
+  app.add_option("--nvfm-library", nvfm_library, "Fabric Manager client library")
+      ->capture_default_str();
+  app.add_option("--fabric-state", fabric_state, "Which lease holds which partition")
+      ->capture_default_str();
+  app.add_option("--fabric-interval-ms", fabric_interval_ms,
+                 "Read PodResources for partitions this often")
+      ->check(CLI::Range(50, 60000))
+      ->capture_default_str();
+  app.add_option("--telemetry-interval-ms", telemetry_interval_ms,
+                 "Measure the GPU processes of leased Pods this often (NVML); 0: never")
+      ->capture_default_str();
+  app.add_option("--telemetry-max-series", telemetry_max_series,
+                 "Per-container series on /metrics at most; the rest is summed into "
+                 "container=\"_other\"")
+      ->capture_default_str();
+  app.add_option("--metrics-listen", metrics_listen,
+                 "HOST:PORT serving /metrics and /v1/telemetry (default: none)");
+  app.add_option("--nvml", nvml, "NVML library: telemetry, GPU module IDs (\"\" = none)")
+      ->capture_default_str();
+  app.add_option("--proc-dir", proc_dir, "The host's /proc (GPU processes' cgroups)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
@@ -191,6 +231,41 @@ int main(int argc, char** argv) {
       return 2;
     }
     table = std::move(*loaded);
+  }
+  std::unique_ptr<fabricmanager::PartitionActivator> fabric;
+  if (!fabric_manager.empty()) {
+    auto address = fabricmanager::ParseFabricAddress(fabric_manager);
+    if (!address) {
+      std::fprintf(stderr, "tessera-lease-sync: --fabric-manager: %s\n",
+                   address.error().message.c_str());
+      return 2;
+    }
+    fabricmanager::FabricSetup setup;
+    setup.nvfm.library = nvfm_library;
+    setup.nvfm.address = *address;
+    setup.table = table;
+    setup.nvml_library = nvml;
+    auto gpus = ReadNodeGpus(root, std::nullopt);
+    if (!gpus) {
+      std::fprintf(stderr, "tessera-lease-sync: %s\n", gpus.error().message.c_str());
+      return 4;
+    }
+    for (const auto& gpu : gpus->gpus)
+      setup.host_gpus.push_back(gpu.pci_address);
+    setup.ledger_path = fabric_state;
+    std::error_code made;
+    std::filesystem::create_directories(std::filesystem::path(fabric_state).parent_path(), made);
+    auto opened = fabricmanager::OpenFabric(std::move(setup));
+    if (!opened) {
+      std::fprintf(stderr, "tessera-lease-sync: --fabric-manager: %s\n",
+                   opened.error().message.c_str());
+      return 4;
+    }
+    // The node publishes the fabric's partitions, placed on its GPUs.
+    table = opened->table;
+    fabric = std::move(opened->activator);
+    fabric->StartWatch();
+    std::fprintf(stderr, "tessera-lease-sync: fabric manager %s\n", fabric->Describe().c_str());
   }
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
@@ -223,8 +298,43 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  std::mutex leases_mu;                     // guards leases
+  std::mutex leases_mu;                     // guards leases, leases_synced
   std::map<std::string, k8s::Json> leases;  // by name, this node's only
+  bool leases_synced = false;               // the watch has listed them once
+  std::unique_ptr<k8s::NodeTelemetry> node_telemetry;
+  if (telemetry_interval_ms > 0) {
+    k8s::NodeTelemetryOptions options;
+    options.node = node;
+    options.nvml_library = nvml;
+    options.proc_dir = proc_dir;
+    options.interval = std::chrono::milliseconds(telemetry_interval_ms);
+    options.max_series = telemetry_max_series;
+    options.listen = metrics_listen;
+    inventory::ReadOptions read;
+    read.root = root;
+    read.read_driver_files = false;
+    if (auto inv = inventory::ReadInventory(read))
+      options.gpus = telemetry::GpuIdentitiesOf(*inv, node);
+    auto started = k8s::NodeTelemetry::Start(
+        *config, std::move(options), [&]() -> std::optional<std::map<std::string, k8s::Json>> {
+          std::lock_guard lock(leases_mu);
+          if (!leases_synced) return std::nullopt;
+          return leases;
+        });
+    // A node without the NVIDIA driver still syncs leases; a bad --metrics-listen is an error.
+    if (!started && started.error().category == ErrorCategory::kInvalidArgument) {
+      std::fprintf(stderr, "tessera-lease-sync: %s\n", started.error().message.c_str());
+      return 2;
+    }
+    if (!started) {
+      std::fprintf(stderr, "tessera-lease-sync: telemetry off: %s\n",
+                   started.error().message.c_str());
+    } else {
+      node_telemetry = std::move(*started);
+      if (node_telemetry->port())
+        std::fprintf(stderr, "tessera-lease-sync: /metrics on port %u\n", node_telemetry->port());
+    }
+  }
   // kubelet's allocations -> GpuLease status, in its own thread with its own client.
   std::thread reporter([&] {
     if (pod_resources_interval_ms <= 0) return;
@@ -250,6 +360,40 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
+  // The leased Pods' partitions, once the leases are known (before, every Pod would look
+  // unleased and its partition would be deactivated under it).
+  std::thread partitions([&] {
+    if (!fabric) return;
+    k8s::NodeGpus gpus;
+    if (auto read = ReadNodeGpus(root, table)) gpus = std::move(*read);
+    std::string last_problem;
+    while (!g_stop) {
+      std::map<std::string, k8s::Json> snapshot;
+      bool synced;
+      {
+        std::lock_guard lock(leases_mu);
+        snapshot = leases;
+        synced = leases_synced;
+      }
+      std::string problem;
+      if (synced) {
+        auto pods = podresources::List(pod_resources_socket, std::chrono::seconds(5));
+        if (!pods) {
+          problem = pods.error().message;
+        } else {
+          auto held = k8s::LeasedPodDevices(snapshot, *pods, gpus);
+          for (const auto& line : k8s::SyncPartitions(*fabric, held))
+            problem += (problem.empty() ? "" : "; ") + line;
+        }
+      }
+      if (!problem.empty() && problem != last_problem)
+        std::fprintf(stderr, "tessera-lease-sync: partitions: %s\n", problem.c_str());
+      last_problem = problem;
+      auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(fabric_interval_ms);
+      while (!g_stop && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
   k8s::Client client(*config);
   // GPU UUIDs a lease may name instead of PCI addresses; canonical addresses need no inventory.
   k8s::NodeGpus known;
@@ -265,6 +409,7 @@ int main(int argc, char** argv) {
   auto handle = [&](const k8s::WatchEvent& event) {
     std::lock_guard lock(leases_mu);
     if (event.type == "SYNC") {
+      leases_synced = true;
       leases.clear();
       for (const auto& item : k8s::ArrayField(event.object, "items")) {
         if (node_of(item) == node) leases[name_of(item)] = item;
@@ -302,8 +447,10 @@ int main(int argc, char** argv) {
   };
   auto status = client.ListWatch(k8s::Resource::GpuLeases(), "", "", handle, &g_stop);
   g_stop = true;
+  node_telemetry.reset();  // its threads read `leases`
   publisher.join();
   reporter.join();
+  partitions.join();
   if (!status) {
     std::fprintf(stderr, "tessera-lease-sync: %s\n", status.error().message.c_str());
     return 4;

@@ -98,6 +98,34 @@ Result<std::string> Text(const Json& object, const std::string& key, const std::
   return value.get<std::string>();
 }
 
+}  // namespace
+
+Result<fleet::MeasuredUsage> MeasuredOf(const Json& object, const std::string& key,
+                                        const std::string& field) {
+  fleet::MeasuredUsage out;
+  if (!object.is_object() || !object.contains(key)) return out;
+  const Json& value = object[key];
+  if (!value.is_object()) return InvalidArgument(field + ": not an object");
+  for (auto [name, target] : {std::pair<const char*, double*>{"smSeconds", &out.sm_seconds},
+                              {"memoryGibSeconds", &out.memory_gib_seconds},
+                              {"energyJoules", &out.energy_joules}}) {
+    if (!value.contains(name)) continue;
+    const Json& number = value[name];
+    if (!number.is_number() || !std::isfinite(number.get<double>()) || number.get<double>() < 0)
+      return InvalidArgument(field + "." + name + ": want a number not below 0");
+    *target = number.get<double>();
+  }
+  return out;
+}
+
+namespace {
+
+Json MeasuredJson(const fleet::MeasuredUsage& measured) {
+  return {{"smSeconds", measured.sm_seconds},
+          {"memoryGibSeconds", measured.memory_gib_seconds},
+          {"energyJoules", measured.energy_joules}};
+}
+
 Result<std::vector<std::string>> Texts(const Json& object, const std::string& key,
                                        const std::string& field) {
   std::vector<std::string> out;
@@ -153,6 +181,7 @@ Json GpuContainerObject(const fleet::ContainerRecord& c) {
   if (!c.reason.empty()) status["reason"] = c.reason;
   if (c.started_ms) status["startedTime"] = Rfc3339(c.started_ms);
   if (c.finished_ms) status["finishedTime"] = Rfc3339(c.finished_ms);
+  if (c.measured) status["measured"] = MeasuredJson(*c.measured);
   // The node is the GPUs' ("<PCI>@<node>"); the claim is the GpuLease the backend creates.
   if (!c.gpus.empty()) {
     const auto at = c.gpus.front().find('@');
@@ -249,6 +278,11 @@ Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
   TESSERA_TAKE(c.reason, Text(status, "reason", field("status.reason")));
   TESSERA_TAKE(c.started_ms, UnixMs(status, "startedTime", field("status.startedTime")));
   TESSERA_TAKE(c.finished_ms, UnixMs(status, "finishedTime", field("status.finishedTime")));
+  if (status.contains("measured")) {
+    fleet::MeasuredUsage measured;
+    TESSERA_TAKE(measured, MeasuredOf(status, "measured", field("status.measured")));
+    c.measured = measured;
+  }
 #undef TESSERA_TAKE
   return c;
 }
@@ -490,19 +524,29 @@ std::string UsageConfigMapName(const fleet::UsageRecord& usage) {
 Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns) {
   // No managed-by label: the GPU records' list (which selects on it) never pages through the
   // usage maps, of which there is one per ended container.
-  return {{"apiVersion", "v1"},
-          {"kind", "ConfigMap"},
-          {"metadata",
-           {{"name", UsageConfigMapName(usage)},
-            {"namespace", ns},
-            {"labels", {{kUsageLabel, "container"}, {kTenancyLabel, usage.tenancy}}}}},
-          {"data",
-           {{"container", usage.container_id},
-            {"tenancy", usage.tenancy},
-            {"tenancyUid", usage.tenancy_uid},
-            {"gpus", GpuCountText(usage.gpus)},
-            {"started", Rfc3339(usage.started_ms)},
-            {"finished", Rfc3339(usage.finished_ms)}}}};
+  Json config_map = {{"apiVersion", "v1"},
+                     {"kind", "ConfigMap"},
+                     {"metadata",
+                      {{"name", UsageConfigMapName(usage)},
+                       {"namespace", ns},
+                       {"labels", {{kUsageLabel, "container"}, {kTenancyLabel, usage.tenancy}}}}},
+                     {"data",
+                      {{"container", usage.container_id},
+                       {"tenancy", usage.tenancy},
+                       {"tenancyUid", usage.tenancy_uid},
+                       {"gpus", GpuCountText(usage.gpus)},
+                       {"started", Rfc3339(usage.started_ms)},
+                       {"finished", Rfc3339(usage.finished_ms)},
+                       {"gpuModel", usage.gpu_model},
+                       {"mode", usage.mode}}}};
+  if (usage.measured) {
+    // Measured use as ConfigMap data: strings, numbers in the shortest exact text.
+    Json& data = config_map["data"];
+    data["smSeconds"] = fmt::format("{}", usage.measured->sm_seconds);
+    data["memoryGibSeconds"] = fmt::format("{}", usage.measured->memory_gib_seconds);
+    data["energyJoules"] = fmt::format("{}", usage.measured->energy_joules);
+  }
+  return config_map;
 }
 
 Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
@@ -536,6 +580,27 @@ Result<fleet::UsageRecord> UsageRecordOf(const Json& config_map) {
   usage.gpus = count;
   TESSERA_TAKE(usage.started_ms, UnixMs(data, "started", field("started")));
   TESSERA_TAKE(usage.finished_ms, UnixMs(data, "finished", field("finished")));
+  // Measured use (absent: not measured): numbers not below 0.
+  fleet::MeasuredUsage measured;
+  bool any = false;
+  for (auto [name, target] : {std::pair<const char*, double*>{"smSeconds", &measured.sm_seconds},
+                              {"memoryGibSeconds", &measured.memory_gib_seconds},
+                              {"energyJoules", &measured.energy_joules}}) {
+    std::string text;
+    TESSERA_TAKE(text, Text(data, name, field(name)));
+    if (text.empty()) continue;
+    any = true;
+    double value = 0;
+    const auto read =
+        std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::general);
+    if (text.size() > 32 || read.ec != std::errc() || read.ptr != text.data() + text.size() ||
+        !std::isfinite(value) || value < 0)
+      return InvalidArgument(field(name) + ": want a number not below 0");
+    *target = value;
+  }
+  if (any) usage.measured = measured;
+  TESSERA_TAKE(usage.gpu_model, Text(data, "gpuModel", field("gpuModel")));
+  TESSERA_TAKE(usage.mode, Text(data, "mode", field("mode")));
 #undef TESSERA_TAKE
   if (usage.started_ms == 0 || usage.finished_ms < usage.started_ms)
     return InvalidArgument(field("finished") + ": before its start");

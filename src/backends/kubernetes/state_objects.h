@@ -57,8 +57,14 @@ Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map);
 // ConfigMap "tessera-usage-<container ID>-<start, Unix ms>" labelled tessera.dev/usage=container
 // and with its tenancy's label: one run's metered GPU time, written once and never replaced.
 // Billing outlives the GpuContainer (retention deletes it) and its tenancy. Entries: container,
-// tenancy, tenancyUid, gpus, started and finished (RFC 3339, milliseconds).
+// tenancy, tenancyUid, gpus, started and finished (RFC 3339, milliseconds), gpuModel and mode; and
+// what the run was measured to use, when it was: smSeconds, memoryGibSeconds, energyJoules.
 inline constexpr const char* kUsageLabel = "tessera.dev/usage";
+// {smSeconds, memoryGibSeconds, energyJoules} under `key` of `object` (a GpuContainer's status,
+// a GpuLease's status.measured as the node agent writes it): finite and not negative; absent =
+// zeros. Errors name `field`.
+Result<fleet::MeasuredUsage> MeasuredOf(const Json& object, const std::string& key,
+                                        const std::string& field);
 std::string UsageConfigMapName(const fleet::UsageRecord& usage);
 Json UsageConfigMap(const fleet::UsageRecord& usage, const std::string& ns);
 // InvalidArgument naming the entry when it is not one this control plane writes.

@@ -22,6 +22,7 @@
 
 #include "backends/local/local.h"
 #include "backends/local/start_check.h"
+#include "common/atomic_file.h"
 #include "process/process.h"
 #include "runtimes/runtimes.h"
 
@@ -392,6 +393,19 @@ class PodmanBackend final : public ContainerBackend {
       out.push_back(std::move(container));
     }
     return out;
+  }
+
+  // The ID podman wrote into the container's ID file when it created it (--cidfile).
+  Result<std::string> RuntimeId(const std::string& id) override {
+    const std::string cid_file = StatePath(id, ".cid");
+    if (cid_file.empty()) return NotFound("local backend: no state dir for " + id);
+    auto text = ReadWholeFile(cid_file);
+    if (!text) return text.error();
+    std::string runtime_id = text->substr(0, 64);
+    if (runtime_id.size() != 64 ||
+        runtime_id.find_first_not_of("0123456789abcdef") != std::string::npos)
+      return NotFound("local backend: " + cid_file + " holds no container ID");
+    return runtime_id;
   }
 
   Status PrepareTenancy(const std::string& tenancy,

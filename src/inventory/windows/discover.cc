@@ -1,5 +1,5 @@
-// Windows discovery through DXCore, cfgmgr32, the registry and D3DKMT. No WMI: it is slow to
-// start, needs COM security setup and is absent from Server Core minimal installs.
+// Windows discovery through DXCore, cfgmgr32, the registry and D3DKMT. The Hyper-V facts of
+// format 2 are hyperv_discover.h's; only IOV support needs WMI (it lives nowhere else).
 //
 // initguid.h first: this file instantiates the GUIDs and DEVPROPKEYs it uses.
 #include <initguid.h>
@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "inventory/windows/discover.h"
+#include "inventory/windows/hyperv_discover.h"
 #include "inventory/windows/native_strings.h"
+#include "inventory/windows/native_win32.h"
 #include "windows/windows.h"
 
 namespace tessera::windows::native {
@@ -73,56 +75,6 @@ typedef HRESULT(WINAPI* PfnDXCoreCreateAdapterFactory)(REFIID, void**);
 typedef LONG(WINAPI* PfnRtlGetVersion)(OSVERSIONINFOW*);
 typedef HRESULT(WINAPI* PfnHcsGetServiceProperties)(PCWSTR, PWSTR*, PWSTR*);
 
-std::u16string_view AsU16(const void* data, size_t bytes) {
-  return {static_cast<const char16_t*>(data), bytes / sizeof(char16_t)};
-}
-
-std::string Narrow(const wchar_t* text) {
-  return Utf16ToUtf8(AsU16(text, wcslen(text) * sizeof(wchar_t)));
-}
-
-std::string Hex32(unsigned long value) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "0x%08lx", value);
-  return buf;
-}
-
-template <typename Fn>
-Fn Load(const wchar_t* dll, const char* name) {
-  HMODULE module = LoadLibraryExW(dll, nullptr, LOAD_LIBRARY_SEARCH_SYSTEM32);
-  if (module == nullptr) return nullptr;
-  return reinterpret_cast<Fn>(reinterpret_cast<void*>(GetProcAddress(module, name)));
-}
-
-// A device node property of any size: asks for the size first, then reads.
-bool DevNodeProperty(DEVINST inst, const DEVPROPKEY& key, std::vector<BYTE>& out,
-                     DEVPROPTYPE* type_out = nullptr) {
-  DEVPROPTYPE type = 0;
-  ULONG size = 0;
-  CONFIGRET cr = CM_Get_DevNode_PropertyW(inst, &key, &type, nullptr, &size, 0);
-  if (cr != CR_BUFFER_SMALL || size == 0) return false;
-  out.assign(size, 0);
-  cr = CM_Get_DevNode_PropertyW(inst, &key, &type, out.data(), &size, 0);
-  if (cr != CR_SUCCESS) return false;
-  out.resize(size);
-  if (type_out != nullptr) *type_out = type;
-  return true;
-}
-
-std::string DevNodeString(DEVINST inst, const DEVPROPKEY& key) {
-  std::vector<BYTE> data;
-  DEVPROPTYPE type = 0;
-  if (!DevNodeProperty(inst, key, data, &type) || type != DEVPROP_TYPE_STRING) return "";
-  return RegistryString(AsU16(data.data(), data.size()));
-}
-
-std::vector<std::string> DevNodeStrings(DEVINST inst, const DEVPROPKEY& key) {
-  std::vector<BYTE> data;
-  DEVPROPTYPE type = 0;
-  if (!DevNodeProperty(inst, key, data, &type) || type != DEVPROP_TYPE_STRING_LIST) return {};
-  return MultiString(AsU16(data.data(), data.size()));
-}
-
 uint64_t LuidValue(const LUID& luid) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(luid.HighPart)) << 32) | luid.LowPart;
 }
@@ -130,26 +82,9 @@ uint64_t LuidValue(const LUID& luid) {
 // Every present device node that carries a GPU LUID, keyed by that LUID.
 std::map<uint64_t, DEVINST> DevNodesByLuid(std::vector<std::string>& warnings) {
   std::map<uint64_t, DEVINST> out;
-  std::vector<wchar_t> ids;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    ULONG length = 0;
-    if (CM_Get_Device_ID_List_SizeW(&length, nullptr, CM_GETIDLIST_FILTER_PRESENT) != CR_SUCCESS) {
-      warnings.push_back("CM_Get_Device_ID_List_SizeW failed: no adapter gets PnP details");
-      return out;
-    }
-    ids.assign(length, L'\0');
-    CONFIGRET cr = CM_Get_Device_ID_ListW(nullptr, ids.data(), length, CM_GETIDLIST_FILTER_PRESENT);
-    if (cr == CR_SUCCESS) break;
-    if (cr != CR_BUFFER_SMALL) {
-      warnings.push_back("CM_Get_Device_ID_ListW failed: CONFIGRET " + std::to_string(cr));
-      return out;
-    }
-    ids.clear();  // devices arrived between the two calls: ask again
-  }
-  for (const wchar_t* id = ids.data(); id < ids.data() + ids.size() && *id != L'\0';
-       id += wcslen(id) + 1) {
+  for (const std::wstring& id : DeviceIdList(CM_GETIDLIST_FILTER_PRESENT, warnings)) {
     DEVINST inst = 0;
-    if (CM_Locate_DevNodeW(&inst, const_cast<wchar_t*>(id), CM_LOCATE_DEVNODE_NORMAL) !=
+    if (CM_Locate_DevNodeW(&inst, const_cast<wchar_t*>(id.c_str()), CM_LOCATE_DEVNODE_NORMAL) !=
         CR_SUCCESS) {
       continue;
     }
@@ -181,13 +116,6 @@ std::vector<std::string> SubkeyNames(HKEY key) {
     if (rc != ERROR_SUCCESS) break;
     out.push_back(Narrow(name));
   }
-  return out;
-}
-
-std::wstring Wide(const std::string& utf8) {
-  int n = MultiByteToWideChar(CP_UTF8, 0, utf8.c_str(), -1, nullptr, 0);
-  std::wstring out(n > 0 ? n - 1 : 0, L'\0');
-  if (n > 1) MultiByteToWideChar(CP_UTF8, 0, utf8.c_str(), -1, out.data(), n);
   return out;
 }
 
@@ -506,6 +434,7 @@ Result<Discovery> DiscoverHost() {
   }
   list->Release();
   factory->Release();
+  d.snapshot.hyperv_facts = DiscoverHyperVFacts(d.warnings);
   return d;
 }
 

@@ -33,8 +33,24 @@ LOCK = threading.Condition()
 STORE = {}  # (collection, name) -> object
 EVENTS = []  # (rv, collection, type, object)
 EVENT_RVS = []  # the rv of each entry of EVENTS (ascending), to resume a watch without a scan
-STATE = {"rv": 100, "compacted": 0, "rules": [], "log": [], "watch_seconds": 2.0}
+# "compactions" counts compactions: a watch open across one ends there (see Handler.watch).
+STATE = {"rv": 100, "compacted": 0, "compactions": 0, "rules": [], "log": [],
+         "watch_seconds": 2.0}
 ARGS = None
+
+
+def fields_match(obj, query):
+    """fieldSelector of equalities on dotted paths ("spec.nodeName=node-1"), as the API server
+    serves it for the fields it indexes."""
+    selector = query.get("fieldSelector", [""])[0]
+    for term in filter(None, selector.split(",")):
+        path, _, want = term.partition("=")
+        value = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if (value if value is not None else "") != want:
+            return False
+    return True
 
 
 def status_body(code, reason, message, name="", kind=""):
@@ -306,6 +322,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             items = [o for (c, _), o in sorted(STORE.items())
                      if c == collection or ("/namespaces/" not in collection and across.match(c))]
             items = [o for o in items if all(o["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
+            items = [o for o in items if fields_match(o, query)]
             kind, api_version = list_kind(items, plural)
             metadata = {"resourceVersion": str(STATE["rv"])}
             # Pages (limit/continue) as the API server cuts them; the token is an offset here.
@@ -335,7 +352,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if c != collection and ("/namespaces/" in collection or not across.match(c)):
                 return False
             labels = obj.get("metadata", {}).get("labels", {}) or {}
-            return all(labels.get(k) == v for k, v in want.items())
+            return all(labels.get(k) == v for k, v in want.items()) and fields_match(obj, query)
 
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -351,14 +368,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     self.chunk(b"")
                     return
                 sent = since
-                while True:
+                # A compaction ends the watches open at that moment, before they send another
+                # event: the client's next watch starts from the version it had and gets 410.
+                # Counted rather than flagged, so no later request can undo it for a watch that
+                # has not yet run again (a thread of this server may wait long for the lock).
+                opened_in = STATE["compactions"]
+                while STATE["compactions"] == opened_in:
                     for rv, c, kind, obj in EVENTS[bisect.bisect_right(EVENT_RVS, sent):]:
                         if matches(c, obj):
                             self.chunk(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
                             sent = rv
                     sent = max(sent, STATE["rv"]) if sent else STATE["rv"]
                     left = deadline - time.time()
-                    if left <= 0 or STATE.get("end_watches"):
+                    if left <= 0:
                         break
                     LOCK.wait(min(left, 0.1))
             self.chunk(b"")
@@ -371,10 +393,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 STATE["rules"].extend(payload["rules"])
             elif path == "/_tessera/compact":
                 STATE["compacted"] = STATE["rv"] + 1
-                STATE["end_watches"] = True
+                STATE["compactions"] += 1
                 LOCK.notify_all()
-            elif path == "/_tessera/resume":
-                STATE["end_watches"] = False
             elif path == "/_tessera/close-after-next":
                 STATE["close_next"] = True
             elif path == "/_tessera/watch-seconds":

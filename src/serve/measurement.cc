@@ -1,0 +1,343 @@
+#include "serve/measurement.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <set>
+
+namespace tessera::serve {
+namespace {
+
+std::string Escaped(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+void Measurement::Seed(const std::vector<fleet::TelemetryCursor>& cursors) {
+  for (const auto& cursor : cursors)
+    cursors_[cursor.gpu] = {cursor.sample_us, cursor.energy_mj, cursor.sampled_ms};
+}
+
+void Measurement::Open() {
+  const TelemetryOptions& options = model_.options.telemetry;
+  if (options.nvml_library.empty() || options.gpus.empty()) {
+    spdlog::info("telemetry: off ({})", options.nvml_library.empty()
+                                            ? "no NVML library"
+                                            : "no NVIDIA GPU on the nvidia driver");
+    return;
+  }
+  telemetry::NvmlSourceOptions source;
+  source.library = options.nvml_library;
+  source.gpus = options.gpus;
+  auto opened = telemetry::OpenNvmlSource(source);
+  if (!opened) {
+    spdlog::warn("telemetry: off: {}", opened.error().message);
+    return;
+  }
+  telemetry::CollectorOptions collector;
+  collector.proc_dir = options.proc_dir;
+  collector.integration.max_gap = 2 * options.interval;
+  collector_ = std::make_unique<telemetry::Collector>(std::move(*opened), collector);
+  node_metrics_ = std::make_unique<telemetry::NodeMetrics>(telemetry::NodeMetricsOptions{
+      options.hostname, options.max_series, static_cast<int64_t>(options.interval.count())});
+  spdlog::info("telemetry: {} GPUs every {} ms through {}", options.gpus.size(),
+               options.interval.count(), options.nvml_library);
+}
+
+void Measurement::Start() {
+  if (!collector_ || thread_.joinable()) return;
+  {
+    std::lock_guard lock(wake_mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Measurement::Stop() {
+  {
+    std::lock_guard lock(wake_mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Measurement::Loop() {
+  const auto interval = model_.options.telemetry.interval;
+  for (;;) {
+    {
+      std::unique_lock lock(wake_mu_);
+      if (wake_.wait_for(lock, interval, [this] { return stopping_; })) return;
+    }
+    Pass();
+  }
+}
+
+telemetry::Directory Measurement::DirectoryLocked() {
+  // The holders are the containers that hold this host's GPUs now: the GPUs say who (a walk
+  // over the GPUs, not over every container).
+  std::map<std::string, telemetry::Holder> holders;
+  auto holder_of = [&](const std::string& id) -> telemetry::Holder* {
+    auto it = model_.containers.find(id);
+    if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
+      return nullptr;
+    const auto& container = it->second;
+    auto [entry, inserted] = holders.try_emplace(id);
+    if (inserted) {
+      telemetry::Holder& h = entry->second;
+      h.key = id;
+      h.tenancy = container.spec.tenancy;
+      h.tenancy_uid = container.tenancy_uid;
+      h.mode = container.spec.mig.count > 0 ? "mig" : "gpu";
+      h.namespace_ = container.spec.tenancy;
+      h.container = id;
+      if (auto known = runtime_ids_.find(id); known != runtime_ids_.end())
+        h.runtime_id = known->second;
+    }
+    return &entry->second;
+  };
+  for (const auto& gpu : model_.gpus) {
+    if (!gpu.node.empty()) continue;  // another node's: its agent measures it
+    if (gpu.mig_enabled) {
+      for (const auto& slice : gpu.mig_slices) {
+        if (slice.container_id.empty()) continue;
+        if (auto* h = holder_of(slice.container_id); h && gpu.compute_slices > 0)
+          h->gpus[gpu.pci_address] +=
+              static_cast<double>(slice.compute_slices) / gpu.compute_slices;
+      }
+    } else if (!gpu.container_id.empty() && (gpu.state == fleet::LeaseState::kActive ||
+                                             gpu.state == fleet::LeaseState::kReserved)) {
+      if (auto* h = holder_of(gpu.container_id)) h->gpus[gpu.pci_address] = 1.0;
+    }
+  }
+  telemetry::Directory directory;
+  for (auto& [id, holder] : holders)
+    directory.holders.push_back(std::move(holder));
+  return directory;
+}
+
+void Measurement::Pass() {
+  if (!collector_) return;
+  telemetry::Directory directory;
+  std::map<std::string, std::string> model_of_gpu;  // PCI address -> model
+  {
+    std::lock_guard lock(model_.mu);
+    directory = DirectoryLocked();
+    for (const auto& gpu : model_.gpus)
+      if (gpu.node.empty()) model_of_gpu[gpu.pci_address] = gpu.model;
+  }
+  // podman's ID of each new holder (a small file the backend wrote), outside the model's lock.
+  std::set<std::string> current;
+  for (auto& holder : directory.holders) {
+    current.insert(holder.key);
+    if (!holder.runtime_id.empty()) continue;
+    auto id = backend_.RuntimeId(holder.key);
+    if (!id) continue;  // asked again next pass
+    runtime_ids_[holder.key] = *id;
+    holder.runtime_id = *id;
+  }
+  std::erase_if(runtime_ids_, [&](const auto& entry) { return !current.count(entry.first); });
+
+  const int64_t now_ms = fleet::NowMs();
+  telemetry::PassResult pass = collector_->Collect(directory, cursors_, now_ms);
+  const auto& cost = collector_->last_cost();
+  spdlog::debug("telemetry: pass {:.2f} ms CPU ({:.2f} ms in NVML), {} cgroups read",
+                cost.cpu_seconds * 1e3, cost.nvml_seconds * 1e3, cost.cgroup_reads);
+  for (const auto& gpu : pass.gpus) {
+    for (const auto& error : gpu.reading.errors)
+      spdlog::debug("telemetry: GPU {}: {}", gpu.reading.identity.pci_address, error);
+    if (gpu.reading.lost)
+      spdlog::warn("telemetry: GPU {} is lost", gpu.reading.identity.pci_address);
+  }
+
+  auto gauges = std::make_shared<Gauges>();
+  gauges->time_ms = now_ms;
+  for (const auto& gpu : pass.gpus) {
+    const auto& r = gpu.reading;
+    GpuGauges g;
+    g.lost = r.lost;
+    if (r.gpu_percent && !r.mig) g.util_percent = *r.gpu_percent;
+    // A GPU in MIG mode has no GPU_UTIL: its instances' SM use (GPM) stands for it.
+    if (r.mig) g.util_percent = std::min(100.0, gpu.sm_percent);
+    g.memory_used = r.memory_used;
+    g.memory_total = r.memory_total;
+    if (gpu.power_watts > 0 || r.power_mw) g.power_watts = gpu.power_watts;
+    gauges->gpus[r.identity.pci_address] = g;
+  }
+  const double pass_s = std::chrono::duration<double>(model_.options.telemetry.interval).count();
+  std::map<TenancySeriesKey, TenancyGauges> tenancy_now;
+  {
+    // The measured use goes into the containers' records, and the GPUs' cursors with it, in one
+    // commit: after a kill -9 the store holds both from the same pass.
+    std::lock_guard lock(model_.mu);
+    std::vector<fleet::Mutation> mutations;
+    for (const auto& reading : pass.holders) {
+      const auto& holder = directory.holders[reading.holder];
+      auto it = model_.containers.find(holder.key);
+      // A container that ended during the pass keeps what it had (one interval at most lost).
+      if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
+        continue;
+      auto& container = it->second;
+      const std::string gpu_model =
+          holder.gpus.empty() ? "" : model_of_gpu[holder.gpus.begin()->first];
+      TenancyGauges& t = gauges->tenancies[holder.tenancy];
+      TenancyGauges& series = tenancy_now[{holder.tenancy, gpu_model, holder.mode}];
+      for (const auto& gpu : reading.gpus) {
+        t.sm_percent += gpu.sm_percent;
+        t.memory_bytes += gpu.memory_bytes;
+        series.sm_percent += gpu.sm_percent;
+        series.memory_bytes += gpu.memory_bytes;
+      }
+      t.power_watts += reading.delta.energy_joules / pass_s;
+      series.power_watts += reading.delta.energy_joules / pass_s;
+      // Measured from its first pass on (zeros included: it was measured).
+      if (container.measured && reading.delta.empty()) continue;
+      if (!container.measured) container.measured = fleet::MeasuredUsage{};
+      *container.measured += reading.delta;
+      model_.meter.Measured(container.tenancy_uid, container.id, *container.measured);
+      mutations.push_back(container);
+    }
+    for (const auto& gpu : pass.gpus) {
+      if (gpu.reading.lost) continue;
+      fleet::TelemetryCursor cursor{gpu.reading.identity.pci_address, gpu.cursor.sample_us,
+                                    gpu.cursor.energy_mj, gpu.cursor.sampled_ms};
+      model_.telemetry_cursors[cursor.gpu] = cursor;
+      mutations.push_back(std::move(cursor));
+    }
+    model_.Commit(std::move(mutations), [](Status status) {
+      if (!status) spdlog::error("telemetry: store: {}", status.error().message);
+    });
+  }
+  std::lock_guard lock(mu_);
+  node_metrics_->Update(pass, directory);
+  last_pass_ = std::move(pass);
+  last_directory_ = std::move(directory);
+  gauges_ = std::move(gauges);
+  tenancy_now_ = std::move(tenancy_now);
+}
+
+std::shared_ptr<const Gauges> Measurement::gauges() const {
+  std::lock_guard lock(mu_);
+  return gauges_;
+}
+
+void Measurement::RenderMetrics(std::string& out) const {
+  // Counters: the ended runs' usage records and the running containers' records, per tenancy
+  // (its current incarnation: a name created again starts from nothing, a deleted one's series
+  // go), GPU model and mode; and each container's own, for the node's series (one that ended
+  // keeps its final figures while its series linger).
+  std::vector<std::string> shown;
+  {
+    std::lock_guard lock(mu_);
+    if (node_metrics_) shown = node_metrics_->keys();
+  }
+  std::map<TenancySeriesKey, fleet::MeasuredUsage> counters;
+  std::map<std::string, telemetry::HolderTotals> totals;
+  {
+    std::lock_guard lock(model_.mu);
+    std::map<std::string, std::string> current;  // uid -> name
+    for (const auto& [name, tenancy] : model_.tenancies)
+      current[tenancy.uid] = name;
+    counters = model_.meter.EndedMeasured(current);
+    std::set<std::string> running;
+    for (const auto& gpu : model_.gpus) {
+      std::vector<const std::string*> holders = {&gpu.container_id};
+      for (const auto& slice : gpu.mig_slices)
+        holders.push_back(&slice.container_id);
+      for (const auto* id : holders) {
+        if (id->empty() || !running.insert(*id).second) continue;
+        auto it = model_.containers.find(*id);
+        if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
+          continue;
+        const auto& c = it->second;
+        if (c.measured && current.count(c.tenancy_uid))
+          counters[{c.spec.tenancy, gpu.model, c.spec.mig.count > 0 ? "mig" : "gpu"}] +=
+              *c.measured;
+      }
+    }
+    for (const auto& key : shown) {
+      auto it = model_.containers.find(key);
+      if (it == model_.containers.end()) continue;
+      if (it->second.measured) totals[key].total = *it->second.measured;
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (node_metrics_) out += node_metrics_->Render(totals, fleet::NowMs());
+  char line[512];
+  auto labels = [](const TenancySeriesKey& key) {
+    return "tenancy=\"" + Escaped(std::get<0>(key)) + "\",gpu_model=\"" +
+           Escaped(std::get<1>(key)) + "\",mode=\"" + Escaped(std::get<2>(key)) + "\"";
+  };
+  struct Gauge {
+    const char* name;
+    const char* help;
+    double (*value)(const TenancyGauges&);
+  };
+  for (const Gauge& gauge :
+       {Gauge{"tessera_tenancy_sm_utilization",
+              "SM use of a tenancy's processes now, in GPUs (1: one GPU's SMs busy).",
+              [](const TenancyGauges& g) { return g.sm_percent / 100.0; }},
+        Gauge{"tessera_tenancy_gpu_memory_bytes", "GPU memory a tenancy's processes hold now.",
+              [](const TenancyGauges& g) { return static_cast<double>(g.memory_bytes); }},
+        Gauge{"tessera_tenancy_power_watts",
+              "GPU power of a tenancy's containers in the last pass (busy by SM share, idle by "
+              "allocation).",
+              [](const TenancyGauges& g) { return g.power_watts; }}}) {
+    if (tenancy_now_.empty()) break;
+    out += std::string("# HELP ") + gauge.name + " " + gauge.help + "\n# TYPE " + gauge.name +
+           " gauge\n";
+    for (const auto& [key, g] : tenancy_now_) {
+      std::snprintf(line, sizeof line, "%s{%s} %.15g\n", gauge.name, labels(key).c_str(),
+                    gauge.value(g));
+      out += line;
+    }
+  }
+  if (counters.empty()) return;
+  struct Counter {
+    const char* name;
+    const char* help;
+    double fleet::MeasuredUsage::*field;
+  };
+  for (const Counter& counter :
+       {Counter{"tessera_tenancy_sm_seconds_total",
+                "Measured SM-seconds of a tenancy's containers (one GPU's SMs busy for a second: "
+                "1).",
+                &fleet::MeasuredUsage::sm_seconds},
+        Counter{"tessera_tenancy_memory_gib_seconds_total",
+                "Measured GPU memory of a tenancy's containers, GiB-seconds.",
+                &fleet::MeasuredUsage::memory_gib_seconds},
+        Counter{"tessera_tenancy_energy_joules_total",
+                "GPU energy of a tenancy's containers: busy part by SM share, idle by allocation.",
+                &fleet::MeasuredUsage::energy_joules}}) {
+    out += std::string("# HELP ") + counter.name + " " + counter.help + "\n# TYPE " + counter.name +
+           " counter\n";
+    for (const auto& [key, usage] : counters) {
+      std::snprintf(line, sizeof line, "%s{%s} %.3f\n", counter.name, labels(key).c_str(),
+                    usage.*(counter.field));
+      out += line;
+    }
+  }
+}
+
+std::string Measurement::PassJson(const Caller& caller) const {
+  std::lock_guard lock(mu_);
+  if (caller.admin) return telemetry::PassToJson(last_pass_, last_directory_);
+  // A tenant sees every GPU's figures and only its own containers on them.
+  telemetry::PassResult mine = last_pass_;
+  std::erase_if(mine.holders, [&](const telemetry::HolderReading& reading) {
+    return last_directory_.holders[reading.holder].tenancy_uid != caller.tenancy_uid;
+  });
+  return telemetry::PassToJson(mine, last_directory_);
+}
+
+}  // namespace tessera::serve

@@ -1,0 +1,79 @@
+// What this host's GPUs and the containers on them really use (embedded mode): the telemetry
+// collector every --telemetry-interval over the host's GPUs, its processes attributed through
+// their cgroups to the running containers (podman's container IDs from the backend), the
+// measured use added to each container's record in the same commit as the GPUs' cursors (so a
+// service killed at any point restarts from a consistent pair: nothing counted twice, at most one
+// interval lost), the node's series (per GPU, per container), the per-tenancy series (in
+// Kubernetes mode from the usage records alone) and the dashboard's gauges.
+//
+// Threads: one collection thread; readers (the API) take the latest results under mu_. Lock
+// order: the model's mu before mu_.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "backends/backend.h"
+#include "serve/dashboard.h"
+#include "serve/metering.h"
+#include "serve/model.h"
+#include "serve/types.h"
+#include "telemetry/telemetry.h"
+
+namespace tessera::serve {
+
+class Measurement {
+ public:
+  Measurement(Model& model, backends::ContainerBackend& backend)
+      : model_(model), backend_(backend) {}
+  ~Measurement() { Stop(); }
+
+  // The cursors the store holds (at load, before Open).
+  void Seed(const std::vector<fleet::TelemetryCursor>& cursors);
+  // Opens NVML for the host's GPUs (options.telemetry). Off (and the reason logged) when the
+  // options name no library or it cannot be opened: serve runs on hosts without the driver.
+  void Open();
+  bool enabled() const { return collector_ != nullptr; }
+  void Start();
+  void Stop();
+
+  // One pass now (tests and benchmarks; the thread does the same every interval).
+  void Pass();
+
+  std::shared_ptr<const Gauges> gauges() const;
+  // The node's series (per GPU, per MIG instance, per container) and the per-tenancy series.
+  void RenderMetrics(std::string& out) const;
+  // GET /v1/telemetry: the last pass (a tenant sees its own containers only).
+  std::string PassJson(const Caller& caller) const;
+
+ private:
+  void Loop();
+  telemetry::Directory DirectoryLocked();  // model_.mu held
+
+  Model& model_;
+  backends::ContainerBackend& backend_;
+  std::unique_ptr<telemetry::Collector> collector_;  // the collection thread only, after Open
+  telemetry::Cursors cursors_;                       // the collection thread only
+  std::unordered_map<std::string, std::string> runtime_ids_;  // container ID -> podman's
+
+  std::thread thread_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // wake_mu_
+
+  mutable std::mutex mu_;  // guards the results below
+  std::unique_ptr<telemetry::NodeMetrics> node_metrics_;
+  telemetry::PassResult last_pass_;
+  telemetry::Directory last_directory_;
+  std::shared_ptr<const Gauges> gauges_;
+  // The last pass's SM use and memory per tenancy series (the gauges of /metrics).
+  std::map<TenancySeriesKey, TenancyGauges> tenancy_now_;
+};
+
+}  // namespace tessera::serve

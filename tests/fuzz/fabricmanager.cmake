@@ -1,0 +1,4 @@
+tessera_add_fuzzer(fabric_inputs ${CMAKE_CURRENT_LIST_DIR}/fabricmanager_inputs.cc
+  tessera_fabricmanager_tools)
+tessera_add_fuzzer(fabric_partition_table ${CMAKE_CURRENT_LIST_DIR}/fabricmanager_partition_table.cc
+  tessera_fabricmanager)
