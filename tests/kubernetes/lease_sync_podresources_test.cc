@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "backends/kubernetes/kubernetes.h"
+#include "client/client.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/lease_sync_process.h"
@@ -194,7 +195,12 @@ TEST(LeaseSyncFabric, ALeasedPodsPartitionFollowsItsDevicesInPodResources) {
                          "--fabric-state",
                          dir.path() + "/fabric.json",
                          "--fabric-interval-ms",
-                         "100"});
+                         "100",
+                         "--telemetry-interval-ms",
+                         "300",
+                         "--metrics-listen",
+                         "127.0.0.1:0"},
+                        dir.path() + "/agent.log");
   // Nothing holds partition 3 once the leases are known.
   ASSERT_TRUE(testing::WaitUntil([&] { return fm.Active().empty(); })) << fm.Get("active");
   // kubelet starts the Pod: its devices appear.
@@ -207,6 +213,15 @@ TEST(LeaseSyncFabric, ALeasedPodsPartitionFollowsItsDevicesInPodResources) {
   fm.Restart();
   ASSERT_TRUE(testing::WaitUntil([&] { return fm.Get("mode") == "shared"; }));
   EXPECT_EQ(fm.Active(), (std::vector<int>{5}));
+  // ... and counts it on its /metrics.
+  const uint16_t port = sync.MetricsPort();
+  ASSERT_NE(port, 0) << sync.Log();
+  EXPECT_TRUE(testing::WaitUntil([&] {
+    client::Connection connection({"127.0.0.1", port});
+    auto response = connection.Call("GET", "/metrics");
+    return response &&
+           response->body.find("tessera_fabric_manager_restarts_total 1\n") != std::string::npos;
+  })) << sync.Log();
   // The Pod ends: its devices are gone from PodResources.
   kubelet.SetPods({});
   ASSERT_TRUE(testing::WaitUntil([&] { return fm.Active().empty(); })) << fm.Get("active");

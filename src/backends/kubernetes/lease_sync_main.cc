@@ -310,6 +310,8 @@ int main(int argc, char** argv) {
     options.interval = std::chrono::milliseconds(telemetry_interval_ms);
     options.max_series = telemetry_max_series;
     options.listen = metrics_listen;
+    // With --fabric-manager: restarts noticed, partitions activated and deactivated.
+    options.extra_metrics = [&fabric] { return fabric ? fabric->MetricsText() : std::string(); };
     inventory::ReadOptions read;
     read.root = root;
     read.read_driver_files = false;

@@ -289,8 +289,11 @@ struct NodeTelemetry::Impl {
 
   telemetry::EndpointResponse Answer(std::string_view path) {
     std::lock_guard lock(mu);
-    if (path == "/metrics")
-      return {200, "text/plain; version=0.0.4", metrics.Render(totals, NowMs())};
+    if (path == "/metrics") {
+      std::string body = metrics.Render(totals, NowMs());
+      if (options.extra_metrics) body += options.extra_metrics();
+      return {200, "text/plain; version=0.0.4", std::move(body)};
+    }
     if (path == "/v1/telemetry") return {200, "application/json", last_pass_json};
     if (path == "/healthz") return {200, "text/plain", "ok\n"};
     return {404, "text/plain", "not found\n"};

@@ -63,6 +63,9 @@ struct NodeTelemetryOptions {
   size_t max_series = 10000;
   std::string listen;  // HOST:PORT for /metrics and /v1/telemetry; empty: no endpoint
   std::vector<telemetry::GpuIdentity> gpus;
+  // More series for /metrics from parts of the agent telemetry does not own (the fabric
+  // manager's activator); called on every scrape.
+  std::function<std::string()> extra_metrics;
 };
 
 class NodeTelemetry {
