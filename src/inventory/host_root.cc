@@ -161,9 +161,17 @@ int HostRoot::Open(const std::string& path, int flags) const {
     while (*relative == '/')
       ++relative;
     if (*relative == '\0') relative = ".";
-    long fd = ::syscall(SYS_openat2, root_fd_, relative, &how, sizeof how);
-    if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
-    const_cast<HostRoot*>(this)->has_openat2_ = false;  // kernel < 5.6: walk links ourselves
+    // With RESOLVE_IN_ROOT the kernel answers EAGAIN when any rename on the system raced a
+    // ".." in the walk (sysfs links are full of them): that is "try again", never "absent".
+    long fd = -1;
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      fd = ::syscall(SYS_openat2, root_fd_, relative, &how, sizeof how);
+      if (fd >= 0 || errno != EAGAIN) break;
+    }
+    if (fd >= 0 || (errno != ENOSYS && errno != EAGAIN)) return static_cast<int>(fd);
+    // Still racing renames: our own walk below confines the path just the same.
+    if (errno == ENOSYS)
+      const_cast<HostRoot*>(this)->has_openat2_ = false;  // kernel < 5.6: walk links ourselves
   }
   auto canonical = CanonicalByWalking(path);
   if (!canonical) {

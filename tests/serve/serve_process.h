@@ -57,8 +57,16 @@ inline std::vector<std::string> WriteGpuRoms(const std::string& root) {
   for (const auto& entry : std::filesystem::directory_iterator(root + "/sys/bus/pci/devices")) {
     std::string class_code = Trimmed(ReadText(entry.path().string() + "/class"));
     if (class_code.rfind("0x0302", 0) == 0 || class_code.rfind("0x0300", 0) == 0) {
-      std::ofstream(entry.path().string() + "/rom", std::ios::trunc)
-          << "ROM-v1-" << entry.path().filename().string();
+      // Fixture trees are shared by tests running in parallel: a ROM another service is hashing
+      // must never be seen half-written (an empty ROM becomes a wrong baseline), so a ROM is
+      // left alone when it already holds this content and is otherwise replaced by a rename.
+      const std::string rom = entry.path().string() + "/rom";
+      const std::string content = "ROM-v1-" + entry.path().filename().string();
+      if (ReadText(rom) != content) {
+        const std::string staged = rom + ".tmp-" + std::to_string(::getpid());
+        std::ofstream(staged, std::ios::trunc) << content;
+        std::filesystem::rename(staged, rom);
+      }
       gpus.push_back(entry.path().filename().string());
     }
   }

@@ -20,7 +20,9 @@ class StartupRefusal : public ::testing::Test {
  protected:
   std::vector<std::string> Flags(std::vector<std::string> extra = {}) {
     if (root_.empty()) {
-      root_ = MaterializeHost("hgx-h100-dgx");
+      // A private copy: a test here changes a GPU's ROM, which tests beside it must not see.
+      host_ = std::make_unique<TempHost>("hgx-h100-dgx");
+      root_ = host_->root();
       WriteGpuRoms(root_);
     }
     return NullBackendFlags(root_, dir_.path(), std::move(extra));
@@ -56,6 +58,7 @@ class StartupRefusal : public ::testing::Test {
       EXPECT_NE(log.find(text), std::string::npos) << text << "\n" << log;
   }
 
+  std::unique_ptr<TempHost> host_;
   std::string root_;
   TempDir dir_;
 };
