@@ -2,8 +2,9 @@
 // (memory, compute modes) and the stand-in nvidia-cuda-mps-control: the contract's order, nothing
 // started before the ready marker (after a config change too), exactly the env, pipe bind and
 // private shm in `podman inspect`, one tenancy per shared GPU, no memory overcommitted under 50
-// concurrent submissions, a daemon crash that drains and restarts, metering by fraction, and a
-// teardown that puts the compute mode back.
+// concurrent submissions, a daemon crash that drains and restarts, metering by fraction, a
+// teardown that puts the compute mode back, and the watchdog fed by telemetry's attribution of
+// the stand-in NVML's processes to the real containers' PIDs.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -425,8 +426,8 @@ TEST_F(ShareServeTest, TimeSlicedSharesGetNoMpsAndTheirTimeslice) {
   const json inspect = Inspect(id);
   for (const auto& entry : inspect["Config"]["Env"])
     EXPECT_EQ(entry.get<std::string>().rfind("CUDA_MPS_", 0), std::string::npos) << entry;
-  // No watchdog in this service (no measurement source): nothing holds a time-sliced share.
-  EXPECT_EQ(Get("/v1/containers/" + id)["enforcement"], "none");
+  // Telemetry runs (--nvml): the watchdog holds a time-sliced share.
+  EXPECT_EQ(Get("/v1/containers/" + id)["enforcement"], "watchdog");
   // An MPS share does not go onto a time-sliced GPU.
   const std::string mps = SubmitShare("slices", "10Gi", 10);
   ASSERT_EQ(WaitFor(mps, {"running", "exited", "failed"})["state"], "running");
@@ -440,6 +441,61 @@ TEST_F(ShareServeTest, TimeSlicedSharesGetNoMpsAndTheirTimeslice) {
       },
       120s))
       << mps_->Transcript();
+}
+
+TEST_F(ShareServeTest, TheWatchdogStopsAContainerOverItsShareSummingItsProcesses) {
+  // NVML's process lists come from a scenario the test writes once the containers run; the
+  // collector attributes each PID to its container through its real cgroup in /proc.
+  FakeNvmlScenario scenario;
+  Start({"--share-grace", "1s", "--telemetry-interval", "300ms", "--telemetry-proc-dir", "/proc"});
+  const std::string two = "sleep 600 & exec sleep 601";
+  const std::string sliced_over = SubmitShare("wd", "10Gi", 20, "timeslice", two);
+  const std::string sliced_under = SubmitShare("wd", "10Gi", 20, "timeslice", two);
+  const std::string mps_over = SubmitShare("wd", "10Gi", 20, "mps", two);
+  for (const auto& id : {sliced_over, sliced_under, mps_over})
+    ASSERT_EQ(WaitFor(id, {"running", "exited", "failed"})["state"], "running") << id;
+  EXPECT_EQ(Get("/v1/containers/" + sliced_over)["enforcement"], "watchdog");
+  EXPECT_EQ(Get("/v1/containers/" + mps_over)["enforcement"], "driver");
+
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  std::string processes;
+  std::map<std::string, std::vector<uint32_t>> pids;
+  // Each process under the share, their sum over it (12 GiB of 10): only the sum catches it.
+  const std::map<std::string, uint64_t> per_process = {
+      {sliced_over, 6 * kGiB}, {sliced_under, 4 * kGiB}, {mps_over, 6 * kGiB}};
+  for (const auto& [id, bytes] : per_process) {
+    pids[id] = ContainerHostPids(Podman::Get(), "tessera-" + id, 2);
+    ASSERT_EQ(pids[id].size(), 2u) << id;
+    for (uint32_t pid : pids[id])
+      processes += "process " + GpuOf(id) + " pid=" + std::to_string(pid) +
+                   " memory=" + std::to_string(bytes) + (id == mps_over ? " mps=1" : "") + "\n";
+  }
+  // The MPS server of the over-limit client lists its processes as its clients.
+  mps_->SetClients(Uuid(IndexOf(GpuOf(mps_over))),
+                   std::vector<int>(pids[mps_over].begin(), pids[mps_over].end()));
+  scenario.Write(processes);
+
+  for (const auto& id : {sliced_over, mps_over}) {
+    const json ended = WaitFor(id, {"exited", "failed"});
+    const std::string reason = ended.value("reason", "");
+    EXPECT_EQ(reason.rfind("gpu-memory-limit: 12", 0), 0u) << id << ": " << ended;
+    EXPECT_NE(reason.find("used of 10"), std::string::npos) << id << ": " << ended;
+  }
+  // MPS: each of the client's processes ended through its server before the container stopped.
+  const auto terminated = mps_->Lines("cmd terminate_client ");
+  for (uint32_t pid : pids[mps_over])
+    EXPECT_EQ(std::count_if(terminated.begin(), terminated.end(),
+                            [&](const std::string& line) {
+                              return line.find(" " + std::to_string(pid)) != std::string::npos;
+                            }),
+              1)
+        << pid << "\n"
+        << mps_->Transcript();
+  for (uint32_t pid : pids[sliced_over])
+    for (const auto& line : terminated)
+      EXPECT_EQ(line.find(" " + std::to_string(pid)), std::string::npos) << line;
+  // Judged in the same rounds, the one under its share runs on.
+  EXPECT_EQ(Get("/v1/containers/" + sliced_under)["state"], "running");
 }
 
 TEST_F(ShareServeTest, RefusesSharesThatCannotBeHeld) {
