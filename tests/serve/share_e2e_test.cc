@@ -177,7 +177,7 @@ TEST_F(ShareServeTest, AnMpsShareStartsAfterTheMarkerWithExactlyItsEnvPipeAndShm
         seen = true;
         return true;
       },
-      120s, 10ms));
+      240s, 10ms));
   EXPECT_EQ(mps::ReadReadyMarker(paths), hash);
   auto running = WaitFor(id, {"running", "exited", "failed"});
   ASSERT_EQ(running["state"], "running") << running << "\n" << serve_->log();
