@@ -93,4 +93,9 @@ if $tests; then
   run "bash scripts/test.sh" > "$work/test.log" 2>&1 || status=$?
   printf 'tests: %.0f s, exit %s, %s\n' "$(since "$start")" "$status" \
     "$(grep '^summary:' "$work/test.log" | tail -n 1)"
+  # The clone goes; a failing run's log stays for reading.
+  if [ "$status" != 0 ]; then
+    cp "$work/test.log" /var/tmp/tessera-first-run-tests.log
+    echo "test log: /var/tmp/tessera-first-run-tests.log"
+  fi
 fi
