@@ -117,10 +117,13 @@ th { font-weight: 600; color: var(--muted); }
     const r = c.root;
     r.className = 'gpu ' + g.state + (g.lost ? ' lost' : '');
     r.dataset.id = g.id; r.dataset.state = g.state; r.dataset.tenancy = g.tenancy || ''; r.dataset.node = g.node;
+    // A shared GPU: its mode and what enforces its shares (driver, watchdog, none).
+    r.dataset.shared = g.shared ? g.shared.mode : ''; r.dataset.enforcement = g.shared ? g.shared.enforcement : '';
     r.dataset.reason = g.reason || ''; r.dataset.util = g.util_percent === null ? '' : g.util_percent;
     const label = (g.module ? 'M' + g.module : g.pci_address.slice(5)) + ' ' + shortModel(g.model);
     c.name.textContent = label; c.state.textContent = g.lost ? 'lost' : g.state;
-    c.tenant.textContent = g.tenancy ? g.tenancy : (g.mig ? 'MIG ' + g.mig.held + '/' + g.mig.slices : '');
+    c.tenant.textContent = g.tenancy ? g.tenancy : (g.mig ? 'MIG ' + g.mig.held + '/' + g.mig.slices :
+      g.shared ? g.shared.mode + ' ' + g.shared.shares.length + ' shares' : '');
     c.tenant.style.color = g.tenancy ? 'hsl(' + hue(g.tenancy) + ',70%,35%)' : '';
     const util = g.util_percent === null ? 0 : g.util_percent;
     c.util.style.width = Math.min(100, util) + '%';
@@ -129,9 +132,11 @@ th { font-weight: 600; color: var(--muted); }
     // What an operator acts on is in the card, not only in a tooltip.
     const why = (g.state === 'quarantined' || g.state === 'draining' || g.drain_requested || g.quarantine_requested || !g.available)
       ? (g.reason || (g.drain_requested ? 'drain requested' : g.quarantine_requested ? 'quarantine requested' : !g.available ? 'node gone' : '')) : '';
-    c.reason.textContent = why;
+    c.reason.textContent = why || (g.shared && !g.shared.healthy ? 'fault: ' + g.shared.fault : '');
     r.title = g.id + '\n' + (g.model || '') + '\nstate: ' + g.state + (g.reason ? '\nreason: ' + g.reason : '') +
       (g.tenancy ? '\ntenancy: ' + g.tenancy + ' (' + g.container_id + ')' : '') +
+      (g.shared ? '\nshared (' + g.shared.mode + ', enforcement ' + g.shared.enforcement + '): ' +
+        g.shared.shares.map(s => s.memory + ' / ' + s.compute + '% ' + (s.tenancy || s.container_id)).join(', ') : '') +
       (g.util_percent === null ? '' : '\nutilisation: ' + g.util_percent + ' %') +
       (g.memory_total ? '\nmemory: ' + GiB(g.memory_used) + ' / ' + GiB(g.memory_total) + ' GiB' : '') +
       (g.power_watts === null ? '' : '\npower: ' + g.power_watts.toFixed(0) + ' W');

@@ -8,6 +8,7 @@
 #include "common/strict_json.h"
 #include "common/untrusted_text.h"
 #include "serve/queue.h"
+#include "sharing/sharing.h"
 
 namespace tessera::api {
 namespace {
@@ -119,6 +120,39 @@ Result<fleet::MigRequest> ParseMigRequest(const json& value) {
   return mig;
 }
 
+// {"memory": "20Gi", "compute": 25, "mode": "mps"|"timeslice"}: memory and compute required.
+Result<sharing::Share> ParseShareRequest(const json& value) {
+  if (!value.is_object())
+    return InvalidArgument("share: must be an object {\"memory\": \"20Gi\", \"compute\": 25}");
+  sharing::Share share;
+  bool memory = false, compute = false;
+  for (const auto& [key, item] : value.items()) {
+    if (key == "memory") {
+      if (!item.is_string())
+        return InvalidArgument("share.memory: must be a string such as \"20Gi\"");
+      auto bytes = sharing::ParseMemory(item.get<std::string>());
+      if (!bytes) return InvalidArgument("share." + bytes.error().message);
+      share.memory_bytes = *bytes;
+      memory = true;
+    } else if (key == "compute") {
+      if (!item.is_number_integer() || item.get<int64_t>() < 1 || item.get<int64_t>() > 100)
+        return InvalidArgument("share.compute: must be a whole percentage from 1 to 100");
+      share.compute_percent = static_cast<int>(item.get<int64_t>());
+      compute = true;
+    } else if (key == "mode") {
+      if (!item.is_string()) return InvalidArgument("share.mode: want \"mps\" or \"timeslice\"");
+      auto mode = sharing::ParseMode(item.get<std::string>());
+      if (!mode) return mode.error().WithContext("share");
+      share.mode = *mode;
+    } else {
+      return InvalidArgument("share." + Excerpt(key) + ": unknown field (memory, compute, mode)");
+    }
+  }
+  if (!memory) return InvalidArgument("share.memory: required");
+  if (!compute) return InvalidArgument("share.compute: required");
+  return share;
+}
+
 }  // namespace
 
 Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
@@ -194,10 +228,15 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
       auto mig = ParseMigRequest(value);
       if (!mig) return mig.error();
       spec.mig = std::move(*mig);
+    } else if (key == "share") {
+      auto share = ParseShareRequest(value);
+      if (!share) return share.error();
+      spec.share = *share;
     } else {
       return InvalidArgument(Excerpt(key) +
-                             ": unknown field (image, tenancy, gpus, mig, isolation, command, env, "
-                             "network, volumes, priority, maxDurationSeconds, preemptible)");
+                             ": unknown field (image, tenancy, gpus, mig, share, isolation, "
+                             "command, env, network, volumes, priority, maxDurationSeconds, "
+                             "preemptible)");
     }
   }
   if (spec.image.empty()) return InvalidArgument("image: required");
@@ -208,6 +247,17 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
     if (spec.isolation != fleet::Isolation::kRunc)
       return InvalidArgument(std::string("mig: MIG slices run with isolation runc only, not ") +
                              fleet::IsolationName(spec.isolation));
+  }
+  if (spec.share) {
+    if (spec.gpus > 0)
+      return InvalidArgument("share: asks for a share of one GPU instead of gpus, not both");
+    if (spec.mig.count > 0)
+      return InvalidArgument("share: asks for a share of one GPU, not MIG slices too");
+    // A Kata VM takes whole GPUs by VFIO; gVisor is decided by the backend (its nvproxy must
+    // carry MPS), see Submissions::Submit.
+    if (spec.isolation == fleet::Isolation::kKata)
+      return InvalidArgument(
+          "share: shares run with isolation runc (or gvisor with nvproxy MPS), not kata");
   }
   if (auto bytes = SpecBytes(spec); bytes > kMaxSpecBytes)
     return InvalidArgument("body: image, command, env and volumes add up to " +

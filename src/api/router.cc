@@ -12,6 +12,7 @@
 #include "api/api.h"
 #include "common/untrusted_text.h"
 #include "serve/queue.h"
+#include "sharing/sharing.h"
 
 namespace tessera::api {
 namespace {
@@ -95,6 +96,13 @@ json TenancyJson(const fleet::Tenancy& tenancy, const scheduling::TenancyPolicy&
           {"maxPriority", policy.max_priority}};
 }
 
+json ShareJson(const sharing::Share& share) {
+  return {{"memory", sharing::FormatMemory(share.memory_bytes)},
+          {"memory_bytes", share.memory_bytes},
+          {"compute", share.compute_percent},
+          {"mode", sharing::ModeName(share.mode)}};
+}
+
 json ContainerJson(const fleet::ContainerRecord& c) {
   json doc = {{"id", c.id},
               {"tenancy", c.spec.tenancy},
@@ -123,6 +131,13 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   } else {
     doc["mig"] = nullptr;
   }
+  doc["share"] = c.spec.share ? ShareJson(*c.spec.share) : json(nullptr);
+  if (c.spec.share) doc["share_gpus"] = c.share_gpus;
+  // What holds its limits: hardware (MIG), driver (MPS), watchdog, none; empty for whole GPUs.
+  doc["enforcement"] = !c.enforcement.empty() ? json(c.enforcement)
+                       : c.spec.mig.count > 0
+                           ? json(sharing::EnforcementName(sharing::Enforcement::kHardware))
+                           : json(nullptr);
   if (c.state == fleet::ContainerState::kPending && c.queue_position > 0)
     doc["queue_position"] = c.queue_position;
   doc["measured"] = nullptr;
@@ -141,7 +156,26 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   return doc;
 }
 
-json GpuJson(const fleet::GpuRecord& g, bool admin) {
+// A GPU that holds shares: its mode, what enforces them, each share, and its daemon's health;
+// null for other GPUs. The same in /v1/gpus and the dashboard.
+json SharedJson(const fleet::GpuRecord& g, bool watchdog) {
+  if (g.shares.empty() && g.share_fault.empty()) return nullptr;
+  json shares = json::array();
+  for (const auto& holder : g.shares) {
+    json item = ShareJson(holder.share);
+    item["tenancy"] = holder.tenancy;
+    item["container_id"] = holder.container_id;
+    shares.push_back(std::move(item));
+  }
+  const sharing::Mode mode = g.shares.empty() ? sharing::Mode::kMps : g.shares.front().share.mode;
+  return {{"mode", sharing::ModeName(mode)},
+          {"enforcement", sharing::EnforcementName(sharing::EnforcementOf(mode, watchdog))},
+          {"shares", std::move(shares)},
+          {"healthy", g.share_fault.empty()},
+          {"fault", g.share_fault}};
+}
+
+json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog) {
   json doc = {{"id", g.id()},
               {"node", g.node},
               {"available", g.available},
@@ -171,6 +205,8 @@ json GpuJson(const fleet::GpuRecord& g, bool admin) {
   } else {
     doc["mig"] = nullptr;
   }
+  if (g.memory_bytes > 0) doc["memory_bytes"] = g.memory_bytes;
+  doc["shared"] = SharedJson(g, watchdog);
   return doc;
 }
 
@@ -214,7 +250,7 @@ json UsageJson(const serve::UsageReport& report, int64_t step_s) {
 }
 
 // GET /v1/dashboard: one document per poll (see serve/dashboard.h).
-json DashboardJson(const serve::DashboardView& view) {
+json DashboardJson(const serve::DashboardView& view, bool watchdog) {
   json gpus = json::array();
   for (const auto& entry : view.gpus) {
     const auto& g = entry.record;
@@ -239,6 +275,7 @@ json DashboardJson(const serve::DashboardView& view) {
                     {"drain_requested", g.drain_requested},
                     {"quarantine_requested", g.quarantine_requested},
                     {"mig", std::move(mig)},
+                    {"shared", SharedJson(g, watchdog)},
                     {"util_percent", optional(entry.gauges.util_percent)},
                     {"memory_used", optional(entry.gauges.memory_used)},
                     {"memory_total", optional(entry.gauges.memory_total)},
@@ -822,22 +859,22 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
     if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
     auto parsed = ParseDashboardQuery(query);
     if (!parsed) return respond(ErrorResponse(parsed.error()));
-    boost::asio::post(render_,
-                      [this, caller, query = std::move(*parsed), respond = std::move(respond)] {
-                        json doc = DashboardJson(service_->Dashboard(caller));
-                        // The chart: the usage API's answer for the chosen tenancy, in the same
-                        // request.
-                        if (!query.usage_tenancy.empty()) {
-                          serve::UsageQuery usage;
-                          usage.step_s = query.step_s;
-                          usage.to_s = fleet::NowMs() / 1000;
-                          usage.from_s = *usage.to_s - query.window_s;
-                          auto report = service_->Usage(caller, query.usage_tenancy, usage);
-                          if (!report) return respond(ErrorResponse(report.error()));
-                          doc["usage"] = UsageJson(*report, usage.step_s);
-                        }
-                        respond(Json(http::status::ok, doc));
-                      });
+    boost::asio::post(
+        render_, [this, caller, query = std::move(*parsed), respond = std::move(respond)] {
+          json doc = DashboardJson(service_->Dashboard(caller), service_->WatchdogRuns());
+          // The chart: the usage API's answer for the chosen tenancy, in the same
+          // request.
+          if (!query.usage_tenancy.empty()) {
+            serve::UsageQuery usage;
+            usage.step_s = query.step_s;
+            usage.to_s = fleet::NowMs() / 1000;
+            usage.from_s = *usage.to_s - query.window_s;
+            auto report = service_->Usage(caller, query.usage_tenancy, usage);
+            if (!report) return respond(ErrorResponse(report.error()));
+            doc["usage"] = UsageJson(*report, usage.step_s);
+          }
+          respond(Json(http::status::ok, doc));
+        });
     return;
   }
 
@@ -857,6 +894,7 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
                            {"created_ms", entry.created_ms}});
         if (entry.mig.count > 0)
           entries.back()["mig"] = {{"profile", entry.mig.profile}, {"count", entry.mig.count}};
+        if (entry.share) entries.back()["share"] = ShareJson(*entry.share);
       }
       json tenancies = json::array();
       for (const auto& share : view.tenancies) {
@@ -887,13 +925,32 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       json list = json::array();
       for (const auto& gpu : service_->ListGpus(caller)) {
         if (collection == "gpus") {
-          list.push_back(GpuJson(gpu, caller.admin));
+          list.push_back(GpuJson(gpu, caller.admin, service_->WatchdogRuns()));
         } else {
-          list.push_back({{"gpu", gpu.id()},
-                          {"state", fleet::LeaseStateName(gpu.state)},
-                          {"reason", gpu.reason},
-                          {"tenancy", gpu.tenancy},
-                          {"container_id", gpu.container_id}});
+          json lease = {{"gpu", gpu.id()},
+                        {"state", fleet::LeaseStateName(gpu.state)},
+                        {"reason", gpu.reason},
+                        {"tenancy", gpu.tenancy},
+                        {"container_id", gpu.container_id}};
+          // Fractional leases say what they hold and what holds their limits.
+          if (gpu.mig_enabled) {
+            lease["mode"] = "mig";
+            lease["enforcement"] = sharing::EnforcementName(sharing::Enforcement::kHardware);
+          } else if (!gpu.shares.empty()) {
+            const sharing::Mode mode = gpu.shares.front().share.mode;
+            lease["mode"] = sharing::ModeName(mode);
+            lease["enforcement"] =
+                sharing::EnforcementName(sharing::EnforcementOf(mode, service_->WatchdogRuns()));
+            json shares = json::array();
+            for (const auto& holder : gpu.shares) {
+              json item = ShareJson(holder.share);
+              item["tenancy"] = holder.tenancy;
+              item["container_id"] = holder.container_id;
+              shares.push_back(std::move(item));
+            }
+            lease["shares"] = std::move(shares);
+          }
+          list.push_back(std::move(lease));
         }
       }
       return respond(Json(http::status::ok, {{collection, list}}));
@@ -904,10 +961,12 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       if (!action) return respond(ErrorResponse(action.error()));
       auto reason = ParseGpuActionBody(body);
       if (!reason) return respond(ErrorResponse(reason.error()));
-      return service_->GpuAdmin(
-          caller, parts[2], *action, std::move(*reason),
-          Reply<fleet::GpuRecord>(std::move(respond), http::status::ok,
-                                  [](const fleet::GpuRecord& gpu) { return GpuJson(gpu, true); }));
+      return service_->GpuAdmin(caller, parts[2], *action, std::move(*reason),
+                                Reply<fleet::GpuRecord>(std::move(respond), http::status::ok,
+                                                        [watchdog = service_->WatchdogRuns()](
+                                                            const fleet::GpuRecord& gpu) {
+                                                          return GpuJson(gpu, true, watchdog);
+                                                        }));
     }
   }
   respond(NoSuchEndpoint(target));

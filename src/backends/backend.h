@@ -37,6 +37,14 @@ struct StartRequest {
   // tenancy's storage entitlements.
   tenancy::NetworkMode network = tenancy::NetworkMode::kTenancy;
   std::vector<tenancy::ResolvedVolume> volumes;
+  // Host directories bound into it (a share of a GPU: the MPS daemon's pipe directory and its
+  // private shm as /dev/shm). Paths the service made, never ones a tenant named.
+  struct Bind {
+    std::string host_path;
+    std::string container_path;
+    bool read_only = false;
+  };
+  std::vector<Bind> binds;
 };
 
 // How a container ended.
@@ -118,6 +126,14 @@ class ContainerBackend {
   // was created: it runs on every submission.
   virtual Status CheckIsolation(fleet::Isolation isolation, int gpus) const = 0;
 
+  // Whether a share of a GPU (MPS or time-slicing) can run with `isolation` here: runc yes; gVisor
+  // only with an nvproxy that carries MPS; InvalidArgument (400) otherwise, naming why.
+  virtual Status CheckShare(fleet::Isolation isolation) const {
+    if (isolation == fleet::Isolation::kRunc) return Ok();
+    return InvalidArgument(std::string("share: the ") + name() + " backend runs shares with " +
+                           "isolation runc only, not " + fleet::IsolationName(isolation));
+  }
+
   // Starts the container and returns once the start is under way; `on_exit` runs when it ends
   // (with failed=true when it could not be created). An error here means nothing was started.
   virtual Status Start(const StartRequest& request, ExitCallback on_exit) = 0;
@@ -192,6 +208,9 @@ class ForwardingBackend : public ContainerBackend {
   std::string name() const override { return inner_->name(); }
   Status CheckIsolation(fleet::Isolation isolation, int gpus) const override {
     return inner_->CheckIsolation(isolation, gpus);
+  }
+  Status CheckShare(fleet::Isolation isolation) const override {
+    return inner_->CheckShare(isolation);
   }
   Status Start(const StartRequest& request, ExitCallback on_exit) override {
     return inner_->Start(request, std::move(on_exit));

@@ -1,15 +1,85 @@
 // `tessera doctor`: checks a host and its container runtime config for GPU containers; with
 // --probe it also starts one trivial container per installed OCI runtime through podman.
 // Exit 1 when any check FAILs.
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
 #include "fabricmanager/operator_tools.h"
+#include "mps/mps.h"
 #include "runtimes/runtimes.h"
+#include "sharing/sharing.h"
 
 namespace tessera::cli {
+namespace {
+
+// Shared GPUs on this host: each tessera-owned MPS daemon (what holds its GPU's shares, and
+// whether it is ready), and the host's /tmp/nvidia-mps, which NVIDIA's container runtime would
+// bind into every GPU container.
+std::vector<runtimes::Check> SharingChecks(const std::string& root, const std::string& mps_root) {
+  std::vector<runtimes::Check> checks;
+  struct stat st {};
+  const std::string host_pipe = inventory::HostPath(root, "/tmp/nvidia-mps");
+  runtimes::Check tmp{"mps.host_pipe_directory",
+                      "no host-wide MPS pipe directory (/tmp/nvidia-mps)", runtimes::Verdict::kPass,
+                      "absent", ""};
+  if (::lstat(host_pipe.c_str(), &st) == 0) {
+    tmp.verdict = runtimes::Verdict::kWarn;
+    tmp.evidence = host_pipe + " exists";
+    tmp.fix =
+        "NVIDIA's container runtime binds it into every GPU container, attaching containers that "
+        "never asked for MPS to that daemon; stop that daemon (echo quit | "
+        "nvidia-cuda-mps-control) and share GPUs through tessera (per-GPU daemons under " +
+        mps_root + ")";
+  }
+  checks.push_back(std::move(tmp));
+  for (const auto& daemon : mps::InspectDaemons(inventory::HostPath(root, mps_root))) {
+    runtimes::Check check;
+    check.id = "mps.daemon";
+    check.title = "MPS daemon of " + daemon.gpu_uuid + " (enforcement " +
+                  sharing::EnforcementName(sharing::Enforcement::kDriver) +
+                  ": its memory and thread limits; the watchdog holds each container)";
+    std::string evidence = "control pid " +
+                           (daemon.control_pid ? std::to_string(*daemon.control_pid) : "none") +
+                           (daemon.running ? " (running)" : " (not running)") + ", marker " +
+                           (daemon.marker.empty() ? "none" : daemon.marker) + ", shm " +
+                           (daemon.shm_mounted ? "mounted" : "not mounted");
+    if (daemon.log.control_version)
+      evidence += ", control binary version " + std::to_string(*daemon.log.control_version);
+    if (daemon.log.pinned_memory_limit)
+      evidence +=
+          ", a server applied " + std::to_string(*daemon.log.pinned_memory_limit >> 20) + " MiB";
+    if (daemon.log.active_thread_percentage) {
+      char percent[32];
+      std::snprintf(percent, sizeof percent, "%g", *daemon.log.active_thread_percentage);
+      evidence += std::string(" and ") + percent + "% threads";
+    }
+    if (daemon.log.fatal_exceptions)
+      evidence +=
+          ", " + std::to_string(daemon.log.fatal_exceptions) + " server fault(s) in its log";
+    check.evidence = std::move(evidence);
+    if (!daemon.running) {
+      check.verdict = runtimes::Verdict::kFail;
+      check.fix =
+          "the daemon is gone: tessera serve (or the device plugin) restarts it and drains "
+          "its GPU meanwhile; if neither runs, remove " +
+          daemon.paths.dir;
+    } else if (daemon.marker.empty()) {
+      check.verdict = runtimes::Verdict::kWarn;
+      check.fix =
+          "not ready: no container gets this GPU until its limits are applied and the "
+          "ready marker is written";
+    }
+    checks.push_back(std::move(check));
+  }
+  return checks;
+}
+
+}  // namespace
 namespace {
 
 // What the fabric checks need: the Service VM's groups, the fabric manager's answer, the
@@ -73,6 +143,7 @@ void AddDoctorCommand(CLI::App& app) {
     bool probe = false;
     std::string probe_image;
     std::string podman = "podman";
+    std::string mps_root = "/run/tessera/mps";
     // Fabric manager (shared NVSwitch mode).
     std::string fabric_manager;
     std::string nvfm_library = "libnvfm.so.1";
@@ -108,6 +179,9 @@ void AddDoctorCommand(CLI::App& app) {
                   "Local image with `true` for --probe (default: a one-file root directory "
                   "written to a temporary directory; x86-64 hosts)");
   cmd->add_option("--podman", options->podman, "podman binary for --probe")->capture_default_str();
+  cmd->add_option("--mps-root", options->mps_root,
+                  "Where tessera's MPS daemons live (under --root)")
+      ->capture_default_str();
   cmd->add_option(
       "--fabric-manager", options->fabric_manager,
       "Check the fabric manager at host[:port] or unix:PATH: reachable, shared NVSwitch "
@@ -167,6 +241,8 @@ void AddDoctorCommand(CLI::App& app) {
     }
     auto host = runtimes::CheckHost(*facts, drivers, containerd ? &*containerd : nullptr);
     report.checks.insert(report.checks.end(), host.begin(), host.end());
+    auto shared = SharingChecks(options->root, options->mps_root);
+    report.checks.insert(report.checks.end(), shared.begin(), shared.end());
     auto fabric = FabricInput(*options, *facts);
     auto fabric_checks = fabricmanager::FabricChecks(fabric);
     report.checks.insert(report.checks.end(), fabric_checks.begin(), fabric_checks.end());

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "client/client.h"
 #include "common/bounded_file.h"
+#include "sharing/sharing.h"
 
 namespace tessera::cli {
 namespace {
@@ -50,7 +51,8 @@ struct RunFlags {
   int priority = 0;
   int64_t max_duration_s = 0;  // 0: no limit
   bool preemptible = false;
-  std::string mig;  // PROFILE[xCOUNT]: MIG slices instead of --gpus
+  std::string mig;    // PROFILE[xCOUNT]: MIG slices instead of --gpus
+  std::string share;  // MEMORY,COMPUTE[,mps|timeslice]: a share of one GPU instead of --gpus
   int poll_ms = 10;
 };
 
@@ -100,6 +102,14 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
     }
     body.erase("gpus");
     body["mig"] = {{"profile", profile}, {"count", count}};
+  }
+  if (!flags.share.empty()) {
+    auto share = sharing::ParseShareFlag(flags.share);
+    if (!share) Fail(share.error());
+    body.erase("gpus");
+    body["share"] = {{"memory", sharing::FormatMemory(share->memory_bytes)},
+                     {"compute", share->compute_percent},
+                     {"mode", sharing::ModeName(share->mode)}};
   }
 
   auto submitted = connection.Call("POST", "/v1/containers", body.dump());
@@ -187,6 +197,11 @@ void AddServeCommand(CLI::App& app) {
   run->add_option("--mig", flags->mig,
                   "MIG slices instead of --gpus: PROFILE or PROFILExCOUNT (1g.10gb, 1g.10gbx2)")
       ->excludes("--gpus");
+  run->add_option("--share", flags->share,
+                  "A share of one GPU instead of --gpus: MEMORY,COMPUTE[,mps|timeslice] "
+                  "(20Gi,25: 20 GiB and 25% of its SMs, MPS)")
+      ->excludes("--gpus")
+      ->excludes("--mig");
   run->callback([run, flags] { Run(*flags, run->remaining()); });
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/bounded_file.h"
+#include "deviceplugin/mps_keeper.h"
 #include "deviceplugin/server.h"
 #include "windows/snapshot.h"
 
@@ -100,6 +101,7 @@ class Agent {
   FileStamp lease_stamp_;
   std::unique_ptr<XidWatcher> xid_;
   std::thread xid_thread_;
+  std::unique_ptr<MpsKeeper> mps_;  // sharing.mps: the GPUs' daemons
   std::atomic<bool> xid_stop_{false};
 };
 
@@ -169,6 +171,9 @@ Status Agent::Build(const Config& config) {
       });
     }
   }
+  // MPS daemons come up on their own thread; their GPUs stay unhealthy, and Allocate waits,
+  // until each one's marker holds its config's hash.
+  mps_ = MpsKeeper::Start(manager_);
   registered_.assign(manager_->resources().size(), false);
   servers_.clear();
   servers_.resize(manager_->resources().size());
@@ -184,6 +189,7 @@ void Agent::Teardown() {
     xid_thread_.join();
   }
   xid_.reset();
+  mps_.reset();  // the daemons stay up for the Pods that use them
   if (manager_) manager_->Shutdown();
   for (auto& server : servers_) {
     if (server) server->Stop();

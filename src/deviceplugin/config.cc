@@ -158,8 +158,79 @@ Status ParseRule(const YAML::Node& node, const std::string& where, NamingRule* r
   return Ok();
 }
 
+Status ParseSharedResources(const YAML::Node& list, const std::string& where,
+                            std::vector<SharedResource>* out) {
+  if (!list.IsSequence()) return InvalidArgument(where + ": want a list");
+  size_t i = 0;
+  for (const auto& item : list) {
+    std::string w = where + "[" + std::to_string(i++) + "]";
+    if (auto s = RejectUnknown(item, w, {"name", "replicas", "rename"}); !s) return s;
+    SharedResource shared;
+    if (!item["name"]) return InvalidArgument(w + ".name: required");
+    auto name = String(item["name"], w + ".name");
+    if (!name) return name.error();
+    shared.name = *name;
+    if (!item["replicas"]) return InvalidArgument(w + ".replicas: required");
+    auto replicas = Integer(item["replicas"], w + ".replicas", 2, 1024);
+    if (!replicas) return replicas.error();
+    shared.replicas = static_cast<int>(*replicas);
+    if (item["rename"]) {
+      auto rename = String(item["rename"], w + ".rename");
+      if (!rename) return rename.error();
+      shared.rename = *rename;
+    }
+    out->push_back(std::move(shared));
+  }
+  return Ok();
+}
+
+Status ParseMps(const YAML::Node& mps, const std::string& where, MpsSharing* out) {
+  if (auto s = RejectUnknown(mps, where,
+                             {"renameByDefault", "resources", "root", "controlBinary", "shmSizeMiB",
+                              "readyTimeoutMs", "checkIntervalMs", "commandTimeoutMs"});
+      !s) {
+    return s;
+  }
+  if (mps["renameByDefault"]) {
+    auto b = Bool(mps["renameByDefault"], where + ".renameByDefault");
+    if (!b) return b.error();
+    out->rename_by_default = *b;
+  }
+  if (mps["resources"]) {
+    if (auto s = ParseSharedResources(mps["resources"], where + ".resources", &out->resources); !s)
+      return s;
+  }
+  for (auto [key, field] :
+       {std::pair{"root", &out->root}, std::pair{"controlBinary", &out->control_binary}}) {
+    if (!mps[key]) continue;
+    auto text = String(mps[key], where + "." + key);
+    if (!text) return text.error();
+    if (text->empty() || text->size() > 1024 ||
+        (std::string_view(key) == "root" && text->front() != '/'))
+      return InvalidArgument(where + "." + key + ": want a path (root: an absolute one)");
+    *field = *text;
+  }
+  if (mps["shmSizeMiB"]) {
+    auto mib = Integer(mps["shmSizeMiB"], where + ".shmSizeMiB", 1, 65536);
+    if (!mib) return mib.error();
+    out->shm_bytes = static_cast<uint64_t>(*mib) << 20;
+  }
+  for (auto [key, field] : {std::pair{"readyTimeoutMs", &out->ready_timeout_ms},
+                            std::pair{"checkIntervalMs", &out->check_interval_ms},
+                            std::pair{"commandTimeoutMs", &out->command_timeout_ms}}) {
+    if (!mps[key]) continue;
+    auto ms = Integer(mps[key], where + "." + key, 100, 600000);
+    if (!ms) return ms.error();
+    *field = static_cast<int>(*ms);
+  }
+  return Ok();
+}
+
 Status ParseSharing(const YAML::Node& node, const std::string& where, SharingConfig* sharing) {
-  if (auto s = RejectUnknown(node, where, {"timeSlicing"}); !s) return s;
+  if (auto s = RejectUnknown(node, where, {"timeSlicing", "mps"}); !s) return s;
+  if (const auto mps = node["mps"]) {
+    if (auto s = ParseMps(mps, where + ".mps", &sharing->mps); !s) return s;
+  }
   const auto ts = node["timeSlicing"];
   if (!ts) return Ok();
   std::string t = where + ".timeSlicing";
@@ -178,27 +249,7 @@ Status ParseSharing(const YAML::Node& node, const std::string& where, SharingCon
     sharing->fail_requests_greater_than_one = *b;
   }
   if (const auto list = ts["resources"]) {
-    if (!list.IsSequence()) return InvalidArgument(t + ".resources: want a list");
-    size_t i = 0;
-    for (const auto& item : list) {
-      std::string w = t + ".resources[" + std::to_string(i++) + "]";
-      if (auto s = RejectUnknown(item, w, {"name", "replicas", "rename"}); !s) return s;
-      SharedResource shared;
-      if (!item["name"]) return InvalidArgument(w + ".name: required");
-      auto name = String(item["name"], w + ".name");
-      if (!name) return name.error();
-      shared.name = *name;
-      if (!item["replicas"]) return InvalidArgument(w + ".replicas: required");
-      auto replicas = Integer(item["replicas"], w + ".replicas", 2, 1024);
-      if (!replicas) return replicas.error();
-      shared.replicas = static_cast<int>(*replicas);
-      if (item["rename"]) {
-        auto rename = String(item["rename"], w + ".rename");
-        if (!rename) return rename.error();
-        shared.rename = *rename;
-      }
-      sharing->resources.push_back(std::move(shared));
-    }
+    if (auto s = ParseSharedResources(list, t + ".resources", &sharing->resources); !s) return s;
   }
   return Ok();
 }
@@ -488,17 +539,29 @@ Status ValidateConfig(const Config& config) {
       return InvalidArgument("resources[" + std::to_string(i) + "].name: " + problem);
     }
   }
-  for (size_t i = 0; i < config.sharing.resources.size(); ++i) {
-    const auto& shared = config.sharing.resources[i];
-    std::string where = "sharing.timeSlicing.resources[" + std::to_string(i) + "]";
-    if (shared.replicas < 2) return InvalidArgument(where + ".replicas: must be at least 2");
-    if (auto problem = CheckResourceName(shared.name); !problem.empty()) {
-      return InvalidArgument(where + ".name: " + problem);
-    }
-    if (!shared.rename.empty()) {
-      if (auto problem = CheckResourceName(shared.rename); !problem.empty()) {
-        return InvalidArgument(where + ".rename: " + problem);
+  for (const auto& [kind, list] : {std::pair{"timeSlicing", &config.sharing.resources},
+                                   std::pair{"mps", &config.sharing.mps.resources}}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      const auto& shared = (*list)[i];
+      std::string where = std::string("sharing.") + kind + ".resources[" + std::to_string(i) + "]";
+      if (shared.replicas < 2) return InvalidArgument(where + ".replicas: must be at least 2");
+      if (auto problem = CheckResourceName(shared.name); !problem.empty()) {
+        return InvalidArgument(where + ".name: " + problem);
       }
+      if (!shared.rename.empty()) {
+        if (auto problem = CheckResourceName(shared.rename); !problem.empty()) {
+          return InvalidArgument(where + ".rename: " + problem);
+        }
+      }
+    }
+  }
+  // One GPU cannot be time-sliced and behind an MPS daemon at once (NVIDIA's plugin refuses the
+  // same, PR #507).
+  for (const auto& mps : config.sharing.mps.resources) {
+    for (const auto& ts : config.sharing.resources) {
+      if (ts.name == mps.name)
+        return InvalidArgument("sharing: " + mps.name +
+                               " is shared by both timeSlicing and mps; choose one");
     }
   }
   if (config.annotation_plugin.empty() ||

@@ -74,10 +74,28 @@ struct SharedResource {
   std::string rename;  // advertised name; empty = name (or name + ".shared" by default)
 };
 
+// MPS replicas (NVIDIA's `sharing.mps`): each GPU of the resources gets a tessera-owned MPS
+// daemon whose limits are the GPU's memory and threads over its replicas; a container takes one
+// replica. Refused for MIG devices.
+struct MpsSharing {
+  std::vector<SharedResource> resources;
+  bool rename_by_default = false;
+  std::string root = "/run/tessera/mps";  // <root>/<uuid>/{pipe,log,shm,ready}
+  std::string control_binary = "nvidia-cuda-mps-control";
+  uint64_t shm_bytes = uint64_t{64} << 20;
+  // How long Allocate waits for a GPU's daemon to be ready under the current config before it
+  // refuses (kubelet retries).
+  int ready_timeout_ms = 30000;
+  int check_interval_ms = 1000;   // how often each daemon is checked
+  int command_timeout_ms = 5000;  // a daemon slower than this to answer counts as hung
+};
+
 struct SharingConfig {
+  // Time-slicing (`sharing.timeSlicing`).
   std::vector<SharedResource> resources;
   bool rename_by_default = false;
   bool fail_requests_greater_than_one = false;
+  MpsSharing mps;
 };
 
 struct HealthConfig {
@@ -166,6 +184,15 @@ Result<LeaseMap> ReadLeaseFile(const std::string& path);
 // ---------------------------------------------------------------------------------------------
 // Resources.
 
+// An MPS-shared GPU's daemon config as the agent set it up: the GPU's memory and threads over its
+// replicas, and the hash its ready marker must hold before any Allocate answers for it.
+struct MpsLimits {
+  uint64_t pinned_memory_bytes = 0;
+  int active_thread_percentage = 100;
+  std::string config_hash;  // mps::ConfigHash of the daemon's config
+  friend bool operator==(const MpsLimits&, const MpsLimits&) = default;
+};
+
 struct PhysicalDevice {
   std::string id;  // GPU UUID when the driver reports one, else the PCI address
   std::string pci_address;
@@ -183,12 +210,15 @@ struct PhysicalDevice {
   std::vector<std::string> watch_paths;
   // A MIG device of the GPU at pci_address (whose presence, Xids and lease it shares).
   bool mig = false;
+  // Shared through MPS (sharing.mps) with this many replicas; 0 when not.
+  int mps_replicas = 0;
 };
 
 struct Resource {
   std::string name;          // e.g. nvidia.com/gpu
   std::vector<int> devices;  // indices into ResourceManager::devices()
-  int replicas = 1;          // > 1: time-sliced, IDs "<id>::<n>"
+  int replicas = 1;          // > 1: shared, IDs "<id>::<n>"
+  bool mps = false;          // shared through MPS (else time-sliced)
   bool fail_requests_greater_than_one = false;
   std::vector<std::string> ids;                           // advertised IDs in order
   std::map<std::string, int> device_of_id;                // advertised ID -> physical device index
@@ -233,7 +263,8 @@ struct DeviceHealth {
   bool present = true;
   std::optional<uint64_t> xid;  // a critical Xid was reported
   std::optional<Lease> lease;   // a blocking lease
-  bool healthy() const { return present && !xid && !lease; }
+  std::string mps_fault;        // MPS: why its daemon is not ready under the current config
+  bool healthy() const { return present && !xid && !lease && mps_fault.empty(); }
   std::string Describe() const;
 };
 
@@ -263,6 +294,12 @@ class ResourceManager {
   bool SetPresence(const std::map<std::string, bool>& present_by_pci);
   bool SetXid(const std::string& pci_address, uint64_t xid);
   bool SetLeases(const LeaseMap& leases);
+  // MPS devices (PhysicalDevice::mps_replicas > 0): the daemon config the agent set up for one,
+  // the hash in its ready marker now ("" when none) and, when its daemon failed, why. Such a
+  // device is healthy, and Allocate answers for it, only once the marker holds the config's
+  // hash; until then Allocate waits (sharing.mps.readyTimeoutMs) and then refuses.
+  bool SetMpsLimits(int device, const MpsLimits& limits);
+  bool SetMpsState(int device, const std::string& marker_hash, const std::string& fault);
   DeviceHealth Health(int device) const;
 
   // ListAndWatch: the current list and its generation; WaitForChange blocks until the
@@ -288,6 +325,7 @@ class ResourceManager {
                                           const std::vector<std::string>& ids) const;
   Result<ContainerAllocation> AllocateWindows(const std::vector<std::string>& ids) const;
   bool HealthyLocked(int device) const;
+  std::string MpsFaultLocked(int device) const;
   void BumpLocked();
 
   Config config_;
@@ -300,9 +338,12 @@ class ResourceManager {
 
   mutable std::mutex mutex_;  // guards everything below
   mutable std::condition_variable changed_;
-  std::vector<bool> present_;                 // per device
-  std::vector<std::optional<uint64_t>> xid_;  // per device
-  std::vector<std::optional<Lease>> lease_;   // per device, blocking leases only
+  std::vector<bool> present_;                         // per device
+  std::vector<std::optional<uint64_t>> xid_;          // per device
+  std::vector<std::optional<Lease>> lease_;           // per device, blocking leases only
+  std::vector<std::optional<MpsLimits>> mps_limits_;  // per device (MPS)
+  std::vector<std::string> mps_marker_;               // per device: the ready marker's hash
+  std::vector<std::string> mps_fault_;                // per device: why its daemon failed
   uint64_t generation_ = 1;
   bool shut_down_ = false;
 };

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "common/untrusted_text.h"
 #include "deviceplugin/deviceplugin.h"
 #include "deviceplugin/mig_resources.h"
+#include "mps/mps.h"
+#include "sharing/sharing.h"
 
 namespace tessera::deviceplugin {
 namespace {
@@ -102,6 +105,7 @@ std::string DeviceHealth::Describe() const {
     if (!lease->reason.empty()) text += " (" + Excerpt(lease->reason, 200) + ")";
     why.push_back(text);
   }
+  if (!mps_fault.empty()) why.push_back(mps_fault);
   if (why.empty()) return "healthy";
   std::string out;
   for (const auto& w : why)
@@ -198,17 +202,38 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
     Resource resource;
     resource.name = name;
     resource.devices = devices;
-    for (const auto& shared : config.sharing.resources) {
-      if (shared.name != name) continue;
-      resource.replicas = shared.replicas;
-      resource.fail_requests_greater_than_one = config.sharing.fail_requests_greater_than_one;
-      if (!shared.rename.empty()) {
-        resource.name = shared.rename;
-      } else if (config.sharing.rename_by_default) {
-        resource.name = name + ".shared";
-        if (auto problem = CheckResourceName(resource.name); !problem.empty()) {
-          return InvalidArgument("sharing: renamed resource " + problem);
+    for (const auto& [shared_list, mps, rename_by_default] :
+         {std::tuple{&config.sharing.resources, false, config.sharing.rename_by_default},
+          std::tuple{&config.sharing.mps.resources, true, config.sharing.mps.rename_by_default}}) {
+      for (const auto& shared : *shared_list) {
+        if (shared.name != name) continue;
+        resource.replicas = shared.replicas;
+        resource.mps = mps;
+        // An MPS container takes one replica: one process reaches one daemon, and two replicas
+        // would only double a per-process limit.
+        resource.fail_requests_greater_than_one =
+            mps || config.sharing.fail_requests_greater_than_one;
+        if (!shared.rename.empty()) {
+          resource.name = shared.rename;
+        } else if (rename_by_default) {
+          resource.name = name + ".shared";
+          if (auto problem = CheckResourceName(resource.name); !problem.empty()) {
+            return InvalidArgument("sharing: renamed resource " + problem);
+          }
         }
+      }
+    }
+    if (resource.mps) {
+      for (int index : devices) {
+        PhysicalDevice& device = manager->devices_[index];
+        if (device.mig)
+          return InvalidArgument("sharing.mps: " + name +
+                                 ": sharing using MPS is not supported for MIG devices (" +
+                                 device.id + "); share MIG slices by MIG, or whole GPUs by MPS");
+        if (!device.uuid || device.vendor_id != 0x10de)
+          return InvalidArgument("sharing.mps: " + name + ": " + device.pci_address +
+                                 " is not an NVIDIA GPU with a UUID; MPS needs one");
+        device.mps_replicas = resource.replicas;
       }
     }
     if (!advertised.insert(resource.name).second) {
@@ -284,6 +309,9 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
   manager->present_.assign(manager->devices_.size(), true);
   manager->xid_.assign(manager->devices_.size(), std::nullopt);
   manager->lease_.assign(manager->devices_.size(), std::nullopt);
+  manager->mps_limits_.assign(manager->devices_.size(), std::nullopt);
+  manager->mps_marker_.assign(manager->devices_.size(), "");
+  manager->mps_fault_.assign(manager->devices_.size(), "");
   return manager;
 }
 
@@ -300,7 +328,16 @@ void ResourceManager::BumpLocked() {
 }
 
 bool ResourceManager::HealthyLocked(int device) const {
-  return present_[device] && !xid_[device] && !lease_[device];
+  return present_[device] && !xid_[device] && !lease_[device] && MpsFaultLocked(device).empty();
+}
+
+std::string ResourceManager::MpsFaultLocked(int device) const {
+  if (devices_[device].mps_replicas == 0) return "";
+  if (!mps_fault_[device].empty()) return "MPS daemon: " + mps_fault_[device];
+  if (!mps_limits_[device]) return "its MPS daemon is not set up yet";
+  if (mps_marker_[device] != mps_limits_[device]->config_hash)
+    return "its MPS daemon is not ready under the current config";
+  return "";
 }
 
 DeviceHealth ResourceManager::Health(int device) const {
@@ -309,7 +346,35 @@ DeviceHealth ResourceManager::Health(int device) const {
   health.present = present_[device];
   health.xid = xid_[device];
   health.lease = lease_[device];
+  health.mps_fault = MpsFaultLocked(device);
   return health;
+}
+
+bool ResourceManager::SetMpsLimits(int device, const MpsLimits& limits) {
+  std::lock_guard lock(mutex_);
+  if (device < 0 || static_cast<size_t>(device) >= devices_.size() ||
+      devices_[device].mps_replicas == 0 || mps_limits_[device] == limits)
+    return false;
+  mps_limits_[device] = limits;
+  BumpLocked();
+  return true;
+}
+
+bool ResourceManager::SetMpsState(int device, const std::string& marker_hash,
+                                  const std::string& fault) {
+  std::lock_guard lock(mutex_);
+  if (device < 0 || static_cast<size_t>(device) >= devices_.size() ||
+      devices_[device].mps_replicas == 0)
+    return false;
+  const bool was = MpsFaultLocked(device).empty();
+  const bool marker_changed = mps_marker_[device] != marker_hash;
+  mps_marker_[device] = marker_hash;
+  mps_fault_[device] = fault;
+  if (marker_changed || was != MpsFaultLocked(device).empty()) {
+    BumpLocked();
+    return true;
+  }
+  return false;
 }
 
 bool ResourceManager::SetPresence(const std::map<std::string, bool>& present_by_pci) {
@@ -404,14 +469,16 @@ Result<std::vector<ContainerAllocation>> ResourceManager::Allocate(
 Result<ContainerAllocation> ResourceManager::AllocateOne(
     const Resource& resource, const std::vector<std::string>& ids) const {
   if (resource.replicas > 1 && resource.fail_requests_greater_than_one && ids.size() > 1) {
-    return InvalidArgument("request for " + std::to_string(ids.size()) + " replicas of " +
-                           resource.name +
-                           ": sharing.timeSlicing.failRequestsGreaterThanOne allows 1");
+    return InvalidArgument(
+        "request for " + std::to_string(ids.size()) + " replicas of " + resource.name +
+        (resource.mps ? ": an MPS container takes one replica"
+                      : ": sharing.timeSlicing.failRequestsGreaterThanOne allows 1"));
   }
   // Physical devices in request order; replicas of one device count once.
   std::vector<int> physical;
+  std::vector<MpsLimits> mps_limits;  // per physical device, for MPS resources
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     for (const auto& id : ids) {
       auto it = resource.device_of_id.find(id);
       if (it == resource.device_of_id.end()) {
@@ -419,14 +486,32 @@ Result<ContainerAllocation> ResourceManager::AllocateOne(
                                resource.name);
       }
       int index = it->second;
+      if (resource.mps) {
+        // No answer before the GPU's daemon is ready under the current config: kubelet would
+        // start the container with no limits at all (NVIDIA's plugin, #1946 and #2055).
+        const auto deadline = std::chrono::steady_clock::now() +
+                              std::chrono::milliseconds(config_.sharing.mps.ready_timeout_ms);
+        changed_.wait_until(lock, deadline, [&] {
+          return shut_down_ || !present_[index] || xid_[index] || lease_[index] ||
+                 MpsFaultLocked(index).empty();
+        });
+      }
       if (!HealthyLocked(index)) {
-        DeviceHealth health{present_[index], xid_[index], lease_[index]};
+        DeviceHealth health{present_[index], xid_[index], lease_[index], MpsFaultLocked(index)};
+        if (resource.mps && health.present && !health.xid && !health.lease)
+          return Unavailable("device \"" + Excerpt(id) + "\": " + health.Describe());
         return InvalidArgument("device \"" + Excerpt(id) + "\" is unhealthy: " + health.Describe());
       }
       if (std::find(physical.begin(), physical.end(), index) == physical.end()) {
         physical.push_back(index);
+        if (resource.mps) mps_limits.push_back(*mps_limits_[index]);
       }
     }
+  }
+  if (resource.mps && physical.size() > 1) {
+    // One process reaches one MPS daemon (one CUDA_MPS_PIPE_DIRECTORY).
+    return InvalidArgument("request for replicas of " + std::to_string(physical.size()) +
+                           " GPUs of " + resource.name + ": an MPS container takes one GPU");
   }
 
   if (windows_) return AllocateWindows(ids);
@@ -504,6 +589,19 @@ Result<ContainerAllocation> ResourceManager::AllocateOne(
       visible += (visible.empty() ? "" : ",") + devices_[index].id;
     }
     if (!visible.empty()) out.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+  }
+  if (resource.mps) {
+    // The daemon's pipe and private shm, and this client's own limits (its replica's share).
+    auto paths = mps::PathsFor(config_.sharing.mps.root, *devices_[physical[0]].uuid);
+    if (!paths) return paths.error();
+    const auto edits =
+        sharing::MpsClientEdits({mps_limits[0].pinned_memory_bytes,
+                                 mps_limits[0].active_thread_percentage, sharing::Mode::kMps},
+                                paths->pipe, paths->shm);
+    for (const auto& [key, value] : edits.env)
+      out.envs[key] = value;
+    for (const auto& mount : edits.mounts)
+      out.mounts.push_back({mount.container_path, mount.host_path, mount.read_only});
   }
   return out;
 }

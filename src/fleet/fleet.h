@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "sharing/sharing.h"
 #include "tenancy/tenancy.h"
 
 namespace tessera::fleet {
@@ -107,6 +108,8 @@ struct ContainerSpec {
   int64_t max_duration_s = 0;
   bool preemptible = false;
   MigRequest mig;  // slices instead of `gpus`
+  // A share of one GPU (MPS or time-slicing) instead of `gpus` or `mig` (runc only).
+  std::optional<sharing::Share> share;
 
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
@@ -142,6 +145,11 @@ struct ContainerRecord {
   // and what they are metered as: the sum of their compute slices over their boards'.
   std::vector<std::string> mig_devices;
   double mig_gpus = 0;
+  // A share: its GPU (in `gpus`), what it is metered as (its fraction of that GPU,
+  // sharing::Fraction), and what held its limits (sharing::EnforcementName; MIG slices are
+  // "hardware"), as they were when it was placed.
+  double share_gpus = 0;
+  std::string enforcement;
   std::optional<int> exit_code;
   std::string reason;           // why failed / stopped; empty otherwise
   std::string idempotency_key;  // the client's Idempotency-Key, scoped by tenancy
@@ -213,6 +221,15 @@ struct MigSlice {
   friend bool operator==(const MigSlice&, const MigSlice&) = default;
 };
 
+// One share a GPU holds (derived from the container records that name it, like MIG slices).
+struct ShareHolder {
+  std::string container_id;
+  std::string tenancy;
+  std::string tenancy_uid;
+  sharing::Share share;
+  friend bool operator==(const ShareHolder&, const ShareHolder&) = default;
+};
+
 struct GpuRecord {
   // The node it is on: "" for this host (embedded mode), else the Kubernetes node's name. A GPU
   // is identified by (node, PCI address); see id().
@@ -239,6 +256,13 @@ struct GpuRecord {
   bool mig_enabled = false;
   uint32_t compute_slices = 0;  // the board's (7 on A100 and H100)
   std::vector<MigSlice> mig_slices;
+  // Sharing (this host's NVML, not stored): the board's memory (0: unknown, never shared), the
+  // shares it holds (its lease covers them all, as for MIG slices), and why its MPS daemon
+  // failed (no new shares until it is back).
+  uint64_t memory_bytes = 0;
+  std::vector<ShareHolder> shares;
+  std::string share_fault;
+  std::string uuid;  // NVML's "GPU-…" (this host's inventory, not stored): its MPS daemon's name
 
   // The ID in the API and in container records: the PCI address on this host,
   // "<PCI address>@<node>" on a node of the fleet ('@' is in neither).

@@ -159,6 +159,7 @@ std::string CheckMigProfileName(std::string_view profile) {
 
 double GpuEquivalents(const ContainerRecord& container) {
   if (container.spec.mig.count > 0) return container.mig_gpus;
+  if (container.spec.share) return container.share_gpus;
   return static_cast<double>(container.gpus.size());
 }
 
@@ -184,6 +185,8 @@ ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const Contain
     merged.gpus = theirs.gpus;
     merged.mig_devices = theirs.mig_devices;
     merged.mig_gpus = theirs.mig_gpus;
+    merged.share_gpus = theirs.share_gpus;
+    merged.enforcement = theirs.enforcement;
     merged.exit_code = theirs.exit_code;
     merged.reason = theirs.reason;
     merged.started = theirs.started;

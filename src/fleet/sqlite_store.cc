@@ -201,6 +201,13 @@ std::string ContainerDoc(const ContainerRecord& c) {
     doc["mig_devices"] = c.mig_devices;
     doc["mig_gpus"] = c.mig_gpus;
   }
+  if (c.spec.share) {
+    doc["share"] = {{"memory", c.spec.share->memory_bytes},
+                    {"compute", c.spec.share->compute_percent},
+                    {"mode", sharing::ModeName(c.spec.share->mode)}};
+    doc["share_gpus"] = c.share_gpus;
+  }
+  if (!c.enforcement.empty()) doc["enforcement"] = c.enforcement;
   if (!c.spec.volumes.empty()) {
     json volumes = json::array();
     for (const auto& volume : c.spec.volumes) {
@@ -252,6 +259,17 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
     c.mig_devices = doc.value("mig_devices", std::vector<std::string>{});
     c.mig_gpus = doc.value("mig_gpus", 0.0);
   }
+  if (doc.contains("share") && doc["share"].is_object()) {
+    sharing::Share share;
+    share.memory_bytes = doc["share"].value("memory", uint64_t{0});
+    share.compute_percent = doc["share"].value("compute", 0);
+    auto mode = sharing::ParseMode(doc["share"].value("mode", "mps"));
+    if (!mode) return mode.error().WithContext("container " + c.id);
+    share.mode = *mode;
+    c.spec.share = share;
+    c.share_gpus = doc.value("share_gpus", 0.0);
+  }
+  c.enforcement = doc.value("enforcement", "");
   c.gpus = doc.value("gpus", std::vector<std::string>{});
   c.reason = doc.value("reason", "");
   c.stop_requested = doc.value("stop_requested", false);

@@ -67,6 +67,8 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   Bind(h, api->memory, "nvmlDeviceGetMemoryInfo");
   Bind(h, api->attributes, "nvmlDeviceGetAttributes_v2");
   Bind(h, api->running_processes, "nvmlDeviceGetComputeRunningProcesses_v3");
+  Bind(h, api->get_compute_mode, "nvmlDeviceGetComputeMode");
+  Bind(h, api->set_compute_mode, "nvmlDeviceSetComputeMode");
   Bind(h, api->module_id, "nvmlDeviceGetModuleId");
   BindTelemetry(*api);
   if (!api->init || !api->shutdown || !api->by_pci) {
@@ -366,6 +368,39 @@ Status Library::DestroyGpuInstance(Gpu gpu, uint32_t gpu_instance_id) const {
   if ((r = api_->destroy_gpu_instance(instance)) != kSuccess) {
     return api_->Fail("nvmlGpuInstanceDestroy", r);
   }
+  return Ok();
+}
+
+const char* ComputeModeName(ComputeMode mode) {
+  switch (mode) {
+    case ComputeMode::kDefault:
+      return "DEFAULT";
+    case ComputeMode::kExclusiveThread:
+      return "EXCLUSIVE_THREAD";
+    case ComputeMode::kProhibited:
+      return "PROHIBITED";
+    case ComputeMode::kExclusiveProcess:
+      return "EXCLUSIVE_PROCESS";
+  }
+  return "UNKNOWN";
+}
+
+Result<ComputeMode> Library::GetComputeMode(Gpu gpu) const {
+  if (auto s = api_->Need(api_->get_compute_mode, "nvmlDeviceGetComputeMode"); !s) return s.error();
+  unsigned int mode = 0;
+  if (Return r = api_->get_compute_mode(static_cast<Device>(gpu.handle()), &mode); r != kSuccess)
+    return api_->Fail("nvmlDeviceGetComputeMode", r);
+  if (mode > static_cast<unsigned int>(ComputeMode::kExclusiveProcess))
+    return Internal("nvmlDeviceGetComputeMode: unknown mode " + std::to_string(mode));
+  return static_cast<ComputeMode>(mode);
+}
+
+Status Library::SetComputeMode(Gpu gpu, ComputeMode mode) const {
+  if (auto s = api_->Need(api_->set_compute_mode, "nvmlDeviceSetComputeMode"); !s) return s;
+  if (Return r = api_->set_compute_mode(static_cast<Device>(gpu.handle()),
+                                        static_cast<unsigned int>(mode));
+      r != kSuccess)
+    return api_->Fail("nvmlDeviceSetComputeMode", r).WithContext(ComputeModeName(mode));
   return Ok();
 }
 

@@ -46,6 +46,8 @@ struct Library::Api {
   Return (*memory)(Device, abi::Memory*) = nullptr;
   Return (*attributes)(Device, DeviceAttributes*) = nullptr;
   Return (*running_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
+  Return (*get_compute_mode)(Device, unsigned int*) = nullptr;
+  Return (*set_compute_mode)(Device, unsigned int) = nullptr;
   Return (*module_id)(Device, unsigned int*) = nullptr;
   // Telemetry (telemetry_reads.cc).
   Return (*utilization)(Device, abi::UtilizationRates*) = nullptr;
@@ -88,6 +90,7 @@ struct Library::Api {
   Error Fail(const char* call, Return code) const {
     if (code == kErrorNotFound) return NotFound(Describe(call, code));
     if (code == kErrorInvalidArgument) return InvalidArgument(Describe(call, code));
+    if (code == kErrorNoPermission) return PermissionDenied(Describe(call, code));
     if (code == kErrorInUse || code == kErrorNotSupported)
       return FailedPrecondition(Describe(call, code));
     return Unavailable(Describe(call, code));

@@ -1,8 +1,9 @@
 // NVIDIA's management library (NVML), opened with dlopen at run time: the MIG queries the
-// inventory needs, the MIG changes `tessera mig apply` makes, and the telemetry reads (per-GPU
-// figures, per-process memory and SM use, accounting, GPM, Xid events) the collector takes. Nothing
-// links libnvidia-ml, so every tessera program starts on hosts without the NVIDIA driver; a missing
-// library or entry point is an Unavailable error the caller turns into a warning.
+// inventory needs, the MIG changes `tessera mig apply` makes, the compute mode and memory size
+// of GPUs shared through MPS, and the telemetry reads (per-GPU figures, per-process memory and
+// SM use, accounting, GPM, Xid events) the collector takes. Nothing links libnvidia-ml, so every
+// tessera program starts on hosts without the NVIDIA driver; a missing library or entry point is
+// an Unavailable error the caller turns into a warning.
 #pragma once
 
 #include <cstdint>
@@ -57,6 +58,17 @@ struct MigMode {
   bool current = false;
   bool pending = false;
 };
+
+// nvmlComputeMode_t. MPS needs EXCLUSIVE_PROCESS: only the MPS server then holds a context, so
+// a process that bypasses the daemon cannot open one of its own.
+enum class ComputeMode : uint32_t {
+  kDefault = 0,
+  kExclusiveThread = 1,  // deprecated by NVIDIA; read, never set
+  kProhibited = 2,
+  kExclusiveProcess = 3,
+};
+// nvidia-smi's names: "DEFAULT", "EXCLUSIVE_THREAD", "PROHIBITED", "EXCLUSIVE_PROCESS".
+const char* ComputeModeName(ComputeMode mode);
 
 // ---- Telemetry values ----
 
@@ -178,14 +190,17 @@ class Library {
   // name GPUs by (HGX: 1..8, not PCI order). nullopt when the GPU has none (not supported).
   Result<std::optional<uint32_t>> ModuleId(Gpu gpu) const;
 
-  // State changes. SetMigMode answers whether the new mode is active (false: the GPU needs a
-  // reset before it takes effect).
+  Result<ComputeMode> GetComputeMode(Gpu gpu) const;
+
+  // State changes. SetComputeMode needs root. SetMigMode answers whether the new mode is active
+  // (false: the GPU needs a reset before it takes effect).
   Result<bool> SetMigMode(Gpu gpu, bool enabled) const;
   // Creates a GPU instance of `profile_id` at `placement` with one compute instance covering
   // all of it; answers the new GPU instance ID.
   Result<uint32_t> CreateGpuInstance(Gpu gpu, uint32_t profile_id, Placement placement) const;
   // Destroys the GPU instance `gpu_instance_id` and every compute instance in it.
   Status DestroyGpuInstance(Gpu gpu, uint32_t gpu_instance_id) const;
+  Status SetComputeMode(Gpu gpu, ComputeMode mode) const;
 
   // ---- Telemetry reads (telemetry_reads.cc). `gpu` may be a MIG device handle where NVML
   // takes one (memory, processes). None of them fails the caller: each says how it went. ----

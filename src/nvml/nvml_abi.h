@@ -13,6 +13,7 @@ using ComputeInstanceHandle = struct ComputeInstanceOpaque*;
 constexpr Return kSuccess = 0;
 constexpr Return kErrorInvalidArgument = 2;
 constexpr Return kErrorNotSupported = 3;
+constexpr Return kErrorNoPermission = 4;
 constexpr Return kErrorNotFound = 6;
 constexpr Return kErrorInsufficientSize = 7;
 constexpr Return kErrorTimeout = 10;

@@ -7,8 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 extern char** environ;
 
@@ -26,16 +28,59 @@ int DecodeStatus(int raw) {
   return -1;
 }
 
-Result<Child> SpawnWith(const std::vector<std::string>& argv, bool capture_stderr) {
+// This process's environment with `overrides` ("NAME=value") set on top.
+std::vector<std::string> EnvironmentWith(const std::vector<std::string>& overrides) {
+  std::vector<std::string> out;
+  auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry = *e;
+    const std::string name = name_of(entry);
+    bool replaced = false;
+    for (const auto& o : overrides)
+      replaced = replaced || name_of(o) == name;
+    if (!replaced) out.push_back(std::move(entry));
+  }
+  out.insert(out.end(), overrides.begin(), overrides.end());
+  return out;
+}
+
+struct Spawned {
+  pid_t pid = -1;
+  int output_fd = -1;  // -1 when output goes to a file
+  int input_fd = -1;   // -1 when stdin is /dev/null
+};
+
+Result<Spawned> SpawnWith(const std::vector<std::string>& argv, const Options& options) {
   if (argv.empty()) return InvalidArgument("run: empty command");
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  int output_fds[2] = {-1, -1};
+  int input_fds[2] = {-1, -1};
+  int file_fd = -1;
+  auto close_all = [&] {
+    for (int fd : {output_fds[0], output_fds[1], input_fds[0], input_fds[1], file_fd})
+      if (fd >= 0) ::close(fd);
+  };
+  if (options.output_file.empty()) {
+    if (::pipe2(output_fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  } else {
+    file_fd = ::open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (file_fd < 0) return ErrnoError("open " + options.output_file, errno);
+  }
+  if (!options.input.empty() && ::pipe2(input_fds, O_CLOEXEC) != 0) {
+    int saved = errno;
+    close_all();
+    return ErrnoError("pipe", saved);
+  }
+  const int out_fd = file_fd >= 0 ? file_fd : output_fds[1];
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
-  if (capture_stderr) {
-    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  if (input_fds[0] >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, input_fds[0], 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  }
+  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
+  if (options.capture_stderr || file_fd >= 0) {
+    posix_spawn_file_actions_adddup2(&actions, out_fd, 2);
   } else {
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   }
@@ -59,22 +104,83 @@ Result<Child> SpawnWith(const std::vector<std::string>& argv, bool capture_stder
   for (const auto& arg : argv)
     args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  std::vector<char*> env;
+  if (!options.environment.empty()) {
+    env_storage = EnvironmentWith(options.environment);
+    for (auto& entry : env_storage)
+      env.push_back(entry.data());
+    env.push_back(nullptr);
+  }
   pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, args.data(), environ);
+  int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, args.data(),
+                          env.empty() ? environ : env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  ::close(pipe_fds[1]);
+  Spawned spawned;
+  spawned.output_fd = output_fds[0];
+  spawned.input_fd = input_fds[1];
+  output_fds[0] = input_fds[1] = -1;
+  close_all();  // the child's ends
   if (rc != 0) {
-    ::close(pipe_fds[0]);
+    if (spawned.output_fd >= 0) ::close(spawned.output_fd);
+    if (spawned.input_fd >= 0) ::close(spawned.input_fd);
     return ErrnoError("start " + argv[0], rc);
   }
-  return Child{pid, pipe_fds[0]};
+  spawned.pid = pid;
+  if (spawned.input_fd >= 0) {
+    // Small inputs (commands) fit the pipe's buffer: written whole, then closed so the program
+    // sees its end. A program that exits without reading gives EPIPE, no error of ours: SIGPIPE
+    // is blocked in this thread meanwhile and a pending one is taken back.
+    sigset_t pipe_signal, previous;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &previous);
+    size_t done = 0;
+    while (done < options.input.size()) {
+      ssize_t n =
+          ::write(spawned.input_fd, options.input.data() + done, options.input.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ::close(spawned.input_fd);
+    spawned.input_fd = -1;
+    const timespec no_wait{0, 0};
+    while (::sigtimedwait(&pipe_signal, nullptr, &no_wait) == SIGPIPE) {
+    }
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  }
+  return spawned;
+}
+
+// Waits for `pid` until the deadline (timeout_ms < 0: none); kills its group at the deadline.
+int WaitFor(pid_t pid, int timeout_ms, bool* timed_out) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int raw = 0;
+  auto pause = std::chrono::microseconds(500);
+  for (;;) {
+    pid_t done = ::waitpid(pid, &raw, timeout_ms < 0 ? 0 : WNOHANG);
+    if (done == pid) return DecodeStatus(raw);
+    if (done < 0 && errno != EINTR) return -1;
+    if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) {
+      *timed_out = true;
+      ::kill(-pid, SIGKILL);
+      while (::waitpid(pid, &raw, 0) < 0 && errno == EINTR) {
+      }
+      return DecodeStatus(raw);
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(pause * 2, std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace
 
 Result<Child> Spawn(const std::vector<std::string>& argv) {
-  return SpawnWith(argv, true);
+  auto spawned = SpawnWith(argv, Options{});
+  if (!spawned) return spawned.error();
+  return Child{spawned->pid, spawned->output_fd};
 }
 
 Outcome Finish(Child child, size_t max_output) {
@@ -98,9 +204,13 @@ Outcome Finish(Child child, size_t max_output) {
 }
 
 Result<Outcome> Run(const std::vector<std::string>& argv, const Options& options) {
-  auto child = SpawnWith(argv, options.capture_stderr);
+  auto child = SpawnWith(argv, options);
   if (!child) return child.error();
   Outcome outcome;
+  if (child->output_fd < 0) {
+    outcome.status = WaitFor(child->pid, options.timeout_ms, &outcome.timed_out);
+    return outcome;
+  }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
   char buffer[8192];
   for (;;) {

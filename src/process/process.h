@@ -15,6 +15,14 @@ struct Options {
   int timeout_ms = -1;          // -1: no limit; on expiry the process group gets SIGKILL
   size_t max_output = 1 << 20;  // keep at most this many bytes (the last ones)
   bool capture_stderr = true;   // stderr into the same buffer as stdout
+  // Written to the program's stdin, which is then closed (default: stdin is /dev/null).
+  std::string input;
+  // "NAME=value" entries set in the program's environment on top of this process's own.
+  std::vector<std::string> environment;
+  // When set, stdout and stderr are appended to this file instead of being captured, and Run
+  // waits for the program itself to exit, not for every holder of its output to close it: a
+  // program that leaves a daemon behind (`nvidia-cuda-mps-control -d`) returns with it.
+  std::string output_file;
 };
 
 struct Outcome {

@@ -52,4 +52,29 @@ Status GvisorGpuSupport(const RunscInfo& runsc) {
       "(https://gvisor.dev/docs/user_guide/gpu/); without GPUs, gvisor runs here");
 }
 
+std::optional<int> RunscReleaseDate(std::string_view version) {
+  // "release-20240513.0" (gVisor's releases), "0.0~20221219.0" (Debian's package).
+  for (std::string_view marker : {std::string_view("release-"), std::string_view("~")}) {
+    const size_t at = version.find(marker);
+    if (at == std::string_view::npos) continue;
+    std::string_view digits = version.substr(at + marker.size(), 8);
+    if (digits.size() != 8 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      continue;
+    return std::stoi(std::string(digits));
+  }
+  return std::nullopt;
+}
+
+Status GvisorMpsSupport(const RunscInfo& runsc) {
+  // nvproxy gained MPS clients (class MPS_COMPUTE, TPC partition mode) in google/gvisor PR
+  // #13484, released in June 2026.
+  constexpr int kFirstRelease = 20260601;
+  const auto date = RunscReleaseDate(runsc.version);
+  if (runsc.nvproxy && date && *date >= kFirstRelease) return Ok();
+  return InvalidArgument(
+      "share: isolation gvisor needs a runsc whose nvproxy carries MPS clients (a release of "
+      "June 2026 or later); this host has runsc " +
+      runsc.version + " (" + runsc.path + ")" + (runsc.nvproxy ? "" : " without nvproxy"));
+}
+
 }  // namespace tessera::runtimes

@@ -143,6 +143,11 @@ Result<RunscInfo> ReadRunscInfo(const std::string& runsc);
 // Ok when this runsc can give a container GPUs (nvproxy); FailedPrecondition naming its
 // version and what is needed otherwise.
 Status GvisorGpuSupport(const RunscInfo& runsc);
+// The release date in a runsc version ("release-20240513.0" -> 20240513); nullopt without one.
+std::optional<int> RunscReleaseDate(std::string_view version);
+// Ok when this runsc can run an MPS client (a share of a GPU) under gVisor; InvalidArgument
+// naming its version otherwise.
+Status GvisorMpsSupport(const RunscInfo& runsc);
 
 // Everything doctor needs to know about a host, gathered by ReadHostFacts.
 struct HostFacts {

@@ -11,8 +11,9 @@ using fleet::GpuRecord;
 using fleet::LeaseState;
 using fleet::Mutation;
 
-FirmwareChecker::FirmwareChecker(Model& model, backends::ContainerBackend& backend)
-    : model_(model), backend_(backend) {}
+FirmwareChecker::FirmwareChecker(Model& model, backends::ContainerBackend& backend,
+                                 SharedGpus& shared)
+    : model_(model), backend_(backend), shared_(shared) {}
 
 FirmwareChecker::~FirmwareChecker() {
   Stop();
@@ -52,7 +53,11 @@ void FirmwareChecker::Loop() {
     GpuRecord snapshot = *gpu;
     model_.busy++;
     lock.unlock();
-    auto [passed, reason] = RunFirmwareCheck(snapshot);
+    // A GPU that was shared: its MPS daemon is torn down (compute mode back) before the check.
+    Status unshared = snapshot.node.empty() ? shared_.Release(snapshot) : Ok();
+    auto [passed, reason] = unshared ? RunFirmwareCheck(snapshot)
+                                     : std::pair<bool, std::string>{
+                                           false, "sharing teardown: " + unshared.error().message};
     lock.lock();
     model_.busy--;
     gpu = model_.FindGpu(pci);

@@ -10,12 +10,13 @@
 
 #include "backends/backend.h"
 #include "serve/model.h"
+#include "serve/shared_gpus.h"
 
 namespace tessera::serve {
 
 class FirmwareChecker {
  public:
-  FirmwareChecker(Model& model, backends::ContainerBackend& backend);
+  FirmwareChecker(Model& model, backends::ContainerBackend& backend, SharedGpus& shared);
   ~FirmwareChecker();
   FirmwareChecker(const FirmwareChecker&) = delete;
   FirmwareChecker& operator=(const FirmwareChecker&) = delete;
@@ -30,6 +31,7 @@ class FirmwareChecker {
 
   Model& model_;
   backends::ContainerBackend& backend_;
+  SharedGpus& shared_;     // a shared GPU's MPS daemon goes before its check
   bool stopping_ = false;  // guarded by model_.mu
   std::thread thread_;
 };

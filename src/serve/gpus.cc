@@ -79,6 +79,32 @@ Status Gpus::CheckMigRequest(const fleet::MigRequest& mig) const {
       (offered.empty() ? " (no GPU is in MIG mode)" : " (profiles here: " + offered + ")"));
 }
 
+Status Gpus::CheckShareRequest(const sharing::Share& share) const {
+  std::lock_guard lock(model_.mu);
+  if (model_.options.fleet)
+    return InvalidArgument(
+        "share: the kubernetes backend places whole GPUs; share GPUs there with the device "
+        "plugin's sharing.mps or sharing.timeSlicing");
+  // Whether any GPU here could ever hold it (one it fits once its other shares end).
+  const uint64_t reserve = model_.options.sharing.reserve_bytes;
+  uint64_t largest = 0;
+  int shareable = 0;
+  for (const auto& gpu : model_.gpus) {
+    if (gpu.mig_enabled || gpu.memory_bytes == 0 || !gpu.node.empty()) continue;
+    ++shareable;
+    if (gpu.memory_bytes > reserve) largest = std::max(largest, gpu.memory_bytes - reserve);
+  }
+  if (shareable == 0)
+    return FailedPrecondition(
+        "share: no GPU here can be shared (none whose memory NVML could tell, outside MIG mode)");
+  if (share.memory_bytes > largest)
+    return FailedPrecondition("share: " + sharing::FormatMemory(share.memory_bytes) +
+                              " is more than any GPU here holds for shares (" +
+                              sharing::FormatGiB(largest) + " after a reserve of " +
+                              sharing::FormatGiB(reserve) + ")");
+  return Ok();
+}
+
 void Gpus::RebuildFleetLocked() {
   model_.placement.reset();
   model_.placement_nodes.clear();
@@ -220,6 +246,14 @@ void RedactGpuLocked(const Model& model, const Caller& caller, GpuRecord& gpu) {
       if (!slice.container_id.empty()) slice.container_id = "(held)";
       slice.tenancy.clear();
     }
+  }
+  for (auto& share : gpu.shares) {
+    auto share_holder = model.containers.find(share.container_id);
+    if (share_holder == model.containers.end() || !caller.Sees(share_holder->second)) {
+      share.container_id = "(held)";
+      share.tenancy.clear();
+    }
+    share.tenancy_uid.clear();
   }
   gpu.firmware_baseline.clear();
 }

@@ -28,6 +28,9 @@ class Gpus {
   // FailedPrecondition when this host does not have that many MIG devices of the profile
   // (layouts change only by `tessera mig apply` and a restart); InvalidArgument in fleet mode.
   Status CheckMigRequest(const fleet::MigRequest& mig) const;
+  // FailedPrecondition when no GPU here could ever hold `share` (none shareable, or none with
+  // that much memory less the reserve); InvalidArgument in fleet mode.
+  Status CheckShareRequest(const sharing::Share& share) const;
   // mu held: whether a GPU that lets new slices in has a free MIG device of `profile` (a MIG
   // request arriving may then start).
   bool MigSlicesFreeLocked(const std::string& profile) const;

@@ -32,10 +32,12 @@
 #include "fabricmanager/fabricmanager.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
+#include "nvml/nvml.h"
 #include "placement/placement.h"
 #include "serve/fabric_backend.h"
 #include "serve/replicated_backend.h"
 #include "serve/service.h"
+#include "sharing/sharing.h"
 #include "telemetry/telemetry.h"
 #include "topology/topology.h"
 
@@ -94,7 +96,54 @@ struct Flags {
   int lease_duration_ms = 15000;
   int renew_deadline_ms = 10000;
   int retry_period_ms = 2000;
+  // Shares of a GPU (docs/sharing.md).
+  std::string share_reserve = "1Gi";
+  bool share_across_tenancies = false;
+  std::string share_grace = "10s";
+  std::string share_check_interval = "1s";
+  std::string share_timeslice;  // default|short|medium|long; empty: leave the policy alone
+  std::string mps_root = "/run/tessera/mps";
+  std::string mps_control = "nvidia-cuda-mps-control";
+  int mps_shm_mib = 64;
+  std::string mps_command_timeout = "5s";
+  std::string nvidia_smi = "nvidia-smi";
 };
+
+// --share-* and --mps-* into the service's options; `nvml` is the library the host was read with.
+Result<serve::SharingOptions> SharingOptionsFrom(const Flags& flags, const std::string& nvml) {
+  serve::SharingOptions out;
+  if (flags.share_reserve == "0") {
+    out.reserve_bytes = 0;
+  } else {
+    auto reserve = sharing::ParseMemory(flags.share_reserve);
+    if (!reserve) return reserve.error().WithContext("--share-reserve");
+    out.reserve_bytes = *reserve;
+  }
+  out.across_tenancies = flags.share_across_tenancies;
+  auto grace = serve::ParseDuration(flags.share_grace);
+  if (!grace) return grace.error().WithContext("--share-grace");
+  out.grace = *grace;
+  auto interval = serve::ParseDuration(flags.share_check_interval);
+  if (!interval || interval->count() < 10)
+    return InvalidArgument("--share-check-interval: want a duration of at least 10ms");
+  out.interval = *interval;
+  if (!flags.share_timeslice.empty()) {
+    const std::vector<std::string> names = {"default", "short", "medium", "long"};
+    auto it = std::find(names.begin(), names.end(), flags.share_timeslice);
+    if (it == names.end())
+      return InvalidArgument("--share-timeslice: want default, short, medium or long");
+    out.timeslice = static_cast<int>(it - names.begin());
+  }
+  out.nvidia_smi = flags.nvidia_smi;
+  out.nvml_library = nvml.empty() ? "libnvidia-ml.so.1" : nvml;
+  out.mps.root = flags.mps_root;
+  out.mps.control_binary = flags.mps_control;
+  out.mps.shm_bytes = static_cast<uint64_t>(flags.mps_shm_mib) << 20;
+  auto timeout = serve::ParseDuration(flags.mps_command_timeout);
+  if (!timeout) return timeout.error().WithContext("--mps-command-timeout");
+  out.mps.command_timeout = *timeout;
+  return out;
+}
 
 // A GPU in MIG mode: its MIG devices as slices the service hands out, named as the CDI spec
 // names them (the UUID, else "<GPU index>:<MIG index>").
@@ -124,6 +173,27 @@ void AddMigSlices(const inventory::PciDevice& gpu, int index, const std::string&
       spdlog::warn("GPU {}: no CDI device {} in kind {}; containers cannot get MIG device {}",
                    gpu.pci_address, name, cdi_kind, slice.id);
     record.mig_slices.push_back(std::move(slice));
+  }
+}
+
+// Each GPU's memory from NVML, what share placement counts against; a GPU whose memory NVML
+// cannot tell is never shared.
+void ReadGpuMemory(const std::string& nvml_library, std::vector<fleet::GpuRecord>& gpus) {
+  if (gpus.empty() || nvml_library.empty()) return;
+  auto nvml = nvml::Library::Open(nvml_library);
+  if (!nvml) {
+    spdlog::info("shares: no GPU can be shared: {}", nvml.error().message);
+    return;
+  }
+  for (auto& gpu : gpus) {
+    if (gpu.mig_enabled) continue;
+    auto handle = (*nvml)->GpuByPci(gpu.pci_address);
+    auto memory = handle ? (*nvml)->MemoryTotal(*handle) : Result<uint64_t>(handle.error());
+    if (!memory) {
+      spdlog::warn("GPU {}: cannot be shared: {}", gpu.pci_address, memory.error().message);
+      continue;
+    }
+    gpu.memory_bytes = *memory;
   }
 }
 
@@ -333,9 +403,11 @@ int Main(const Flags& flags) {
                    gpu->pci_address, name, flags.cdi_kind);
     }
     record.cdi_device = flags.cdi_kind + "=" + name;
+    record.uuid = gpu->gpu_uuid.value_or("");
     AddMigSlices(*gpu, record.index, flags.cdi_kind, cdi_names, record);
     host.gpus.push_back(std::move(record));
   }
+  ReadGpuMemory(read.nvml_library, host.gpus);
   if (!host.gpus.empty()) {
     auto topology = topology::TopologyFromInventory(*inv);
     if (!topology) Die(topology.error().WithContext("topology"));
@@ -358,6 +430,9 @@ int Main(const Flags& flags) {
   }
   options.fleet = fleet_mode;
   options.only_node = flags.k8s_node;
+  auto sharing_options = SharingOptionsFrom(flags, read.nvml_library);
+  if (!sharing_options) Die(sharing_options.error());
+  options.sharing = std::move(*sharing_options);
   // Durations in ranges that make sense, refused at start rather than found out later.
   auto duration_in = [](const std::string& flag, const std::string& text,
                         std::chrono::milliseconds low, std::chrono::milliseconds high) {
@@ -810,6 +885,37 @@ int main(int argc, char** argv) {
   app.add_option("--leader-elect-retry-period-ms", flags.retry_period_ms,
                  "Between attempts to take or renew the Lease")
       ->check(CLI::Range(10, 3600 * 1000))
+      ->capture_default_str();
+  app.add_option("--share-reserve", flags.share_reserve,
+                 "Memory kept free on every shared GPU: its shares add up to at most its memory "
+                 "less this (a quantity, or 0)")
+      ->capture_default_str();
+  app.add_flag("--share-across-tenancies", flags.share_across_tenancies,
+               "Let one shared GPU hold several tenancies' containers. Risk: an MPS server (and a "
+               "time-sliced GPU) is one fault domain, so one tenant's fatal GPU fault ends every "
+               "tenant's work on it, and time-slicing isolates no memory");
+  app.add_option("--share-grace", flags.share_grace,
+                 "The watchdog stops a container above its memory share for longer than this")
+      ->capture_default_str();
+  app.add_option("--share-check-interval", flags.share_check_interval,
+                 "How often each MPS daemon is checked and the watchdog samples")
+      ->capture_default_str();
+  app.add_option("--share-timeslice", flags.share_timeslice,
+                 "Time-sliced GPUs: nvidia-smi compute-policy --set-timeslice default|short|"
+                 "medium|long while shared (default: leave the policy alone)");
+  app.add_option("--mps-root", flags.mps_root,
+                 "Where each shared GPU's MPS daemon keeps <uuid>/{pipe,log,shm,ready}")
+      ->capture_default_str();
+  app.add_option("--mps-control", flags.mps_control, "The nvidia-cuda-mps-control to run")
+      ->capture_default_str();
+  app.add_option("--mps-shm-mib", flags.mps_shm_mib,
+                 "Size of each MPS daemon's private shm (the clients' /dev/shm), MiB")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--mps-command-timeout", flags.mps_command_timeout,
+                 "An MPS daemon slower than this to answer counts as hung")
+      ->capture_default_str();
+  app.add_option("--nvidia-smi", flags.nvidia_smi, "nvidia-smi, for --share-timeslice")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return Main(flags);

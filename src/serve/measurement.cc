@@ -8,6 +8,9 @@
 namespace tessera::serve {
 namespace {
 
+// The telemetry mode of a container that holds a share of a GPU (its series' `mode` label).
+constexpr char kShareMode[] = "share";
+
 std::string Escaped(const std::string& value) {
   std::string out;
   for (char c : value) {
@@ -98,7 +101,7 @@ telemetry::Directory Measurement::DirectoryLocked() {
       h.key = id;
       h.tenancy = container.spec.tenancy;
       h.tenancy_uid = container.tenancy_uid;
-      h.mode = container.spec.mig.count > 0 ? "mig" : "gpu";
+      h.mode = container.spec.share ? kShareMode : container.spec.mig.count > 0 ? "mig" : "gpu";
       h.namespace_ = container.spec.tenancy;
       h.container = id;
       if (auto known = runtime_ids_.find(id); known != runtime_ids_.end())
@@ -108,7 +111,12 @@ telemetry::Directory Measurement::DirectoryLocked() {
   };
   for (const auto& gpu : model_.gpus) {
     if (!gpu.node.empty()) continue;  // another node's: its agent measures it
-    if (gpu.mig_enabled) {
+    if (!gpu.shares.empty()) {
+      // Shares: each holder, with its fraction (the lease names only one of them).
+      for (const auto& share : gpu.shares)
+        if (auto* h = holder_of(share.container_id))
+          h->gpus[gpu.pci_address] = model_.containers.at(share.container_id).share_gpus;
+    } else if (gpu.mig_enabled) {
       for (const auto& slice : gpu.mig_slices) {
         if (slice.container_id.empty()) continue;
         if (auto* h = holder_of(slice.container_id); h && gpu.compute_slices > 0)
@@ -224,6 +232,24 @@ void Measurement::Pass() {
   last_directory_ = std::move(directory);
   gauges_ = std::move(gauges);
   tenancy_now_ = std::move(tenancy_now);
+}
+
+Result<std::vector<sharing::ProcessUse>> Measurement::ShareProcesses() const {
+  std::lock_guard lock(mu_);
+  std::vector<sharing::ProcessUse> out;
+  if (last_pass_.time_ms <= 0) return out;
+  const int64_t age_ms = fleet::NowMs() - last_pass_.time_ms;
+  const int64_t interval_ms = model_.options.telemetry.interval.count();
+  if (age_ms > 3 * interval_ms)
+    return Unavailable("the last telemetry pass is " + std::to_string(age_ms / 1000) + " s old");
+  for (const auto& reading : last_pass_.holders) {
+    const auto& holder = last_directory_.holders[reading.holder];
+    if (holder.mode != kShareMode) continue;
+    for (const auto& gpu : reading.gpus)
+      for (const auto& process : gpu.process_list)
+        out.push_back({process.pid, holder.key, process.used_bytes});
+  }
+  return out;
 }
 
 std::shared_ptr<const Gauges> Measurement::gauges() const {

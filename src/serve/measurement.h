@@ -24,6 +24,7 @@
 #include "serve/metering.h"
 #include "serve/model.h"
 #include "serve/types.h"
+#include "sharing/sharing.h"
 #include "telemetry/telemetry.h"
 
 namespace tessera::serve {
@@ -47,6 +48,10 @@ class Measurement {
   void Pass();
 
   std::shared_ptr<const Gauges> gauges() const;
+  // The last pass's GPU processes of the containers that hold shares, each with its memory: what
+  // the shares' watchdog sums. Empty before the first pass; Unavailable when the last pass is
+  // older than three intervals (a collector that stopped must not vouch for anyone).
+  Result<std::vector<sharing::ProcessUse>> ShareProcesses() const;
   // The node's series (per GPU, per MIG instance, per container) and the per-tenancy series.
   void RenderMetrics(std::string& out) const;
   // GET /v1/telemetry: the last pass (a tenant sees its own containers only).

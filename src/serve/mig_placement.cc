@@ -4,11 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
 #include <deque>
 #include <map>
 
 #include "serve/queue.h"
+#include "serve/request_order.h"
 #include "serve/scheduler.h"
 
 namespace tessera::serve {
@@ -18,78 +18,6 @@ using fleet::ContainerState;
 using fleet::GpuRecord;
 using fleet::LeaseState;
 using fleet::Mutation;
-
-namespace {
-
-// Whole GPUs as integers; with MIG slices in use, to three decimals (as the queue's reasons).
-std::string GpuCountText(double gpus) {
-  if (gpus == std::floor(gpus)) return std::to_string(static_cast<int64_t>(gpus));
-  return fmt::format("{:.3f}", gpus);
-}
-
-// The order MIG requests are tried in. Fair: a merge of the tenancies' own lists (priority, then
-// submission) that always takes the tenancy with the lowest (recent GPU usage + GPUs in use,
-// slices included, + what this pass has placed for it) / weight, as the queue orders whole-GPU
-// requests. FIFO: priority, then submission.
-class MigOrder {
- public:
-  MigOrder(std::vector<ContainerRecord*> pending, const scheduling::Scheduler& queue) {
-    fair_ = queue.options().mode == scheduling::Mode::kFair;
-    std::stable_sort(pending.begin(), pending.end(), [](const auto* a, const auto* b) {
-      return a->spec.priority > b->spec.priority;
-    });
-    if (!fair_) {
-      fifo_ = std::move(pending);
-      return;
-    }
-    std::map<std::string, size_t> index;
-    for (const auto& usage : queue.Usage()) {
-      index[usage.name] = lists_.size();
-      lists_.push_back({(usage.recent_gpus + usage.in_use + usage.other_gpus) / usage.weight,
-                        usage.weight,
-                        0,
-                        {}});
-    }
-    for (ContainerRecord* container : pending) {
-      auto it = index.find(QueueTenancy(*container));
-      if (it == index.end()) {
-        it = index.emplace(QueueTenancy(*container), lists_.size()).first;
-        lists_.push_back({0, 1, 0, {}});
-      }
-      lists_[it->second].requests.push_back(container);
-    }
-  }
-
-  // The next request to try; null when none is left.
-  ContainerRecord* Next() {
-    if (!fair_) return next_ < fifo_.size() ? fifo_[next_++] : nullptr;
-    List* best = nullptr;
-    for (auto& list : lists_)
-      if (list.next < list.requests.size() && (!best || list.key < best->key)) best = &list;
-    if (!best) return nullptr;
-    current_ = best;
-    return best->requests[best->next++];
-  }
-  // The request Next() gave was placed, holding `gpus`.
-  void Placed(double gpus) {
-    if (fair_ && current_) current_->key += gpus / current_->weight;
-  }
-
- private:
-  struct List {
-    double key = 0;
-    double weight = 1;
-    size_t next = 0;
-    std::vector<ContainerRecord*> requests;
-  };
-  bool fair_ = true;
-  std::vector<ContainerRecord*> fifo_;
-  size_t next_ = 0;
-  std::vector<List> lists_;
-  List* current_ = nullptr;
-};
-
-}  // namespace
 
 void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::string>* to_start,
                                std::vector<QueueEntry>* waiting) {
@@ -106,7 +34,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
     pending.push_back(&it->second);
   }
   // Requests for different profiles or sizes never block each other: whatever fits starts.
-  MigOrder order(std::move(pending), *model_.queue);
+  RequestOrder order(std::move(pending), *model_.queue);
   // GPUs each tenancy incarnation holds, whole and slices, for its GPU quota.
   std::map<std::string, double> in_use;
   for (const auto& usage : model_.queue->Usage())
@@ -144,8 +72,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
       }
       const int quota = model_.queue->GetTenancy(key).quota_gpus;
       if (quota != scheduling::kUnlimited && in_use[key] + share > quota + 1e-9)
-        reason = fmt::format("waiting: tenancy quota {}/{} GPUs in use", GpuCountText(in_use[key]),
-                             quota);
+        reason = QuotaWaitReason(in_use[key], quota);
     } else {
       reason =
           "waiting: MIG devices " + container->spec.mig.profile + ": " + chosen.error().message;
@@ -207,9 +134,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
   }
   if (dry) return;
   // Those still waiting, in submission order.
-  std::sort(still.begin(), still.end(), [this](const std::string& a, const std::string& b) {
-    return model_.container_position.at(a) < model_.container_position.at(b);
-  });
+  model_.SortBySubmission(still);
   model_.mig_pending = std::move(still);
 }
 

@@ -70,11 +70,17 @@ void Model::SetContainerState(ContainerRecord& container, ContainerState state) 
 void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
   if (container.spec.mig.count > 0 && container.started && !container.mig_devices.empty())
     AddMigUse(QueueTenancy(container), -container.mig_gpus);
+  if (container.spec.share && container.started && !container.gpus.empty())
+    AddMigUse(QueueTenancy(container), -container.share_gpus);
   for (const auto& id : container.gpus) {
     auto* gpu = FindGpu(id);
     if (!gpu) continue;
     if (container.spec.mig.count > 0) {
       ReleaseMigSlices(*gpu, container, out);
+      continue;
+    }
+    if (container.spec.share) {
+      ReleaseShare(*gpu, container, out);
       continue;
     }
     if (gpu->container_id != container.id) continue;
@@ -96,22 +102,78 @@ void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
   // The container held slices of this parent (it is in its `gpus`), even one a changed layout
   // no longer lists: with no holder left, the lease ends.
   if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
-  for (const auto& slice : gpu.mig_slices) {
-    if (slice.container_id.empty()) continue;
-    // Other slices still run: the lease stays, named after one of their holders.
+  for (const auto& slice : gpu.mig_slices)
+    if (!slice.container_id.empty())
+      return PassLeaseOn(gpu, container, slice.container_id, slice.tenancy, out);
+  // The last slice: the whole GPU is checked, the check following this holder.
+  PassLeaseOn(gpu, container, "", "", out);
+}
+
+void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
+                         std::vector<Mutation>& out) {
+  std::erase_if(gpu.shares, [&](const fleet::ShareHolder& holder) {
+    return holder.container_id == container.id;
+  });
+  if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
+  if (!gpu.shares.empty())
+    return PassLeaseOn(gpu, container, gpu.shares.front().container_id, gpu.shares.front().tenancy,
+                       out);
+  // The last share: its MPS daemon goes (Model::unshare, run by the checker), then the whole GPU
+  // is checked, the check following this holder.
+  PassLeaseOn(gpu, container, "", "", out);
+}
+
+void Model::PassLeaseOn(GpuRecord& gpu, const ContainerRecord& container,
+                        const std::string& next_container, const std::string& next_tenancy,
+                        std::vector<Mutation>& out) {
+  if (!next_container.empty()) {
+    // Others still run on it: the lease stays, named after one of them.
     if (gpu.container_id == container.id) {
-      gpu.container_id = slice.container_id;
-      gpu.tenancy = slice.tenancy;
+      gpu.container_id = next_container;
+      gpu.tenancy = next_tenancy;
       lease_dirty_ = true;
       out.push_back(gpu);
     }
     return;
   }
-  // The last slice: the whole GPU is checked, the check following this holder.
   gpu.container_id = container.id;
   gpu.tenancy = container.spec.tenancy;
   SetGpuState(gpu, LeaseState::kReleasing, "", out);
   to_check.push_back(gpu.id());
+}
+
+void Model::SortBySubmission(std::deque<std::string>& ids) const {
+  std::sort(ids.begin(), ids.end(), [this](const std::string& a, const std::string& b) {
+    return container_position.at(a) < container_position.at(b);
+  });
+}
+
+void Model::EnqueueShare(const ContainerRecord& container) {
+  share_pending.push_back(container.id);
+  ++share_waiting[QueueTenancy(container)];
+}
+
+void Model::ShareLeftWaiting(const ContainerRecord& container) {
+  auto it = share_waiting.find(QueueTenancy(container));
+  if (it == share_waiting.end()) return;
+  if (--it->second <= 0) share_waiting.erase(it);
+}
+
+int Model::SharePendingOf(const std::string& tenancy) const {
+  auto it = share_waiting.find(tenancy);
+  return it == share_waiting.end() ? 0 : it->second;
+}
+
+void Model::StopContainer(ContainerRecord& container, std::string reason,
+                          std::vector<Mutation>& out) {
+  spdlog::info("container {}: stopping: {}", container.id, reason);
+  container.stop_requested = true;
+  container.reason = std::move(reason);
+  out.push_back(container);
+  if (container.state == ContainerState::kRunning) {
+    to_stop.push_back(container.id);
+    scheduler_wake.notify_one();
+  }
 }
 
 void Model::AddMigUse(const std::string& tenancy, double gpus) {
@@ -151,6 +213,8 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
   if (container.spec.mig.count > 0 && container.state == ContainerState::kPending &&
       !container.started)
     MigLeftWaiting(container);
+  if (container.spec.share && container.state == ContainerState::kPending && !container.started)
+    ShareLeftWaiting(container);
   // A stop the scheduler decided (duration limit, preemption) set its reason already.
   const bool stop_reason = container.stop_requested && !container.reason.empty();
   if (info.failed) {
@@ -176,14 +240,16 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
     queue->Cancel(request);
     // Fair share is charged as the bill is: up to the end the runtime reports. A run nobody
     // counted (it ended while the service was down) is charged now.
+    // MIG slices and shares are counted beside the queue (AddMigUse), by their fraction.
+    const bool beside_queue = container.spec.mig.count > 0 || container.spec.share.has_value();
     if (!queue->Finished(request, now_s, static_cast<double>(ended_ms) / 1000.0) && ran &&
-        container.spec.mig.count == 0 && gpus > 0)
+        !beside_queue && gpus > 0)
       queue->ChargePast(QueueTenancy(container), gpus,
                         static_cast<double>(container.started_ms) / 1000.0,
                         static_cast<double>(finished_ms) / 1000.0);
-    if (container.spec.mig.count > 0 && container.started_ms > 0 && ended_ms < now_ms)
-      queue->ChargePast(QueueTenancy(container), -container.mig_gpus,
-                        static_cast<double>(ended_ms) / 1000.0, now_s);
+    if (beside_queue && container.started_ms > 0 && ended_ms < now_ms)
+      queue->ChargePast(QueueTenancy(container), -gpus, static_cast<double>(ended_ms) / 1000.0,
+                        now_s);
     QueueChanged();
   }
   spdlog::info("container {}: {}{}{}", container.id, fleet::ContainerStateName(container.state),

@@ -86,10 +86,17 @@ class Model {
   // MIG containers waiting for slices, in submission order (entries that started or ended
   // since are dropped by the next pass).
   std::deque<std::string> mig_pending;
-  // By incarnation (the queue's tenancy key, QueueTenancy): the GPUs its running slices make up,
-  // and its MIG requests waiting.
+  // By incarnation (the queue's tenancy key, QueueTenancy): the GPUs its running MIG slices and
+  // shares make up (each by its fraction of a GPU), and its MIG requests waiting.
   std::map<std::string, double> mig_in_use;
   std::unordered_map<std::string, int> mig_waiting;
+  // Share containers waiting for room on a GPU, in submission order (as mig_pending).
+  std::deque<std::string> share_pending;
+  std::unordered_map<std::string, int> share_waiting;  // by incarnation: its share requests waiting
+  // Set by the service before any thread starts: a GPU's last share is gone (its MPS daemon torn
+  // down, compute mode and time-slice put back). The checker runs it before the GPU's check; an
+  // error quarantines the GPU.
+  std::function<Status(const fleet::GpuRecord&)> unshare;
   std::deque<ExitEvent> exits;
   std::deque<std::string> to_check;          // GPUs in releasing, by ID
   std::deque<std::string> to_stop;           // running containers a client deleted
@@ -160,9 +167,17 @@ class Model {
   void MigLeftWaiting(const fleet::ContainerRecord& container);
   // MIG containers of `tenancy` waiting for slices.
   int MigPendingOf(const std::string& tenancy) const;
-  // A tenancy's MIG slices in use changed by `gpus` (their share of a GPU): the queue counts
-  // them in its share and against its GPU quota.
+  // A tenancy's MIG slices or shares in use changed by `gpus` (their fraction of a GPU): the
+  // queue counts them in its share and against its GPU quota.
   void AddMigUse(const std::string& tenancy, double gpus);
+  // A pending share container waits for room beside the queue; it leaves once placed or ended.
+  void EnqueueShare(const fleet::ContainerRecord& container);
+  void ShareLeftWaiting(const fleet::ContainerRecord& container);
+  int SharePendingOf(const std::string& tenancy) const;
+  // A stop the service decides (duration limit, preemption, watchdog, a shared GPU's fault): the
+  // reason is the container's once it ends.
+  void StopContainer(fleet::ContainerRecord& container, std::string reason,
+                     std::vector<fleet::Mutation>& out);
   // Ends it as `info` says; its usage is metered up to the end the runtime reports (never
   // later than now), nothing when the runtime says it never started.
   void FinishContainer(fleet::ContainerRecord& container, const backends::ExitInfo& info,
@@ -174,6 +189,8 @@ class Model {
   // Drops a record from memory (retention, a submission whose commit failed, another
   // replica's deletion), compacting the listing order behind it.
   void RemoveContainer(const std::string& id);
+  // Container IDs in submission order (the listing order), as requests beside the queue wait.
+  void SortBySubmission(std::deque<std::string>& ids) const;
   // Queue positions and reasons changed.
   void QueueChanged() { ++queue_version; }
   // The last queue report, asking the report thread for a new one when the queue changed since.
@@ -204,6 +221,13 @@ class Model {
   void WriteLeaseFile();
   void ReleaseMigSlices(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                         std::vector<fleet::Mutation>& out);
+  void ReleaseShare(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
+                    std::vector<fleet::Mutation>& out);
+  // A holder of part of `gpu` (a MIG slice, a share) is gone: the lease passes to another
+  // holder (`next_container`), or with none left the whole GPU goes to its check.
+  void PassLeaseOn(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
+                   const std::string& next_container, const std::string& next_tenancy,
+                   std::vector<fleet::Mutation>& out);
 
   bool lease_dirty_ = true;  // a GPU changed since the lease file was written
   std::string lease_file_written_;

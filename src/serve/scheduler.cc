@@ -21,8 +21,8 @@ using fleet::GpuRecord;
 using fleet::LeaseState;
 using fleet::Mutation;
 
-Scheduler::Scheduler(Model& model, backends::ContainerBackend& backend)
-    : model_(model), backend_(backend) {}
+Scheduler::Scheduler(Model& model, backends::ContainerBackend& backend, SharedGpus& shared)
+    : model_(model), backend_(backend), shared_(shared) {}
 
 Scheduler::~Scheduler() {
   Stop();
@@ -96,7 +96,7 @@ void Scheduler::Loop() {
       return stopping_ || limits_changed_ || !model_.exits.empty() || !model_.to_stop.empty() ||
              (!failing && model_.reschedule &&
               (!model_.pending.empty() || !model_.mig_pending.empty() ||
-               model_.queue->pending_count() > 0)) ||
+               !model_.share_pending.empty() || model_.queue->pending_count() > 0)) ||
              std::chrono::steady_clock::now() >= next_sweep_ ||
              (!deadlines_.empty() && fleet::NowMs() >= deadlines_.begin()->first);
     });
@@ -171,8 +171,10 @@ void Scheduler::Loop() {
       to_start.push_back(id);
     }
     model_.pending.clear();
+    reserved_gpus_.clear();
     if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
     PlaceMigLocked(&mutations, &to_start, nullptr);
+    PlaceSharesLocked(&mutations, &to_start, nullptr);
     ++model_.passes;
     model_.QueueChanged();
     if (!mutations.empty()) {
@@ -240,6 +242,8 @@ void Scheduler::ReportLoop() {
     }
     std::vector<QueueEntry> mig_waiting;
     PlaceMigLocked(nullptr, nullptr, &mig_waiting);
+    std::vector<QueueEntry> share_waiting;
+    PlaceSharesLocked(nullptr, nullptr, &share_waiting);
     std::unordered_map<std::string, std::string> names;  // incarnation -> tenancy name
     for (const auto& [name, tenancy] : model_.tenancies)
       names[tenancy.uid] = name;
@@ -250,7 +254,7 @@ void Scheduler::ReportLoop() {
       scheduling::Scheduler queue = scheduling::Scheduler::FromSnapshot(*snapshot);
       snapshot.reset();
       const auto pass = queue.Schedule(*fleet_copy, now_s, /*report=*/true);
-      report->entries.reserve(pass.waiting.size() + mig_waiting.size());
+      report->entries.reserve(pass.waiting.size() + mig_waiting.size() + share_waiting.size());
       for (const auto& wait : pass.waiting) {
         const scheduling::PendingRequest* request = queue.Request(wait.id);
         if (!request) continue;
@@ -276,6 +280,12 @@ void Scheduler::ReportLoop() {
     const int base = static_cast<int>(report->entries.size());
     for (auto& entry : mig_waiting) {
       entry.position += base;
+      report->entries.push_back(std::move(entry));
+    }
+    // Then shares of a GPU, beside the queue too.
+    const int after_mig = static_cast<int>(report->entries.size());
+    for (auto& entry : share_waiting) {
+      entry.position += after_mig;
       report->entries.push_back(std::move(entry));
     }
     for (size_t i = 0; i < report->entries.size(); ++i) {
@@ -415,20 +425,11 @@ void Scheduler::EnforceLimitsLocked(std::vector<Mutation>& out) {
     if (it == model_.containers.end() || it->second.state != ContainerState::kRunning ||
         it->second.stop_requested)
       continue;
-    StopForLocked(it->second,
-                  "stopped at its limit: maxDurationSeconds " +
-                      std::to_string(it->second.spec.max_duration_s),
-                  out);
+    model_.StopContainer(it->second,
+                         "stopped at its limit: maxDurationSeconds " +
+                             std::to_string(it->second.spec.max_duration_s),
+                         out);
   }
-}
-
-void Scheduler::StopForLocked(ContainerRecord& container, std::string reason,
-                              std::vector<Mutation>& out) {
-  spdlog::info("container {}: stopping: {}", container.id, reason);
-  container.stop_requested = true;
-  container.reason = std::move(reason);
-  out.push_back(container);
-  if (container.state == ContainerState::kRunning) model_.to_stop.push_back(container.id);
 }
 
 void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
@@ -436,6 +437,14 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
   // Without report: it stops once nothing more can start and no reservation can change.
   auto pass = model_.queue->Schedule(fleet, static_cast<double>(fleet::NowMs()) / 1000.0,
                                      /*report=*/false);
+  // GPUs held for a waiting whole-GPU request take no new share.
+  for (const auto& reservation : pass.reservations) {
+    const auto node = static_cast<size_t>(reservation.node);
+    if (node >= gpu_of_bit_.size()) continue;
+    for (int bit : topology::MaskToIndices(reservation.gpus))
+      if (static_cast<size_t>(bit) < gpu_of_bit_[node].size())
+        reserved_gpus_.insert(gpu_of_bit_[node][bit]);
+  }
   auto container_of = [this](scheduling::RequestId id) -> ContainerRecord* {
     auto it = model_.containers.find(ContainerIdOf(id));
     return it == model_.containers.end() ? nullptr : &it->second;
@@ -474,7 +483,7 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
       if (!container || container->stop_requested || fleet::IsTerminal(container->state)) continue;
       spdlog::info("scheduling: preempting {} for {}", container->id,
                    holder ? holder->id : std::string("?"));
-      StopForLocked(*container, "preempted", out);
+      model_.StopContainer(*container, "preempted", out);
     }
   }
 }
@@ -504,6 +513,16 @@ void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& 
     return;
   }
   request.volumes = std::move(*volumes);
+  std::optional<ShareStart> share;
+  if (container.spec.share) {
+    auto start = shared_.StartOfLocked(container);
+    if (!start) {
+      model_.FinishContainer(it->second,
+                             backends::ExitInfo{std::nullopt, true, start.error().message}, out);
+      return;
+    }
+    share = std::move(*start);
+  }
   for (const auto& gpu_id : container.gpus) {
     if (auto* gpu = model_.FindGpu(gpu_id)) {
       request.gpu_pci_addresses.push_back(gpu->pci_address);
@@ -521,16 +540,32 @@ void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& 
   }
   model_.busy++;
   model_.starting.insert(id);
-  boost::asio::post(*pool_, [this, request = std::move(request)] {
-    auto status =
-        backend_.Start(request, [this](const std::string& cid, const backends::ExitInfo& info) {
-          model_.OnExit(cid, info);
-        });
-    std::lock_guard lock(model_.mu);
-    model_.busy--;
-    model_.starting.erase(request.id);
-    ApplyStartLocked(request.id, status);
-  });
+  boost::asio::post(
+      *pool_, [this, request = std::move(request), share = std::move(share)]() mutable {
+        Status status = Ok();
+        if (share) {
+          // Its GPU ready for it first: nothing starts before the MPS marker holds the hash of a
+          // config covering its share.
+          auto edits = shared_.Prepare(*share);
+          if (edits) {
+            for (const auto& [key, value] : edits->env)
+              request.env[key] = value;
+            for (const auto& mount : edits->mounts)
+              request.binds.push_back({mount.host_path, mount.container_path, mount.read_only});
+          } else {
+            status = edits.error().WithContext("share of GPU " + share->pci_address);
+          }
+        }
+        if (status)
+          status = backend_.Start(request,
+                                  [this](const std::string& cid, const backends::ExitInfo& info) {
+                                    model_.OnExit(cid, info);
+                                  });
+        std::lock_guard lock(model_.mu);
+        model_.busy--;
+        model_.starting.erase(request.id);
+        ApplyStartLocked(request.id, status);
+      });
 }
 
 void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {

@@ -21,11 +21,13 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "backends/backend.h"
 #include "serve/model.h"
+#include "serve/shared_gpus.h"
 
 namespace boost::asio {
 class thread_pool;
@@ -35,7 +37,7 @@ namespace tessera::serve {
 
 class Scheduler {
  public:
-  Scheduler(Model& model, backends::ContainerBackend& backend);
+  Scheduler(Model& model, backends::ContainerBackend& backend, SharedGpus& shared);
   ~Scheduler();
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -64,6 +66,12 @@ class Scheduler {
   // those that would wait, with their place among MIG requests and why (the report's MIG part).
   void PlaceMigLocked(std::vector<fleet::Mutation>* out, std::vector<std::string>* to_start,
                       std::vector<QueueEntry>* waiting);
+  // Pending share containers take room on a GPU (sharing::ChooseGpu): never past its memory less
+  // the reserve or past 100 % of its compute, one mode per GPU, one tenancy per GPU unless
+  // --share-across-tenancies; within their tenancy's GPU quota (a share counts by its fraction).
+  // Without `out` and `to_start` nothing is placed; `waiting` gets those that would wait and why.
+  void PlaceSharesLocked(std::vector<fleet::Mutation>* out, std::vector<std::string>* to_start,
+                         std::vector<QueueEntry>* waiting);
   // The placements and starts of a pass are durable: the starts go to the pool. When they could
   // not be written, nothing starts: the containers fail, saying so.
   void StartPlacedLocked(const std::vector<std::string>& ids, const Status& recorded);
@@ -74,9 +82,6 @@ class Scheduler {
   void AdoptRunningLocked();
   // Stops containers past their maxDurationSeconds.
   void EnforceLimitsLocked(std::vector<fleet::Mutation>& out);
-  // A stop the scheduler decides: the reason is the container's once it ends.
-  void StopForLocked(fleet::ContainerRecord& container, std::string reason,
-                     std::vector<fleet::Mutation>& out);
   // mu held: hand a placed container's start, or a stop, to the pool; the start's outcome is
   // applied under mu when it returns.
   void StartOnPoolLocked(const std::string& id, std::vector<fleet::Mutation>& out);
@@ -88,6 +93,7 @@ class Scheduler {
 
   Model& model_;
   backends::ContainerBackend& backend_;
+  SharedGpus& shared_;                                  // share containers' GPUs made ready
   bool stopping_ = false;                               // guarded by model_.mu
   std::function<bool()> may_place_;                     // guarded by model_.mu
   std::chrono::steady_clock::time_point next_sweep_{};  // scheduler thread only
@@ -97,6 +103,9 @@ class Scheduler {
   std::vector<std::vector<size_t>> gpu_of_bit_;
   std::unordered_map<size_t, std::pair<int, int>> bit_of_gpu_;  // record -> (node, bit)
   std::vector<size_t> adopted_nodes_;  // model_.placement_nodes when running ones were adopted
+  // Embedded mode: GPU records (indices into model_.gpus) the last pass reserved for waiting
+  // whole-GPU requests; shares never take them.
+  std::unordered_set<size_t> reserved_gpus_;
   bool adopted_ = false;
   // Running containers with a duration limit: when it falls (Unix ms) -> container ID.
   std::multimap<int64_t, std::string> deadlines_;

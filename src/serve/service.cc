@@ -27,8 +27,9 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       access_(model_),
       tenancies_(model_, *backend_),
       submissions_(model_, gpus_, *backend_),
-      scheduler_(model_, *backend_),
-      checker_(model_, *backend_),
+      shared_(model_, options_.sharing),
+      scheduler_(model_, *backend_, shared_),
+      checker_(model_, *backend_, shared_),
       replica_sync_(model_),
       measurement_(model_, *backend_) {}
 
@@ -64,6 +65,12 @@ Result<std::unique_ptr<Service>> Service::Create(
   // With a shared store only the leader reconciles, when it starts leading.
   if (!service->options_.resync) service->Reconcile();
   service->measurement_.Open();
+  // The shares' watchdog reads what telemetry attributes to each container: with telemetry on,
+  // time-sliced shares are held by it (enforcement `watchdog`), and MPS shares past their limit.
+  if (service->measurement_.enabled() && !service->options_.sharing.measure) {
+    const Measurement* measurement = &service->measurement_;
+    service->options_.sharing.measure = [measurement] { return measurement->ShareProcesses(); };
+  }
   return service;
 }
 
@@ -107,6 +114,8 @@ Status Service::Load(Host host) {
           spdlog::error("container {}: {}", container.id, queued.error().message);
       } else if (container.spec.mig.count > 0) {
         model_.EnqueueMig(container);
+      } else if (container.spec.share) {
+        model_.EnqueueShare(container);
       } else {
         model_.pending.push_back(container.id);
       }
@@ -140,6 +149,8 @@ Status Service::Load(Host host) {
       merged.mig_enabled = gpu.mig_enabled;
       merged.compute_slices = gpu.compute_slices;
       merged.mig_slices = gpu.mig_slices;
+      merged.memory_bytes = gpu.memory_bytes;
+      merged.uuid = gpu.uuid;
       model_.gpus.push_back(std::move(merged));
     } else if (auto baseline = snapshot->firmware_baselines.find(gpu.id());
                baseline != snapshot->firmware_baselines.end()) {
@@ -178,6 +189,7 @@ Status Service::Load(Host host) {
     spdlog::warn("GPU {} is in the store but not on the host", id);
   }
   AttachMigHoldersLocked();
+  AttachShareHoldersLocked();
   if (auto status = model_.store.CommitAndWait(std::move(mutations)); !status) return status;
   return Ok();
 }
@@ -213,6 +225,31 @@ void Service::AttachMigHoldersLocked() {
       if (!found)
         spdlog::warn("container {}: MIG device {} is no longer in the host's layout", id, device);
     }
+  }
+}
+
+void Service::AttachShareHoldersLocked() {
+  // A started share container that has not ended holds a share of the GPU it names.
+  for (const auto& id : model_.container_order) {
+    const ContainerRecord& container = model_.containers.at(id);
+    if (!container.spec.share || !container.started || fleet::IsTerminal(container.state) ||
+        container.gpus.size() != 1)
+      continue;
+    // Counted in its tenancy's share and GPU quota until it ends, and what it ran before this
+    // start of the service in its recent usage (as a MIG slice).
+    model_.AddMigUse(QueueTenancy(container), container.share_gpus);
+    if (container.started_ms > 0)
+      model_.queue->ChargePast(QueueTenancy(container), container.share_gpus,
+                               static_cast<double>(container.started_ms) / 1000.0,
+                               static_cast<double>(fleet::NowMs()) / 1000.0);
+    GpuRecord* gpu = model_.FindGpu(container.gpus.front());
+    if (!gpu) {
+      spdlog::warn("container {}: its shared GPU {} is no longer on the host", id,
+                   container.gpus.front());
+      continue;
+    }
+    gpu->shares.push_back(
+        {container.id, container.spec.tenancy, container.tenancy_uid, *container.spec.share});
   }
 }
 
@@ -309,8 +346,9 @@ void Service::Reconcile() {
       if (!gpu.leased()) continue;
       auto it = model_.containers.find(gpu.container_id);
       bool holder_done = it == model_.containers.end() || fleet::IsTerminal(it->second.state);
-      // In MIG mode the lease lasts while any slice is held.
+      // In MIG mode the lease lasts while any slice is held; a shared GPU's while any share is.
       if (gpu.mig_enabled && gpu.HasMigHolders()) holder_done = false;
+      if (!gpu.shares.empty()) holder_done = false;
       if ((gpu.state == LeaseState::kReserved || gpu.state == LeaseState::kActive) && holder_done) {
         model_.SetGpuState(gpu, LeaseState::kReleasing, "", mutations);
       }
@@ -353,11 +391,13 @@ void Service::StartLeading() {
   }
   scheduler_.Start();
   checker_.Start();
+  shared_.Start();
 }
 
 void Service::StopLeading() {
   scheduler_.Stop();
   checker_.Stop();
+  shared_.Stop();
 }
 
 void Service::SetLeadershipCheck(std::function<bool()> is_leader) {
@@ -545,7 +585,7 @@ bool Service::WaitIdle(std::chrono::milliseconds timeout) {
     bool running = false;
     for (const auto& gpu : model_.gpus)
       running = running || gpu.leased();
-    return model_.pending.empty() && model_.mig_pending.empty() &&
+    return model_.pending.empty() && model_.mig_pending.empty() && model_.share_pending.empty() &&
            model_.queue->pending_count() == 0 && model_.exits.empty() && model_.to_check.empty() &&
            model_.busy == 0 && !running;
   });

@@ -34,6 +34,7 @@
 #include "serve/model.h"
 #include "serve/replica_sync.h"
 #include "serve/scheduler.h"
+#include "serve/shared_gpus.h"
 #include "serve/submissions.h"
 #include "serve/tenancies.h"
 #include "serve/types.h"
@@ -149,14 +150,19 @@ class Service {
 
   // For tests and benchmarks: waits until nothing is pending, starting or being checked.
   bool WaitIdle(std::chrono::milliseconds timeout);
+  // Whether the share watchdog runs (a measurement source is set): time-sliced shares are
+  // enforced by it, or by nothing.
+  bool WatchdogRuns() const { return static_cast<bool>(options_.sharing.measure); }
 
  private:
   Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
           std::unique_ptr<backends::ContainerBackend> backend);
 
   Status Load(Host host);
-  // mu held: the slices of GPUs in MIG mode get their holders from the container records.
+  // mu held: the slices of GPUs in MIG mode, and the shares of shared GPUs, get their holders
+  // from the container records.
   void AttachMigHoldersLocked();
+  void AttachShareHoldersLocked();
   void Reconcile();
 
   ServiceOptions options_;
@@ -168,6 +174,7 @@ class Service {
   Access access_;
   Tenancies tenancies_;
   Submissions submissions_;
+  SharedGpus shared_;
   Scheduler scheduler_;
   FirmwareChecker checker_;
   ReplicaSync replica_sync_;

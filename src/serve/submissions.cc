@@ -57,7 +57,16 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   if (spec.gpus > 0) {
     if (auto status = gpus_.CheckRequest(spec.gpus); !status) return done(status.error());
   }
-  if (auto status = backend_.CheckIsolation(spec.isolation, mig ? 1 : spec.gpus); !status)
+  const bool share = spec.share.has_value();
+  if (share) {
+    if (spec.gpus > 0 || mig)
+      return done(InvalidArgument("share: asks for a share of one GPU instead of gpus or mig"));
+    if (auto status = sharing::CheckShare(*spec.share); !status)
+      return done(status.error().WithContext("share"));
+    if (auto status = backend_.CheckShare(spec.isolation); !status) return done(status.error());
+    if (auto status = gpus_.CheckShareRequest(*spec.share); !status) return done(status.error());
+  }
+  if (auto status = backend_.CheckIsolation(spec.isolation, mig || share ? 1 : spec.gpus); !status)
     return done(status.error());
   auto random = fleet::RandomHex(8);
   if (!random) return done(random.error());
@@ -108,10 +117,11 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   // The queue's key of the tenancy; one this submission creates has nothing queued and the
   // default policy ("" is no key of the queue's).
   const std::string known_uid = tenancy_it == model_.tenancies.end() ? "" : tenancy_it->second.uid;
-  // GPU containers join the queue: the priority within the tenancy's bound, and the pending
-  // quota (the default one unless its policy sets another) checked under the lock, counting
-  // submissions not yet durable, so concurrent submissions cannot pass it together.
-  if ((queued || mig) && model_.queue) {
+  // GPU containers join the queue (MIG and share requests wait beside it): the priority within
+  // the tenancy's bound, and the pending quota (the default one unless its policy sets another)
+  // checked under the lock, counting submissions not yet durable, so concurrent submissions
+  // cannot pass it together.
+  if ((queued || mig || share) && model_.queue) {
     const std::string& uid = known_uid;
     const auto policy = model_.queue->GetTenancy(uid);
     if (spec.priority > policy.max_priority)
@@ -120,6 +130,7 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
                                    std::to_string(policy.max_priority)));
     auto unconfirmed = model_.unconfirmed.find(uid);
     const int pending = model_.queue->PendingOf(uid) + model_.MigPendingOf(uid) +
+                        model_.SharePendingOf(uid) +
                         (unconfirmed == model_.unconfirmed.end() ? 0 : unconfirmed->second);
     const int quota = model_.queue->PendingQuotaOf(uid);
     if (pending >= quota)
@@ -197,6 +208,8 @@ void Submissions::Admit(const ContainerRecord& container) {
   } else if (container.spec.mig.count > 0) {
     model_.EnqueueMig(container);
     changed = gpus_.MigSlicesFreeLocked(container.spec.mig.profile);
+  } else if (container.spec.share) {
+    model_.EnqueueShare(container);
   } else {
     model_.pending.push_back(container.id);
   }

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "fleet/fleet.h"
+#include "mps/mps.h"
 #include "placement/placement.h"
 #include "scheduling/scheduling.h"
 #include "serve/bounds.h"
@@ -28,6 +29,28 @@ struct FirmwareCheckOptions {
   std::string command;
   std::map<std::string, std::string> per_gpu;  // PCI address -> program, overrides `command`
   std::chrono::milliseconds timeout{60000};
+};
+
+// Shares of a GPU (MPS or time-slicing), docs/serve.md "Shares of a GPU".
+struct SharingOptions {
+  mps::Options mps;  // where daemons live, the control binary, shm size, timeouts
+  // Kept free on every shared GPU: the shares on one GPU add up to at most its memory less this.
+  uint64_t reserve_bytes = uint64_t{1} << 30;
+  // Fault domain: by default a shared GPU holds one tenancy's containers only.
+  bool across_tenancies = false;
+  // The watchdog stops a container above its memory share for longer than this.
+  std::chrono::milliseconds grace{10000};
+  // How often each MPS daemon is checked and the watchdog samples.
+  std::chrono::milliseconds interval{1000};
+  // Time-sliced GPUs: `nvidia-smi compute-policy -i <uuid> --set-timeslice N` (0 default, 1
+  // short, 2 medium, 3 long) when the first share arrives, and back to 0 after the last; -1
+  // leaves the policy alone.
+  int timeslice = -1;
+  std::string nvidia_smi = "nvidia-smi";
+  std::string nvml_library = "libnvidia-ml.so.1";  // compute modes
+  // The GPU processes and the containers they belong to, each pass (the telemetry collector's
+  // attribution). Unset: no watchdog, and time-sliced shares are enforced by nothing.
+  std::function<Result<std::vector<sharing::ProcessUse>>()> measure;
 };
 
 // GPU telemetry of this host (embedded mode): --telemetry-interval, --telemetry-max-series,
@@ -66,6 +89,7 @@ struct ServiceOptions {
   // for requests that do not fit, preemption, the default pending quota. `scheduling.placement`
   // follows `policy`.
   scheduling::SchedulerOptions scheduling;
+  SharingOptions sharing;
   // More Prometheus series for /metrics from parts the service does not own (the fabric
   // manager's activator); called on every scrape, from the HTTP server's threads.
   std::function<std::string()> extra_metrics;
@@ -195,7 +219,8 @@ struct QueueEntry {
   std::string tenancy;
   std::string tenancy_uid;
   int gpus = 0;
-  fleet::MigRequest mig;  // a MIG request instead of gpus
+  fleet::MigRequest mig;                // a MIG request instead of gpus
+  std::optional<sharing::Share> share;  // a share of one GPU instead of gpus
   int priority = 0;
   int position = 0;  // 1-based, over the whole queue (a tenant sees its own entries only)
   std::string reason;

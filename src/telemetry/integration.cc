@@ -115,6 +115,7 @@ PassResult Integrate(const std::vector<GpuReading>& readings, const PidContainer
       PerHolder& entry = slot(holder_of(process.pid));
       entry.gpu.processes++;
       entry.gpu.memory_bytes += process.used_bytes.value_or(0);
+      entry.gpu.process_list.push_back({process.pid, process.used_bytes.value_or(0)});
     }
 
     // SM use: per-process samples (whole GPUs), GPM per GPU instance (MIG).

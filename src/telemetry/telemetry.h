@@ -65,7 +65,7 @@ struct Holder {
   std::string key;           // serve: the container ID; node agent: the GpuLease's name
   std::string tenancy;       // empty: a container of no tenancy (never metered)
   std::string tenancy_uid;   // the incarnation it runs for
-  std::string mode = "gpu";  // how it holds its GPUs: "gpu" (whole), "mig"
+  std::string mode = "gpu";  // how it holds its GPUs: "gpu" (whole), "mig", "share"
   // Labels as dcgm-exporter writes them: Kubernetes Pod, namespace and container name (serve:
   // "", the tenancy and the container ID).
   std::string pod, namespace_, container;
@@ -160,13 +160,20 @@ using Cursors = std::map<std::string, GpuCursor>;  // by PCI address
 // is 1), GiB-seconds of GPU memory, and joules - the figures the fleet's records keep.
 using Usage = fleet::MeasuredUsage;
 
+// One of a holder's processes on a GPU: what a share's watchdog sums and, with MPS, ends.
+struct HolderProcess {
+  uint32_t pid = 0;
+  uint64_t used_bytes = 0;
+};
+
 // One holder on one GPU in this pass.
 struct HolderGpu {
   std::string pci_address;
   uint32_t processes = 0;
   uint64_t memory_bytes = 0;
-  double sm_percent = 0;  // its processes' SM use now, percent of the whole GPU
-  Usage delta;            // measured in this pass
+  double sm_percent = 0;                    // its processes' SM use now, percent of the whole GPU
+  Usage delta;                              // measured in this pass
+  std::vector<HolderProcess> process_list;  // its `processes`, each with its memory
 };
 
 struct HolderReading {

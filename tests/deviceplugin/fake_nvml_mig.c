@@ -6,6 +6,7 @@
  * back after every change, one line per fact:
  *   gpu <pci> board=<h100-80gb|a100-40gb> uuid=<GPU-…> mig=<0|1> pending=<0|1> processes=<n>
  *       [activation=<nvml error>]      (SetMigMode records pending but answers this status)
+ *       [memory_mb=<MiB>]              (the whole GPU's memory; default: the board's)
  *       [module=<n>]                   (nvmlDeviceGetModuleId; absent: not supported)
  *   gi <pci> id=<g> profile=<profile ID> start=<memory slice>
  *   ci <pci> gi=<g> id=<c> slices=<compute slices> uuid=<MIG-…>
@@ -102,6 +103,7 @@ typedef struct {
   char board[24];
   char uuid[96];
   int mig, pending, processes, activation, module, used;
+  unsigned int memory_mb;
 } Gpu;
 typedef struct {
   int used, gpu;
@@ -176,6 +178,7 @@ void FakeNvmlMigLoad(void) {
         g->pending = (int)Number(line, "pending", (unsigned int)g->mig);
         g->processes = (int)Number(line, "processes", 0);
         g->activation = (int)Number(line, "activation", 0);
+        g->memory_mb = Number(line, "memory_mb", 0);
         g->module = (int)Number(line, "module", 0);
         break;
       }
@@ -221,6 +224,7 @@ static void Save(void) {
     fprintf(f, "gpu %s board=%s uuid=%s mig=%d pending=%d processes=%d", g->pci, g->board, g->uuid,
             g->mig, g->pending, g->processes);
     if (g->activation) fprintf(f, " activation=%d", g->activation);
+    if (g->memory_mb) fprintf(f, " memory_mb=%u", g->memory_mb);
     if (g->module) fprintf(f, " module=%d", g->module);
     fprintf(f, "\n");
   }
@@ -538,11 +542,15 @@ int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   Ci* ci = AsCi(device);
   if (!ci) {
     /* A whole GPU: the scenario's figures where a test gives them (fake_nvml_telemetry.c), else,
-       for a GPU of the MIG state, the total nvidia-smi shows as memory.total for the board. */
+       for a GPU of the MIG state, its memory_mb, else the total nvidia-smi shows as memory.total
+       for its board (H100 80GB: 81559 MiB; A100 40GB: 40960). */
     int rc = FakeNvmlScenarioMemory(device, memory);
     int gpu = GpuOf(device);
     if (rc != NVML_ERROR_NOT_SUPPORTED || gpu < 0) return rc;
-    memory->total = (strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960ull : 81559ull) << 20;
+    unsigned long long mb = gpus[gpu].memory_mb                         ? gpus[gpu].memory_mb
+                            : strcmp(gpus[gpu].board, "a100-40gb") == 0 ? 40960
+                                                                        : 81559;
+    memory->total = mb << 20;
     memory->used = 0;
     memory->free = memory->total;
     return NVML_SUCCESS;

@@ -18,6 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         spec->priority > tessera::scheduling::kMaxPriority || spec->max_duration_s < 0 ||
         spec->max_duration_s > tessera::scheduling::kMaxDurationLimitSeconds)
       __builtin_trap();
+    // A share is a share of one GPU, in range, and nothing else.
+    if (spec->share && (!tessera::sharing::CheckShare(*spec->share) || spec->gpus > 0 ||
+                        spec->mig.count > 0 || spec->isolation == tessera::fleet::Isolation::kKata))
+      __builtin_trap();
   } else if (spec.error().message.empty()) {
     __builtin_trap();  // a 400 must name the field
   }

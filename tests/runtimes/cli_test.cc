@@ -1,8 +1,10 @@
 // `tessera doctor` and `tessera runtime-config` as processes: exit codes and formats.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "support/fixture_host.h"
@@ -69,6 +71,52 @@ TEST(DoctorCli, AnyFailExitsOneAndJsonNamesIt) {
     }
   }
   EXPECT_TRUE(found) << out;
+}
+
+TEST(DoctorCli, ReportsEachMpsDaemonItsEnforcementAndAHostWidePipeDirectory) {
+  HealthyHost host;
+  const std::string mps = host.root() + "/run/tessera/mps";
+  // One ready daemon (its pid this test process, so it runs), one whose process is gone.
+  const std::string ready = mps + "/GPU-5e4b7c10-3c2a-4d8e-9f10-a1b2c3d4e5f0";
+  Write(ready + "/pipe/nvidia-cuda-mps-control.pid", std::to_string(::getpid()) + "\n");
+  Write(ready + "/ready", "sha256:0123\n");
+  Write(ready + "/log/control.log",
+        "[2026-02-06 09:34:17.770 Control   261] CUDA MPS Control binary version: 13000\n");
+  Write(ready + "/log/server.log",
+        "[2026-04-28 18:20:41.986 Server 4428] Active Threads Percentage set to 25.0\n"
+        "[2026-04-28 18:20:41.986 Server 4428] Device pinned memory limit for device 0 set to "
+        "0x500000000 bytes\n");
+  const std::string gone = mps + "/GPU-5e4b7c11-3c2a-4d8e-9f10-a1b2c3d4e5f1";
+  int status = -1;
+  const std::string pid = RunCommand("sh -c 'echo $$'", &status);  // an ended process
+  Write(gone + "/pipe/nvidia-cuda-mps-control.pid", pid);
+  fs::create_directories(host.root() + "/tmp/nvidia-mps");
+  std::string out = host.Doctor("--format json", &status);
+  EXPECT_EQ(status, 1) << out;
+  auto doc = nlohmann::json::parse(out);
+  std::map<std::string, nlohmann::json> by_title;
+  for (const auto& check : doc["checks"])
+    by_title[check["title"].get<std::string>()] = check;
+  const auto& healthy = by_title
+      ["MPS daemon of GPU-5e4b7c10-3c2a-4d8e-9f10-a1b2c3d4e5f0 (enforcement driver: its "
+       "memory and thread limits; the watchdog holds each container)"];
+  EXPECT_EQ(healthy["verdict"], "PASS") << out;
+  for (const char* seen : {"(running)", "marker sha256:0123", "version 13000", "20480 MiB",
+                           "a server applied 20480 MiB and 25% threads"})
+    EXPECT_NE(healthy["evidence"].get<std::string>().find(seen), std::string::npos)
+        << seen << " in " << healthy;
+  bool failed = false;
+  for (const auto& [title, check] : by_title) {
+    if (title.find("GPU-5e4b7c11") == std::string::npos) continue;
+    failed = true;
+    EXPECT_EQ(check["verdict"], "FAIL") << check;
+    EXPECT_NE(check["evidence"].get<std::string>().find("(not running)"), std::string::npos);
+  }
+  EXPECT_TRUE(failed) << out;
+  const auto& pipe = by_title["no host-wide MPS pipe directory (/tmp/nvidia-mps)"];
+  EXPECT_EQ(pipe["verdict"], "WARN") << out;
+  EXPECT_NE(pipe["fix"].get<std::string>().find("binds it into every GPU container"),
+            std::string::npos);
 }
 
 TEST(DoctorCli, ExplicitConfigFileAndMissingOne) {

@@ -60,6 +60,24 @@ const Check* Find(const std::vector<Check>& checks, const std::string& id) {
   return nullptr;
 }
 
+TEST(RunscInfo, SharesOfAGpuNeedAnNvproxyThatCarriesMps) {
+  EXPECT_EQ(RunscReleaseDate("0.0~20221219.0"), 20221219);
+  EXPECT_EQ(RunscReleaseDate("release-20260715.0"), 20260715);
+  EXPECT_FALSE(RunscReleaseDate("y"));
+  EXPECT_FALSE(RunscReleaseDate("release-2026"));
+  // Debian's: neither nvproxy nor a late enough release.
+  auto refused = GvisorMpsSupport(ParseRunscInfo("/usr/bin/runsc", kDebianVersion, kDebianFlags));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().category, ErrorCategory::kInvalidArgument);
+  EXPECT_NE(refused.error().message.find("0.0~20221219.0"), std::string::npos);
+  EXPECT_NE(refused.error().message.find("without nvproxy"), std::string::npos);
+  // nvproxy from before MPS clients (google/gvisor PR #13484, June 2026): still refused.
+  EXPECT_FALSE(GvisorMpsSupport(
+      ParseRunscInfo("runsc", "runsc version release-20250512.0\n", kNvproxyFlags)));
+  EXPECT_TRUE(GvisorMpsSupport(
+      ParseRunscInfo("runsc", "runsc version release-20260601.0\n", kNvproxyFlags)));
+}
+
 TEST(RunscCheck, WarnsWithoutNvproxyAndFailsOnAGpuHostConfiguredForGvisor) {
   HostFacts facts;
   auto none = CheckHost(facts, BuiltinNvproxyDrivers(), nullptr);

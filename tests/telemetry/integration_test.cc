@@ -73,6 +73,12 @@ TEST(Integrate, TwoProcessesOfOneContainerAreSummedAndAHostProcessIsNobodys) {
   ASSERT_EQ(a->gpus.size(), 1u);
   EXPECT_EQ(a->gpus[0].processes, 2u);
   EXPECT_EQ(a->gpus[0].memory_bytes, 5 * kGiB);
+  // Each process with its own figure (what a share's watchdog sums and, with MPS, ends).
+  ASSERT_EQ(a->gpus[0].process_list.size(), 2u);
+  EXPECT_EQ(a->gpus[0].process_list[0].pid, 100u);
+  EXPECT_EQ(a->gpus[0].process_list[0].used_bytes, 2 * kGiB);
+  EXPECT_EQ(a->gpus[0].process_list[1].pid, 101u);
+  EXPECT_EQ(a->gpus[0].process_list[1].used_bytes, 3 * kGiB);
   EXPECT_DOUBLE_EQ(a->gpus[0].sm_percent, 50);
   // One second covered (the sample at 2.0 s after the cursor's 1.0 s) at 30 % + 20 %.
   EXPECT_DOUBLE_EQ(a->delta.sm_seconds, 0.5);

@@ -163,6 +163,21 @@ class PodmanBackend final : public ContainerBackend {
     return InvalidArgument("isolation: unknown");
   }
 
+  Status CheckShare(fleet::Isolation isolation) const override {
+    switch (isolation) {
+      case fleet::Isolation::kRunc:
+        return Ok();
+      case fleet::Isolation::kGvisor:
+        if (!runsc_)
+          return InvalidArgument("share: isolation gvisor: cannot tell what runsc supports: " +
+                                 runsc_error_);
+        return runtimes::GvisorMpsSupport(*runsc_);
+      case fleet::Isolation::kKata:
+        break;
+    }
+    return InvalidArgument("share: a Kata VM takes whole GPUs (VFIO); shares run with runc");
+  }
+
   Status Start(const StartRequest& request, ExitCallback on_exit) override {
     if (auto status = CheckIsolation(request.isolation, int(request.cdi_devices.size())); !status)
       return status;
@@ -211,6 +226,10 @@ class PodmanBackend final : public ContainerBackend {
     }
     for (auto& arg : tenancy::ContainerVolumeArgs(request.volumes))
       argv.push_back(std::move(arg));
+    // A bind over /dev/shm replaces podman's own tmpfs there.
+    for (const auto& bind : request.binds)
+      argv.push_back("--mount=type=bind,source=" + bind.host_path +
+                     ",destination=" + bind.container_path + (bind.read_only ? ",ro=true" : ""));
     for (const auto& arg : options_.extra_run_args)
       argv.push_back(arg);
     argv.push_back(request.image);

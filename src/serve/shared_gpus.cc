@@ -1,0 +1,312 @@
+#include "serve/shared_gpus.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "nvml/nvml.h"
+#include "process/process.h"
+
+namespace tessera::serve {
+
+using fleet::ContainerRecord;
+using fleet::ContainerState;
+using fleet::GpuRecord;
+using fleet::Mutation;
+
+SharedGpus::SharedGpus(Model& model, const SharingOptions& options)
+    : model_(model), options_(options), watchdog_(options.grace) {}
+
+SharedGpus::~SharedGpus() {
+  Stop();
+}
+
+void SharedGpus::Start() {
+  {
+    std::lock_guard lock(mutex_);
+    if (thread_.joinable()) return;
+  }
+  Adopt();
+  std::lock_guard lock(mutex_);
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void SharedGpus::Adopt() {
+  std::vector<ShareStart> held;
+  std::vector<std::pair<std::string, std::string>> unheld;  // uuid, PCI address
+  {
+    std::lock_guard lock(model_.mu);
+    const auto existing = mps::Daemon::Existing(options_.mps.root);
+    for (const auto& gpu : model_.gpus) {
+      if (!gpu.node.empty() || gpu.uuid.empty()) continue;
+      const auto mps_holder = std::find_if(
+          gpu.shares.begin(), gpu.shares.end(),
+          [](const fleet::ShareHolder& h) { return h.share.mode == sharing::Mode::kMps; });
+      if (mps_holder != gpu.shares.end()) {
+        auto container = model_.containers.find(mps_holder->container_id);
+        if (container == model_.containers.end()) continue;
+        if (auto start = StartOfLocked(container->second)) held.push_back(std::move(*start));
+      } else if (std::binary_search(existing.begin(), existing.end(), gpu.uuid)) {
+        unheld.emplace_back(gpu.uuid, gpu.pci_address);
+      }
+    }
+  }
+  for (const auto& start : held) {
+    if (auto ready = Prepare(start); !ready)
+      spdlog::error("GPU {}: its MPS daemon: {}", start.pci_address, ready.error().message);
+  }
+  for (const auto& [uuid, pci] : unheld) {
+    auto nvml = Nvml();
+    Status removed = nvml ? mps::Daemon::Remove(options_.mps, **nvml, uuid, pci) : nvml.error();
+    if (!removed)
+      spdlog::warn("GPU {}: the MPS daemon an earlier run left: {}", pci, removed.error().message);
+    else
+      spdlog::info("GPU {}: the MPS daemon an earlier run left (no share holds it) torn down", pci);
+  }
+}
+
+void SharedGpus::Stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+SharedGpus::Gpu& SharedGpus::GpuOf(const std::string& pci) {
+  std::lock_guard lock(mutex_);
+  auto& entry = gpus_[pci];
+  if (!entry) entry = std::make_unique<Gpu>();
+  return *entry;
+}
+
+Result<const nvml::Library*> SharedGpus::Nvml() {
+  std::lock_guard lock(mutex_);
+  if (!nvml_) {
+    auto opened = nvml::Library::Open(options_.nvml_library);
+    if (!opened) return opened.error().WithContext("MPS needs NVML for the compute mode");
+    nvml_ = std::move(*opened);
+  }
+  return nvml_.get();
+}
+
+std::map<std::string, std::string> SharedGpus::ReadyHashes() const {
+  std::lock_guard lock(mutex_);
+  std::map<std::string, std::string> out;
+  for (const auto& [pci, gpu] : gpus_) {
+    std::unique_lock gpu_lock(gpu->mutex, std::try_to_lock);
+    if (gpu_lock && gpu->daemon) out[pci] = mps::ReadReadyMarker(gpu->daemon->paths());
+  }
+  return out;
+}
+
+Result<ShareStart> SharedGpus::StartOfLocked(const ContainerRecord& container) const {
+  if (!container.spec.share || container.gpus.size() != 1)
+    return Internal("container " + container.id + " holds no share of one GPU");
+  const GpuRecord* gpu = model_.FindGpu(container.gpus.front());
+  if (!gpu) return NotFound("container " + container.id + ": its GPU is gone");
+  ShareStart start;
+  start.container_id = container.id;
+  start.pci_address = gpu->pci_address;
+  start.uuid = gpu->uuid;
+  start.share = *container.spec.share;
+  start.config.gpu_uuid = gpu->uuid;
+  start.config.pci_address = gpu->pci_address;
+  start.config.pinned_memory_limit_bytes = start.share.memory_bytes;
+  start.config.active_thread_percentage = start.share.compute_percent;
+  for (const auto& holder : gpu->shares) {
+    start.config.pinned_memory_limit_bytes =
+        std::max(start.config.pinned_memory_limit_bytes, holder.share.memory_bytes);
+    start.config.active_thread_percentage =
+        std::max(start.config.active_thread_percentage, holder.share.compute_percent);
+  }
+  return start;
+}
+
+Status SharedGpus::SetTimeslice(const std::string& uuid, int value) {
+  process::Options run;
+  run.timeout_ms = 30000;
+  run.max_output = 4096;
+  const std::vector<std::string> argv = {options_.nvidia_smi, "compute-policy",     "-i", uuid,
+                                         "--set-timeslice",   std::to_string(value)};
+  auto outcome = process::Run(argv, run);
+  if (!outcome) return outcome.error();
+  if (outcome->timed_out || outcome->status != 0)
+    return Unavailable(process::Describe(argv) + " failed: " + outcome->output);
+  return Ok();
+}
+
+Result<sharing::ClientEdits> SharedGpus::Prepare(const ShareStart& start) {
+  Gpu& gpu = GpuOf(start.pci_address);
+  std::lock_guard lock(gpu.mutex);
+  if (start.share.mode == sharing::Mode::kTimeslice) {
+    if (options_.timeslice >= 0 && !gpu.timesliced) {
+      if (auto status = SetTimeslice(start.uuid, options_.timeslice); !status)
+        return status.error().WithContext("time-slice of " + start.pci_address);
+      gpu.timesliced = true;
+    }
+    return sharing::ClientEdits{};
+  }
+  auto nvml = Nvml();
+  if (!nvml) return nvml.error();
+  mps::DaemonConfig config = start.config;
+  if (gpu.daemon) {
+    // Limits only grow while the daemon lives: a share placed earlier and starting later must
+    // never find them lowered below its own.
+    const auto& current = gpu.daemon->config();
+    config.pinned_memory_limit_bytes =
+        std::max(config.pinned_memory_limit_bytes, current.pinned_memory_limit_bytes);
+    config.active_thread_percentage =
+        std::max(config.active_thread_percentage, current.active_thread_percentage);
+    if (auto status = gpu.daemon->Apply(config); !status) return status.error();
+  } else {
+    auto opened = mps::Daemon::Open(options_.mps, **nvml, config);
+    if (!opened) return opened.error();
+    gpu.daemon = std::move(*opened);
+  }
+  // Nothing starts before the marker holds the hash of the config now in force.
+  const std::string marker = mps::ReadReadyMarker(gpu.daemon->paths());
+  if (marker != gpu.daemon->hash())
+    return Unavailable("MPS daemon of " + start.pci_address + " is not ready (marker \"" + marker +
+                       "\", config " + gpu.daemon->hash() + ")");
+  return sharing::MpsClientEdits(start.share, gpu.daemon->paths().pipe, gpu.daemon->paths().shm);
+}
+
+Status SharedGpus::Release(const GpuRecord& record) {
+  Gpu& gpu = GpuOf(record.pci_address);
+  std::lock_guard lock(gpu.mutex);
+  Status result = Ok();
+  if (gpu.daemon) {
+    result = gpu.daemon->Stop();
+    gpu.daemon.reset();
+  } else if (!record.uuid.empty()) {
+    // One an earlier run of the service left and nothing took over.
+    const auto existing = mps::Daemon::Existing(options_.mps.root);
+    if (std::binary_search(existing.begin(), existing.end(), record.uuid)) {
+      auto nvml = Nvml();
+      result = nvml ? mps::Daemon::Remove(options_.mps, **nvml, record.uuid, record.pci_address)
+                    : Status(nvml.error());
+    }
+  }
+  if (gpu.timesliced) {
+    if (auto status = SetTimeslice(record.uuid, 0); !status && result) result = status;
+    gpu.timesliced = false;
+  }
+  return result;
+}
+
+void SharedGpus::Loop() {
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    wake_.wait_for(lock, options_.interval, [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    CheckDaemons();
+    Watch();
+    lock.lock();
+  }
+}
+
+void SharedGpus::CheckDaemons() {
+  std::vector<std::pair<std::string, Gpu*>> gpus;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [pci, gpu] : gpus_)
+      gpus.emplace_back(pci, gpu.get());
+  }
+  for (auto& [pci, gpu] : gpus) {
+    // A start or release holds it: checked next round.
+    std::unique_lock lock(gpu->mutex, std::try_to_lock);
+    if (!lock || !gpu->daemon) continue;
+    if (auto check = gpu->daemon->Check(); !check) Fault(pci, *gpu, check.error().message);
+  }
+}
+
+void SharedGpus::Fault(const std::string& pci, Gpu& gpu, const std::string& reason) {
+  spdlog::error("GPU {}: {}: no new shares; stopping its containers; restarting the daemon", pci,
+                reason);
+  {
+    std::lock_guard lock(model_.mu);
+    GpuRecord* record = model_.FindGpu(pci);
+    if (record) {
+      record->share_fault = reason;
+      std::vector<Mutation> mutations;
+      // An MPS server is one fault domain: every client on the GPU met the fault.
+      for (const auto& holder : record->shares) {
+        auto it = model_.containers.find(holder.container_id);
+        if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||
+            it->second.stop_requested)
+          continue;
+        model_.StopContainer(it->second, std::string(sharing::kSharedFaultReason) + ": " + reason,
+                             mutations);
+      }
+      model_.Commit(std::move(mutations), nullptr);
+    }
+  }
+  // Back with its limits (the marker last) before the GPU is given again.
+  auto restarted = gpu.daemon->Restart();
+  std::lock_guard lock(model_.mu);
+  GpuRecord* record = model_.FindGpu(pci);
+  if (!record) return;
+  if (!restarted) {
+    record->share_fault = reason + "; restart failed: " + restarted.error().message;
+    spdlog::error("GPU {}: {}", pci, record->share_fault);
+    return;
+  }
+  spdlog::info("GPU {}: MPS daemon restarted with its limits; open to shares again", pci);
+  record->share_fault.clear();
+  model_.reschedule = true;
+  model_.scheduler_wake.notify_one();
+}
+
+void SharedGpus::Watch() {
+  if (!options_.measure) return;
+  auto processes = options_.measure();
+  if (!processes) {
+    spdlog::warn("share watchdog: no measurement this round: {}", processes.error().message);
+    return;
+  }
+  const auto used = sharing::SumByContainer(*processes);
+  std::map<std::string, uint64_t> limits;
+  std::map<std::string, std::pair<std::string, sharing::Mode>> where;  // container -> GPU, mode
+  {
+    std::lock_guard lock(model_.mu);
+    for (const auto& gpu : model_.gpus) {
+      for (const auto& holder : gpu.shares) {
+        auto it = model_.containers.find(holder.container_id);
+        if (it == model_.containers.end() || it->second.state != ContainerState::kRunning) continue;
+        limits[holder.container_id] = holder.share.memory_bytes;
+        where[holder.container_id] = {gpu.pci_address, holder.share.mode};
+      }
+    }
+  }
+  const auto breaches = watchdog_.Observe(sharing::Watchdog::Clock::now(), limits, used);
+  for (const auto& breach : breaches) {
+    const auto& [pci, mode] = where.at(breach.container_id);
+    spdlog::warn("container {}: {} (over its share for longer than {} ms)", breach.container_id,
+                 breach.reason, watchdog_.grace().count());
+    if (mode == sharing::Mode::kMps) {
+      // MPS ends the client's GPU work first, without touching the other clients.
+      Gpu& gpu = GpuOf(pci);
+      std::lock_guard lock(gpu.mutex);
+      for (const auto& process : *processes) {
+        if (process.container_id != breach.container_id || !gpu.daemon) continue;
+        if (auto status = gpu.daemon->TerminateClient(process.pid); !status)
+          spdlog::warn("container {}: terminate_client {}: {}", breach.container_id, process.pid,
+                       status.error().message);
+      }
+    }
+    std::lock_guard lock(model_.mu);
+    auto it = model_.containers.find(breach.container_id);
+    if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||
+        it->second.stop_requested)
+      continue;
+    std::vector<Mutation> mutations;
+    model_.StopContainer(it->second, breach.reason, mutations);
+    model_.Commit(std::move(mutations), nullptr);
+  }
+}
+
+}  // namespace tessera::serve

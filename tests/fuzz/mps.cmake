@@ -1,0 +1,1 @@
+tessera_add_fuzzer(mps_log ${CMAKE_CURRENT_LIST_DIR}/mps_log.cc tessera_mps)
