@@ -44,7 +44,7 @@ binaries=(tessera tessera-serve tessera-device-plugin tessera-dra-plugin tessera
 paths=()
 for b in "${binaries[@]}"; do
   path="$build_dir/src/cli/$b"
-  [ -x "$path" ] || { echo "build-image: $path missing (build it first)" >&2; exit 1; }
+  [ -x "$path" ] || { echo "build-image: $path missing (bash scripts/build.sh --daemons)" >&2; exit 1; }
   paths+=("$path")
 done
 mirror=${TESSERA_DEBIAN_MIRROR:-http://deb.debian.org}

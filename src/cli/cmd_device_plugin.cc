@@ -32,7 +32,9 @@ void AddExecCommand(CLI::App& app, const char* name, const std::string& binary,
     ::execv(plugin.c_str(), argv.data());
     int first = errno;
     ::execvp(binary.c_str(), argv.data());  // installed elsewhere on PATH
-    Fail(Unavailable("exec " + plugin + ": " + std::strerror(first)));
+    Fail(Unavailable(
+        "exec " + plugin + ": " + std::strerror(first) +
+        (first == ENOENT ? " (the node daemons: bash scripts/build.sh --daemons)" : "")));
   });
 }
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The README's first command builds the programs, never a test or benchmark: a fresh build
-# directory configured exactly as `bash scripts/build.sh` configures it, and `ninja -n` of its
-# default target, which must compile tessera and tessera-serve and nothing under tests/ or bench/.
+# The README's first command builds what `tessera serve` needs, never a test or benchmark: in a
+# fresh build directory, `bash scripts/build.sh --dry-run` (ninja -n of exactly the targets the
+# first command builds) must link tessera and tessera-serve and compile nothing under tests/ or
+# bench/.
 set -euo pipefail
 source_dir="$1"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-TESSERA_BUILD_DIR="$dir/build" bash "$source_dir/scripts/build.sh" --configure-only
-plan=$(ninja -C "$dir/build" -n)
+plan=$(TESSERA_BUILD_DIR="$dir/build" bash "$source_dir/scripts/build.sh" --dry-run)
 compiled=$(grep -oE 'Building CXX object [^ ]+|Building C object [^ ]+' <<<"$plan" | awk '{print $4}')
 echo "$(wc -l <<<"$compiled") compile steps"
 status=0
