@@ -26,7 +26,7 @@ work=$(mktemp -d /var/tmp/tessera-first-run-XXXXXX)
 root=$work/root
 serve_pid=
 cleanup() {
-  [ -z "$serve_pid" ] || kill "$serve_pid" 2>/dev/null || true
+  [ -z "$serve_pid" ] || stop_serve
   umount "$root/proc" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -84,8 +84,13 @@ printf 'serve: %.2f s to /healthz 200\n' "$serve_s"
 printf 'first command: %.0f s = set-up %.0f + build %.0f + serve %.2f%s\n' \
   "$(echo "$setup_s + $build_s + $serve_s" | bc)" "$setup_s" "$build_s" "$serve_s" \
   "$($fresh || echo ' (set-up not measured: without --fresh-root)')"
-kill "$serve_pid" && wait "$serve_pid" 2>/dev/null || true
-serve_pid=
+stop_serve() {
+  # $! is the shell that started it; the server below it is found by its data directory.
+  [ -z "$serve_pid" ] || kill "$serve_pid" 2>/dev/null || true
+  pkill -f -- "--data-dir $scratch/first-run-data" 2>/dev/null || true
+  serve_pid=
+}
+stop_serve
 
 if $tests; then
   start=$(now)
