@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "mps/mps.h"
 #include "nvml/nvml.h"
@@ -102,8 +103,10 @@ void MpsKeeper::Run() {
       spdlog::info("MPS daemon of {} torn down: the GPU is no longer shared through MPS", uuid);
   }
 
-  for (;;) {
-    for (Gpu& gpu : gpus) {
+  // One thread per GPU: a daemon that hangs holds up its own GPU's checks for one command
+  // time-out at most, never another GPU's.
+  auto keep = [&](Gpu& gpu) {
+    for (;;) {
       const PhysicalDevice& device = manager_->devices()[gpu.device];
       if (!gpu.daemon) {
         // Limits: the GPU over its replicas (NVIDIA's plugin does the same).
@@ -145,9 +148,15 @@ void MpsKeeper::Run() {
         else
           spdlog::warn("{}: {}", device.pci_address, health.mps_fault);
       }
+      if (stopping(interval)) return;
     }
-    if (stopping(interval)) return;
-  }
+  };
+  std::vector<std::thread> keepers;
+  keepers.reserve(gpus.size());
+  for (Gpu& gpu : gpus)
+    keepers.emplace_back([&keep, &gpu] { keep(gpu); });
+  for (auto& keeper : keepers)
+    keeper.join();
 }
 
 }  // namespace tessera::deviceplugin

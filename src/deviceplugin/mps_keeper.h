@@ -1,6 +1,6 @@
 // The device plugin's MPS daemons (sharing.mps): one per GPU of an MPS resource, limits = the
-// GPU's memory and threads over its replicas. A thread of its own opens them (taking over those
-// of an earlier run, whose clients keep going), checks them, restarts a dead or hung one, and
+// GPU's memory and threads over its replicas. A thread per GPU opens its daemon (taking over one
+// of an earlier run, whose clients keep going), checks it, restarts a dead or hung one, and
 // tells the resource manager each GPU's config hash, ready marker and fault, which is what
 // gates ListAndWatch health and Allocate. Daemons of GPUs no longer shared through MPS are torn
 // down at start. Stopping the keeper leaves the daemons running: a plugin restart or SIGHUP must

@@ -63,6 +63,7 @@ Result<Paths> PathsFor(const std::string& root, const std::string& gpu_uuid) {
   paths.log = paths.dir + "/log";
   paths.shm = paths.dir + "/shm";
   paths.ready = paths.dir + "/ready";
+  paths.state = paths.dir + "/daemon.state";
   return paths;
 }
 

@@ -10,6 +10,8 @@
 // after a config change, #2055).
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -84,13 +86,21 @@ Status CheckConfig(const DaemonConfig& config);
 std::string ConfigHash(const DaemonConfig& config);
 // The limit commands, in the order they are sent (device 0: the daemon sees only its GPU).
 std::vector<std::string> DefaultLimitCommands(const DaemonConfig& config);
+// The daemon's answer to get_default_device_pinned_mem_limit in bytes: digits with an optional
+// K, M, G or T (and B). nullopt for anything else, or a value past 2^64.
+std::optional<uint64_t> ParseMemoryLimitAnswer(std::string_view text);
 
+// Where a daemon's files live. Containers are given the pipe directory (read-only: a client
+// only connects to sockets there) and the shm; the rest is tessera's alone and never bound into
+// a container. tessera trusts nothing it reads in the pipe directory (docs/sharing.md, "What a
+// tenant can reach").
 struct Paths {
   std::string dir;    // <root>/<uuid>
-  std::string pipe;   // CUDA_MPS_PIPE_DIRECTORY: the control socket and the daemon's pid file
-  std::string log;    // CUDA_MPS_LOG_DIRECTORY: control.log, server.log
+  std::string pipe;   // CUDA_MPS_PIPE_DIRECTORY: a sized tmpfs of its own, the daemon's sockets
+  std::string log;    // CUDA_MPS_LOG_DIRECTORY: control.log, server.log, control.out
   std::string shm;    // a private tmpfs (nosuid, nodev, noexec, sized): the clients' /dev/shm
   std::string ready;  // the ready marker: the config's hash, written after the limits
+  std::string state;  // the daemon's PID and start time, as tessera started it
 };
 // InvalidArgument when the UUID is not one (see CheckConfig).
 Result<Paths> PathsFor(const std::string& root, const std::string& gpu_uuid);
@@ -100,11 +110,35 @@ std::string ReadReadyMarker(const Paths& paths);
 // ---------------------------------------------------------------------------------------------
 // The daemon.
 
+// ---------------------------------------------------------------------------------------------
+// The daemon's process: known by the PID tessera started and that process's start time, never
+// by a pid file in the pipe directory.
+
+struct ProcessIdentity {
+  uint32_t pid = 0;
+  uint64_t start_time = 0;  // /proc/<pid>/stat field 22: clock ticks after boot
+  friend bool operator==(const ProcessIdentity&, const ProcessIdentity&) = default;
+};
+// /proc/<pid>/stat as far as tessera needs it.
+struct ProcStat {
+  char state = '?';  // R, S, D, Z, ...
+  uint32_t ppid = 0;
+  uint64_t start_time = 0;
+};
+// Pure. nullopt for anything of another shape (comm may hold any bytes, ')' included).
+std::optional<ProcStat> ParseProcStat(std::string_view text);
+// The state file: "tessera-mps-daemon 1\npid <pid>\nstart_time <ticks>\n". Strict.
+std::string FormatDaemonState(const ProcessIdentity& daemon);
+std::optional<ProcessIdentity> ParseDaemonState(std::string_view text);
+
 struct Options {
   std::string root = "/run/tessera/mps";
   // Found through PATH unless it names a path (tests give a stand-in).
   std::string control_binary = "nvidia-cuda-mps-control";
   uint64_t shm_bytes = uint64_t{64} << 20;
+  // The pipe directory's own tmpfs: sockets take no room, so a little is plenty, and whatever
+  // fills it fills only this daemon's.
+  uint64_t pipe_bytes = uint64_t{1} << 20;
   // A control command that takes longer means the daemon stopped answering.
   std::chrono::milliseconds command_timeout{5000};
   // From `-d` until the control socket is there.
@@ -135,8 +169,10 @@ class Daemon {
   // A changed config: the marker goes first, then the defaults and each running server's own
   // limits, then the marker with the new hash. The GPU (UUID) cannot change.
   Status Apply(const DaemonConfig& config);
-  // Whether the daemon lives and answers within the command timeout, and no server reported a
-  // fatal fault since the last check. Unavailable saying which otherwise.
+  // Whether the daemon tessera started lives and answers within the command timeout, and no
+  // server reported a fatal fault since the last check. Unavailable saying which otherwise. Its
+  // default limits are read back each time; limits that anyone else moved (a client holds the
+  // control socket) are logged and restored before it returns Ok.
   Status Check();
   // After a failed check: the marker goes, what is left of the daemon is killed, and it starts
   // again with the same config, marker last.
@@ -155,13 +191,17 @@ class Daemon {
   const DaemonConfig& config() const { return config_; }
   const std::string& hash() const { return hash_; }
   const Paths& paths() const { return paths_; }
-  // The PID in the daemon's pid file; nullopt when there is none.
+  // The PID of the daemon tessera started; nullopt when none runs.
   std::optional<uint32_t> ControlPid() const;
+  // How often limits moved by someone else were put back since this object was made.
+  uint64_t limits_restored() const { return limits_restored_; }
 
  private:
   Daemon(const Options& options, const nvml::Library& nvml, DaemonConfig config, Paths paths);
   Status StartFresh();
   Status ApplyLimits(bool running_servers);
+  // The daemon's default limits now, compared with the config's; empty when they match.
+  Result<std::string> LimitDrift();
   Status WriteMarker();
   Status SetComputeMode(bool exclusive);
   void KillLeftovers();
@@ -171,7 +211,9 @@ class Daemon {
   DaemonConfig config_;
   std::string hash_;
   Paths paths_;
+  ProcessIdentity process_;  // the daemon tessera started (or took over from its state file)
   uint32_t fatal_seen_ = 0;  // fatal exceptions in the log at the last check
+  uint64_t limits_restored_ = 0;
 };
 
 // What `tessera doctor` says of each daemon under a root: read only, nothing is asked of the
@@ -179,7 +221,7 @@ class Daemon {
 struct DaemonReport {
   std::string gpu_uuid;
   Paths paths;
-  std::optional<uint32_t> control_pid;  // from its pid file
+  std::optional<uint32_t> control_pid;  // from tessera's state file
   bool running = false;                 // that process lives
   std::string marker;                   // the ready marker's hash; empty: not ready
   bool shm_mounted = false;
@@ -187,8 +229,8 @@ struct DaemonReport {
 };
 std::vector<DaemonReport> InspectDaemons(const std::string& root);
 
-// Mounts a tmpfs of `bytes` at `path` (nosuid, nodev, noexec, mode 1777) unless one is there.
-Status MountShm(const std::string& path, uint64_t bytes);
+// Mounts a tmpfs of `bytes` at `path` (nosuid, nodev, noexec, `mode`) unless one is there.
+Status MountShm(const std::string& path, uint64_t bytes, mode_t mode = 01777);
 // Unmounts it (lazily: a client's open file must not keep the teardown from finishing).
 Status UnmountShm(const std::string& path);
 // Whether a file system is mounted exactly at `path` (/proc/self/mountinfo).

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 
 #include "mps/mps.h"
@@ -47,11 +48,13 @@ bool IsMountPoint(const std::string& path) {
   return false;
 }
 
-Status MountShm(const std::string& path, uint64_t bytes) {
+Status MountShm(const std::string& path, uint64_t bytes, mode_t mode) {
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
     return ErrnoError("mkdir " + path, errno);
   if (IsMountPoint(path)) return Ok();
-  const std::string data = "size=" + std::to_string(bytes) + ",mode=1777";
+  char octal[8];
+  std::snprintf(octal, sizeof octal, "%o", static_cast<unsigned>(mode & 07777));
+  const std::string data = "size=" + std::to_string(bytes) + ",mode=" + octal;
   if (::mount("tmpfs", path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, data.c_str()) != 0)
     return ErrnoError("mount tmpfs on " + path, errno);
   return Ok();

@@ -203,6 +203,17 @@ Outcome Finish(Child child, size_t max_output) {
   return outcome;
 }
 
+Result<pid_t> StartBackground(const std::vector<std::string>& argv, const Options& options) {
+  if (options.output_file.empty())
+    return InvalidArgument("start " + (argv.empty() ? std::string("?") : argv[0]) +
+                           ": a background program needs an output file");
+  Options started = options;
+  started.input.clear();
+  auto child = SpawnWith(argv, started);
+  if (!child) return child.error();
+  return child->pid;
+}
+
 Result<Outcome> Run(const std::vector<std::string>& argv, const Options& options) {
   auto child = SpawnWith(argv, options);
   if (!child) return child.error();

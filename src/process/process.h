@@ -44,6 +44,12 @@ Result<Child> Spawn(const std::vector<std::string>& argv);
 // Reads the child's output until EOF (keeping the last `max_output` bytes), then reaps it.
 Outcome Finish(Child child, size_t max_output = 64 * 1024);
 
+// Starts a long-running program (a daemon in the foreground) and does not wait for it: its pid,
+// which the caller owns (it reaps it, or init does once the caller is gone). Its own process
+// group, so the caller's signals do not reach it; stdin is /dev/null and its output goes to
+// `options.output_file` (required), so no pipe ties it to the caller.
+Result<pid_t> StartBackground(const std::vector<std::string>& argv, const Options& options);
+
 // "prog 'arg with space' ..." for log lines and error messages.
 std::string Describe(const std::vector<std::string>& argv);
 

@@ -891,9 +891,10 @@ int main(int argc, char** argv) {
                  "less this (a quantity, or 0)")
       ->capture_default_str();
   app.add_flag("--share-across-tenancies", flags.share_across_tenancies,
-               "Let one shared GPU hold several tenancies' containers. Risk: an MPS server (and a "
-               "time-sliced GPU) is one fault domain, so one tenant's fatal GPU fault ends every "
-               "tenant's work on it, and time-slicing isolates no memory");
+               "Let one time-sliced GPU hold several tenancies' containers (never an MPS GPU: its "
+               "daemon, pipe directory and shm stay one tenancy's). Risk: a time-sliced GPU is one "
+               "fault domain that isolates no memory, so one tenant's fatal GPU fault ends every "
+               "tenant's work on it");
   app.add_option("--share-grace", flags.share_grace,
                  "The watchdog stops a container above its memory share for longer than this")
       ->capture_default_str();

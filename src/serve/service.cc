@@ -508,7 +508,14 @@ void Service::GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuActio
 }
 
 std::string Service::ExtraMetrics() const {
-  return options_.extra_metrics ? options_.extra_metrics() : std::string();
+  std::string out = options_.extra_metrics ? options_.extra_metrics() : std::string();
+  // A client holds its daemon's control socket: what it moved, and the service put back.
+  out +=
+      "# HELP tessera_mps_limits_restored_total MPS daemon limits changed from outside and "
+      "restored\n# TYPE tessera_mps_limits_restored_total counter\n"
+      "tessera_mps_limits_restored_total " +
+      std::to_string(shared_.limits_restored()) + "\n";
+  return out;
 }
 
 DashboardView Service::Dashboard(const Caller& caller) const {

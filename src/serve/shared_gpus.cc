@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <random>
 
 #include "nvml/nvml.h"
 #include "process/process.h"
@@ -22,43 +23,51 @@ SharedGpus::~SharedGpus() {
 }
 
 void SharedGpus::Start() {
-  {
-    std::lock_guard lock(mutex_);
-    if (thread_.joinable()) return;
-  }
-  Adopt();
+  auto leftovers = Leftovers();
   std::lock_guard lock(mutex_);
+  if (running_) return;
   stop_ = false;
-  thread_ = std::thread([this] { Loop(); });
+  running_ = true;
+  for (auto& [pci, leftover] : leftovers)
+    GpuOfLocked(pci).leftover = std::move(leftover);
+  for (auto& [pci, gpu] : gpus_)
+    StartKeeperLocked(pci, *gpu);
+  watchdog_thread_ = std::thread([this] { WatchLoop(); });
 }
 
-void SharedGpus::Adopt() {
-  std::vector<ShareStart> held;
-  std::vector<std::pair<std::string, std::string>> unheld;  // uuid, PCI address
-  {
-    std::lock_guard lock(model_.mu);
-    const auto existing = mps::Daemon::Existing(options_.mps.root);
-    for (const auto& gpu : model_.gpus) {
-      if (!gpu.node.empty() || gpu.uuid.empty()) continue;
-      const auto mps_holder = std::find_if(
-          gpu.shares.begin(), gpu.shares.end(),
-          [](const fleet::ShareHolder& h) { return h.share.mode == sharing::Mode::kMps; });
-      if (mps_holder != gpu.shares.end()) {
-        auto container = model_.containers.find(mps_holder->container_id);
-        if (container == model_.containers.end()) continue;
-        if (auto start = StartOfLocked(container->second)) held.push_back(std::move(*start));
-      } else if (std::binary_search(existing.begin(), existing.end(), gpu.uuid)) {
-        unheld.emplace_back(gpu.uuid, gpu.pci_address);
-      }
+std::map<std::string, SharedGpus::Leftover> SharedGpus::Leftovers() {
+  std::map<std::string, Leftover> leftovers;
+  std::lock_guard lock(model_.mu);
+  const auto existing = mps::Daemon::Existing(options_.mps.root);
+  for (const auto& gpu : model_.gpus) {
+    if (!gpu.node.empty() || gpu.uuid.empty()) continue;
+    const auto mps_holder = std::find_if(
+        gpu.shares.begin(), gpu.shares.end(),
+        [](const fleet::ShareHolder& h) { return h.share.mode == sharing::Mode::kMps; });
+    if (mps_holder != gpu.shares.end()) {
+      auto container = model_.containers.find(mps_holder->container_id);
+      if (container == model_.containers.end()) continue;
+      if (auto start = StartOfLocked(container->second))
+        leftovers[gpu.pci_address].take_over = std::move(*start);
+    } else if (std::binary_search(existing.begin(), existing.end(), gpu.uuid)) {
+      leftovers[gpu.pci_address].remove_uuid = gpu.uuid;
     }
   }
-  for (const auto& start : held) {
-    if (auto ready = Prepare(start); !ready)
-      spdlog::error("GPU {}: its MPS daemon: {}", start.pci_address, ready.error().message);
-  }
-  for (const auto& [uuid, pci] : unheld) {
+  return leftovers;
+}
+
+void SharedGpus::Settle(const std::string& pci, Gpu& gpu) {
+  Leftover leftover = std::move(gpu.leftover);
+  gpu.leftover = {};
+  if (leftover.take_over) {
+    if (auto ready = Prepare(*leftover.take_over); !ready)
+      spdlog::error("GPU {}: its MPS daemon: {}", pci, ready.error().message);
+  } else if (!leftover.remove_uuid.empty()) {
+    std::lock_guard lock(gpu.mutex);
+    if (gpu.daemon) return;  // a share came first and made its own
     auto nvml = Nvml();
-    Status removed = nvml ? mps::Daemon::Remove(options_.mps, **nvml, uuid, pci) : nvml.error();
+    Status removed =
+        nvml ? mps::Daemon::Remove(options_.mps, **nvml, leftover.remove_uuid, pci) : nvml.error();
     if (!removed)
       spdlog::warn("GPU {}: the MPS daemon an earlier run left: {}", pci, removed.error().message);
     else
@@ -67,19 +76,49 @@ void SharedGpus::Adopt() {
 }
 
 void SharedGpus::Stop() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
+    running_ = false;
+    for (auto& [pci, gpu] : gpus_)
+      if (gpu->keeper.joinable()) threads.push_back(std::move(gpu->keeper));
+    if (watchdog_thread_.joinable()) threads.push_back(std::move(watchdog_thread_));
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  // Each is bounded by one daemon command's time-out (or one restart) at most.
+  for (auto& thread : threads)
+    thread.join();
+}
+
+uint64_t SharedGpus::limits_restored() const {
+  std::lock_guard lock(mutex_);
+  uint64_t total = 0;
+  for (const auto& [pci, gpu] : gpus_) {
+    total += gpu->restored;
+    std::unique_lock gpu_lock(gpu->mutex, std::try_to_lock);
+    if (gpu_lock && gpu->daemon) total += gpu->daemon->limits_restored();
+  }
+  return total;
 }
 
 SharedGpus::Gpu& SharedGpus::GpuOf(const std::string& pci) {
   std::lock_guard lock(mutex_);
+  return GpuOfLocked(pci);
+}
+
+SharedGpus::Gpu& SharedGpus::GpuOfLocked(const std::string& pci) {
   auto& entry = gpus_[pci];
-  if (!entry) entry = std::make_unique<Gpu>();
+  if (!entry) {
+    entry = std::make_unique<Gpu>();
+    if (running_) StartKeeperLocked(pci, *entry);
+  }
   return *entry;
+}
+
+void SharedGpus::StartKeeperLocked(const std::string& pci, Gpu& gpu) {
+  if (gpu.keeper.joinable()) return;
+  gpu.keeper = std::thread([this, pci, &gpu] { Keep(pci, gpu); });
 }
 
 Result<const nvml::Library*> SharedGpus::Nvml() {
@@ -180,6 +219,7 @@ Status SharedGpus::Release(const GpuRecord& record) {
   Status result = Ok();
   if (gpu.daemon) {
     result = gpu.daemon->Stop();
+    gpu.restored += gpu.daemon->limits_restored();
     gpu.daemon.reset();
   } else if (!record.uuid.empty()) {
     // One an earlier run of the service left and nothing took over.
@@ -197,31 +237,24 @@ Status SharedGpus::Release(const GpuRecord& record) {
   return result;
 }
 
-void SharedGpus::Loop() {
+void SharedGpus::Keep(std::string pci, Gpu& gpu) {
+  Settle(pci, gpu);
   std::unique_lock lock(mutex_);
   while (!stop_) {
     wake_.wait_for(lock, options_.interval, [this] { return stop_; });
     if (stop_) break;
     lock.unlock();
-    CheckDaemons();
-    Watch();
+    CheckDaemon(pci, gpu);
     lock.lock();
   }
 }
 
-void SharedGpus::CheckDaemons() {
-  std::vector<std::pair<std::string, Gpu*>> gpus;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& [pci, gpu] : gpus_)
-      gpus.emplace_back(pci, gpu.get());
-  }
-  for (auto& [pci, gpu] : gpus) {
-    // A start or release holds it: checked next round.
-    std::unique_lock lock(gpu->mutex, std::try_to_lock);
-    if (!lock || !gpu->daemon) continue;
-    if (auto check = gpu->daemon->Check(); !check) Fault(pci, *gpu, check.error().message);
-  }
+void SharedGpus::CheckDaemon(const std::string& pci, Gpu& gpu) {
+  // Only a Prepare or Release of this same GPU can hold it, each bounded by the daemon's
+  // command time-out.
+  std::lock_guard lock(gpu.mutex);
+  if (!gpu.daemon) return;
+  if (auto check = gpu.daemon->Check(); !check) Fault(pci, gpu, check.error().message);
 }
 
 void SharedGpus::Fault(const std::string& pci, Gpu& gpu, const std::string& reason) {
@@ -259,6 +292,22 @@ void SharedGpus::Fault(const std::string& pci, Gpu& gpu, const std::string& reas
   record->share_fault.clear();
   model_.reschedule = true;
   model_.scheduler_wake.notify_one();
+}
+
+void SharedGpus::WatchLoop() {
+  // The samples' times are drawn here and told to no one: a container cannot time its peaks
+  // between them.
+  std::mt19937_64 random(std::random_device{}());
+  std::uniform_real_distribution<double> draw(0.0, 1.0);
+  std::unique_lock lock(mutex_);
+  while (!stop_) {
+    const auto delay = sharing::NextSampleDelay(options_.grace, options_.interval, draw(random));
+    wake_.wait_for(lock, delay, [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    Watch();
+    lock.lock();
+  }
 }
 
 void SharedGpus::Watch() {

@@ -1,6 +1,8 @@
 // Shared GPUs on this host: the MPS daemon of each GPU that holds MPS shares (mps::Daemon), the
-// time-slice policy of time-sliced ones, a keeper thread that checks every daemon and handles a
-// failed one, and the watchdog that holds every share to its memory.
+// time-slice policy of time-sliced ones, one keeper thread per GPU that checks its daemon and
+// handles a failure (so one GPU's hung daemon never delays another GPU's checks, the checker,
+// the start or the stop of the service by more than its own command time-out), and the
+// watchdog's thread that holds every share to its memory at jittered times.
 //
 // - A share container starts only once its GPU's daemon is ready under a config that covers it
 //   (Prepare, on the scheduler's pool): the daemon's limits are the largest share its GPU has
@@ -10,10 +12,10 @@
 //   faulted: no new share is placed there, its containers are stopped with reason
 //   `gpu-shared-fault: …` (their tenants read it on the container), the daemon is restarted with
 //   its limits, and only then is the GPU given out again.
-// - The watchdog sums the driver's per-process memory per container (SharingOptions::measure,
-//   the telemetry collector's attribution); a container above its share for longer than the
-//   grace is stopped with reason `gpu-memory-limit: 23.1 GiB used of 20 GiB`, after MPS's
-//   terminate_client for each of its processes.
+// - The watchdog sums the driver's per-process memory per container (SharingOptions::measure, a
+//   fresh reading at each of its own jittered samples); a container over its share in two
+//   samples within the grace is stopped with reason `gpu-memory-limit: 23.1 GiB used of 20 GiB`,
+//   after MPS's terminate_client for each of its processes.
 // - When a GPU's last share is gone (Release, on the checker before the GPU's check) its daemon
 //   is torn down: quit, compute mode DEFAULT, unmount, remove; a time-slice goes back to 0.
 #pragma once
@@ -61,40 +63,56 @@ class SharedGpus {
   // mu NOT held (the checker): the GPU holds no share any more.
   Status Release(const fleet::GpuRecord& gpu);
 
-  // The keeper thread: daemon checks and the watchdog, every SharingOptions::interval. First
-  // the daemons a restart of the service left are taken over (GPUs that hold MPS shares; their
-  // clients keep their server) or torn down (GPUs that hold none).
+  // The keeper threads (daemon checks, every SharingOptions::interval) and the watchdog's. Each
+  // GPU's keeper first takes over the daemon a restart of the service left (a GPU that holds MPS
+  // shares: its clients keep their server) or tears it down (one that holds none), on its own
+  // thread: Start never waits for a daemon.
   void Start();
   void Stop();
+  // Limits that someone other than the service moved, and that were put back, since the start.
+  uint64_t limits_restored() const;
 
   // MPS daemons now, by PCI address: their config hash (empty while none is ready).
   std::map<std::string, std::string> ReadyHashes() const;
 
  private:
+  // What a restart of the service left on a GPU, for its keeper to settle first.
+  struct Leftover {
+    std::optional<ShareStart> take_over;  // a daemon for the MPS shares the GPU still holds
+    std::string remove_uuid;              // else a daemon nobody needs: torn down
+  };
   struct Gpu {
     std::mutex mutex;  // one Prepare, Release, check or restart of this GPU at a time
     std::unique_ptr<mps::Daemon> daemon;
     bool timesliced = false;
+    Leftover leftover;      // set before its keeper starts, read by it alone
+    std::thread keeper;     // joined by Stop
+    uint64_t restored = 0;  // limits restored by its daemons that are gone
   };
   Gpu& GpuOf(const std::string& pci);
-  void Adopt();
+  Gpu& GpuOfLocked(const std::string& pci);                  // mutex_ held
+  void StartKeeperLocked(const std::string& pci, Gpu& gpu);  // mutex_ held
+  std::map<std::string, Leftover> Leftovers();
   Result<const nvml::Library*> Nvml();
   Status SetTimeslice(const std::string& uuid, int value);
-  void Loop();
-  void CheckDaemons();
+  void Keep(std::string pci, Gpu& gpu);
+  void Settle(const std::string& pci, Gpu& gpu);
+  void CheckDaemon(const std::string& pci, Gpu& gpu);
   void Fault(const std::string& pci, Gpu& gpu, const std::string& reason);
+  void WatchLoop();
   void Watch();
 
   Model& model_;
   const SharingOptions& options_;
   sharing::Watchdog watchdog_;
 
-  mutable std::mutex mutex_;                          // guards gpus_, nvml_ and stop_
+  mutable std::mutex mutex_;                          // guards gpus_, nvml_, running_ and stop_
   std::map<std::string, std::unique_ptr<Gpu>> gpus_;  // by PCI address; never erased
   std::unique_ptr<nvml::Library> nvml_;
+  bool running_ = false;  // keepers are started for new GPUs
   bool stop_ = false;
   std::condition_variable wake_;
-  std::thread thread_;
+  std::thread watchdog_thread_;
 };
 
 }  // namespace tessera::serve

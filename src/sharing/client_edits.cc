@@ -14,7 +14,10 @@ ClientEdits MpsClientEdits(const Share& share, const std::string& host_pipe_dire
   edits.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] =
       "0=" + std::to_string(share.memory_bytes / kMiB) + "M";
   edits.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = std::to_string(share.compute_percent);
-  edits.mounts.push_back({host_pipe_directory, kContainerPipeDirectory, false});
+  // Read-only: a client only connects to the daemon's sockets there (connect(2) needs no
+  // writable mount), and a container can then plant nothing in the directory the service's own
+  // commands go through, nor fill it.
+  edits.mounts.push_back({host_pipe_directory, kContainerPipeDirectory, true});
   edits.mounts.push_back({host_shm_directory, "/dev/shm", false});
   return edits;
 }

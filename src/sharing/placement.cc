@@ -1,5 +1,6 @@
 // Where a share goes: never past a GPU's memory less its reserve, never past 100 % of its
-// compute, one mode per GPU, one tenancy per GPU unless the operator allows more.
+// compute, one mode per GPU, one tenancy per GPU unless the operator allows more (time-slicing
+// only: an MPS daemon is never shared between tenancies).
 #include <fmt/format.h>
 
 #include <map>
@@ -31,7 +32,10 @@ std::string WhyNotFits(const SharedGpu& gpu, const Share& share, const std::stri
   if (!gpu.placeable) return "not open to shares";
   if (!gpu.held.empty() && gpu.held.front().mode != share.mode)
     return fmt::format("shared by {}", ModeName(gpu.held.front().mode));
-  if (!gpu.held.empty() && !rules.across_tenancies && gpu.tenancy_uid != tenancy_uid)
+  // An MPS daemon, its pipe directory and its shm are one tenancy's, whatever the operator
+  // allows: its clients share a fault domain and writable paths. Only time-slicing may mix.
+  const bool may_mix = rules.across_tenancies && share.mode == Mode::kTimeslice;
+  if (!gpu.held.empty() && !may_mix && gpu.tenancy_uid != tenancy_uid)
     return "holds another tenancy's shares";
   const uint64_t usable =
       gpu.memory_bytes > rules.reserve_bytes ? gpu.memory_bytes - rules.reserve_bytes : 0;

@@ -87,8 +87,9 @@ struct PlacementRules {
   // fragmentation: the shares on one GPU add up to at most memory_bytes - reserve_bytes.
   uint64_t reserve_bytes = 1 * kGiB;
   // Fault domain: by default a shared GPU holds one tenancy's containers only (an MPS server,
-  // or a time-sliced GPU, is one fault domain). True lets any tenancy in (an operator's
-  // explicit choice: a fatal fault in one tenant's client then reaches another's).
+  // or a time-sliced GPU, is one fault domain). True lets any tenancy onto a time-sliced GPU (an
+  // operator's explicit choice: a fault in one tenant's process then reaches another's). Never
+  // onto an MPS GPU: its daemon, pipe directory and shm would be two tenancies' writable paths.
   bool across_tenancies = false;
 };
 
@@ -121,8 +122,8 @@ struct ClientEdits {
 
 // The environment and mounts of an MPS client container: CUDA_MPS_PIPE_DIRECTORY, its own
 // CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=<MiB>M": device 0 is the one GPU the container sees) and
-// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, a bind of the daemon's pipe directory and its private shm
-// as /dev/shm. Time-slicing shares get nothing.
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, a read-only bind of the daemon's pipe directory and its
+// private shm as /dev/shm. Time-slicing shares get nothing.
 ClientEdits MpsClientEdits(const Share& share, const std::string& host_pipe_directory,
                            const std::string& host_shm_directory);
 
@@ -146,9 +147,11 @@ struct Breach {
   std::string reason;  // "gpu-memory-limit: 23.1 GiB used of 20 GiB"
 };
 
-// Remembers since when each container has been over its memory share and says which have been
-// over it for longer than the grace period. A container that drops back below its share starts
-// over. Each breach is reported once; a container no longer in `limits` is forgotten.
+// Judges containers from samples taken at jittered, unannounced times (NextSampleDelay): a
+// container whose memory is over its share in two samples no more than the grace apart is in
+// breach (with no grace, in one). A single peak that no other sample within the grace sees is
+// forgiven; peaks timed between announced passes are not, since there are none to time. Each
+// breach is reported once; a container no longer in `limits` is forgotten.
 class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
@@ -161,12 +164,18 @@ class Watchdog {
 
  private:
   struct Over {
-    Clock::time_point since;
+    Clock::time_point since;  // the last sample that saw it over its share
     bool reported = false;
   };
   std::chrono::milliseconds grace_;
   std::map<std::string, Over> over_;
 };
+
+// How long until the watchdog's next sample: on average the check interval or a quarter of the
+// grace, whichever is shorter (at least 10 ms), times a factor drawn from [0.5, 1.5) by
+// `random01` in [0, 1). Any window of one grace then holds at least two samples.
+std::chrono::milliseconds NextSampleDelay(std::chrono::milliseconds grace,
+                                          std::chrono::milliseconds interval, double random01);
 
 // The reason a container stopped by the watchdog ends with.
 std::string MemoryLimitReason(uint64_t used_bytes, uint64_t limit_bytes);

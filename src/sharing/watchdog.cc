@@ -1,5 +1,7 @@
 // The watchdog's judgement: per-container sums of the driver's per-process figures against each
-// share, with a grace period so that a short peak is not a breach.
+// share, sampled at jittered times; over its share in two samples within the grace is a breach.
+#include <algorithm>
+
 #include "sharing/sharing.h"
 
 namespace tessera::sharing {
@@ -28,16 +30,33 @@ std::vector<Breach> Watchdog::Observe(Clock::time_point now,
   for (const auto& [container, limit] : limits) {
     auto measured = used.find(container);
     const uint64_t bytes = measured == used.end() ? 0 : measured->second;
-    if (bytes <= limit) {
-      over_.erase(container);
+    if (bytes <= limit) continue;  // an earlier over-sample still counts until the grace passes
+    auto [entry, inserted] = over_.try_emplace(container, Over{now, false});
+    Over& over = entry->second;
+    if (over.reported) continue;
+    // Over in two samples no more than the grace apart (in one, with no grace): the samples
+    // come at times nobody knows in advance, so a container cannot fit its peaks between them.
+    const bool caught = grace_.count() == 0 || (!inserted && now - over.since <= grace_);
+    if (!caught) {
+      over.since = now;
       continue;
     }
-    auto [entry, inserted] = over_.try_emplace(container, Over{now, false});
-    if (entry->second.reported || now - entry->second.since < grace_) continue;
-    entry->second.reported = true;
+    over.reported = true;
     breaches.push_back({container, bytes, limit, MemoryLimitReason(bytes, limit)});
   }
   return breaches;
+}
+
+std::chrono::milliseconds NextSampleDelay(std::chrono::milliseconds grace,
+                                          std::chrono::milliseconds interval, double random01) {
+  using std::chrono::milliseconds;
+  // At least four samples a grace on average, so that any window of one grace holds two even
+  // at the longest jittered gap (1.5 x grace / 4).
+  milliseconds mean = interval;
+  if (grace.count() > 0) mean = std::min(mean, grace / 4);
+  mean = std::max(mean, milliseconds(10));
+  const double factor = 0.5 + std::clamp(random01, 0.0, 1.0);
+  return milliseconds(static_cast<int64_t>(static_cast<double>(mean.count()) * factor));
 }
 
 }  // namespace tessera::sharing

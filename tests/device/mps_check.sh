@@ -155,6 +155,31 @@ say "new_client_recovered_after_s=${recovered:-never}"
 grep -E 'fatal|exited|Fault|fault' "$logs"/*.log >"$out/fault-log-lines.txt" 2>/dev/null
 say "fault_log_lines=$(wc -l <"$out/fault-log-lines.txt")"
 
+# ---- 6b. What a client can do through the pipe directory (tessera's design rests on it) ----
+note "pipe: a client whose pipe directory is a read-only bind (as tessera gives containers)"
+unshare -m sh -c "mount --bind -o ro '$pipe' '$pipe' && \
+  CUDA_VISIBLE_DEVICES='$uuid' timeout 60 '$probe' context" >"$out/ro-pipe.txt" 2>&1
+say "read_only_pipe_client: status=$? $(tail -n1 "$out/ro-pipe.txt")"
+ls -la "$pipe" >"$out/pipe-listing.txt" 2>&1
+say "pipe_entries=$(ls "$pipe" | tr '\n' ' ')"
+note "admin: a client of the daemon's user, and of another user, moves the daemon's defaults"
+control "set_default_active_thread_percentage 100" >"$out/admin-same-uid.txt" 2>&1
+say "admin_same_uid: set=$(cat "$out/admin-same-uid.txt") now=$(control get_default_active_thread_percentage)"
+control "set_default_active_thread_percentage $percent" >/dev/null 2>&1
+echo "set_default_active_thread_percentage 100" | timeout 20 setpriv --reuid=65534 --regid=65534 \
+  --clear-groups env CUDA_MPS_PIPE_DIRECTORY="$pipe" nvidia-cuda-mps-control \
+  >"$out/admin-other-uid.txt" 2>&1
+say "admin_other_uid: status=$? answer=$(tr '\n' ' ' <"$out/admin-other-uid.txt") now=$(control get_default_active_thread_percentage)"
+say "default_pinned_mem_limit_answer=$(control 'get_default_device_pinned_mem_limit 0')"
+control "set_default_active_thread_percentage $percent" >/dev/null 2>&1
+note "daemon: the foreground daemon tessera runs (-f) answers like -d"
+mkdir -p "$work/fg"
+CUDA_VISIBLE_DEVICES="$uuid" CUDA_MPS_PIPE_DIRECTORY="$work/fg" CUDA_MPS_LOG_DIRECTORY="$work/fg" \
+  timeout 10 nvidia-cuda-mps-control -f >"$out/foreground.txt" 2>&1 &
+sleep 2
+say "foreground_daemon: $(echo get_default_active_thread_percentage | CUDA_MPS_PIPE_DIRECTORY="$work/fg" timeout 5 nvidia-cuda-mps-control 2>&1)"
+echo quit | CUDA_MPS_PIPE_DIRECTORY="$work/fg" timeout 5 nvidia-cuda-mps-control >/dev/null 2>&1
+
 # ---- 7. Record only (r615+ features; nothing is set) ----
 { cat /sys/fs/cgroup/dmem.capacity 2>&1; timeout 10 nvidia-cuda-mps-control -h 2>&1 | head -n 30; } \
   >"$out/record-only.txt"

@@ -52,14 +52,17 @@ class MpsPluginTest : public ::testing::Test {
     for (int i = 0; i < 8; ++i) {
       auto paths = mps::PathsFor(root_, Uuid(i));
       if (paths) (void)mps::UnmountShm(paths->shm);
+      if (paths) (void)mps::UnmountShm(paths->pipe);
       auto pid = ReadPid(i);
       if (pid > 0) ::kill(pid, SIGKILL);
     }
   }
 
   pid_t ReadPid(int gpu) {
-    auto text = ReadWholeFile(root_ + "/" + Uuid(gpu) + "/pipe/nvidia-cuda-mps-control.pid");
-    return text ? static_cast<pid_t>(std::atoi(text->c_str())) : -1;
+    // The plugin's own record of the daemon it started, never the pid file a client could write.
+    auto text = ReadWholeFile(root_ + "/" + Uuid(gpu) + "/daemon.state");
+    auto state = text ? mps::ParseDaemonState(*text) : std::nullopt;
+    return state ? static_cast<pid_t>(state->pid) : -1;
   }
 
   std::string Config(int replicas) {
@@ -124,7 +127,7 @@ TEST_F(MpsPluginTest, NoAllocateAnswersBeforeTheDaemonIsReadyThenItCarriesTheLim
   auto [status, response, marker_there] = answer.get();
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << plugin_->Log();
   EXPECT_TRUE(marker_there);
-  EXPECT_FALSE(mps_->Lines(Uuid(0) + " -d (slow start)").empty()) << mps_->Transcript();
+  EXPECT_FALSE(mps_->Lines(Uuid(0) + " -f (slow start)").empty()) << mps_->Transcript();
   ASSERT_EQ(response.container_responses_size(), 1);
   const auto& container = response.container_responses(0);
   EXPECT_EQ(container.envs().at("CUDA_MPS_PIPE_DIRECTORY"), "/run/tessera/mps");
@@ -133,10 +136,11 @@ TEST_F(MpsPluginTest, NoAllocateAnswersBeforeTheDaemonIsReadyThenItCarriesTheLim
   EXPECT_EQ(container.envs().at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
   ASSERT_EQ(container.mounts_size(), 2);
   EXPECT_EQ(container.mounts(0).host_path(), root_ + "/" + Uuid(0) + "/pipe");
+  EXPECT_TRUE(container.mounts(0).read_only());  // a client connects there, never writes
   EXPECT_EQ(container.mounts(1).container_path(), "/dev/shm");
   ASSERT_EQ(container.cdi_devices_size(), 1);
   EXPECT_EQ(container.cdi_devices(0).name(), "nvidia.com/gpu=" + Uuid(0));
-  // The daemon got the same limits before its marker: compute mode, -d, limits.
+  // The daemon got the same limits before its marker: compute mode, -f, limits.
   const auto limit = mps_->Lines(Uuid(0) + " cmd set_default_device_pinned_mem_limit 0 20389M");
   ASSERT_EQ(limit.size(), 1u) << mps_->Transcript();
   EXPECT_NE(limit[0].find("[watch absent]"), std::string::npos);
@@ -169,7 +173,7 @@ TEST_F(MpsPluginTest, AConfigChangeHoldsAllocateUntilTheNewLimitsAreReady) {
   EXPECT_FALSE(new_hash.empty());
   // The same daemon (its clients keep their server), given the new limits with no marker there.
   EXPECT_EQ(ReadPid(3), daemon);
-  EXPECT_EQ(mps_->Lines(Uuid(3) + " -d").size(), 1u);
+  EXPECT_EQ(mps_->Lines(Uuid(3) + " -f").size(), 1u);
   const auto limit = mps_->Lines(Uuid(3) + " cmd set_default_active_thread_percentage 50");
   ASSERT_EQ(limit.size(), 1u) << mps_->Transcript();
   EXPECT_NE(limit[0].find("[watch absent]"), std::string::npos) << limit[0];
@@ -188,7 +192,7 @@ TEST_F(MpsPluginTest, ADeadDaemonTakesItsReplicasOutUntilItIsBackWithItsLimits) 
   EXPECT_EQ(HealthOf(*list, Uuid(4) + "::0"), "Healthy");
   mps_->SetBehaviour(Uuid(5), "");
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << plugin_->Log();
-  EXPECT_EQ(mps_->Lines(Uuid(5) + " -d").size(), 2u) << mps_->Transcript();
+  EXPECT_EQ(mps_->Lines(Uuid(5) + " -f").size(), 2u) << mps_->Transcript();
   EXPECT_EQ(mps_->Lines(Uuid(5) + " cmd set_default_device_pinned_mem_limit").size(), 2u);
 }
 
@@ -208,7 +212,7 @@ TEST_F(MpsPluginTest, MpsOnMigDevicesStopsThePluginWithAMessage) {
            std::string::npos;
   })) << plugin.Log();
   EXPECT_EQ(plugin.Stop(), 2) << plugin.Log();  // exited by itself, a config error
-  EXPECT_TRUE(mps_->Lines(" -d").empty());
+  EXPECT_TRUE(mps_->Lines(" -f").empty());
 }
 
 }  // namespace

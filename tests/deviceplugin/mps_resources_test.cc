@@ -111,6 +111,7 @@ TEST(MpsResources, AreRenamedSharedReplicasThatStayUnhealthyUntilTheirMarkerMatc
   const std::string dir = "/run/tessera/mps/" + manager->devices()[0].id;
   EXPECT_EQ(out.mounts[0].host_path, dir + "/pipe");
   EXPECT_EQ(out.mounts[0].container_path, "/run/tessera/mps");
+  EXPECT_TRUE(out.mounts[0].read_only);
   EXPECT_EQ(out.mounts[1].host_path, dir + "/shm");
   EXPECT_EQ(out.mounts[1].container_path, "/dev/shm");
   for (const auto& mount : out.mounts)

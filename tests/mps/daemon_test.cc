@@ -1,6 +1,7 @@
 // The MPS daemon manager against the stand-in nvidia-cuda-mps-control and the stand-in NVML:
 // order, marker, shm, takeover, config change, crash, hang, slow start, fault, teardown.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -19,6 +20,9 @@ using testing::FakeMps;
 
 constexpr char kUuid[] = "GPU-11111111-2222-3333-4444-555555555555";
 constexpr char kPci[] = "0000:18:00.0";
+// A second GPU: another tenancy's daemon, which nothing done to the first may reach.
+constexpr char kOtherUuid[] = "GPU-99999999-8888-7777-6666-555555555555";
+constexpr char kOtherPci[] = "0000:2a:00.0";
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 
 // Whether `pid` runs (a zombie nobody reaped yet has ended).
@@ -53,6 +57,7 @@ class MpsDaemon : public ::testing::Test {
  protected:
   void SetUp() override {
     nvml_state_.Append(std::string("gpu ") + kPci + " board=h100-80gb uuid=" + kUuid);
+    nvml_state_.Append(std::string("gpu ") + kOtherPci + " board=h100-80gb uuid=" + kOtherUuid);
     mps_ = std::make_unique<FakeMps>();  // after the NVML state: it takes over the call log
     auto library = nvml::Library::Open(FAKE_NVML);
     ASSERT_TRUE(library) << library.error().message;
@@ -69,8 +74,31 @@ class MpsDaemon : public ::testing::Test {
   void TearDown() override {
     // Whatever a test left running goes.
     if (daemon_) (void)daemon_->Stop();
-    (void)UnmountShm(paths_.shm);
+    if (other_) (void)other_->Stop();
+    for (const auto& paths : {paths_, *PathsFor(options_.root, kOtherUuid)}) {
+      (void)UnmountShm(paths.shm);
+      (void)UnmountShm(paths.pipe);
+    }
   }
+
+  Status OpenOther() {
+    auto daemon = Daemon::Open(options_, *nvml_, {kOtherUuid, kOtherPci, 10 * kGiB, 50});
+    if (!daemon) return daemon.error();
+    other_ = std::move(*daemon);
+    return Ok();
+  }
+
+  // A client of the daemon sends `command` through the pipe directory, as a container holding
+  // the control socket can; its exit status.
+  int Tenant(const std::string& command) const {
+    int status = 0;
+    testing::RunCommand("echo '" + command + "' | CUDA_MPS_PIPE_DIRECTORY=" + paths_.pipe + " " +
+                            FakeMps::Binary() + " >/dev/null 2>&1",
+                        &status);
+    return status;
+  }
+
+  size_t OtherCommands() const { return mps_->Lines(std::string(kOtherUuid) + " cmd ").size(); }
 
   Status OpenDaemon() {
     auto daemon = Daemon::Open(options_, *nvml_, config_);
@@ -87,13 +115,14 @@ class MpsDaemon : public ::testing::Test {
   DaemonConfig config_;
   Paths paths_;
   std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<Daemon> other_;
 };
 
 TEST_F(MpsDaemon, StartsComputeModeThenDaemonThenLimitsThenMarker) {
   ASSERT_TRUE(OpenDaemon());
   const auto lines = Split(mps_->Transcript());
   const size_t mode = IndexOf(lines, std::string("nvmlDeviceSetComputeMode ") + kPci + " 3 -> 0");
-  const size_t start = IndexOf(lines, " -d ");
+  const size_t start = IndexOf(lines, " -f ");
   const size_t memory = IndexOf(lines, "cmd set_default_device_pinned_mem_limit 0 20480M");
   const size_t threads = IndexOf(lines, "cmd set_default_active_thread_percentage 25");
   ASSERT_NE(mode, std::string::npos) << mps_->Transcript();
@@ -116,7 +145,7 @@ TEST_F(MpsDaemon, StartsComputeModeThenDaemonThenLimitsThenMarker) {
   struct stat st {};
   EXPECT_EQ(::stat((paths_.pipe + "/control").c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
-  EXPECT_NE(mps_->Transcript().find(std::string("nvidia-cuda-mps-control ") + kUuid + " -d"),
+  EXPECT_NE(mps_->Transcript().find(std::string("nvidia-cuda-mps-control ") + kUuid + " -f"),
             std::string::npos);
 }
 
@@ -138,7 +167,7 @@ TEST_F(MpsDaemon, TakesOverADaemonThatStillAnswersInsteadOfStartingAnother) {
   daemon_.reset();  // tessera restarts; the daemon and its clients go on
   ASSERT_TRUE(OpenDaemon());
   EXPECT_EQ(daemon_->ControlPid(), pid);
-  EXPECT_EQ(mps_->Lines(" -d ").size(), 1u) << mps_->Transcript();
+  EXPECT_EQ(mps_->Lines(" -f ").size(), 1u) << mps_->Transcript();
   EXPECT_EQ(ReadReadyMarker(paths_), ConfigHash(config_));
 }
 
@@ -185,11 +214,11 @@ TEST_F(MpsDaemon, ADeadDaemonFailsTheCheckAndRestartsWithItsLimitsBeforeTheMarke
   ASSERT_TRUE(daemon_->Restart());
   EXPECT_NE(daemon_->ControlPid(), pid);
   EXPECT_TRUE(daemon_->Check());
-  EXPECT_EQ(mps_->Lines(" -d ").size(), 2u);
+  EXPECT_EQ(mps_->Lines(" -f ").size(), 2u);
   const auto lines = Split(mps_->Transcript());
   size_t restart = 0;
   for (size_t i = 0; i < lines.size(); ++i)
-    if (lines[i].find(" -d ") != std::string::npos) restart = i;
+    if (lines[i].find(" -f ") != std::string::npos) restart = i;
   bool limits_after = false;
   for (size_t i = restart; i < lines.size(); ++i) {
     if (lines[i].find("cmd set_default_device_pinned_mem_limit 0 20480M") != std::string::npos) {
@@ -252,7 +281,7 @@ TEST_F(MpsDaemon, AComputeModeNvmlRefusesStartsNoDaemon) {
   auto opened = OpenDaemon();
   ASSERT_FALSE(opened);
   EXPECT_EQ(opened.error().category, ErrorCategory::kPermissionDenied) << opened.error().message;
-  EXPECT_TRUE(mps_->Lines(" -d ").empty());
+  EXPECT_TRUE(mps_->Lines(" -f ").empty());
   EXPECT_EQ(ReadReadyMarker(paths_), "");
 }
 
@@ -284,6 +313,137 @@ TEST_F(MpsDaemon, TeardownQuitsRestoresComputeModeUnmountsAndRemoves) {
   EXPECT_NE(::stat(paths_.dir.c_str(), &st), 0);
   EXPECT_TRUE(testing::WaitUntil([&] { return !Running(static_cast<pid_t>(*pid)); }));
   daemon_.reset();
+}
+
+// ---- The pipe directory is a tenant's to write (where a runtime lets it): nothing there steers
+// the service.
+
+TEST_F(MpsDaemon, AControlSymlinkToAnotherGpusDaemonIsNeverFollowed) {
+  ASSERT_TRUE(OpenDaemon());
+  ASSERT_TRUE(OpenOther());
+  const std::string other_socket = other_->paths().pipe + "/control";
+  const std::string socket = paths_.pipe + "/control";
+  ASSERT_EQ(::unlink(socket.c_str()), 0);
+  ASSERT_EQ(::symlink(other_socket.c_str(), socket.c_str()), 0);
+  const size_t before = OtherCommands();
+  auto check = daemon_->Check();
+  ASSERT_FALSE(check);
+  EXPECT_NE(check.error().message.find("not the daemon's socket"), std::string::npos)
+      << check.error().message;
+  // Neither the check, nor the restart, nor the teardown sent the other daemon a word.
+  ASSERT_TRUE(daemon_->Restart());
+  ASSERT_TRUE(daemon_->Stop());
+  daemon_.reset();
+  EXPECT_EQ(OtherCommands(), before) << mps_->Transcript();
+  EXPECT_TRUE(mps_->Lines(std::string(kOtherUuid) + " quit").empty());
+  EXPECT_TRUE(other_->Check());
+}
+
+TEST_F(MpsDaemon, AFifoOrAHugeFileInThePipeDirectoryNeitherBlocksNorIsRead) {
+  ASSERT_TRUE(OpenDaemon());
+  const std::string pid_file = paths_.pipe + "/nvidia-cuda-mps-control.pid";
+  ::unlink(pid_file.c_str());
+  ASSERT_EQ(::mkfifo(pid_file.c_str(), 0644), 0);
+  int status = 0;
+  testing::RunCommand("truncate -s 64G " + paths_.pipe + "/huge", &status);
+  ASSERT_EQ(status, 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(daemon_->Check());
+  EXPECT_TRUE(daemon_->ControlPid());
+  // A FIFO where the control socket was: refused by its type, at once.
+  const std::string socket = paths_.pipe + "/control";
+  ASSERT_EQ(::unlink(socket.c_str()), 0);
+  ASSERT_EQ(::mkfifo(socket.c_str(), 0666), 0);
+  auto check = daemon_->Check();
+  ASSERT_FALSE(check);
+  EXPECT_NE(check.error().message.find("a FIFO"), std::string::npos) << check.error().message;
+  // Generous: a blocking open would never return at all.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  ASSERT_TRUE(daemon_->Restart());  // a fresh pipe file system: the junk is gone
+  struct stat st {};
+  EXPECT_NE(::stat((paths_.pipe + "/huge").c_str(), &st), 0);
+  EXPECT_TRUE(daemon_->Check());
+}
+
+TEST_F(MpsDaemon, ARewrittenPidFileNeverAimsTheTeardownAtAnotherDaemon) {
+  ASSERT_TRUE(OpenDaemon());
+  ASSERT_TRUE(OpenOther());
+  const auto other_pid = other_->ControlPid();
+  ASSERT_TRUE(other_pid);
+  {
+    std::ofstream pid_file(paths_.pipe + "/nvidia-cuda-mps-control.pid", std::ios::trunc);
+    pid_file << *other_pid << "\n";
+  }
+  const auto own_pid = daemon_->ControlPid();
+  ASSERT_TRUE(daemon_->Stop());
+  daemon_.reset();
+  EXPECT_TRUE(Running(static_cast<pid_t>(*other_pid)));
+  EXPECT_TRUE(other_->Check());
+  // Its own daemon is what went, not leaked.
+  EXPECT_TRUE(testing::WaitUntil([&] { return !Running(static_cast<pid_t>(*own_pid)); }));
+}
+
+TEST_F(MpsDaemon, LimitsMovedThroughTheControlSocketAreRestoredWithinOneCheck) {
+  ASSERT_TRUE(OpenDaemon());
+  EXPECT_EQ(daemon_->limits_restored(), 0u);
+  ASSERT_EQ(Tenant("set_default_active_thread_percentage 100"), 0);
+  ASSERT_EQ(Tenant("set_default_device_pinned_mem_limit 0 80G"), 0);
+  const size_t moved = Split(mps_->Transcript()).size();
+  ASSERT_TRUE(daemon_->Check());
+  EXPECT_EQ(daemon_->limits_restored(), 1u);
+  // Put back after the tenant's commands, and read back as the config says.
+  const auto lines = Split(mps_->Transcript());
+  bool threads = false, memory = false;
+  for (size_t i = moved; i < lines.size(); ++i) {
+    threads = threads ||
+              lines[i].find("cmd set_default_active_thread_percentage 25") != std::string::npos;
+    memory = memory ||
+             lines[i].find("cmd set_default_device_pinned_mem_limit 0 20480M") != std::string::npos;
+  }
+  EXPECT_TRUE(threads && memory) << mps_->Transcript();
+  auto now = daemon_->Command("get_default_active_thread_percentage");
+  ASSERT_TRUE(now);
+  EXPECT_EQ(*now, "25.0\n");
+  // Nothing moved since: the next check restores nothing.
+  ASSERT_TRUE(daemon_->Check());
+  EXPECT_EQ(daemon_->limits_restored(), 1u);
+}
+
+TEST_F(MpsDaemon, ThePipeDirectoryIsASizedFileSystemOfItsOwn) {
+  options_.pipe_bytes = 1 << 20;
+  ASSERT_TRUE(OpenDaemon());
+  ASSERT_TRUE(IsMountPoint(paths_.pipe));
+  int status = 0;
+  const std::string mount =
+      testing::RunCommand("findmnt -n -o FSTYPE,OPTIONS --target " + paths_.pipe, &status);
+  ASSERT_EQ(status, 0);
+  EXPECT_EQ(mount.rfind("tmpfs", 0), 0u) << mount;
+  for (const char* option : {"nosuid", "nodev", "noexec", "size=1024k"})
+    EXPECT_NE(mount.find(option), std::string::npos) << mount;
+  // Filling it fills only it: the daemon's root and shm keep their room.
+  testing::RunCommand("dd if=/dev/zero of=" + paths_.pipe + "/fill bs=64k count=64 2>&1", &status);
+  EXPECT_NE(status, 0);  // ENOSPC after 1 MiB
+  std::ofstream probe(paths_.dir + "/probe");
+  probe << "room";
+  probe.close();
+  EXPECT_TRUE(probe.good());
+  EXPECT_TRUE(daemon_->Check());
+}
+
+TEST_F(MpsDaemon, ATakeOverTrustsOnlyTheServicesStateFileAndAnUnreadableOneStartsAfresh) {
+  ASSERT_TRUE(OpenDaemon());
+  const auto first = daemon_->ControlPid();
+  ASSERT_TRUE(first);
+  daemon_.reset();  // the service restarts
+  ASSERT_EQ(::unlink(paths_.state.c_str()), 0);
+  ASSERT_EQ(::mkfifo(paths_.state.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(OpenDaemon());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+  EXPECT_NE(daemon_->ControlPid(), first);
+  EXPECT_EQ(mps_->Lines(" -f ").size(), 2u) << mps_->Transcript();
+  EXPECT_TRUE(daemon_->Check());
+  ::kill(static_cast<pid_t>(*first), SIGKILL);  // the one nobody could vouch for
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE /* accept4 */
 /* A stand-in nvidia-cuda-mps-control for tests, found through a configured path. Like NVIDIA's:
+ *   nvidia-cuda-mps-control -f   runs the daemon in the foreground (as -d does after its fork);
  *   nvidia-cuda-mps-control -d   forks a daemon that makes $CUDA_MPS_PIPE_DIRECTORY (default
  *                                /tmp/nvidia-mps) with its `control` socket and
  *                                nvidia-cuda-mps-control.pid, and writes control.log in
@@ -49,6 +50,7 @@ static char pipe_dir[MAX_PATH], log_dir[MAX_PATH], fake_dir[MAX_PATH], uuid[128]
 static double default_percentage = 100.0;
 static char default_limit[64] = "";
 static int hanging;
+static int foreground;
 
 static void Env(char* out, const char* name, const char* fallback) {
   const char* value = getenv(name);
@@ -231,7 +233,7 @@ static int RunDaemon(void) {
   }
   FakePath(delay_path, ".start-delay-ms");
   long delay = ReadNumberFile(delay_path, 0);
-  Transcript("-d%s", delay > 0 ? " (slow start)" : "");
+  Transcript("%s%s", foreground ? "-f" : "-d", delay > 0 ? " (slow start)" : "");
   if (delay > 0) usleep((useconds_t)delay * 1000);
   struct stat st;
   if (stat(pipe_dir, &st) != 0) return 1; /* taken away while it started: nothing to listen in */
@@ -334,6 +336,10 @@ int main(int argc, char** argv) {
   const char* visible = getenv("CUDA_VISIBLE_DEVICES");
   snprintf(uuid, sizeof uuid, "%s", visible ? visible : "");
   signal(SIGPIPE, SIG_IGN);
+  if (argc == 2 && strcmp(argv[1], "-f") == 0) {
+    foreground = 1;
+    return RunDaemon();
+  }
   if (argc == 2 && strcmp(argv[1], "-d") == 0) {
     pid_t child = fork();
     if (child < 0) return 1;
@@ -347,7 +353,7 @@ int main(int argc, char** argv) {
     _exit(RunDaemon());
   }
   if (argc != 1) {
-    fprintf(stderr, "usage: nvidia-cuda-mps-control [-d]\n");
+    fprintf(stderr, "usage: nvidia-cuda-mps-control [-d | -f]\n");
     return 2;
   }
   return SendCommands();

@@ -58,6 +58,7 @@ class ShareServeTest : public PodmanServeTest {
     // The daemons outlive a killed service on purpose; the test's own go here.
     for (const auto& daemon : mps::InspectDaemons(mps_root_)) {
       (void)mps::UnmountShm(daemon.paths.shm);
+      (void)mps::UnmountShm(daemon.paths.pipe);
       if (daemon.control_pid) ::kill(static_cast<pid_t>(*daemon.control_pid), SIGKILL);
     }
   }
@@ -185,7 +186,7 @@ TEST_F(ShareServeTest, AnMpsShareStartsAfterTheMarkerWithExactlyItsEnvPipeAndShm
   // Compute mode, then the daemon, then the limits, then the marker.
   const std::string transcript = mps_->Transcript();
   const size_t mode = transcript.find("nvmlDeviceSetComputeMode " + gpus_[0] + " 3 -> 0");
-  const size_t daemon = transcript.find(Uuid(0) + " -d");
+  const size_t daemon = transcript.find(Uuid(0) + " -f");
   const size_t memory =
       transcript.find(Uuid(0) + " cmd set_default_device_pinned_mem_limit 0 20480M");
   const size_t threads = transcript.find(Uuid(0) + " cmd set_default_active_thread_percentage 25");
@@ -214,14 +215,19 @@ TEST_F(ShareServeTest, AnMpsShareStartsAfterTheMarkerWithExactlyItsEnvPipeAndShm
                                                 {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=20480M"},
                                                 {"CUDA_MPS_PIPE_DIRECTORY", "/run/tessera/mps"}}));
   std::map<std::string, std::string> binds;  // destination -> source
+  std::map<std::string, bool> writable;      // destination -> RW
   for (const auto& mount : inspect["Mounts"]) {
     const std::string source = mount.value("Source", ""),
                       destination = mount.value("Destination", "");
     EXPECT_EQ(source.find("/tmp/nvidia-mps"), std::string::npos) << mount;
     EXPECT_EQ(destination.find("/tmp/nvidia-mps"), std::string::npos) << mount;
     binds[destination] = source;
+    writable[destination] = mount.value("RW", true);
   }
   EXPECT_EQ(binds["/run/tessera/mps"], paths.pipe);
+  // The pipe directory is the container's to connect through, never to write in.
+  EXPECT_FALSE(writable["/run/tessera/mps"]);
+  EXPECT_TRUE(mps::IsMountPoint(paths.pipe));
   EXPECT_EQ(binds["/dev/shm"], paths.shm);
   EXPECT_TRUE(mps::IsMountPoint(paths.shm));
 
@@ -278,7 +284,7 @@ TEST_F(ShareServeTest, AConfigChangeHoldsTheNextShareUntilTheNewMarker) {
   const auto lines = mps_->Lines(Uuid(index) + " cmd set_default_device_pinned_mem_limit 0 30720M");
   ASSERT_EQ(lines.size(), 1u) << mps_->Transcript();
   EXPECT_NE(lines[0].find("[watch absent]"), std::string::npos) << lines[0];
-  EXPECT_EQ(mps_->Lines(Uuid(index) + " -d").size(), 1u);  // the same daemon
+  EXPECT_EQ(mps_->Lines(Uuid(index) + " -f").size(), 1u);  // the same daemon
 }
 
 TEST_F(ShareServeTest, ASecondTenancyIsNeverPlacedOnASharedGpuByDefault) {
@@ -374,7 +380,7 @@ TEST_F(ShareServeTest, ADaemonCrashDrainsTheGpuRestartsItAndReappliesTheLimits) 
   const json ended = WaitFor(a, {"exited", "failed"});
   EXPECT_EQ(ended["reason"].get<std::string>().rfind("gpu-shared-fault: ", 0), 0u) << ended;
   // Restarted with its limits, the marker last; the GPU takes shares again.
-  ASSERT_TRUE(WaitUntil([&] { return mps_->Lines(Uuid(index) + " -d").size() >= 2; }, 60s))
+  ASSERT_TRUE(WaitUntil([&] { return mps_->Lines(Uuid(index) + " -f").size() >= 2; }, 60s))
       << mps_->Transcript() << serve_->log();
   const auto limits =
       mps_->Lines(Uuid(index) + " cmd set_default_device_pinned_mem_limit 0 20480M");
@@ -383,6 +389,62 @@ TEST_F(ShareServeTest, ADaemonCrashDrainsTheGpuRestartsItAndReappliesTheLimits) 
   const std::string b = SubmitShare("team", "10Gi", 10);
   ASSERT_EQ(WaitFor(b, {"running", "exited", "failed"})["state"], "running");
   EXPECT_TRUE(Gpu(GpuOf(b))["shared"]["healthy"].get<bool>());
+}
+
+TEST_F(ShareServeTest, ATenantCanPlantNothingInItsPipeDirectoryAndLimitsItMovesAreRestored) {
+  Start();
+  // A container that tries what an attacker would in the pipe directory, and says what it got
+  // through its shm (the host can read that).
+  const std::string attempts =
+      "cd /run/tessera/mps; r=''; "
+      "mkfifo nvidia-cuda-mps-control.pid 2>/dev/null && r=\"$r fifo\"; "
+      "ln -s /run/tessera control2 2>/dev/null && r=\"$r symlink\"; "
+      "rm -f control 2>/dev/null && r=\"$r unlink\"; "
+      "dd if=/dev/zero of=fill bs=64k count=64 2>/dev/null && r=\"$r fill\"; "
+      "echo \"planted:$r\" > /dev/shm/result; exec sleep 600";
+  const std::string attacker = SubmitShare("mallory", "20Gi", 25, "mps", attempts);
+  const std::string victim = SubmitShare("alice", "20Gi", 25);
+  ASSERT_EQ(WaitFor(attacker, {"running", "exited", "failed"})["state"], "running");
+  ASSERT_EQ(WaitFor(victim, {"running", "exited", "failed"})["state"], "running");
+  const int attacker_gpu = IndexOf(GpuOf(attacker)), victim_gpu = IndexOf(GpuOf(victim));
+  ASSERT_NE(attacker_gpu, victim_gpu);  // an MPS daemon is one tenancy's
+  const mps::Paths paths = *mps::PathsFor(mps_root_, Uuid(attacker_gpu));
+  std::string result;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        result = ReadText(paths.shm + "/result");
+        return !result.empty();
+      },
+      120s));
+  EXPECT_EQ(Trimmed(result), "planted:") << result;
+  struct stat st {};
+  ASSERT_EQ(::lstat((paths.pipe + "/control").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+
+  // It still holds the control socket, so it may move its daemon's limits: put back within a
+  // check, and logged.
+  const size_t victim_commands = mps_->Lines(Uuid(victim_gpu) + " cmd set_").size();
+  int status = 0;
+  RunCommand("echo 'set_default_active_thread_percentage 100' | CUDA_MPS_PIPE_DIRECTORY=" +
+                 paths.pipe + " " + FakeMps::Binary(),
+             &status);
+  ASSERT_EQ(status, 0);
+  const size_t moved = mps_->Transcript().size();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string transcript = mps_->Transcript();
+        return transcript.find(Uuid(attacker_gpu) + " cmd set_default_active_thread_percentage 25",
+                               moved) != std::string::npos;
+      },
+      60s))
+      << mps_->Transcript() << serve_->log();
+  EXPECT_TRUE(WaitUntil(
+      [&] { return serve_->log().find("limits changed from outside") != std::string::npos; }, 60s));
+  // The other tenancy's daemon heard nothing of it, and its container runs on.
+  EXPECT_EQ(mps_->Lines(Uuid(victim_gpu) + " cmd set_").size(), victim_commands);
+  EXPECT_TRUE(mps_->Lines(Uuid(victim_gpu) + " cmd quit").empty());
+  EXPECT_EQ(Get("/v1/containers/" + victim)["state"], "running");
+  EXPECT_EQ(Get("/v1/containers/" + attacker)["state"], "running");
 }
 
 TEST_F(ShareServeTest, MeteringCountsTheFractionAndTeardownPutsTheComputeModeBack) {
@@ -422,7 +484,7 @@ TEST_F(ShareServeTest, TimeSlicedSharesGetNoMpsAndTheirTimeslice) {
                 .size(),
             1u)
       << mps_->Transcript();
-  EXPECT_TRUE(mps_->Lines(Uuid(IndexOf(gpu)) + " -d").empty());
+  EXPECT_TRUE(mps_->Lines(Uuid(IndexOf(gpu)) + " -f").empty());
   const json inspect = Inspect(id);
   for (const auto& entry : inspect["Config"]["Env"])
     EXPECT_EQ(entry.get<std::string>().rfind("CUDA_MPS_", 0), std::string::npos) << entry;

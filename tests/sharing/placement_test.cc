@@ -33,14 +33,22 @@ TEST(SharePlacement, NeverOvercommitsCompute) {
   EXPECT_NE(chosen.error().message.find("40% of compute free"), std::string::npos);
 }
 
-TEST(SharePlacement, OneTenancyPerGpuUnlessTheOperatorAllowsMore) {
-  std::vector<SharedGpu> gpus = {Gpu(80 * kGiB, {k20}, "t1")};
-  auto chosen = ChooseGpu(gpus, k20, "t2", {});
+TEST(SharePlacement, OneTenancyPerGpuUnlessTheOperatorAllowsMoreOnTimeSlicedOnes) {
+  const Share sliced{20 * kGiB, 20, Mode::kTimeslice};
+  std::vector<SharedGpu> gpus = {Gpu(80 * kGiB, {sliced}, "t1")};
+  auto chosen = ChooseGpu(gpus, sliced, "t2", {});
   ASSERT_FALSE(chosen);
   EXPECT_NE(chosen.error().message.find("another tenancy"), std::string::npos);
   PlacementRules across;
   across.across_tenancies = true;
-  EXPECT_EQ(*ChooseGpu(gpus, k20, "t2", across), 0u);
+  EXPECT_EQ(*ChooseGpu(gpus, sliced, "t2", across), 0u);
+  gpus.clear();
+  // An MPS daemon, its pipe directory and its shm are never two tenancies' writable paths:
+  // not even when the operator lets tenancies mix.
+  gpus.push_back(Gpu(80 * kGiB, {k20}, "t1"));
+  auto mps = ChooseGpu(gpus, k20, "t2", across);
+  ASSERT_FALSE(mps);
+  EXPECT_NE(mps.error().message.find("another tenancy"), std::string::npos);
   // An empty GPU takes anyone.
   gpus.push_back(Gpu(80 * kGiB));
   EXPECT_EQ(*ChooseGpu(gpus, k20, "t2", {}), 1u);

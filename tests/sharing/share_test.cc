@@ -87,7 +87,7 @@ TEST(Enforcement, SaysPlainlyWhatHoldsEachShare) {
   EXPECT_STREQ(EnforcementName(Enforcement::kHardware), "hardware");
 }
 
-TEST(ClientEdits, GiveTheContainerItsOwnLimitsPipeAndShmNeverTheHostsTmp) {
+TEST(ClientEdits, GiveTheContainerItsOwnLimitsAReadOnlyPipeAndShmNeverTheHostsTmp) {
   auto edits = MpsClientEdits({20 * kGiB, 25, Mode::kMps}, "/run/tessera/mps/GPU-1/pipe",
                               "/run/tessera/mps/GPU-1/shm");
   EXPECT_EQ(edits.env,
@@ -96,7 +96,7 @@ TEST(ClientEdits, GiveTheContainerItsOwnLimitsPipeAndShmNeverTheHostsTmp) {
                                                 {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "25"}}));
   ASSERT_EQ(edits.mounts.size(), 2u);
   EXPECT_EQ(edits.mounts[0],
-            (ClientMount{"/run/tessera/mps/GPU-1/pipe", "/run/tessera/mps", false}));
+            (ClientMount{"/run/tessera/mps/GPU-1/pipe", "/run/tessera/mps", true}));
   EXPECT_EQ(edits.mounts[1], (ClientMount{"/run/tessera/mps/GPU-1/shm", "/dev/shm", false}));
   for (const auto& mount : edits.mounts) {
     EXPECT_EQ(mount.host_path.find("/tmp/nvidia-mps"), std::string::npos);

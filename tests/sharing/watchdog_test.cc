@@ -18,29 +18,55 @@ TEST(WatchdogSum, AddsEveryProcessOfAContainerAndNoOneElses) {
   EXPECT_EQ(saturated["c"], UINT64_MAX);
 }
 
-TEST(Watchdog, StopsOnlyAfterTheGraceAndOnce) {
+TEST(Watchdog, StopsOnTheSecondSampleOverItsShareWithinTheGraceAndOnce) {
   Watchdog watchdog(seconds(10));
   const auto t0 = Watchdog::Clock::time_point{} + seconds(100);
   const std::map<std::string, uint64_t> limits = {{"c-a", 20 * kGiB}, {"c-b", 20 * kGiB}};
   const uint64_t over = uint64_t(23.1 * kGiB);
   EXPECT_TRUE(watchdog.Observe(t0, limits, {{"c-a", over}, {"c-b", kGiB}}).empty());
-  EXPECT_TRUE(watchdog.Observe(t0 + seconds(9), limits, {{"c-a", over}}).empty());
-  auto breaches = watchdog.Observe(t0 + seconds(10), limits, {{"c-a", over}});
+  auto breaches = watchdog.Observe(t0 + seconds(9), limits, {{"c-a", over}});
   ASSERT_EQ(breaches.size(), 1u);
   EXPECT_EQ(breaches[0].container_id, "c-a");
   EXPECT_EQ(breaches[0].reason, "gpu-memory-limit: 23.1 GiB used of 20 GiB");
   EXPECT_TRUE(watchdog.Observe(t0 + seconds(11), limits, {{"c-a", over}}).empty());
 }
 
-TEST(Watchdog, APeakBelowTheGraceStartsOver) {
+TEST(Watchdog, APeakBetweenSamplesBelowItsShareIsStillCaughtByTheNextPeak) {
+  // A container that allocates only between the times it expects samples: two peaks within the
+  // grace are seen whatever it holds in between.
+  Watchdog watchdog(seconds(10));
+  const auto t0 = Watchdog::Clock::time_point{} + seconds(100);
+  const std::map<std::string, uint64_t> limits = {{"c-a", 20 * kGiB}};
+  EXPECT_TRUE(watchdog.Observe(t0, limits, {{"c-a", 21 * kGiB}}).empty());
+  EXPECT_TRUE(watchdog.Observe(t0 + seconds(3), limits, {{"c-a", 19 * kGiB}}).empty());
+  EXPECT_TRUE(watchdog.Observe(t0 + seconds(6), limits, {{"c-a", 1 * kGiB}}).empty());
+  EXPECT_EQ(watchdog.Observe(t0 + seconds(9), limits, {{"c-a", 21 * kGiB}}).size(), 1u);
+}
+
+TEST(Watchdog, ALonePeakIsForgivenOnceTheGraceHasPassed) {
   Watchdog watchdog(seconds(10));
   const auto t0 = Watchdog::Clock::time_point{} + seconds(100);
   const std::map<std::string, uint64_t> limits = {{"c-a", 20 * kGiB}};
   EXPECT_TRUE(watchdog.Observe(t0, limits, {{"c-a", 21 * kGiB}}).empty());
   EXPECT_TRUE(watchdog.Observe(t0 + seconds(8), limits, {{"c-a", 19 * kGiB}}).empty());
   EXPECT_TRUE(watchdog.Observe(t0 + seconds(12), limits, {{"c-a", 21 * kGiB}}).empty());
-  EXPECT_TRUE(watchdog.Observe(t0 + seconds(21), limits, {{"c-a", 21 * kGiB}}).empty());
-  EXPECT_EQ(watchdog.Observe(t0 + seconds(22), limits, {{"c-a", 21 * kGiB}}).size(), 1u);
+  EXPECT_TRUE(watchdog.Observe(t0 + seconds(15), limits, {{"c-a", 19 * kGiB}}).empty());
+  EXPECT_EQ(watchdog.Observe(t0 + seconds(21), limits, {{"c-a", 21 * kGiB}}).size(), 1u);
+}
+
+TEST(WatchdogSampling, KeepsTwoSamplesInEveryGraceAtTheLongestJitter) {
+  for (double r : {0.0, 0.5, 0.999999}) {
+    const auto delay = NextSampleDelay(seconds(10), seconds(5), r);
+    EXPECT_GE(delay, milliseconds(1250));
+    EXPECT_LT(delay, milliseconds(3750));
+    EXPECT_LE(2 * delay, seconds(10));
+  }
+  // The interval, when shorter, sets the pace; never below 10 ms on average.
+  EXPECT_EQ(NextSampleDelay(seconds(10), milliseconds(100), 0.5), milliseconds(100));
+  EXPECT_EQ(NextSampleDelay(milliseconds(0), milliseconds(1), 0.5), milliseconds(10));
+  // Not the same delay twice for different draws: the times cannot be predicted.
+  EXPECT_NE(NextSampleDelay(seconds(10), seconds(5), 0.1),
+            NextSampleDelay(seconds(10), seconds(5), 0.9));
 }
 
 TEST(Watchdog, AtTheLimitIsNotOverAndEndedContainersAreForgotten) {
