@@ -447,6 +447,36 @@ TEST_F(ShareServeTest, ATenantCanPlantNothingInItsPipeDirectoryAndLimitsItMovesA
   EXPECT_EQ(Get("/v1/containers/" + attacker)["state"], "running");
 }
 
+TEST_F(ShareServeTest, AHungDaemonStallsNeitherAnotherGpusRecoveryNorTheStop) {
+  // Checked every 200 ms, each command bounded by 2 s: a daemon that never answers again must
+  // cost its own GPU that and no more.
+  Start();
+  const std::string stuck = SubmitShare("mallory", "20Gi", 25);
+  const std::string other = SubmitShare("alice", "20Gi", 25);
+  ASSERT_EQ(WaitFor(stuck, {"running", "exited", "failed"})["state"], "running");
+  ASSERT_EQ(WaitFor(other, {"running", "exited", "failed"})["state"], "running");
+  const int stuck_gpu = IndexOf(GpuOf(stuck)), other_gpu = IndexOf(GpuOf(other));
+  ASSERT_NE(stuck_gpu, other_gpu);
+  mps_->SetBehaviour(Uuid(stuck_gpu), "hang");
+  ASSERT_TRUE(WaitUntil([&] { return !mps_->Lines(Uuid(stuck_gpu) + " hangs").empty(); }, 60s));
+  // Meanwhile the other GPU's daemon dies: found, drained and restarted as if nothing else were
+  // wrong. (The stuck one's own restart is what ends its hang: the check that timed out drains
+  // it the same way.)
+  mps_->SetBehaviour(Uuid(other_gpu), "exit");
+  const json ended = WaitFor(other, {"exited", "failed"});
+  EXPECT_EQ(ended["reason"].get<std::string>().rfind("gpu-shared-fault: ", 0), 0u) << ended;
+  ASSERT_TRUE(WaitUntil([&] { return mps_->Lines(Uuid(other_gpu) + " -f").size() >= 2; }, 60s))
+      << mps_->Transcript() << serve_->log();
+  // Stopping the service while a daemon hangs again: it exits, bounded by one command time-out.
+  mps_->SetBehaviour(Uuid(other_gpu), "hang");
+  ASSERT_TRUE(WaitUntil([&] { return !mps_->Lines(Uuid(other_gpu) + " hangs").empty(); }, 60s));
+  const auto stop_started = std::chrono::steady_clock::now();
+  EXPECT_EQ(serve_->Kill(SIGTERM), 0) << serve_->log();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_started, 120s);
+  mps_->SetBehaviour(Uuid(stuck_gpu), "");
+  mps_->SetBehaviour(Uuid(other_gpu), "");
+}
+
 TEST_F(ShareServeTest, MeteringCountsTheFractionAndTeardownPutsTheComputeModeBack) {
   Start();
   const std::string id = SubmitShare("meter", "20Gi", 50);
