@@ -11,7 +11,8 @@
 namespace tessera::mps {
 namespace {
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
+// The unit the limit commands speak ("20480M").
+constexpr uint64_t kLimitUnit = uint64_t{1} << 20;
 
 std::string Trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r'))
@@ -82,7 +83,7 @@ Status Daemon::ApplyLimits(bool running_servers) {
     for (uint32_t server : internal::PidsOfAnswer(*servers)) {
       for (const std::string& command :
            {"set_device_pinned_mem_limit " + std::to_string(server) + " 0 " +
-                std::to_string(config_.pinned_memory_limit_bytes / kMiB) + "M",
+                std::to_string(config_.pinned_memory_limit_bytes / kLimitUnit) + "M",
             "set_active_thread_percentage " + std::to_string(server) + " " +
                 std::to_string(config_.active_thread_percentage)}) {
         if (auto out = Command(command); !out) return out.error();
@@ -109,11 +110,11 @@ Result<std::string> Daemon::LimitDrift() {
   auto memory = Command("get_default_device_pinned_mem_limit 0");
   if (!memory) return memory.error();
   const std::string limit_text = Trimmed(*memory);
-  const uint64_t want = config_.pinned_memory_limit_bytes / kMiB * kMiB;
+  const uint64_t want = config_.pinned_memory_limit_bytes / kLimitUnit * kLimitUnit;
   const auto limit = ParseMemoryLimitAnswer(limit_text);
   if (!limit || *limit != want)
     drift += (drift.empty() ? "" : "; ") + std::string("pinned memory limit \"") +
-             Excerpt(limit_text, 24) + "\", not " + std::to_string(want / kMiB) + "M";
+             Excerpt(limit_text, 24) + "\", not " + std::to_string(want / kLimitUnit) + "M";
   return drift;
 }
 
