@@ -234,24 +234,6 @@ void Measurement::Pass() {
   tenancy_now_ = std::move(tenancy_now);
 }
 
-Result<std::vector<sharing::ProcessUse>> Measurement::ShareProcesses() const {
-  std::lock_guard lock(mu_);
-  std::vector<sharing::ProcessUse> out;
-  if (last_pass_.time_ms <= 0) return out;
-  const int64_t age_ms = fleet::NowMs() - last_pass_.time_ms;
-  const int64_t interval_ms = model_.options.telemetry.interval.count();
-  if (age_ms > 3 * interval_ms)
-    return Unavailable("the last telemetry pass is " + std::to_string(age_ms / 1000) + " s old");
-  for (const auto& reading : last_pass_.holders) {
-    const auto& holder = last_directory_.holders[reading.holder];
-    if (holder.mode != kShareMode) continue;
-    for (const auto& gpu : reading.gpus)
-      for (const auto& process : gpu.process_list)
-        out.push_back({process.pid, holder.key, process.used_bytes});
-  }
-  return out;
-}
-
 std::shared_ptr<const Gauges> Measurement::gauges() const {
   std::lock_guard lock(mu_);
   return gauges_;

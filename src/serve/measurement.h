@@ -48,10 +48,10 @@ class Measurement {
   void Pass();
 
   std::shared_ptr<const Gauges> gauges() const;
-  // The last pass's GPU processes of the containers that hold shares, each with its memory: what
-  // the shares' watchdog sums. Empty before the first pass; Unavailable when the last pass is
-  // older than three intervals (a collector that stopped must not vouch for anyone).
-  Result<std::vector<sharing::ProcessUse>> ShareProcesses() const;
+  // The GPU processes of the containers that hold shares, read from NVML now (not from the last
+  // pass), each with its memory: what the shares' watchdog sums at each of its samples. Any
+  // thread; one reading at a time (share_sample.cc).
+  Result<std::vector<sharing::ProcessUse>> SampleShareProcesses();
   // The node's series (per GPU, per MIG instance, per container) and the per-tenancy series.
   void RenderMetrics(std::string& out) const;
   // GET /v1/telemetry: the last pass (a tenant sees its own containers only).
@@ -71,6 +71,10 @@ class Measurement {
   std::mutex wake_mu_;
   std::condition_variable wake_;
   bool stopping_ = false;  // wake_mu_
+
+  std::mutex sample_mu_;  // the watchdog's reading: guards the two below
+  std::unique_ptr<nvml::Library> sample_nvml_;
+  std::unordered_map<std::string, std::string> sample_runtime_ids_;  // container ID -> podman's
 
   mutable std::mutex mu_;  // guards the results below
   std::unique_ptr<telemetry::NodeMetrics> node_metrics_;

@@ -65,11 +65,14 @@ Result<std::unique_ptr<Service>> Service::Create(
   // With a shared store only the leader reconciles, when it starts leading.
   if (!service->options_.resync) service->Reconcile();
   service->measurement_.Open();
-  // The shares' watchdog reads what telemetry attributes to each container: with telemetry on,
-  // time-sliced shares are held by it (enforcement `watchdog`), and MPS shares past their limit.
+  // The shares' watchdog takes its own readings, attributed as telemetry attributes: with
+  // telemetry on, time-sliced shares are held by it (enforcement `watchdog`), and MPS shares
+  // past their limit.
   if (service->measurement_.enabled() && !service->options_.sharing.measure) {
-    const Measurement* measurement = &service->measurement_;
-    service->options_.sharing.measure = [measurement] { return measurement->ShareProcesses(); };
+    Measurement* measurement = &service->measurement_;
+    service->options_.sharing.measure = [measurement] {
+      return measurement->SampleShareProcesses();
+    };
   }
   return service;
 }

@@ -606,6 +606,34 @@ TEST_F(ShareServeTest, TheWatchdogStopsAContainerOverItsShareSummingItsProcesses
   EXPECT_EQ(Get("/v1/containers/" + sliced_under)["state"], "running");
 }
 
+TEST_F(ShareServeTest, TheWatchdogCatchesAContainerThatHoldsTooMuchOnlyBetweenPasses) {
+  // Telemetry passes an hour apart, and a container over its share only half of the time, in
+  // bursts shorter than the grace: the watchdog's own unannounced samples catch it all the same.
+  FakeNvmlScenario scenario;
+  Start({"--share-grace", "2s", "--telemetry-interval", "1h", "--telemetry-proc-dir", "/proc"});
+  const std::string bursty = SubmitShare("wd", "10Gi", 20, "timeslice");
+  ASSERT_EQ(WaitFor(bursty, {"running", "exited", "failed"})["state"], "running");
+  const auto pids = ContainerHostPids(Podman::Get(), "tessera-" + bursty, 1);
+  ASSERT_EQ(pids.size(), 1u);
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  auto line = [&](uint64_t bytes) {
+    return "process " + GpuOf(bursty) + " pid=" + std::to_string(pids[0]) +
+           " memory=" + std::to_string(bytes) + "\n";
+  };
+  const std::string over = line(12 * kGiB), under = line(1 * kGiB);
+  std::atomic<bool> done = false;
+  std::thread allocator([&] {
+    for (bool high = true; !done; high = !high) {
+      scenario.Write(high ? over : under);
+      std::this_thread::sleep_for(250ms);
+    }
+  });
+  const json ended = WaitFor(bursty, {"exited", "failed"});
+  done = true;
+  allocator.join();
+  EXPECT_EQ(ended.value("reason", "").rfind("gpu-memory-limit: 12", 0), 0u) << ended;
+}
+
 TEST_F(ShareServeTest, RefusesSharesThatCannotBeHeld) {
   Start();
   struct Case {
