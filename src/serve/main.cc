@@ -160,6 +160,11 @@ Status CheckFlags(const Flags& flags) {
       {serve::kFairShareHalfLifeFlag, &flags.fair_share_half_life}};
   for (const auto& [flag, text] : durations)
     if (auto parsed = serve::ParseDurationFlag(flag, *text); !parsed) return parsed.error();
+  if (auto sharing = SharingOptionsFrom(flags, ""); !sharing) return sharing.error();
+  if (auto mode = scheduling::ParseMode(flags.scheduling); !mode)
+    return mode.error().WithContext("--scheduling");
+  if (auto policy = placement::ParsePolicy(flags.placement_policy); !policy)
+    return policy.error().WithContext("--placement-policy");
 
   // Paths that must be given, then those that may be left empty.
   std::vector<std::pair<std::string_view, std::string>> paths = {
@@ -204,9 +209,10 @@ Status CheckFlags(const Flags& flags) {
         "--firmware-check-command", std::string(serve::CommandProgram(flags.firmware_command))));
   for (const auto& entry : flags.firmware_per_gpu) {
     const auto equals = entry.find('=');
-    if (equals != std::string::npos)
-      checks.push_back(serve::CheckProgram(
-          "--firmware-check", std::string(serve::CommandProgram(entry.substr(equals + 1)))));
+    if (equals == std::string::npos || equals == 0)
+      return InvalidArgument("--firmware-check " + entry + ": want PCI_ADDRESS=PROGRAM");
+    checks.push_back(serve::CheckProgram(
+        "--firmware-check", std::string(serve::CommandProgram(entry.substr(equals + 1)))));
   }
   for (auto& status : checks)
     if (!status) return status;

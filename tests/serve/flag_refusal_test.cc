@@ -133,6 +133,21 @@ TEST_F(FlagRefusal, DurationsOutsideTheirRangesAreRefusedWithTheRange) {
   }
 }
 
+TEST_F(FlagRefusal, QuantitiesAndNamesAreRefusedBeforeAnythingIsMadeToo) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--share-reserve", "1Ki"}, "--share-reserve"},
+      {{"--share-reserve", "5Ti"}, "--share-reserve"},
+      {{"--share-timeslice", "forever"}, "--share-timeslice: want default, short, medium or long"},
+      {{"--scheduling", "lottery"}, "--scheduling"},
+      {{"--placement-policy", "random"}, "--placement-policy"},
+      {{"--firmware-check", "no-equals-sign"}, "--firmware-check no-equals-sign: want"},
+  };
+  for (const auto& [flags, message] : cases) {
+    SCOPED_TRACE(flags[0] + " " + flags[1]);
+    ExpectRefused(flags, {message});
+  }
+}
+
 TEST_F(FlagRefusal, AnMpsRootThatIsNoDirectoryOrCannotGoIntoAMountIsRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {At("file"), "a regular file, not a directory"},
