@@ -884,7 +884,10 @@ int main(int argc, char** argv) {
   app.add_option("--instance", flags.instance,
                  "Label value of this service's containers (default: from --data-dir)");
   app.add_option("--port-file", flags.port_file, "Write the bound port here");
+  // spdlog takes any other name for "off": a typo would silence every line.
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember(
+          {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"}))
       ->capture_default_str();
   app.add_option("--io-threads", flags.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))

@@ -148,6 +148,21 @@ TEST_F(FlagRefusal, QuantitiesAndNamesAreRefusedBeforeAnythingIsMadeToo) {
   }
 }
 
+TEST_F(FlagRefusal, IntegerRangesAndNamesAreCli11sAndEndItAsEarly) {
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--log-level", "verbose"},
+                                                {"--mps-shm-mib", "0"},
+                                                {"--io-threads", "99999999999999999999"},
+                                                {"--telemetry-max-series", "-1"}}) {
+    SCOPED_TRACE(flags[0] + " " + flags[1]);
+    const Exit exit = Run(std::to_string(++runs_), flags);
+    EXPECT_FALSE(exit.hung);
+    EXPECT_NE(exit.status, 0);
+    EXPECT_NE(exit.output.find(flags[0]), std::string::npos) << exit.output;
+    EXPECT_FALSE(made_data_dir_);
+    EXPECT_FALSE(wrote_port_);
+  }
+}
+
 TEST_F(FlagRefusal, AnMpsRootThatIsNoDirectoryOrCannotGoIntoAMountIsRefused) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {At("file"), "a regular file, not a directory"},
