@@ -35,6 +35,8 @@
 #include "nvml/nvml.h"
 #include "placement/placement.h"
 #include "serve/fabric_backend.h"
+#include "serve/flag_checks.h"
+#include "serve/flag_paths.h"
 #include "serve/replicated_backend.h"
 #include "serve/service.h"
 #include "sharing/sharing.h"
@@ -120,12 +122,12 @@ Result<serve::SharingOptions> SharingOptionsFrom(const Flags& flags, const std::
     out.reserve_bytes = *reserve;
   }
   out.across_tenancies = flags.share_across_tenancies;
-  auto grace = serve::ParseDuration(flags.share_grace);
-  if (!grace) return grace.error().WithContext("--share-grace");
+  auto grace = serve::ParseDurationFlag(serve::kShareGraceFlag, flags.share_grace);
+  if (!grace) return grace.error();
   out.grace = *grace;
-  auto interval = serve::ParseDuration(flags.share_check_interval);
-  if (!interval || interval->count() < 10)
-    return InvalidArgument("--share-check-interval: want a duration of at least 10ms");
+  auto interval =
+      serve::ParseDurationFlag(serve::kShareCheckIntervalFlag, flags.share_check_interval);
+  if (!interval) return interval.error();
   out.interval = *interval;
   if (!flags.share_timeslice.empty()) {
     const std::vector<std::string> names = {"default", "short", "medium", "long"};
@@ -139,10 +141,82 @@ Result<serve::SharingOptions> SharingOptionsFrom(const Flags& flags, const std::
   out.mps.root = flags.mps_root;
   out.mps.control_binary = flags.mps_control;
   out.mps.shm_bytes = static_cast<uint64_t>(flags.mps_shm_mib) << 20;
-  auto timeout = serve::ParseDuration(flags.mps_command_timeout);
-  if (!timeout) return timeout.error().WithContext("--mps-command-timeout");
+  auto timeout = serve::ParseDurationFlag(serve::kMpsCommandTimeoutFlag, flags.mps_command_timeout);
+  if (!timeout) return timeout.error();
   out.mps.command_timeout = *timeout;
   return out;
+}
+
+// Every duration's range and every path flag's shape and target, before anything is made or
+// bound (docs/serve.md lists the rules). Integer ranges are CLI11's, at parse time.
+Status CheckFlags(const Flags& flags) {
+  const std::pair<serve::DurationFlag, const std::string*> durations[] = {
+      {serve::kShareGraceFlag, &flags.share_grace},
+      {serve::kShareCheckIntervalFlag, &flags.share_check_interval},
+      {serve::kMpsCommandTimeoutFlag, &flags.mps_command_timeout},
+      {serve::kTelemetryIntervalFlag, &flags.telemetry_interval},
+      {serve::kRetainFinishedFlag, &flags.retain_finished},
+      {serve::kRetentionSweepIntervalFlag, &flags.retention_sweep_interval},
+      {serve::kFairShareHalfLifeFlag, &flags.fair_share_half_life}};
+  for (const auto& [flag, text] : durations)
+    if (auto parsed = serve::ParseDurationFlag(flag, *text); !parsed) return parsed.error();
+  if (auto sharing = SharingOptionsFrom(flags, ""); !sharing) return sharing.error();
+  if (auto mode = scheduling::ParseMode(flags.scheduling); !mode)
+    return mode.error().WithContext("--scheduling");
+  if (auto policy = placement::ParsePolicy(flags.placement_policy); !policy)
+    return policy.error().WithContext("--placement-policy");
+
+  // Paths that must be given, then those that may be left empty.
+  std::vector<std::pair<std::string_view, std::string>> paths = {
+      {"--root", flags.root}, {"--data-dir", flags.data_dir}, {"--cdi-dir", flags.cdi_dir}};
+  for (const auto& [flag, path] : std::initializer_list<std::pair<std::string_view, std::string>>{
+           {"--lease-file", flags.lease_file},
+           {"--admin-token-file", flags.admin_token_file},
+           {"--port-file", flags.port_file},
+           {"--telemetry-proc-dir", flags.telemetry_proc_dir},
+           {"--nvml", flags.nvml.value_or("")},
+           {"--kubeconfig", flags.kubeconfig},
+           {"--nvfm-library", flags.nvfm_library}})
+    if (!path.empty()) paths.emplace_back(flag, path);
+  for (const auto& [flag, path] : paths)
+    if (auto status = serve::CheckPathText(flag, path); !status) return status;
+  // Spliced into podman's --mount for every MPS share.
+  if (auto status = serve::CheckMountSourcePath("--mps-root", flags.mps_root); !status)
+    return status;
+
+  std::vector<Status> checks = {serve::CheckDirectory("--root", flags.root),
+                                serve::CheckDirectoryToMake("--data-dir", flags.data_dir),
+                                serve::CheckDirectoryToMake("--cdi-dir", flags.cdi_dir),
+                                serve::CheckDirectoryToMake("--mps-root", flags.mps_root),
+                                serve::CheckNoSymlinks("--mps-root", flags.mps_root),
+                                serve::CheckLibrary("--nvml", flags.nvml.value_or("")),
+                                serve::CheckLibrary("--nvfm-library", flags.nvfm_library)};
+  if (!flags.lease_file.empty())
+    checks.push_back(serve::CheckFileToWrite("--lease-file", flags.lease_file));
+  if (!flags.port_file.empty())
+    checks.push_back(serve::CheckFileToWrite("--port-file", flags.port_file));
+  if (!flags.telemetry_proc_dir.empty())
+    checks.push_back(serve::CheckDirectory("--telemetry-proc-dir", flags.telemetry_proc_dir));
+  // A program the operator named must be there; the default MPS control daemon is looked for once
+  // the GPUs that can be shared are known (Main), nvidia-smi whenever --share-timeslice needs it.
+  const Flags defaults;
+  if (flags.mps_control != defaults.mps_control)
+    checks.push_back(serve::CheckProgram("--mps-control", flags.mps_control));
+  if (flags.nvidia_smi != defaults.nvidia_smi || !flags.share_timeslice.empty())
+    checks.push_back(serve::CheckProgram("--nvidia-smi", flags.nvidia_smi));
+  if (!flags.firmware_command.empty())
+    checks.push_back(serve::CheckProgram(
+        "--firmware-check-command", std::string(serve::CommandProgram(flags.firmware_command))));
+  for (const auto& entry : flags.firmware_per_gpu) {
+    const auto equals = entry.find('=');
+    if (equals == std::string::npos || equals == 0)
+      return InvalidArgument("--firmware-check " + entry + ": want PCI_ADDRESS=PROGRAM");
+    checks.push_back(serve::CheckProgram(
+        "--firmware-check", std::string(serve::CommandProgram(entry.substr(equals + 1)))));
+  }
+  for (auto& status : checks)
+    if (!status) return status;
+  return Ok();
 }
 
 // A GPU in MIG mode: its MIG devices as slices the service hands out, named as the CDI spec
@@ -328,6 +402,7 @@ std::string StateNamespace(const Flags& flags) {
 
 int Main(const Flags& flags) {
   SetUpLogging(flags.log_level);
+  if (auto checked = CheckFlags(flags); !checked) Die(checked.error());
   ::signal(SIGPIPE, SIG_IGN);
   // SIGINT/SIGTERM are handled by the server's signal set; block them in every other thread.
   sigset_t stop_signals;
@@ -408,6 +483,12 @@ int Main(const Flags& flags) {
     host.gpus.push_back(std::move(record));
   }
   ReadGpuMemory(read.nvml_library, host.gpus);
+  // Shares can be placed here: an MPS one needs the control daemon, looked for by its default name.
+  if (flags.mps_control == Flags{}.mps_control &&
+      std::any_of(host.gpus.begin(), host.gpus.end(), [](auto& gpu) { return gpu.memory_bytes; }))
+    if (auto found = serve::CheckProgram("--mps-control", flags.mps_control); !found)
+      spdlog::warn("{}: MPS shares cannot start here (time-sliced ones can)",
+                   found.error().message);
   if (!host.gpus.empty()) {
     auto topology = topology::TopologyFromInventory(*inv);
     if (!topology) Die(topology.error().WithContext("topology"));
@@ -433,32 +514,20 @@ int Main(const Flags& flags) {
   auto sharing_options = SharingOptionsFrom(flags, read.nvml_library);
   if (!sharing_options) Die(sharing_options.error());
   options.sharing = std::move(*sharing_options);
-  // Durations in ranges that make sense, refused at start rather than found out later.
-  auto duration_in = [](const std::string& flag, const std::string& text,
-                        std::chrono::milliseconds low, std::chrono::milliseconds high) {
-    auto parsed = serve::ParseDuration(text);
-    if (!parsed) Die(parsed.error().WithContext(flag));
-    if (*parsed < low || *parsed > high)
-      Die(InvalidArgument(flag + " " + text.substr(0, 32) + ": must be from " +
-                          std::to_string(low.count()) + "ms to " + std::to_string(high.count()) +
-                          "ms"));
+  // In their ranges (CheckFlags).
+  auto duration = [](const serve::DurationFlag& flag, const std::string& text) {
+    auto parsed = serve::ParseDurationFlag(flag, text);
+    if (!parsed) Die(parsed.error());
     return *parsed;
   };
-  using std::chrono::hours;
-  using std::chrono::milliseconds;
-  const auto max_age = duration_in("--retain-finished", flags.retain_finished,
-                                   std::chrono::seconds(1), hours(24 * 3660));
-  const auto sweep_interval = duration_in(
-      "--retention-sweep-interval", flags.retention_sweep_interval, milliseconds(10), hours(24));
+  const auto max_age = duration(serve::kRetainFinishedFlag, flags.retain_finished);
+  const auto sweep_interval =
+      duration(serve::kRetentionSweepIntervalFlag, flags.retention_sweep_interval);
   options.retention.max_age = max_age;
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
   options.retention.sweep_interval = sweep_interval;
   options.start_workers = flags.start_workers;
-  auto telemetry_interval = serve::ParseDuration(flags.telemetry_interval);
-  if (!telemetry_interval) Die(telemetry_interval.error().WithContext("--telemetry-interval"));
-  if (telemetry_interval->count() < 100)
-    Die(InvalidArgument("--telemetry-interval: at least 100ms"));
-  options.telemetry.interval = *telemetry_interval;
+  options.telemetry.interval = duration(serve::kTelemetryIntervalFlag, flags.telemetry_interval);
   options.telemetry.max_series = flags.telemetry_max_series;
   options.telemetry.nvml_library = read.nvml_library;
   options.telemetry.proc_dir =
@@ -473,8 +542,7 @@ int Main(const Flags& flags) {
   auto mode = scheduling::ParseMode(flags.scheduling);
   if (!mode) Die(mode.error().WithContext("--scheduling"));
   options.scheduling.mode = *mode;
-  const auto half_life = duration_in("--fair-share-half-life", flags.fair_share_half_life,
-                                     std::chrono::seconds(1), hours(24 * 365));
+  const auto half_life = duration(serve::kFairShareHalfLifeFlag, flags.fair_share_half_life);
   options.scheduling.half_life_s = static_cast<double>(half_life.count()) / 1000.0;
   options.scheduling.max_reservations = flags.reservations;
   options.scheduling.preemption = flags.preemption;
@@ -788,7 +856,7 @@ int main(int argc, char** argv) {
                  "is /, none otherwise)");
   app.add_option("--telemetry-interval", flags.telemetry_interval,
                  "How often this host's GPUs and their processes are measured through NVML "
-                 "(ms, s, m)")
+                 "(100ms to 1h)")
       ->capture_default_str();
   app.add_option("--telemetry-max-series", flags.telemetry_max_series,
                  "Per-container series on /metrics at most; the rest is summed into "
@@ -816,7 +884,10 @@ int main(int argc, char** argv) {
   app.add_option("--instance", flags.instance,
                  "Label value of this service's containers (default: from --data-dir)");
   app.add_option("--port-file", flags.port_file, "Write the bound port here");
+  // spdlog takes any other name for "off": a typo would silence every line.
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember(
+          {"trace", "debug", "info", "warn", "warning", "error", "err", "critical", "off"}))
       ->capture_default_str();
   app.add_option("--io-threads", flags.io_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 256))
@@ -896,16 +967,18 @@ int main(int argc, char** argv) {
                "fault domain that isolates no memory, so one tenant's fatal GPU fault ends every "
                "tenant's work on it");
   app.add_option("--share-grace", flags.share_grace,
-                 "The watchdog stops a container above its memory share for longer than this")
+                 "The watchdog stops a container above its memory share for longer than this "
+                 "(100ms to 1h)")
       ->capture_default_str();
   app.add_option("--share-check-interval", flags.share_check_interval,
-                 "How often each MPS daemon is checked and the watchdog samples")
+                 "How often each MPS daemon is checked and the watchdog samples (10ms to 1m)")
       ->capture_default_str();
   app.add_option("--share-timeslice", flags.share_timeslice,
                  "Time-sliced GPUs: nvidia-smi compute-policy --set-timeslice default|short|"
                  "medium|long while shared (default: leave the policy alone)");
   app.add_option("--mps-root", flags.mps_root,
-                 "Where each shared GPU's MPS daemon keeps <uuid>/{pipe,log,shm,ready}")
+                 "Where each shared GPU's MPS daemon keeps <uuid>/{pipe,log,shm,ready} (absolute, "
+                 "no links)")
       ->capture_default_str();
   app.add_option("--mps-control", flags.mps_control, "The nvidia-cuda-mps-control to run")
       ->capture_default_str();
@@ -914,7 +987,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   app.add_option("--mps-command-timeout", flags.mps_command_timeout,
-                 "An MPS daemon slower than this to answer counts as hung")
+                 "An MPS daemon slower than this to answer counts as hung (100ms to 5m)")
       ->capture_default_str();
   app.add_option("--nvidia-smi", flags.nvidia_smi, "nvidia-smi, for --share-timeslice")
       ->capture_default_str();

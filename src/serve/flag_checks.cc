@@ -1,0 +1,91 @@
+#include "serve/flag_checks.h"
+
+#include <climits>
+
+#include "common/untrusted_text.h"
+#include "serve/bounds.h"
+
+namespace tessera::serve {
+namespace {
+
+// What an error quotes of a flag's value: enough to recognise it, never a whole argv entry.
+constexpr size_t kShownBytes = 120;
+
+std::string Named(std::string_view flag, std::string_view value) {
+  return std::string(flag) + " " + Excerpt(value, kShownBytes);
+}
+
+}  // namespace
+
+Result<std::chrono::milliseconds> ParseDurationFlag(const DurationFlag& flag,
+                                                    std::string_view text) {
+  const std::string range = FormatDuration(flag.low) + " to " + FormatDuration(flag.high);
+  auto parsed = ParseDuration(text);
+  if (!parsed)
+    return InvalidArgument(std::string(flag.name) + ": " + parsed.error().message + "; from " +
+                           range);
+  if (*parsed < flag.low || *parsed > flag.high)
+    return InvalidArgument(Named(flag.name, text) + ": must be from " + range);
+  return *parsed;
+}
+
+std::string FormatDuration(std::chrono::milliseconds duration) {
+  const int64_t ms = duration.count();
+  struct Unit {
+    int64_t ms;
+    const char* name;
+  };
+  constexpr Unit kUnits[] = {
+      {24 * 3600 * 1000, "d"}, {3600 * 1000, "h"}, {60 * 1000, "m"}, {1000, "s"}};
+  if (ms != 0) {
+    for (const Unit& unit : kUnits)
+      if (ms % unit.ms == 0) return std::to_string(ms / unit.ms) + unit.name;
+  }
+  return std::to_string(ms) + "ms";
+}
+
+Status CheckPathText(std::string_view flag, std::string_view path) {
+  if (path.empty()) return InvalidArgument(std::string(flag) + ": an empty path");
+  if (path.size() >= PATH_MAX)
+    return InvalidArgument(std::string(flag) + ": a path of " + std::to_string(path.size()) +
+                           " bytes; at most " + std::to_string(PATH_MAX - 1));
+  for (unsigned char c : path) {
+    if (c < 0x20 || c == 0x7f)
+      return InvalidArgument(Named(flag, path) + ": a control character in the path");
+  }
+  return Ok();
+}
+
+Status CheckMountSourcePath(std::string_view flag, std::string_view path) {
+  if (auto status = CheckPathText(flag, path); !status) return status;
+  if (path.front() != '/') return InvalidArgument(Named(flag, path) + ": must be an absolute path");
+  if (path == "/") return InvalidArgument(std::string(flag) + " /: must be a directory below /");
+  for (char c : path) {
+    if (c == ',' || c == '"')
+      return InvalidArgument(Named(flag, path) + ": must not hold '" + std::string(1, c) +
+                             "' (it goes into podman's --mount, where , separates the fields "
+                             "and \" quotes)");
+  }
+  // Components between slashes: none empty (`//`, a trailing `/`), `.` or `..`.
+  size_t start = 1;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view part = path.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..")
+      return InvalidArgument(Named(flag, path) +
+                             ": must be in normal form (no empty, . or .. components, no "
+                             "trailing /)");
+    start = end + 1;
+  }
+  return Ok();
+}
+
+std::string_view CommandProgram(std::string_view command) {
+  const size_t start = command.find_first_not_of(' ');
+  if (start == std::string_view::npos) return {};
+  const size_t end = command.find(' ', start);
+  return command.substr(start, end == std::string_view::npos ? end : end - start);
+}
+
+}  // namespace tessera::serve
