@@ -69,6 +69,8 @@ void CollectionPass(int passes) {
               " period_ms=167 from_us=" + std::to_string(now - 10'000'000) + "\n";
       const std::string proc = dir.path() + "/proc/" + std::to_string(pid);
       std::filesystem::create_directories(proc);
+      std::ofstream(proc + "/stat")
+          << pid << " (job) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n";
       std::ofstream(proc + "/cgroup")
           << "0::/machine.slice/libpod-" << holder.runtime_id << ".scope/container\n";
     }
