@@ -11,6 +11,11 @@ namespace {
 // The telemetry mode of a container that holds a share of a GPU (its series' `mode` label).
 constexpr char kShareMode[] = "share";
 
+// How a container holds its GPUs: the `mode` label of its series.
+const char* ModeOf(const fleet::ContainerRecord& container) {
+  return container.spec.share ? kShareMode : container.spec.mig.count > 0 ? "mig" : "gpu";
+}
+
 std::string Escaped(const std::string& value) {
   std::string out;
   for (char c : value) {
@@ -39,6 +44,12 @@ void Measurement::Open() {
                                             : "no NVIDIA GPU on the nvidia driver");
     return;
   }
+  // Where the flags were not checked at start (an older caller), a bad proc directory turns
+  // telemetry off rather than reading PIDs' files from wherever it points.
+  if (auto checked = telemetry::CheckProcDir(options.proc_dir); !checked) {
+    spdlog::warn("telemetry: off: {}", checked.error().message);
+    return;
+  }
   telemetry::NvmlSourceOptions source;
   source.library = options.nvml_library;
   source.gpus = options.gpus;
@@ -49,6 +60,8 @@ void Measurement::Open() {
   }
   telemetry::CollectorOptions collector;
   collector.proc_dir = options.proc_dir;
+  // Only memory of processes nobody can date (those that are gone) is bounded by this; a live
+  // process is charged for the time it held its memory, a restart's downtime included.
   collector.integration.max_gap = 2 * options.interval;
   collector_ = std::make_unique<telemetry::Collector>(std::move(*opened), collector);
   node_metrics_ = std::make_unique<telemetry::NodeMetrics>(telemetry::NodeMetricsOptions{
@@ -101,9 +114,10 @@ telemetry::Directory Measurement::DirectoryLocked() {
       h.key = id;
       h.tenancy = container.spec.tenancy;
       h.tenancy_uid = container.tenancy_uid;
-      h.mode = container.spec.share ? kShareMode : container.spec.mig.count > 0 ? "mig" : "gpu";
+      h.mode = ModeOf(container);
       h.namespace_ = container.spec.tenancy;
       h.container = id;
+      h.since_ms = container.started_ms;
       if (auto known = runtime_ids_.find(id); known != runtime_ids_.end())
         h.runtime_id = known->second;
     }
@@ -166,6 +180,9 @@ void Measurement::Pass() {
       spdlog::debug("telemetry: GPU {}: {}", gpu.reading.identity.pci_address, error);
     if (gpu.reading.lost)
       spdlog::warn("telemetry: GPU {} is lost", gpu.reading.identity.pci_address);
+    for (const auto& refused : gpu.refused)
+      spdlog::warn("telemetry: GPU {}: {}: nothing charged", gpu.reading.identity.pci_address,
+                   refused);
   }
 
   auto gauges = std::make_shared<Gauges>();
@@ -277,9 +294,12 @@ void Measurement::RenderMetrics(std::string& out) const {
     counters = model_.meter.EndedMeasured(current);
     std::set<std::string> running;
     for (const auto& gpu : model_.gpus) {
+      // Every holder: the lease's, each MIG slice's and each share's.
       std::vector<const std::string*> holders = {&gpu.container_id};
       for (const auto& slice : gpu.mig_slices)
         holders.push_back(&slice.container_id);
+      for (const auto& share : gpu.shares)
+        holders.push_back(&share.container_id);
       for (const auto* id : holders) {
         if (id->empty() || !running.insert(*id).second) continue;
         auto it = model_.containers.find(*id);
@@ -287,8 +307,7 @@ void Measurement::RenderMetrics(std::string& out) const {
           continue;
         const auto& c = it->second;
         if (c.measured && current.count(c.tenancy_uid))
-          counters[{c.spec.tenancy, gpu.model, c.spec.mig.count > 0 ? "mig" : "gpu"}] +=
-              *c.measured;
+          counters[{c.spec.tenancy, gpu.model, ModeOf(c)}] += *c.measured;
       }
     }
     for (const auto& key : shown) {
