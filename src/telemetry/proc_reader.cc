@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "telemetry/telemetry.h"
@@ -12,9 +13,9 @@
 namespace tessera::telemetry {
 namespace {
 
-// A file of /proc/<pid>, at most `max` bytes. Opened without blocking and read only when it is a
-// regular file: whatever stands at the path of a directory an operator named, a FIFO or a device
-// never stalls the pass.
+// A file of /proc/<pid>, at most `max` bytes (kMaxCgroupFile at most). Opened without blocking and
+// read only when it is a regular file: whatever stands at the path of a directory an operator
+// named, a FIFO or a device never stalls the pass.
 Result<std::string> ReadPidFile(const std::string& proc_dir, uint32_t pid, const char* name,
                                 size_t max) {
   const std::string path = proc_dir + "/" + std::to_string(pid) + "/" + name;
@@ -28,10 +29,11 @@ Result<std::string> ReadPidFile(const std::string& proc_dir, uint32_t pid, const
     ::close(fd);
     return InvalidArgument(path + ": not a regular file");
   }
-  std::string buffer(max, '\0');
+  char buffer[kMaxCgroupFile];
+  max = std::min(max, sizeof buffer);
   size_t used = 0;
   while (used < max) {
-    const ssize_t n = ::read(fd, buffer.data() + used, max - used);
+    const ssize_t n = ::read(fd, buffer + used, max - used);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int error = errno;
@@ -44,8 +46,7 @@ Result<std::string> ReadPidFile(const std::string& proc_dir, uint32_t pid, const
     used += static_cast<size_t>(n);
   }
   ::close(fd);
-  buffer.resize(used);
-  return buffer;
+  return std::string(buffer, used);
 }
 
 }  // namespace
