@@ -3,7 +3,9 @@
 // keeps listing while the process behind it changed is the new process's from its start on and
 // never the old container's; a PID that is gone is nobody's; a FIFO in the tree never stalls a
 // pass; memory and energy across a restarted collector are charged for the time between the
-// GPU's reads, bounded by the power limit.
+// GPU's reads, bounded by the power limit; hostile readings (a sample listed thrice, processes
+// claiming 300 % of a GPU, 2^62 bytes, an energy counter that jumps or goes back) are bounded,
+// counted, and the energy glitches charge nobody.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -198,6 +200,70 @@ TEST(Collector, MemoryAndEnergyAcrossARestartAreChargedForTheTimeBetweenReads) {
   EXPECT_NEAR(a->delta.energy_joules, joules, 1e-6);
   EXPECT_NEAR(joules / seconds, 300, 30);
   EXPECT_EQ(pass.gpus[0].clamps, Clamps{});
+}
+
+TEST(Collector, HostileReadingsAreBoundedCountedAndEnergyGlitchesChargeNothing) {
+  FakeNvmlState state("");
+  FakeNvmlScenario scenario;
+  testing::TempDir dir;
+  const std::string proc = dir.path() + "/proc";
+  for (uint32_t pid : {5001u, 5002u, 5003u})
+    WriteProcess(proc, pid, NowMs() - 60'000, kA);
+  const std::string device = std::string("device ") + kPci +
+                             " memory_total=85899345920 power_limit_mw=700000 util_period_ms=100 "
+                             "util_from_us=" +
+                             std::to_string(testing::NowMicros() - 1'000'000);
+  // 2^62 bytes for one process, and another GiB beyond the board with it.
+  const std::string processes = std::string("process ") + kPci +
+                                " pid=5001 memory=4611686018427387904\nprocess " + kPci +
+                                " pid=5002 memory=1073741824\n";
+  scenario.Write(device + " energy_mj=1000000\n" + processes);
+  Directory holders = TwoHolders();
+  holders.holders[0].gpus = {{kPci, 1.0}};
+  holders.holders.pop_back();
+  auto collector = Open(proc);
+  ASSERT_TRUE(collector);
+  Cursors cursors;
+  collector->Collect(holders, cursors, NowMs());  // the baseline
+
+  // One sample period: the same sample three times, and three processes at 100 % each. The
+  // energy counter jumps by 1 kWh.
+  const uint64_t at = testing::NowMicros() + 50'000;
+  std::string samples;
+  for (int i = 0; i < 3; ++i)
+    samples += std::string("sample ") + kPci + " pid=5001 ts=" + std::to_string(at) + " sm=100\n";
+  for (uint32_t pid : {5002u, 5003u})
+    samples += std::string("sample ") + kPci + " pid=" + std::to_string(pid) +
+               " ts=" + std::to_string(at) + " sm=100\n";
+  scenario.Write(device + " energy_mj=3601000000\n" + processes + samples);
+  while (testing::NowMicros() < at + 100'000)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int64_t before_ms = cursors[kPci].sampled_ms;
+  auto pass = collector->Collect(holders, cursors, NowMs());
+  const double seconds = (cursors[kPci].sampled_ms - before_ms) / 1000.0;
+  const auto* a = Find(pass, 0);
+  ASSERT_NE(a, nullptr);
+  // One 100 ms period of the whole GPU at most, whatever the processes claim.
+  EXPECT_NEAR(a->delta.sm_seconds, 0.1, 1e-9);
+  // The board's 80 GiB at most, for the time since the baseline.
+  EXPECT_LE(a->gpus.at(0).memory_bytes, 80 * (1ull << 30));
+  EXPECT_NEAR(a->delta.memory_gib_seconds, 80 * seconds, 1e-6);
+  // The glitch is charged to nobody.
+  EXPECT_EQ(a->delta.energy_joules, 0);
+  EXPECT_EQ(pass.gpus[0].unattributed.energy_joules, 0);
+  Clamps expected;
+  expected.duplicate_samples = 2;
+  expected.sm_over_gpu = 1;
+  expected.memory_over_total = 2;
+  expected.energy_refused = 1;
+  EXPECT_EQ(pass.gpus[0].clamps, expected);
+
+  // The counter goes back (the driver reloaded): refused again, a new baseline.
+  scenario.Write(device + " energy_mj=5000\n" + processes);
+  auto back = collector->Collect(holders, cursors, NowMs());
+  EXPECT_EQ(Find(back, 0)->delta.energy_joules, 0);
+  EXPECT_EQ(back.gpus[0].clamps.energy_refused, 1u);
+  EXPECT_EQ(cursors[kPci].energy_mj, 5000u);
 }
 
 TEST(ProcDir, OnlyAnAbsoluteDirectoryIsAccepted) {
