@@ -171,6 +171,9 @@ void Measurement::Pass() {
   std::erase_if(runtime_ids_, [&](const auto& entry) { return !current.count(entry.first); });
 
   const int64_t now_ms = fleet::NowMs();
+  std::map<std::string, int64_t> previous_ms;  // each GPU's previous read
+  for (const auto& [pci, cursor] : cursors_)
+    previous_ms[pci] = cursor.sampled_ms;
   telemetry::PassResult pass = collector_->Collect(directory, cursors_, now_ms);
   const auto& cost = collector_->last_cost();
   spdlog::debug("telemetry: pass {:.2f} ms CPU ({:.2f} ms in NVML), {} cgroups read",
@@ -199,7 +202,18 @@ void Measurement::Pass() {
     if (gpu.power_watts > 0 || r.power_mw) g.power_watts = gpu.power_watts;
     gauges->gpus[r.identity.pci_address] = g;
   }
-  const double pass_s = std::chrono::duration<double>(model_.options.telemetry.interval).count();
+  // Power over the time each GPU's energy was measured over (a pass after a stall or a restart
+  // covers more than one interval).
+  const double interval_s =
+      std::chrono::duration<double>(model_.options.telemetry.interval).count();
+  auto seconds_of = [&](const std::string& pci) {
+    auto before = previous_ms.find(pci);
+    auto after = cursors_.find(pci);
+    if (before == previous_ms.end() || before->second <= 0 || after == cursors_.end())
+      return interval_s;
+    const double seconds = (after->second.sampled_ms - before->second) / 1000.0;
+    return seconds > 0 ? seconds : interval_s;
+  };
   std::map<TenancySeriesKey, TenancyGauges> tenancy_now;
   {
     // The measured use goes into the containers' records, and the GPUs' cursors with it, in one
@@ -223,8 +237,11 @@ void Measurement::Pass() {
         series.sm_percent += gpu.sm_percent;
         series.memory_bytes += gpu.memory_bytes;
       }
-      t.power_watts += reading.delta.energy_joules / pass_s;
-      series.power_watts += reading.delta.energy_joules / pass_s;
+      for (const auto& gpu : reading.gpus) {
+        const double watts = gpu.delta.energy_joules / seconds_of(gpu.pci_address);
+        t.power_watts += watts;
+        series.power_watts += watts;
+      }
       // Measured from its first pass on (zeros included: it was measured).
       if (container.measured && reading.delta.empty()) continue;
       if (!container.measured) container.measured = fleet::MeasuredUsage{};
