@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstring>
 
 #include "nvml/library_api.h"
@@ -38,10 +37,11 @@ Library::~Library() = default;
 Status CheckLibraryPath(const std::string& path) {
   // A bare name is looked up by the dynamic loader in the system's library directories, which
   // only root writes; a path is the operator's and is looked at first. stat() follows links and
-  // never blocks, where dlopen's open() of a FIFO waits for a writer forever.
+  // never blocks, where dlopen's open() of a FIFO waits for a writer forever. A path that does
+  // not exist is dlopen's to report (Unavailable: no driver here), as before.
   if (path.find('/') == std::string::npos) return Ok();
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError("NVML library " + path, errno);
+  if (::stat(path.c_str(), &st) != 0) return Ok();
   if (!S_ISREG(st.st_mode)) return InvalidArgument("NVML library " + path + ": not a regular file");
   return Ok();
 }

@@ -142,9 +142,10 @@ class Gpu {
 
 class Library;
 
-// Whether `path` may be handed to dlopen: a bare name (the loader's search), or a path naming a
-// regular file or a link to one. Library::Open checks it; flag parsing may call it to refuse a
-// bad --nvml at start.
+// Whether `path` may be handed to dlopen: a bare name (the loader's search), a path naming a
+// regular file or a link to one, or a path that does not exist (dlopen says so: Unavailable).
+// InvalidArgument for anything else (a FIFO, a device, a directory). Library::Open checks it;
+// flag parsing may call it to refuse a bad --nvml at start.
 Status CheckLibraryPath(const std::string& path);
 
 // A GPM sample (nvmlGpmSampleAlloc), freed through the library that made it. Move-only.

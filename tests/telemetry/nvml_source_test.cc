@@ -241,7 +241,11 @@ TEST(NvmlLibrary, APathThatIsNotARegularFileIsRefusedWithoutOpeningIt) {
   EXPECT_NE(library.error().message.find("not a regular file"), std::string::npos);
   EXPECT_FALSE(nvml::CheckLibraryPath("/dev/zero"));
   EXPECT_FALSE(nvml::CheckLibraryPath(dir.path()));
-  EXPECT_FALSE(nvml::CheckLibraryPath(dir.path() + "/missing.so"));
+  // A path that is not there is dlopen's to report, as a missing driver (Unavailable).
+  EXPECT_TRUE(nvml::CheckLibraryPath(dir.path() + "/missing.so"));
+  auto missing = nvml::Library::Open(dir.path() + "/missing.so");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().category, ErrorCategory::kUnavailable);
   // A link to the real file, and a bare name for the loader's search, are fine.
   const std::string link = dir.path() + "/link.so";
   ASSERT_EQ(::symlink(FAKE_NVML, link.c_str()), 0);
