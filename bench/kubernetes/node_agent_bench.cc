@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
       std::snprintf(id, sizeof id, "%064x", pid);
       const std::string proc = dir.path() + "/proc/" + std::to_string(pid);
       std::filesystem::create_directories(proc);
+      std::ofstream(proc + "/stat")
+          << pid << " (job) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n";
       std::ofstream(proc + "/cgroup")
           << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << uid
           << ".slice/cri-containerd-" << id << ".scope\n";

@@ -1,6 +1,7 @@
 // Loading NVML and the MIG calls. Every entry point is looked up once at Open; a query whose
 // entry point the installed driver lacks answers Unavailable naming it.
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -33,7 +34,20 @@ std::string DerivedProfileName(const GpuInstanceProfileInfo& info) {
 Library::Library(std::unique_ptr<Api> api) : api_(std::move(api)) {}
 Library::~Library() = default;
 
+Status CheckLibraryPath(const std::string& path) {
+  // A bare name is looked up by the dynamic loader in the system's library directories, which
+  // only root writes; a path is the operator's and is looked at first. stat() follows links and
+  // never blocks, where dlopen's open() of a FIFO waits for a writer forever. A path that does
+  // not exist is dlopen's to report (Unavailable: no driver here), as before.
+  if (path.find('/') == std::string::npos) return Ok();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Ok();
+  if (!S_ISREG(st.st_mode)) return InvalidArgument("NVML library " + path + ": not a regular file");
+  return Ok();
+}
+
 Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
+  if (auto checked = CheckLibraryPath(path); !checked) return checked.error();
   auto api = std::make_unique<Api>();
   api->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!api->handle) {

@@ -54,6 +54,10 @@ struct Library::Api {
   Return (*power)(Device, unsigned int*) = nullptr;
   Return (*energy)(Device, unsigned long long*) = nullptr;
   Return (*temperature)(Device, unsigned int, unsigned int*) = nullptr;
+  Return (*name)(Device, char*, unsigned int) = nullptr;
+  Return (*power_limit)(Device, unsigned int*) = nullptr;
+  Return (*samples)(Device, unsigned int, unsigned long long, unsigned int*, unsigned int*,
+                    abi::Sample*) = nullptr;
   Return (*mps_processes)(Device, unsigned int*, ProcessInfo*) = nullptr;
   Return (*process_utilization)(Device, ProcessUtilizationSample*, unsigned int*,
                                 unsigned long long) = nullptr;

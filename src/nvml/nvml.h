@@ -142,6 +142,12 @@ class Gpu {
 
 class Library;
 
+// Whether `path` may be handed to dlopen: a bare name (the loader's search), a path naming a
+// regular file or a link to one, or a path that does not exist (dlopen says so: Unavailable).
+// InvalidArgument for anything else (a FIFO, a device, a directory). Library::Open checks it;
+// flag parsing may call it to refuse a bad --nvml at start.
+Status CheckLibraryPath(const std::string& path);
+
 // A GPM sample (nvmlGpmSampleAlloc), freed through the library that made it. Move-only.
 class GpmSample {
  public:
@@ -167,7 +173,9 @@ struct XidEvent {
 
 class Library {
  public:
-  // dlopen()s `path` (e.g. "libnvidia-ml.so.1") and calls nvmlInit_v2.
+  // dlopen()s `path` (e.g. "libnvidia-ml.so.1") and calls nvmlInit_v2. A path with a slash must
+  // name a regular file (or a link to one): anything else (a FIFO would block dlopen's open
+  // forever, a device or a directory) is InvalidArgument, before it is opened.
   static Result<std::unique_ptr<Library>> Open(const std::string& path);
   ~Library();
   Library(const Library&) = delete;
@@ -210,6 +218,16 @@ class Library {
   Read<uint32_t> PowerMilliwatts(Gpu gpu) const;
   Read<uint64_t> TotalEnergyMillijoules(Gpu gpu) const;
   Read<uint32_t> TemperatureCelsius(Gpu gpu) const;
+  // NVML's product name ("NVIDIA H100 80GB HBM3"), what dcgm-exporter labels modelName;
+  // printable ASCII only.
+  Read<std::string> Name(Gpu gpu) const;
+  // The power limit the board enforces now (nvmlDeviceGetEnforcedPowerLimit), mW.
+  Read<uint32_t> PowerLimitMilliwatts(Gpu gpu) const;
+  // The timestamps of the driver's GPU utilisation samples newer than `last_seen_us`
+  // (nvmlDeviceGetSamples, NVML_GPU_UTILIZATION_SAMPLES): one per sample period whether the GPU
+  // was busy or not, so their spacing is the driver's sample period. kNotFound: none.
+  Read<std::vector<uint64_t>> UtilizationSampleTimes(Gpu gpu, uint64_t last_seen_us,
+                                                     size_t max_samples = 1024) const;
   // nvmlDeviceGetComputeRunningProcesses_v3 (or the MPS variant): sized by a call with count 0,
   // then filled; a list that grew in between is asked again (a few times) with the new size.
   // At most `max_processes` are taken.

@@ -162,6 +162,14 @@ struct AccountingRecord {
   unsigned int reserved[5];
 };
 
+// nvmlSample_t (nvmlDeviceGetSamples): a CPU timestamp and an nvmlValue_t (an 8-byte union; the
+// utilisation samples are unsigned ints in it).
+struct Sample {
+  unsigned long long time_stamp;  // CPU time, microseconds
+  unsigned long long value;
+};
+constexpr unsigned int kGpuUtilizationSamples = 1;  // NVML_GPU_UTILIZATION_SAMPLES
+
 constexpr unsigned int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 constexpr unsigned int kFeatureEnabled = 1;  // NVML_FEATURE_ENABLED
 // usedGpuMemory and the accounting figures when the driver cannot tell (NVML_VALUE_NOT_AVAILABLE).
@@ -210,6 +218,7 @@ struct GpmSupport {
 
 static_assert(sizeof(GpuInstanceProfileInfoV2) == 152);
 static_assert(sizeof(ProcessUtilizationSample) == 32);
+static_assert(sizeof(Sample) == 16);
 static_assert(sizeof(AccountingRecord) == 56);
 static_assert(sizeof(EventData) == 32);
 static_assert(sizeof(GpmMetric) == 40);

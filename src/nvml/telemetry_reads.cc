@@ -74,6 +74,9 @@ void BindTelemetry(Library::Api& api) {
   Bind(h, api.power, "nvmlDeviceGetPowerUsage");
   Bind(h, api.energy, "nvmlDeviceGetTotalEnergyConsumption");
   Bind(h, api.temperature, "nvmlDeviceGetTemperature");
+  Bind(h, api.name, "nvmlDeviceGetName");
+  Bind(h, api.power_limit, "nvmlDeviceGetEnforcedPowerLimit");
+  Bind(h, api.samples, "nvmlDeviceGetSamples");
   Bind(h, api.mps_processes, "nvmlDeviceGetMPSComputeRunningProcesses_v3");
   Bind(h, api.process_utilization, "nvmlDeviceGetProcessUtilization");
   Bind(h, api.accounting_mode, "nvmlDeviceGetAccountingMode");
@@ -131,6 +134,48 @@ Read<uint32_t> Library::TemperatureCelsius(Gpu gpu) const {
   unsigned int celsius = 0;
   Return r = api_->temperature(DeviceOf(gpu), kTemperatureGpu, &celsius);
   return Answer<uint32_t>(r, celsius);
+}
+
+Read<std::string> Library::Name(Gpu gpu) const {
+  if (!api_->name) return Missing<std::string>();
+  char name[kDeviceNameV2BufferSize] = {};
+  Return r = api_->name(DeviceOf(gpu), name, sizeof name);
+  std::string text(name, strnlen(name, sizeof name));
+  // A label value: printable ASCII only, whatever the driver wrote.
+  for (char& c : text)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return Answer<std::string>(r, std::move(text));
+}
+
+Read<uint32_t> Library::PowerLimitMilliwatts(Gpu gpu) const {
+  if (!api_->power_limit) return Missing<uint32_t>();
+  unsigned int milliwatts = 0;
+  Return r = api_->power_limit(DeviceOf(gpu), &milliwatts);
+  return Answer<uint32_t>(r, milliwatts);
+}
+
+Read<std::vector<uint64_t>> Library::UtilizationSampleTimes(Gpu gpu, uint64_t last_seen_us,
+                                                            size_t max_samples) const {
+  if (!api_->samples) return Missing<std::vector<uint64_t>>();
+  // Sized with no buffer, then filled; the driver keeps a short ring of them.
+  unsigned int type = 0, count = 0;
+  Return r =
+      api_->samples(DeviceOf(gpu), kGpuUtilizationSamples, last_seen_us, &type, &count, nullptr);
+  if (r != kSuccess && r != kErrorInsufficientSize) return Answer<std::vector<uint64_t>>(r);
+  if (count == 0) return Answer<std::vector<uint64_t>>(kErrorNotFound);
+  std::vector<abi::Sample> raw(std::min<size_t>(static_cast<size_t>(count) + 8, max_samples));
+  count = static_cast<unsigned int>(raw.size());
+  r = api_->samples(DeviceOf(gpu), kGpuUtilizationSamples, last_seen_us, &type, &count, raw.data());
+  if (r == kErrorInsufficientSize) {
+    count = static_cast<unsigned int>(raw.size());
+  } else if (r != kSuccess) {
+    return Answer<std::vector<uint64_t>>(r);
+  }
+  std::vector<uint64_t> out;
+  out.reserve(std::min<size_t>(count, raw.size()));
+  for (size_t i = 0; i < std::min<size_t>(count, raw.size()); ++i)
+    out.push_back(raw[i].time_stamp);
+  return Answer<std::vector<uint64_t>>(kSuccess, std::move(out));
 }
 
 Read<std::vector<ProcessMemory>> Library::ComputeProcesses(Gpu gpu, bool mps,

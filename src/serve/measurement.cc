@@ -11,6 +11,11 @@ namespace {
 // The telemetry mode of a container that holds a share of a GPU (its series' `mode` label).
 constexpr char kShareMode[] = "share";
 
+// How a container holds its GPUs: the `mode` label of its series.
+const char* ModeOf(const fleet::ContainerRecord& container) {
+  return container.spec.share ? kShareMode : container.spec.mig.count > 0 ? "mig" : "gpu";
+}
+
 std::string Escaped(const std::string& value) {
   std::string out;
   for (char c : value) {
@@ -39,6 +44,12 @@ void Measurement::Open() {
                                             : "no NVIDIA GPU on the nvidia driver");
     return;
   }
+  // Where the flags were not checked at start (an older caller), a bad proc directory turns
+  // telemetry off rather than reading PIDs' files from wherever it points.
+  if (auto checked = telemetry::CheckProcDir(options.proc_dir); !checked) {
+    spdlog::warn("telemetry: off: {}", checked.error().message);
+    return;
+  }
   telemetry::NvmlSourceOptions source;
   source.library = options.nvml_library;
   source.gpus = options.gpus;
@@ -49,6 +60,8 @@ void Measurement::Open() {
   }
   telemetry::CollectorOptions collector;
   collector.proc_dir = options.proc_dir;
+  // Only memory of processes nobody can date (those that are gone) is bounded by this; a live
+  // process is charged for the time it held its memory, a restart's downtime included.
   collector.integration.max_gap = 2 * options.interval;
   collector_ = std::make_unique<telemetry::Collector>(std::move(*opened), collector);
   node_metrics_ = std::make_unique<telemetry::NodeMetrics>(telemetry::NodeMetricsOptions{
@@ -101,9 +114,10 @@ telemetry::Directory Measurement::DirectoryLocked() {
       h.key = id;
       h.tenancy = container.spec.tenancy;
       h.tenancy_uid = container.tenancy_uid;
-      h.mode = container.spec.share ? kShareMode : container.spec.mig.count > 0 ? "mig" : "gpu";
+      h.mode = ModeOf(container);
       h.namespace_ = container.spec.tenancy;
       h.container = id;
+      h.since_ms = container.started_ms;
       if (auto known = runtime_ids_.find(id); known != runtime_ids_.end())
         h.runtime_id = known->second;
     }
@@ -157,6 +171,9 @@ void Measurement::Pass() {
   std::erase_if(runtime_ids_, [&](const auto& entry) { return !current.count(entry.first); });
 
   const int64_t now_ms = fleet::NowMs();
+  std::map<std::string, int64_t> previous_ms;  // each GPU's previous read
+  for (const auto& [pci, cursor] : cursors_)
+    previous_ms[pci] = cursor.sampled_ms;
   telemetry::PassResult pass = collector_->Collect(directory, cursors_, now_ms);
   const auto& cost = collector_->last_cost();
   spdlog::debug("telemetry: pass {:.2f} ms CPU ({:.2f} ms in NVML), {} cgroups read",
@@ -166,6 +183,9 @@ void Measurement::Pass() {
       spdlog::debug("telemetry: GPU {}: {}", gpu.reading.identity.pci_address, error);
     if (gpu.reading.lost)
       spdlog::warn("telemetry: GPU {} is lost", gpu.reading.identity.pci_address);
+    for (const auto& refused : gpu.refused)
+      spdlog::warn("telemetry: GPU {}: {}: nothing charged", gpu.reading.identity.pci_address,
+                   refused);
   }
 
   auto gauges = std::make_shared<Gauges>();
@@ -182,7 +202,18 @@ void Measurement::Pass() {
     if (gpu.power_watts > 0 || r.power_mw) g.power_watts = gpu.power_watts;
     gauges->gpus[r.identity.pci_address] = g;
   }
-  const double pass_s = std::chrono::duration<double>(model_.options.telemetry.interval).count();
+  // Power over the time each GPU's energy was measured over (a pass after a stall or a restart
+  // covers more than one interval).
+  const double interval_s =
+      std::chrono::duration<double>(model_.options.telemetry.interval).count();
+  auto seconds_of = [&](const std::string& pci) {
+    auto before = previous_ms.find(pci);
+    auto after = cursors_.find(pci);
+    if (before == previous_ms.end() || before->second <= 0 || after == cursors_.end())
+      return interval_s;
+    const double seconds = (after->second.sampled_ms - before->second) / 1000.0;
+    return seconds > 0 ? seconds : interval_s;
+  };
   std::map<TenancySeriesKey, TenancyGauges> tenancy_now;
   {
     // The measured use goes into the containers' records, and the GPUs' cursors with it, in one
@@ -206,8 +237,11 @@ void Measurement::Pass() {
         series.sm_percent += gpu.sm_percent;
         series.memory_bytes += gpu.memory_bytes;
       }
-      t.power_watts += reading.delta.energy_joules / pass_s;
-      series.power_watts += reading.delta.energy_joules / pass_s;
+      for (const auto& gpu : reading.gpus) {
+        const double watts = gpu.delta.energy_joules / seconds_of(gpu.pci_address);
+        t.power_watts += watts;
+        series.power_watts += watts;
+      }
       // Measured from its first pass on (zeros included: it was measured).
       if (container.measured && reading.delta.empty()) continue;
       if (!container.measured) container.measured = fleet::MeasuredUsage{};
@@ -259,9 +293,12 @@ void Measurement::RenderMetrics(std::string& out) const {
     counters = model_.meter.EndedMeasured(current);
     std::set<std::string> running;
     for (const auto& gpu : model_.gpus) {
+      // Every holder: the lease's, each MIG slice's and each share's.
       std::vector<const std::string*> holders = {&gpu.container_id};
       for (const auto& slice : gpu.mig_slices)
         holders.push_back(&slice.container_id);
+      for (const auto& share : gpu.shares)
+        holders.push_back(&share.container_id);
       for (const auto* id : holders) {
         if (id->empty() || !running.insert(*id).second) continue;
         auto it = model_.containers.find(*id);
@@ -269,8 +306,7 @@ void Measurement::RenderMetrics(std::string& out) const {
           continue;
         const auto& c = it->second;
         if (c.measured && current.count(c.tenancy_uid))
-          counters[{c.spec.tenancy, gpu.model, c.spec.mig.count > 0 ? "mig" : "gpu"}] +=
-              *c.measured;
+          counters[{c.spec.tenancy, gpu.model, ModeOf(c)}] += *c.measured;
       }
     }
     for (const auto& key : shown) {

@@ -1,9 +1,13 @@
 // The NVML side of a pass: one GpuReading per GPU. Every figure is read through the nvml module
 // (dlopen); a figure the board lacks stays unset, a GPU that answers GPU_IS_LOST is marked lost
-// and not read further in this pass. MIG: per-instance memory and processes from each MIG device
-// handle, SM use from GPM per GPU instance, and never a GPU utilisation for the GPU.
+// and not read further in this pass. Each GPU is named as NVML names it (dcgm-exporter's
+// modelName), and its sample period is taken from the spacing of the driver's own GPU
+// utilisation samples (nvmlDeviceGetSamples), which come one per period, busy or not. MIG:
+// per-instance memory and processes from each MIG device handle, SM use from GPM per GPU instance,
+// and never a GPU utilisation for the GPU.
 #include <time.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -14,6 +18,23 @@ namespace {
 
 // H100 and A100 (and their siblings) split into 7 compute slices.
 constexpr double kBoardComputeSlices = 7.0;
+
+int64_t WallMs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+// The median spacing of distinct, increasing timestamps (0 with fewer than two).
+uint64_t MedianSpacing(std::vector<uint64_t> times) {
+  std::sort(times.begin(), times.end());
+  std::vector<uint64_t> gaps;
+  for (size_t i = 1; i < times.size(); ++i)
+    if (times[i] > times[i - 1]) gaps.push_back(times[i] - times[i - 1]);
+  if (gaps.empty()) return 0;
+  std::nth_element(gaps.begin(), gaps.begin() + gaps.size() / 2, gaps.end());
+  return gaps[gaps.size() / 2];
+}
 
 double ThreadCpuSeconds() {
   timespec ts{};
@@ -26,10 +47,14 @@ class NvmlSource final : public GpuSource {
   NvmlSource(std::unique_ptr<nvml::Library> library, NvmlSourceOptions options)
       : library_(std::move(library)), options_(std::move(options)) {
     std::vector<nvml::Gpu> handles;
-    for (const auto& identity : options_.gpus) {
+    for (auto& identity : options_.gpus) {
       auto gpu = library_->GpuByPci(identity.pci_address);
       handles_.push_back(gpu ? std::optional<nvml::Gpu>(*gpu) : std::nullopt);
-      if (gpu) handles.push_back(*gpu);
+      if (!gpu) continue;
+      handles.push_back(*gpu);
+      // dcgm-exporter's modelName is NVML's name; the inventory's stays where NVML has none.
+      auto name = library_->Name(*gpu);
+      if (name.ok() && !name.value.empty()) identity.model = name.value;
     }
     // Xid events, as the device plugin's health check watches them; without event support the
     // pass goes on without them.
@@ -110,6 +135,10 @@ class NvmlSource final : public GpuSource {
       if (!Take(library_->PowerMilliwatts(gpu), "power", reading,
                 [&](uint32_t mw) { reading.power_mw = mw; }))
         return false;
+      if (!Take(library_->PowerLimitMilliwatts(gpu), "power limit", reading,
+                [&](uint32_t mw) { reading.power_limit_mw = mw; }))
+        return false;
+      reading.read_ms = WallMs();
       if (!Take(library_->TotalEnergyMillijoules(gpu), "energy", reading,
                 [&](uint64_t mj) { reading.energy_mj = mj; }))
         return false;
@@ -123,6 +152,7 @@ class NvmlSource final : public GpuSource {
           return false;
       }
       if (reading.mig) return ReadMig(gpu, reading, lists);
+      if (!ReadSamplePeriod(gpu, reading)) return false;
       if (!Take(library_->ProcessUtilizations(gpu, cursor.sample_us), "process utilization",
                 reading, [&](const std::vector<nvml::ProcessUtilization>& samples) {
                   reading.samples = samples;
@@ -201,6 +231,26 @@ class NvmlSource final : public GpuSource {
     return true;
   }
 
+  // The driver's sample period from its GPU utilisation samples since the last pass's newest
+  // (that one included, so two passes one period apart still give a spacing); the last known
+  // period while no new ones come.
+  bool ReadSamplePeriod(nvml::Gpu gpu, GpuReading& reading) {
+    auto& known = periods_[reading.identity.pci_address];
+    auto times = library_->UtilizationSampleTimes(gpu, known.newest_us);
+    if (times.status == nvml::ReadStatus::kGpuLost) {
+      reading.lost = true;
+      return false;
+    }
+    if (times.ok() && !times.value.empty()) {
+      if (known.newest_us) times.value.push_back(known.newest_us);
+      known.newest_us = *std::max_element(times.value.begin(), times.value.end());
+      if (uint64_t spacing = MedianSpacing(std::move(times.value)); spacing > 0)
+        known.period_us = spacing;
+    }
+    reading.sample_period_us = known.period_us;
+    return true;
+  }
+
   // GPU instance ID -> its profile's name ("1g.10gb"); asked again only when the layout changed.
   std::map<uint32_t, std::string> ProfileNames(nvml::Gpu gpu) const {
     std::map<uint32_t, std::string> out;
@@ -248,6 +298,11 @@ class NvmlSource final : public GpuSource {
   bool xids_ok_ = false;
   std::map<std::pair<std::string, uint32_t>, nvml::GpmSample> gpm_samples_;
   std::map<std::string, std::set<uint32_t>> accounted_;
+  struct Period {
+    uint64_t newest_us = 0;  // the newest GPU utilisation sample seen
+    uint64_t period_us = 0;
+  };
+  std::map<std::string, Period> periods_;                                 // by PCI address
   std::map<std::string, std::map<uint32_t, std::string>> profile_names_;  // by PCI address
 };
 

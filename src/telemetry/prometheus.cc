@@ -82,6 +82,7 @@ enum FamilyId {
   kHolderEnergy,
   kHolderSeries,
   kHoldersFolded,
+  kClamped,
   kFamilyCount
 };
 
@@ -118,6 +119,9 @@ constexpr Family kFamilies[kFamilyCount] = {
      "Per-container series on this endpoint (at most --telemetry-max-series)."},
     {"tessera_telemetry_containers_in_other", "gauge",
      "Containers beyond the cap, summed into container=\"_other\"."},
+    {"tessera_telemetry_readings_clamped_total", "counter",
+     "NVML readings bounded or refused before metering, by kind: duplicate_sample, "
+     "sm_over_gpu, memory_over_total, energy_over_limit, energy_refused, stale_sample."},
 };
 
 class Writer {
@@ -189,6 +193,8 @@ constexpr const char* kOtherLabels = R"(pod="",namespace="",container="_other",t
 
 void NodeMetrics::Update(const PassResult& pass, const Directory& directory) {
   gpus_ = pass.gpus;
+  for (const auto& gpu : pass.gpus)
+    clamps_[gpu.reading.identity.pci_address] += gpu.clamps;
   for (const auto& reading : pass.holders) {
     const Holder& holder = directory.holders[reading.holder];
     Seen& seen = seen_[holder.key];
@@ -220,6 +226,17 @@ std::string NodeMetrics::Render(const std::map<std::string, HolderTotals>& total
     const std::string labels = GpuLabels(r.identity, options_.hostname);
     labels_of_gpu[r.identity.pci_address] = labels;
     writer.Sample(kGpuLost, labels, r.lost ? 1 : 0);
+    if (auto it = clamps_.find(r.identity.pci_address); it != clamps_.end()) {
+      const Clamps& c = it->second;
+      for (const auto& [kind, count] :
+           {std::pair<const char*, uint64_t>{"duplicate_sample", c.duplicate_samples},
+            {"sm_over_gpu", c.sm_over_gpu},
+            {"memory_over_total", c.memory_over_total},
+            {"energy_over_limit", c.energy_over_limit},
+            {"energy_refused", c.energy_refused},
+            {"stale_sample", c.stale_samples}})
+        writer.Sample(kClamped, labels + ",reading=\"" + kind + "\"", static_cast<double>(count));
+    }
     if (r.lost) continue;
     if (r.gpu_percent && !r.mig) writer.Sample(kGpuUtil, labels, *r.gpu_percent);
     if (r.memory_percent && !r.mig) writer.Sample(kMemCopyUtil, labels, *r.memory_percent);

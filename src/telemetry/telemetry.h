@@ -1,8 +1,10 @@
 // Per-container GPU telemetry: what each GPU and each process on it does, attributed from the
 // driver's own data (NVML's per-process lists by host PID) through the kernel's record of the
-// process (/proc/<pid>/cgroup) to its container, then to the lease and tenancy that container
-// runs for. Nothing a container can write is read: a process that maps to no known container
-// is counted as unattributed, never given to a tenant.
+// process (/proc/<pid>/cgroup, and its start time in /proc/<pid>/stat) to its container, then to
+// the lease and tenancy that container runs for. Nothing a container can write is read: a
+// process that maps to no known container, or that is gone, is counted as unattributed, never
+// given to a tenant. Every reading is bounded by what the GPU can do (SM use by 100 %, memory by
+// the board's, energy by its power limit); each clamp is counted.
 //
 // The module is pure logic (cgroup paths, process lists, attribution, integration into usage,
 // Prometheus rendering) around two readers that touch the host: the NVML reads of one pass
@@ -57,6 +59,13 @@ std::optional<CgroupContainer> ContainerOfProcCgroup(std::string_view text);
 // The path of each "<hierarchy>:<controllers>:<path>" line (of the first kMaxCgroupFile bytes).
 std::vector<std::string_view> CgroupPathsOf(std::string_view text);
 
+// The start time of a process from its /proc/<pid>/stat text: field 22 (`starttime`, clock ticks
+// after boot). The command name (field 2) is the process's own choice and may hold spaces and
+// parentheses, so fields are counted after the last ')'. nullopt for text that is not a stat
+// line. At most kMaxStatFile bytes are looked at.
+inline constexpr size_t kMaxStatFile = 4096;
+std::optional<uint64_t> StartTicksOfProcStat(std::string_view text);
+
 // ---------------------------------------------------------------------------------------------
 // Who holds what: the directory the caller (serve, the node agent) builds each pass from its
 // leases. Attribution looks containers up here by runtime container ID, then by Pod UID.
@@ -76,6 +85,9 @@ struct Holder {
   // The GPUs it holds (PCI address) and its share of each: 1 for a whole GPU, a MIG slice's
   // compute slices over the board's.
   std::map<std::string, double> gpus;
+  // When it began to hold them (wall ms; 0: unknown, taken as before any pass): a pass that
+  // covers time before it charges it only for the part it held.
+  int64_t since_ms = 0;
 };
 
 struct Directory {
@@ -88,10 +100,12 @@ struct Directory {
 struct GpuIdentity {
   std::string pci_address;  // sysfs form, "0000:18:00.0"
   std::string uuid;         // "GPU-…", from NVML when empty
-  std::string model;        // "H100 80GB HBM3"
-  int index = 0;            // NVML order (PCI order)
-  int minor = -1;           // /dev/nvidia<minor>; -1 unknown
-  std::string node;         // Kubernetes node, or this host's name
+  // NVML's name where NVML answers ("NVIDIA H100 80GB HBM3", dcgm-exporter's modelName), else
+  // the inventory's (pci.ids) name.
+  std::string model;
+  int index = 0;     // NVML order (PCI order)
+  int minor = -1;    // /dev/nvidia<minor>; -1 unknown
+  std::string node;  // Kubernetes node, or this host's name
 };
 
 }  // namespace tessera::telemetry
@@ -124,15 +138,22 @@ struct GpuReading {
   std::optional<uint32_t> memory_percent;
   std::optional<uint64_t> memory_used, memory_total;
   std::optional<uint32_t> power_mw;
-  std::optional<uint64_t> energy_mj;  // the driver's counter since it loaded
+  std::optional<uint32_t> power_limit_mw;  // enforced now: what bounds the energy counter
+  std::optional<uint64_t> energy_mj;       // the driver's counter since it loaded
   std::optional<uint32_t> temperature_c;
   bool mig = false;
   std::vector<MigInstanceReading> mig_instances;
   std::vector<nvml::ProcessMemory> processes;     // compute and MPS lists, merged by PID
   std::vector<nvml::ProcessUtilization> samples;  // newer than the GPU's cursor
+  // The driver's sample period, from the spacing of its GPU utilisation samples (0: unknown);
+  // each per-process sample covers one such period.
+  uint64_t sample_period_us = 0;
   std::vector<nvml::AccountingStats> ended;  // accounting: processes that ended since the cursor
   std::vector<uint64_t> xids;                // Xid events since the last pass
   double nvml_seconds = 0;                   // time spent in NVML for this GPU
+  // Wall time of the energy counter's reading (0: the pass's time stands for it): the interval
+  // the counter's delta was measured over ends here.
+  int64_t read_ms = 0;
 };
 
 // Merges NVML's compute and MPS lists (and the lists of a GPU's MIG devices) into one entry per
@@ -148,7 +169,7 @@ std::vector<nvml::ProcessMemory> MergeProcessLists(
 struct GpuCursor {
   uint64_t sample_us = 0;  // newest process utilisation sample counted
   uint64_t energy_mj = 0;  // energy counter at the last counted pass (0: none yet)
-  int64_t sampled_ms = 0;  // wall time of the last counted pass
+  int64_t sampled_ms = 0;  // wall time of the last counted pass (its GPU read, where known)
   friend bool operator==(const GpuCursor&, const GpuCursor&) = default;
 };
 using Cursors = std::map<std::string, GpuCursor>;  // by PCI address
@@ -182,8 +203,22 @@ struct HolderReading {
   Usage delta;  // summed over its GPUs
 };
 
+// Readings the integration bounded or refused, by kind (counted per GPU on /metrics).
+struct Clamps {
+  uint64_t duplicate_samples = 0;  // a (pid, timestamp) sample seen again: counted once
+  uint64_t sm_over_gpu = 0;        // sample periods whose processes' SM use summed over 100 %
+  uint64_t memory_over_total = 0;  // process figures (or their sum) beyond the GPU's memory
+  uint64_t energy_over_limit = 0;  // counter deltas above power limit × interval, cut to it
+  uint64_t energy_refused = 0;     // counters that went back or jumped far past it: nothing
+  uint64_t stale_samples = 0;      // samples of a PID that is gone or started after them
+  Clamps& operator+=(const Clamps& other);
+  friend bool operator==(const Clamps&, const Clamps&) = default;
+};
+
 struct GpuSnapshot {
   GpuReading reading;
+  Clamps clamps;
+  std::vector<std::string> refused;  // why energy readings were refused, for the log
   // Processes that map to no container of the directory: counted here, never given to a tenant.
   uint32_t unattributed_processes = 0;
   uint64_t unattributed_memory = 0;
@@ -201,19 +236,25 @@ struct PassResult {
 };
 
 struct IntegrationOptions {
-  // A sample or a pass never covers more than this (a collector that was down does not give
-  // one process the whole gap).
+  // Memory of a process whose start is not known (one nobody holds) never covers more than
+  // this; a live process's memory covers the time since it started or since the last pass.
   std::chrono::milliseconds max_gap{20000};
 };
 
-// PID -> the container its cgroup names (nullopt: no container, a host process).
-using PidContainers = std::unordered_map<uint32_t, std::optional<CgroupContainer>>;
+// What the collector knows of a PID in this pass.
+struct PidInfo {
+  std::optional<CgroupContainer> container;  // nullopt: no container (a host process)
+  int64_t start_ms = -1;  // wall time it started (/proc/<pid>/stat); -1: gone, never attributed
+};
+using PidContainers = std::unordered_map<uint32_t, PidInfo>;
 
-// Attributes and integrates one pass: each process goes to the holder whose runtime ID (else
-// Pod UID) its cgroup names; SM-seconds from the utilisation samples newer than the GPU's cursor
-// (each sample covers the time since the GPU's previous sample), memory GiB-seconds over the
-// time since the cursor's pass, energy from the counter's delta: the busy part split by SM share,
-// the idle part by the holders' allocation. `cursors` are read and advanced.
+// Attributes and integrates one pass: each live process goes to the holder whose runtime ID
+// (else Pod UID) its cgroup names; SM-seconds from the utilisation samples newer than the GPU's
+// cursor (each covers the driver's sample period; a sample from before its PID's process started
+// is nobody's), memory GiB-seconds over the time each process held it since the cursor's pass,
+// energy from the counter's delta bounded by the power limit: the busy part split by SM share,
+// the idle part by the holders' allocation over the time they held the GPU. `cursors` are read
+// and advanced.
 PassResult Integrate(const std::vector<GpuReading>& readings, const PidContainers& pids,
                      const Directory& directory, Cursors& cursors, int64_t now_ms,
                      const IntegrationOptions& options = {});
@@ -258,7 +299,8 @@ class NodeMetrics {
   };
   NodeMetricsOptions options_;
   std::vector<GpuSnapshot> gpus_;
-  std::map<std::string, Seen> seen_;  // by holder key
+  std::map<std::string, Clamps> clamps_;  // by PCI address, since this process started
+  std::map<std::string, Seen> seen_;      // by holder key
   mutable size_t last_holder_series_ = 0;
 };
 
@@ -280,8 +322,13 @@ struct NvmlSourceOptions {
 // Opens NVML (dlopen) and finds each GPU by PCI address; GPUs NVML does not know are read as lost.
 Result<std::unique_ptr<GpuSource>> OpenNvmlSource(const NvmlSourceOptions& options);
 
-// Reads /proc/<pid>/cgroup under `proc_dir` (bounded); NotFound when the process is gone.
+// Reads /proc/<pid>/cgroup (or /stat) under `proc_dir` (bounded, regular files only, never
+// blocking); NotFound when the process is gone.
 Result<std::string> ReadProcCgroup(const std::string& proc_dir, uint32_t pid);
+Result<std::string> ReadProcStat(const std::string& proc_dir, uint32_t pid);
+// Whether `proc_dir` can be the collector's /proc (--telemetry-proc-dir, --proc-dir): an
+// absolute path to a directory. InvalidArgument naming the flag's value otherwise.
+Status CheckProcDir(const std::string& proc_dir);
 
 struct CollectorOptions {
   std::string proc_dir = "/proc";
@@ -294,11 +341,12 @@ struct PassCost {
   double nvml_seconds = 0;
   double wall_seconds = 0;
   size_t cgroup_reads = 0;
+  size_t stat_reads = 0;
 };
 
-// One pass at a time, from one thread: NVML readings, the cgroups of PIDs not seen in the
-// previous pass (a PID that stays in NVML's lists is the same process), attribution and
-// integration.
+// One pass at a time, from one thread: NVML readings, each PID's start time (a PID whose start
+// time is the previous pass's is the same process and keeps its container; another start time is
+// another process, whose cgroup is read again), attribution and integration.
 class Collector {
  public:
   Collector(std::unique_ptr<GpuSource> source, CollectorOptions options);
@@ -308,7 +356,8 @@ class Collector {
  private:
   std::unique_ptr<GpuSource> source_;
   CollectorOptions options_;
-  PidContainers pids_;  // PIDs of the previous pass
+  PidContainers pids_;                                  // PIDs of the previous pass
+  std::unordered_map<uint32_t, uint64_t> start_ticks_;  // their start times, as /proc says
   PassCost cost_;
 };
 

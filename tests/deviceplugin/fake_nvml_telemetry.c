@@ -9,7 +9,10 @@
  * is read again whenever it changed. One line per fact:
  *   device <pci> [util=<%>] [mem_util=<%>] [memory_used=<B>] [memory_total=<B>] [power_mw=<mW>]
  *          [energy_mj=<mJ>] [energy_rate_mw=<mW> energy_from_us=<us>] [temp=<C>] [lost=1]
- *          [gpm=1] [accounting=1]
+ *          [gpm=1] [accounting=1] [name=<NVML name, '_' for ' '>] [power_limit_mw=<mW>]
+ *          [util_period_ms=<ms> util_from_us=<us>]
+ *       util_period_ms: the driver's GPU utilisation samples (nvmlDeviceGetSamples), one every
+ *       period from util_from_us (exclusive) up to now, the last 120 kept
  *   process <pci> pid=<pid> memory=<B|na> [gi=<g> ci=<c>] [mps=1] [late=1]
  *       late=1: left out of the sizing call (count 0), listed by the fill: the list grew
  *   busy <pci> pid=<pid> sm=<%> [mem=<%>] period_ms=<ms> from_us=<t0> [to_us=<t1>]
@@ -94,7 +97,9 @@ typedef struct {
   unsigned long long memory, period_us, from_us, to_us, ts, time_ms, start_us;
   int memory_na;
   /* device figures */
-  long long util, mem_util, power_mw, temp;
+  long long util, mem_util, power_mw, temp, power_limit_mw;
+  char name[96];
+  unsigned long long util_period_us, util_from_us;
   unsigned long long memory_used, memory_total, energy_mj, energy_rate_mw, energy_from_us;
   int has_memory;
 } Line;
@@ -177,6 +182,12 @@ static void Load(void) {
     l->mem_util = I64(text, "mem_util", -1);
     l->power_mw = I64(text, "power_mw", -1);
     l->temp = I64(text, "temp", -1);
+    l->power_limit_mw = I64(text, "power_limit_mw", -1);
+    if (FakeNvmlValue(text, "name", l->name, sizeof l->name))
+      for (char* c = l->name; *c; ++c)
+        if (*c == '_') *c = ' ';
+    l->util_period_us = U64(text, "util_period_ms", 0) * 1000ULL;
+    l->util_from_us = U64(text, "util_from_us", 0);
     l->has_memory = strstr(text, " memory_total=") != NULL;
     l->memory_used = U64(text, "memory_used", 0);
     l->memory_total = U64(text, "memory_total", 0);
@@ -344,6 +355,65 @@ int nvmlDeviceGetPowerUsage(void* device, unsigned int* milliwatts) {
   if (rc) return rc;
   if (d->power_mw < 0) return NVML_ERROR_NOT_SUPPORTED;
   *milliwatts = (unsigned int)d->power_mw;
+  return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
+  const Line* d = NULL;
+  if (!name || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  int rc = DeviceFigure(device, "nvmlDeviceGetName", &d);
+  if (rc) return rc;
+  if (!d->name[0]) return NVML_ERROR_NOT_SUPPORTED;
+  if (strlen(d->name) + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  snprintf(name, length, "%s", d->name);
+  return NVML_SUCCESS;
+}
+
+int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned int* milliwatts) {
+  const Line* d = NULL;
+  int rc = DeviceFigure(device, "nvmlDeviceGetEnforcedPowerLimit", &d);
+  if (rc) return rc;
+  if (d->power_limit_mw < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *milliwatts = (unsigned int)d->power_limit_mw;
+  return NVML_SUCCESS;
+}
+
+typedef struct {
+  unsigned long long timeStamp;
+  unsigned long long value; /* nvmlValue_t */
+} NvmlSample;
+
+/* nvmlDeviceGetSamples: the GPU utilisation samples of a device line with util_period_ms. */
+int nvmlDeviceGetSamples(void* device, unsigned int type, unsigned long long last_seen,
+                         unsigned int* value_type, unsigned int* count, NvmlSample* samples) {
+  const Line* d = NULL;
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  int rc = DeviceFigure(device, "nvmlDeviceGetSamples", &d);
+  if (rc) return rc;
+  if (type != 1 || d->util_period_us == 0) return NVML_ERROR_NOT_SUPPORTED;
+  unsigned long long now = NowUs();
+  if (now <= d->util_from_us) return NVML_ERROR_NOT_FOUND;
+  unsigned long long last_k = (now - d->util_from_us) / d->util_period_us;
+  unsigned long long first_k =
+      last_k > MAX_SAMPLES_PER_LINE ? last_k - MAX_SAMPLES_PER_LINE + 1 : 1;
+  unsigned int n = 0;
+  for (unsigned long long k = first_k; k <= last_k; ++k) {
+    unsigned long long ts = d->util_from_us + k * d->util_period_us;
+    if (ts <= last_seen) continue;
+    if (samples && n < *count) {
+      samples[n].timeStamp = ts;
+      samples[n].value = d->util < 0 ? 0 : (unsigned long long)d->util;
+    }
+    ++n;
+  }
+  if (n == 0) return NVML_ERROR_NOT_FOUND;
+  if (value_type) *value_type = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+  const int fits = *count >= n;
+  if (!samples || !fits) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  *count = n;
   return NVML_SUCCESS;
 }
 

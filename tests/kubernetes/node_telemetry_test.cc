@@ -72,6 +72,9 @@ class NodeTelemetryTest : public ::testing::Test {
     std::string uid = pod_uid_;
     std::replace(uid.begin(), uid.end(), '-', '_');
     std::filesystem::create_directories(dir_.path() + "/proc/" + std::to_string(kPid));
+    // Its start time (field 22: one tick after boot, before any sample) keeps it attributed.
+    std::ofstream(dir_.path() + "/proc/" + std::to_string(kPid) + "/stat")
+        << kPid << " (job) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n";
     std::ofstream(dir_.path() + "/proc/" + std::to_string(kPid) + "/cgroup")
         << "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" << uid
         << ".slice/cri-containerd-" << kContainerId << ".scope\n";

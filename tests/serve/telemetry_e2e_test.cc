@@ -1,15 +1,18 @@
 // Measured metering through a real tessera-serve (podman, SQLite) with the stand-in NVML seeing a
 // real container's real processes: SM-seconds and energy survive kill -9 of the service and equal
 // exactly what the stand-in served after the first pass (none counted twice, none lost while the
-// service was down: NVML keeps the samples and the energy counter); the per-container figures on
-// /metrics carry the container's labels; the usage record of the ended container, the usage API
-// and the per-tenancy series return the same numbers.
+// service was down: NVML keeps the samples and the energy counter); memory is charged for the
+// time the processes held it, the seconds the service was down included (within one interval);
+// the per-container figures on /metrics carry the container's labels and NVML's device name; the
+// usage record of the ended container, the usage API and the per-tenancy series return the same
+// numbers.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "serve/container_wait.h"
 #include "serve/serve_process.h"
@@ -25,6 +28,7 @@ using nlohmann::json;
 // The GPU's telemetry cursor as the store holds it (read from the SQLite file).
 struct StoredCursor {
   uint64_t sample_us = 0, energy_mj = 0;
+  int64_t sampled_ms = 0;
 };
 StoredCursor ReadCursor(const std::string& db_path, const std::string& gpu) {
   StoredCursor out;
@@ -34,12 +38,14 @@ StoredCursor ReadCursor(const std::string& db_path, const std::string& gpu) {
     return out;
   }
   sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT sample_us, energy_mj FROM telemetry_cursors WHERE gpu = ?1",
-                         -1, &stmt, nullptr) == SQLITE_OK) {
+  if (sqlite3_prepare_v2(
+          db, "SELECT sample_us, energy_mj, sampled_ms FROM telemetry_cursors WHERE gpu = ?1", -1,
+          &stmt, nullptr) == SQLITE_OK) {
     sqlite3_bind_text(stmt, 1, gpu.c_str(), -1, SQLITE_TRANSIENT);
     if (sqlite3_step(stmt) == SQLITE_ROW) {
       out.sample_us = static_cast<uint64_t>(sqlite3_column_int64(stmt, 0));
       out.energy_mj = static_cast<uint64_t>(sqlite3_column_int64(stmt, 1));
+      out.sampled_ms = sqlite3_column_int64(stmt, 2);
     }
   }
   sqlite3_finalize(stmt);
@@ -71,9 +77,12 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
   const auto gpus = WriteGpuRoms(host.root());
   FakeNvmlState state("");
   FakeNvmlScenario scenario;
+  // NVML's name for the GPUs (the modelName label) and their power limit (the energy bound).
+  const std::string nvml_device = " name=NVIDIA_H100_80GB_HBM3 power_limit_mw=700000";
   std::string devices;
   for (const auto& gpu : gpus)
-    devices += "device " + gpu + " util=0 memory_used=0 memory_total=85899345920 energy_mj=1000\n";
+    devices += "device " + gpu + nvml_device +
+               " util=0 memory_used=0 memory_total=85899345920 energy_mj=1000\n";
   scenario.Write(devices);
   const std::vector<std::string> flags = {"--root",
                                           host.root(),
@@ -140,12 +149,17 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
                           "\"[^}]*container=\"" + id + "\",tenancy=\"metered\"\\} 3072")))
       << metrics;
   EXPECT_NE(metrics.find("tessera_gpu_unattributed_processes{gpu="), std::string::npos);
+  EXPECT_TRUE(
+      std::regex_search(metrics, std::regex("DCGM_FI_DEV_FB_USED\\{[^}]*pci_bus_id=\"" + bus_id +
+                                            "\",[^}]*modelName=\"NVIDIA H100 80GB HBM3\"")))
+      << metrics;
+  EXPECT_NE(metrics.find("tessera_telemetry_readings_clamped_total{"), std::string::npos);
   // `tessera top` on serve (with the admin token): the GPU, its holder, the tenancy's line.
   int top_status = -1;
-  const std::string top = RunCommand(TesseraBinary() + " top --once --server http://127.0.0.1:" +
-                                         std::to_string(serve->port()) + " --token-file " +
-                                         serve->data_dir() + "/admin.token 2>&1",
-                                     &top_status);
+  const std::string top = RunCommand(
+      TesseraBinary() + " top --once --server http://127.0.0.1:" + std::to_string(serve->port()) +
+          " --token-file " + serve->data_dir() + "/admin.token 2>&1",
+      &top_status);
   EXPECT_EQ(top_status, 0) << top;
   EXPECT_NE(top.find(gpu), std::string::npos) << top;
   EXPECT_NE(top.find("metered/" + id), std::string::npos) << top;
@@ -164,17 +178,20 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
             "\n";
   std::string running_devices;
   for (const auto& g : gpus)
-    running_devices +=
-        "device " + g + " util=" + (g == gpu ? "80" : "0") +
-        " memory_used=3221225472 memory_total=85899345920 energy_mj=1000" +
-        (g == gpu ? " energy_rate_mw=200000 energy_from_us=" + std::to_string(t1) : std::string()) +
-        "\n";
+    running_devices += "device " + g + nvml_device + " util=" + (g == gpu ? "80" : "0") +
+                       " memory_used=3221225472 memory_total=85899345920 energy_mj=1000" +
+                       (g == gpu ? " energy_rate_mw=200000 energy_from_us=" + std::to_string(t1) +
+                                       " util_period_ms=100 util_from_us=" + std::to_string(t0)
+                                 : std::string()) +
+                       "\n";
   scenario.Write(running_devices + processes + busy);
   ASSERT_TRUE(WaitUntil([&] {
     container = CallJson(*admin, "GET", "/v1/containers/" + id);
     return Measured(container, "sm_seconds") > 0.4;
   })) << container;
   EXPECT_EQ(serve->Kill(SIGKILL), 128 + SIGKILL);
+  // Down for at least three seconds: ten intervals nobody passes over.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
   serve = std::make_unique<ServeProcess>(dir.path(), flags);
   ASSERT_TRUE(serve->Start(&log)) << log;
   admin = serve->Connect(serve->admin_token());
@@ -200,12 +217,24 @@ TEST(TelemetryEndToEnd, MeteringAcrossKill9EqualsWhatTheStandInServed) {
     if (ts > t0) from_served += 0.1 * sm / 100.0;
   }
   EXPECT_NEAR(sm_seconds - at_t0, from_served, 1e-9);
+  // Memory: 3 GiB held since the processes were listed (t0), the time down included. A pass after
+  // `since` has been counted when the container is read; the first pass after t0 charged from the
+  // pass before it (one interval, 1 s allowed under load).
+  const int64_t since = static_cast<int64_t>(NowMicros() / 1000);
+  ASSERT_TRUE(WaitUntil([&] {
+    return ReadCursor(serve->data_dir() + "/tessera.db", gpu).sampled_ms > since;
+  })) << serve->log();
+  container = CallJson(*admin, "GET", "/v1/containers/" + id);
+  const int64_t read_at = static_cast<int64_t>(NowMicros() / 1000);
+  const double held_from_t0 = static_cast<double>(static_cast<int64_t>(t0 / 1000));
+  const double memory = Measured(container, "memory_gib_seconds");
+  EXPECT_GE(memory, 3 * (since - held_from_t0) / 1000.0 - 1e-6) << container;
+  EXPECT_LE(memory, 3 * (read_at - held_from_t0) / 1000.0 + 3 * 1.0) << container;
   // Energy: exactly the counter's growth since the baseline pass (it stood at 1000 mJ then), all
   // of it this container's: it holds the GPU whole and runs its only processes.
   const StoredCursor cursor = ReadCursor(serve->data_dir() + "/tessera.db", gpu);
   EXPECT_GT(cursor.energy_mj, 1000u);
-  EXPECT_NEAR(Measured(container, "energy_joules"), (cursor.energy_mj - 1000) / 1000.0,
-              1e-6)
+  EXPECT_NEAR(Measured(container, "energy_joules"), (cursor.energy_mj - 1000) / 1000.0, 1e-6)
       << container;
 
   // The container ends: its usage record carries the measured figures, as do the usage API, its

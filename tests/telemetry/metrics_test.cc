@@ -71,6 +71,9 @@ Fixture Golden() {
   f.pass.gpus.back().unattributed_processes = 1;
   f.pass.gpus.back().unattributed_memory = 512 * kMiB;
   f.pass.gpus.back().unattributed_sm_percent = 5;
+  // Readings bounded before metering: counted per GPU, by kind.
+  f.pass.gpus.back().clamps.duplicate_samples = 3;
+  f.pass.gpus.back().clamps.energy_refused = 1;
   GpuSnapshot mig = Snapshot("0000:2a:00.0", 1, true);
   MigInstanceReading instance;
   instance.gpu_instance_id = 7;

@@ -4,8 +4,11 @@
 // GPU_IS_LOST on one GPU of several, accounting records, Xid events, and MIG: per-instance
 // memory from the MIG device handles, SM use from GPM, no GPU utilisation.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <future>
 
 #include "support/fake_nvml_state.h"
 #include "telemetry/telemetry.h"
@@ -186,6 +189,68 @@ TEST(NvmlSource, MigInstancesMemoryFromTheirHandlesAndGpmSmUse) {
   ASSERT_EQ(second[0].processes.size(), 2u);
   EXPECT_EQ(second[0].processes[0].gpu_instance_id, 1u);
   EXPECT_EQ(second[0].processes[1].gpu_instance_id, 5u);
+}
+
+TEST(NvmlSource, NvmlsNameThePowerLimitAndTheDriversSamplePeriod) {
+  FakeNvmlState state("");
+  FakeNvmlScenario scenario;
+  const uint64_t now = testing::NowMicros();
+  // GPU utilisation samples every 167 ms (the driver's period), whatever the processes do.
+  scenario.Write(
+      "device 0000:18:00.0 util=5 name=NVIDIA_H100_80GB_HBM3 power_limit_mw=700000 "
+      "util_period_ms=167 util_from_us=" +
+      std::to_string(now - 5'000'000) +
+      "\n"
+      "device 0000:2a:00.0 util=5\n");
+  NvmlSourceOptions options;
+  options.library = FAKE_NVML;
+  for (const char* pci : {"0000:18:00.0", "0000:2a:00.0"}) {
+    GpuIdentity gpu;
+    gpu.pci_address = pci;
+    gpu.model = "GH100 [H100 SXM5 80GB]";  // the inventory's pci.ids name
+    options.gpus.push_back(gpu);
+  }
+  auto source = OpenNvmlSource(options);
+  ASSERT_TRUE(source) << source.error().message;
+  auto readings = (*source)->Read({});
+  ASSERT_EQ(readings.size(), 2u);
+  // dcgm-exporter's modelName is NVML's name; without one the inventory's stays.
+  EXPECT_EQ(readings[0].identity.model, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(readings[1].identity.model, "GH100 [H100 SXM5 80GB]");
+  EXPECT_EQ(readings[0].power_limit_mw, 700000u);
+  EXPECT_FALSE(readings[1].power_limit_mw);
+  EXPECT_EQ(readings[0].sample_period_us, 167'000u);
+  EXPECT_EQ(readings[1].sample_period_us, 0u);
+  EXPECT_GT(readings[0].read_ms, 0);
+  EXPECT_TRUE(readings[0].errors.empty()) << readings[0].errors.front();
+  // The period is kept while no new sample has come, and learnt again from the new ones.
+  auto again = (*source)->Read({});
+  EXPECT_EQ(again[0].sample_period_us, 167'000u);
+}
+
+TEST(NvmlLibrary, APathThatIsNotARegularFileIsRefusedWithoutOpeningIt) {
+  testing::TempDir dir;
+  const std::string fifo = dir.path() + "/libnvidia-ml.so.1";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // dlopen of a FIFO would wait for a writer forever: the check answers at once.
+  auto opened = std::async(std::launch::async, [&] { return nvml::Library::Open(fifo); });
+  ASSERT_EQ(opened.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto library = opened.get();
+  ASSERT_FALSE(library);
+  EXPECT_EQ(library.error().category, ErrorCategory::kInvalidArgument);
+  EXPECT_NE(library.error().message.find("not a regular file"), std::string::npos);
+  EXPECT_FALSE(nvml::CheckLibraryPath("/dev/zero"));
+  EXPECT_FALSE(nvml::CheckLibraryPath(dir.path()));
+  // A path that is not there is dlopen's to report, as a missing driver (Unavailable).
+  EXPECT_TRUE(nvml::CheckLibraryPath(dir.path() + "/missing.so"));
+  auto missing = nvml::Library::Open(dir.path() + "/missing.so");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().category, ErrorCategory::kUnavailable);
+  // A link to the real file, and a bare name for the loader's search, are fine.
+  const std::string link = dir.path() + "/link.so";
+  ASSERT_EQ(::symlink(FAKE_NVML, link.c_str()), 0);
+  EXPECT_TRUE(nvml::CheckLibraryPath(link));
+  EXPECT_TRUE(nvml::CheckLibraryPath("libnvidia-ml.so.1"));
 }
 
 }  // namespace
