@@ -392,9 +392,10 @@ void Scheduler::AdoptRunningLocked() {
   deadlines_.clear();
   for (const auto& id : model_.container_order) {
     const ContainerRecord& container = model_.containers.at(id);
-    // MIG containers hold slices, not whole GPUs of the placement model.
+    // MIG containers hold slices and share containers shares, not whole GPUs of the placement
+    // model: they count beside the queue (Model::AddMigUse), never as whole GPUs in it.
     if (fleet::IsTerminal(container.state) || !container.started || container.gpus.empty() ||
-        container.spec.mig.count > 0)
+        container.spec.mig.count > 0 || container.spec.share)
       continue;
     placement::Placement placement;
     for (const auto& gpu_id : container.gpus) {
@@ -581,6 +582,7 @@ void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {
         model_.SetContainerState(started, ContainerState::kRunning);
         started.started_ms = fleet::NowMs();
         model_.MeterStarted(started);
+        model_.ShareStarted(started, mutations);
         if (started.spec.max_duration_s > 0) {
           deadlines_.emplace(started.started_ms + started.spec.max_duration_s * 1000, id);
           limits_changed_ = true;
