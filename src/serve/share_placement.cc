@@ -107,6 +107,21 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
     index.Set(i, view);
     if (dry) views.push_back(std::move(view));
   }
+  if (!dry && !index.AnyRoom()) {
+    // No GPU has room for any share: none is tried. Entries that started or ended since are
+    // dropped once they are half the list, so that submissions and deletions while nothing has
+    // room cannot grow it without bound.
+    size_t live = 0;
+    for (const auto& [uid, count] : model_.share_waiting)
+      live += static_cast<size_t>(std::max(count, 0));
+    if (model_.share_pending.size() > 2 * live + 64)
+      std::erase_if(model_.share_pending, [this](const std::string& id) {
+        auto it = model_.containers.find(id);
+        return it == model_.containers.end() || it->second.state != ContainerState::kPending ||
+               it->second.started;
+      });
+    return;
+  }
   std::vector<ContainerRecord*> pending;
   pending.reserve(model_.share_pending.size());
   for (const auto& id : model_.share_pending) {
@@ -115,16 +130,6 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
         it->second.started || !it->second.spec.share)
       continue;
     pending.push_back(&it->second);
-  }
-  if (!dry && !index.AnyRoom()) {
-    // No GPU has room for any share: none is tried. Entries that started or ended go.
-    if (pending.size() != model_.share_pending.size()) {
-      std::deque<std::string> still;
-      for (const auto* container : pending)
-        still.push_back(container->id);
-      model_.share_pending = std::move(still);
-    }
-    return;
   }
   RequestOrder order(std::move(pending), *model_.queue);
   // GPUs each tenancy incarnation holds, whole, slices and shares, for its GPU quota.
