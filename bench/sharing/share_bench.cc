@@ -63,6 +63,7 @@ std::vector<Request> Requests(int count, int tenancies) {
 // GPUs, then one decision per request. Fails when it ever chooses another GPU than the walk.
 int IndexedPlacement(int repeats) {
   constexpr int kGpus = 800, kRequests = 10000, kTenancies = 100;
+  state = 12345;  // the very requests Placement placed
   const auto requests = Requests(kRequests, kTenancies);
   sharing::PlacementRules rules;
   double best_wall = 1e9, best_cpu = 1e9, best_build = 1e9;
