@@ -95,6 +95,9 @@ class Model {
   // Share containers waiting for room on a GPU, in submission order (as mig_pending).
   std::deque<std::string> share_pending;
   std::unordered_map<std::string, int> share_waiting;  // by incarnation: its share requests waiting
+  // Embedded mode: GPU records (indices into gpus) the last scheduling pass reserved for waiting
+  // whole-GPU requests; shares never take them (nor does a submitted share ask a pass for them).
+  std::unordered_set<size_t> reserved_gpus;
   // Set by the service before any thread starts: a GPU's last share is gone (its MPS daemon torn
   // down, compute mode and time-slice put back). The checker runs it before the GPU's check; an
   // error quarantines the GPU.

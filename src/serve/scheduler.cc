@@ -171,7 +171,7 @@ void Scheduler::Loop() {
       to_start.push_back(id);
     }
     model_.pending.clear();
-    reserved_gpus_.clear();
+    model_.reserved_gpus.clear();
     if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
     PlaceMigLocked(&mutations, &to_start, nullptr);
     PlaceSharesLocked(&mutations, &to_start, nullptr);
@@ -444,7 +444,7 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
     if (node >= gpu_of_bit_.size()) continue;
     for (int bit : topology::MaskToIndices(reservation.gpus))
       if (static_cast<size_t>(bit) < gpu_of_bit_[node].size())
-        reserved_gpus_.insert(gpu_of_bit_[node][bit]);
+        model_.reserved_gpus.insert(gpu_of_bit_[node][bit]);
   }
   auto container_of = [this](scheduling::RequestId id) -> ContainerRecord* {
     auto it = model_.containers.find(ContainerIdOf(id));

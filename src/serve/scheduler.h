@@ -109,9 +109,6 @@ class Scheduler {
   std::vector<std::vector<size_t>> gpu_of_bit_;
   std::unordered_map<size_t, std::pair<int, int>> bit_of_gpu_;  // record -> (node, bit)
   std::vector<size_t> adopted_nodes_;  // model_.placement_nodes when running ones were adopted
-  // Embedded mode: GPU records (indices into model_.gpus) the last pass reserved for waiting
-  // whole-GPU requests; shares never take them.
-  std::unordered_set<size_t> reserved_gpus_;
   bool adopted_ = false;
   // Running containers with a duration limit: when it falls (Unix ms) -> container ID.
   std::multimap<int64_t, std::string> deadlines_;

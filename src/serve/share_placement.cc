@@ -69,10 +69,9 @@ bool ShareMightStartLocked(const Model& model, const ContainerRecord& container)
   const auto rules = RulesOf(model);
   // The least it could add to its tenancy's GPUs in use: nothing on a GPU it pays whole already.
   std::optional<double> least;
-  for (const auto& gpu : model.gpus) {
-    // A GPU reserved for a waiting whole-GPU request counts as free here: at worst a pass runs
-    // that places nothing.
-    const sharing::SharedGpu view = ShareViewOf(gpu, false);
+  for (size_t i = 0; i < model.gpus.size(); ++i) {
+    const GpuRecord& gpu = model.gpus[i];
+    const sharing::SharedGpu view = ShareViewOf(gpu, model.reserved_gpus.count(i) > 0);
     if (!sharing::WhyNotFits(view, share, container.tenancy_uid, rules).empty()) continue;
     const bool holds = !view.held.empty() && view.tenancy_uid == container.tenancy_uid;
     const double part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes),
@@ -103,7 +102,7 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
   std::vector<sharing::SharedGpu> views;
   if (dry) views.reserve(model_.gpus.size());
   for (size_t i = 0; i < model_.gpus.size(); ++i) {
-    auto view = ShareViewOf(model_.gpus[i], reserved_gpus_.count(i) > 0);
+    auto view = ShareViewOf(model_.gpus[i], model_.reserved_gpus.count(i) > 0);
     index.Set(i, view);
     if (dry) views.push_back(std::move(view));
   }
