@@ -358,7 +358,8 @@ TEST_F(ShareServeTest, MemoryIsNeverOvercommittedUnderFiftyConcurrentSubmissions
   EXPECT_EQ(worst, 2 * 30 * 1024);
   // The rest wait, saying why.
   const json waiting = Get("/v1/containers?state=pending&tenancy=crowd");
-  ASSERT_EQ(waiting["containers"].size(), 34u);
+  ASSERT_EQ(waiting["containers"].size(), 34u) << Get("/v1/containers?tenancy=crowd") << "\n"
+                                               << serve_->log();
   EXPECT_NE(waiting["containers"][0]["reason"].get<std::string>().find("waiting: room on a GPU"),
             std::string::npos)
       << waiting["containers"][0];
