@@ -219,10 +219,30 @@ int main(int argc, char** argv) {
   while (Pending(serve) >= waiting && Clock::now() - open0 < std::chrono::seconds(60))
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::printf(
-      "one GPU opened (HTTP %d): a share placed after %.0f ms (the undrain's commit included); "
-      "%llu passes\n",
+      "one GPU opened (HTTP %d): a share seen placed after %.0f ms (the undrain's commit and "
+      "/metrics polls included); %llu passes\n",
       status, std::chrono::duration<double, std::milli>(Clock::now() - open0).count(),
       static_cast<unsigned long long>(Passes(serve) - passes1));
+  // The server's own clock: from the GPU freed (under the lock, before the pass) to the first
+  // placement the pass made, over everything that waits.
+  auto stamp = [](const std::string& log, const std::string& what) -> double {
+    const auto at = log.find(what);
+    if (at == std::string::npos) return -1;
+    const auto line = log.rfind('\n', at) + 1;
+    // "[2026-11-29 07:40:33.786] ...": hours, minutes, seconds.milliseconds.
+    const std::string time = log.substr(line + 12, 12);
+    return (std::stod(time.substr(0, 2)) * 3600 + std::stod(time.substr(3, 2)) * 60 +
+            std::stod(time.substr(6))) *
+           1000;
+  };
+  const std::string server_log = serve.log();
+  const double freed = stamp(server_log, "draining -> free");
+  const double placed = stamp(server_log, ": placed (a timeslice share");
+  if (freed >= 0 && placed >= 0)
+    std::printf(
+        "server log: the GPU freed at +0 ms, the first share placed at +%.0f ms (%llu "
+        "shares waited)\n",
+        placed - freed, static_cast<unsigned long long>(waiting));
   std::printf("VmHWM at the end: %s\n", ProcStatusField(pid, "VmHWM").c_str());
   serve.Kill(SIGTERM);
   return 0;
