@@ -72,7 +72,7 @@ bool ShareMightStartLocked(const Model& model, const ContainerRecord& container)
   for (size_t i = 0; i < model.gpus.size(); ++i) {
     const GpuRecord& gpu = model.gpus[i];
     const sharing::SharedGpu view = ShareViewOf(gpu, model.reserved_gpus.count(i) > 0);
-    if (!sharing::WhyNotFits(view, share, container.tenancy_uid, rules).empty()) continue;
+    if (!sharing::Fits(view, share, container.tenancy_uid, rules)) continue;
     const bool holds = !view.held.empty() && view.tenancy_uid == container.tenancy_uid;
     const double part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes),
                                     ChargedOn(model, gpu), model.share_holds.whole_gpu());

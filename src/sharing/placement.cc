@@ -26,6 +26,18 @@ int ComputeHeld(const SharedGpu& gpu) {
 
 }  // namespace
 
+bool Fits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
+          const PlacementRules& rules) {
+  if (!gpu.placeable) return false;
+  if (!gpu.held.empty() && gpu.held.front().mode != share.mode) return false;
+  if (!gpu.held.empty() && !rules.across_tenancies && gpu.tenancy_uid != tenancy_uid) return false;
+  const uint64_t usable =
+      gpu.memory_bytes > rules.reserve_bytes ? gpu.memory_bytes - rules.reserve_bytes : 0;
+  const uint64_t held = MemoryHeld(gpu);
+  const uint64_t free = usable > held ? usable - held : 0;
+  return share.memory_bytes <= free && share.compute_percent <= 100 - ComputeHeld(gpu);
+}
+
 std::string WhyNotFits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
                        const PlacementRules& rules) {
   if (!gpu.placeable) return "not open to shares";

@@ -102,6 +102,9 @@ struct PlacementRules {
 // index. FailedPrecondition saying why none fits.
 Result<size_t> ChooseGpu(const std::vector<SharedGpu>& gpus, const Share& share,
                          const std::string& tenancy_uid, const PlacementRules& rules);
+// Whether `share` fits on `gpu` (WhyNotFits is empty), without saying why not.
+bool Fits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
+          const PlacementRules& rules);
 // Why `share` does not fit on `gpu`; empty when it fits.
 std::string WhyNotFits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
                        const PlacementRules& rules);

@@ -105,6 +105,8 @@ void ExpectIndexChoosesAsTheWalk(bool across_tenancies) {
     Share share{(1 + next() % 24) * kGiB / 2, static_cast<int>(1 + next() % 60),
                 next() % 5 == 0 ? Mode::kTimeslice : Mode::kMps};
     const std::string tenancy = "t" + std::to_string(next() % 6);
+    for (const auto& gpu : gpus)
+      ASSERT_EQ(Fits(gpu, share, tenancy, rules), WhyNotFits(gpu, share, tenancy, rules).empty());
     auto walk = ChooseGpu(gpus, share, tenancy, rules);
     auto indexed = index.Choose(share, tenancy);
     ASSERT_EQ(walk.ok(), indexed.has_value()) << round;
