@@ -72,7 +72,7 @@ const std::string& OpenApiJson() {
         "mig_devices": {"type": "array", "items": {"type": "string"}, "description": "MIG requests: the MIG devices held (their UUIDs); their parent GPUs are in gpus"},
         "mig_gpus": {"type": "number", "description": "MIG requests: what the slices are metered as, in GPUs (compute slices over the board's)"},
         "share": {"type": "object", "nullable": true, "description": "Share requests: memory (canonical quantity), memory_bytes, compute, mode"},
-        "share_gpus": {"type": "number", "description": "Share requests: what the share is metered as, in GPUs: max(memory/total, compute/100)"},
+        "share_gpus": {"type": "number", "description": "Share requests: its own part of the bill, in GPUs: max(memory/total, compute/100), a time-sliced share's compute counting whole. Where the GPU takes no other tenancy's work (the default) its tenancy pays the whole GPU: the rest is billed as the run held-<PCI address> (docs/sharing.md)"},
         "enforcement": {"type": "string", "nullable": true, "enum": ["hardware", "driver", "watchdog", "none"], "description": "What holds its limits: hardware (MIG), driver (MPS memory and thread limits), watchdog (only tessera's watchdog), none; null for whole GPUs"},
         "stop_requested": {"type": "boolean"}, "created_ms": {"type": "integer"},
         "started_ms": {"type": "integer"}, "finished_ms": {"type": "integer"}, "idempotency_key": {"type": "string"},

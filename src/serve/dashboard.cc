@@ -179,9 +179,12 @@ DashboardView BuildDashboardLocked(const Model& model, const Caller& caller, con
       view.queue_total = model.queue->pending_count();
       for (const auto& [uid, count] : model.mig_waiting)
         view.queue_total += static_cast<size_t>(count);
+      for (const auto& [uid, count] : model.share_waiting)
+        view.queue_total += static_cast<size_t>(count);
     } else if (!caller.tenancy_uid.empty()) {
       view.queue_total = static_cast<size_t>(model.queue->PendingOf(caller.tenancy_uid) +
-                                             model.MigPendingOf(caller.tenancy_uid));
+                                             model.MigPendingOf(caller.tenancy_uid) +
+                                             model.SharePendingOf(caller.tenancy_uid));
     }
   }
   return view;

@@ -23,8 +23,15 @@ fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container, const std::s
   record.finished_ms = std::max(container.finished_ms, container.started_ms);
   record.measured = container.measured;
   record.gpu_model = gpu_model;
-  record.mode = container.spec.mig.count > 0 ? "mig" : "gpu";
+  record.mode = TenancySeriesMode(container);
   return record;
+}
+
+std::string TenancySeriesMode(const fleet::ContainerRecord& container) {
+  // "share" as the telemetry's running series label shares (serve/measurement.cc), so a run's
+  // series keeps its labels when it ends.
+  if (container.spec.share) return kShareSeriesMode;
+  return container.spec.mig.count > 0 ? "mig" : "gpu";
 }
 
 fleet::MeasuredUsage MeasuredWithin(const fleet::MeasuredUsage& measured, int64_t started_ms,

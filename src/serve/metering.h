@@ -40,8 +40,12 @@ fleet::UsageRecord UsageOf(const fleet::ContainerRecord& container,
 fleet::MeasuredUsage MeasuredWithin(const fleet::MeasuredUsage& measured, int64_t started_ms,
                                     int64_t finished_ms, int64_t from_ms, int64_t to_ms);
 
-// The labels of the per-tenancy series: tenancy, GPU model, how it holds GPUs ("gpu", "mig").
+// The labels of the per-tenancy series: tenancy, GPU model, how it holds GPUs ("gpu", "mig",
+// "share").
 using TenancySeriesKey = std::tuple<std::string, std::string, std::string>;
+inline constexpr char kShareSeriesMode[] = "share";
+// How a container holds GPUs, as its usage record and the per-tenancy series' `mode` say it.
+std::string TenancySeriesMode(const fleet::ContainerRecord& container);
 
 // Prometheus histogram of queue waits, seconds.
 struct WaitHistogram {

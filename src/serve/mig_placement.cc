@@ -25,21 +25,6 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
   // report's MIG part).
   const bool dry = out == nullptr;
   if (model_.mig_pending.empty()) return;
-  std::vector<ContainerRecord*> pending;
-  for (const auto& id : model_.mig_pending) {
-    auto it = model_.containers.find(id);
-    if (it == model_.containers.end() || it->second.state != ContainerState::kPending ||
-        it->second.started || it->second.spec.mig.count == 0)
-      continue;
-    pending.push_back(&it->second);
-  }
-  // Requests for different profiles or sizes never block each other: whatever fits starts.
-  RequestOrder order(std::move(pending), *model_.queue);
-  // GPUs each tenancy incarnation holds, whole and slices, for its GPU quota.
-  std::map<std::string, double> in_use;
-  for (const auto& usage : model_.queue->Usage())
-    in_use[usage.name] = usage.in_use + usage.other_gpus;
-
   std::vector<size_t> parent_gpu;  // index into model_.gpus per MigParent
   std::vector<placement::MigParent> parents;
   for (size_t i = 0; i < model_.gpus.size(); ++i) {
@@ -56,13 +41,54 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
     parents.push_back(std::move(parent));
     parent_gpu.push_back(i);
   }
+  // No slice free anywhere: none of them can start, and none is tried.
+  const bool any_free = std::any_of(parents.begin(), parents.end(), [](const auto& parent) {
+    return parent.placeable && std::any_of(parent.slots.begin(), parent.slots.end(),
+                                           [](const auto& slot) { return slot.free; });
+  });
+  if (!dry && !any_free) {
+    // Entries that started or ended since are dropped once they are half the list, so that
+    // submissions and deletions while nothing is free cannot grow it without bound.
+    size_t live = 0;
+    for (const auto& [uid, count] : model_.mig_waiting)
+      live += static_cast<size_t>(std::max(count, 0));
+    if (model_.mig_pending.size() > 2 * live + 64)
+      std::erase_if(model_.mig_pending, [this](const std::string& id) {
+        auto it = model_.containers.find(id);
+        return it == model_.containers.end() || it->second.state != ContainerState::kPending ||
+               it->second.started;
+      });
+    return;
+  }
+  std::vector<ContainerRecord*> pending;
+  for (const auto& id : model_.mig_pending) {
+    auto it = model_.containers.find(id);
+    if (it == model_.containers.end() || it->second.state != ContainerState::kPending ||
+        it->second.started || it->second.spec.mig.count == 0)
+      continue;
+    pending.push_back(&it->second);
+  }
+  // Requests for different profiles or sizes never block each other: whatever fits starts.
+  RequestOrder order(std::move(pending), *model_.queue);
+  // GPUs each tenancy incarnation holds, whole and slices, for its GPU quota.
+  std::map<std::string, double> in_use;
+  for (const auto& usage : model_.queue->Usage())
+    in_use[usage.name] = usage.in_use + usage.other_gpus;
+
+  // A pass only takes slices: a request for a profile and count that did not fit earlier in it
+  // does not fit later either, and is not packed again (its reason is kept until a placement).
+  std::map<std::pair<std::string, int>, std::string> unfit;
   std::deque<std::string> still;
   while (ContainerRecord* container = order.Next()) {
     const std::string& tenancy = container->spec.tenancy;
     const std::string key = QueueTenancy(*container);
     std::string reason;
-    auto chosen =
-        placement::PackMigSlices(parents, container->spec.mig.profile, container->spec.mig.count);
+    const std::pair<std::string, int> shape{container->spec.mig.profile, container->spec.mig.count};
+    auto known = unfit.find(shape);
+    auto chosen = known != unfit.end()
+                      ? Result<std::vector<placement::MigChoice>>(FailedPrecondition(known->second))
+                      : placement::PackMigSlices(parents, shape.first, shape.second);
+    if (!chosen && known == unfit.end()) unfit.emplace(shape, chosen.error().message);
     double share = 0;
     if (chosen) {
       for (const auto& choice : *chosen) {
@@ -95,6 +121,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
     }
     for (const auto& choice : *chosen)
       parents[choice.parent].slots[choice.slot].free = false;
+    unfit.clear();
     in_use[key] += share;
     order.Placed(share);
     if (dry) continue;

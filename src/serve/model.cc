@@ -70,8 +70,6 @@ void Model::SetContainerState(ContainerRecord& container, ContainerState state) 
 void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) {
   if (container.spec.mig.count > 0 && container.started && !container.mig_devices.empty())
     AddMigUse(QueueTenancy(container), -container.mig_gpus);
-  if (container.spec.share && container.started && !container.gpus.empty())
-    AddMigUse(QueueTenancy(container), -container.share_gpus);
   for (const auto& id : container.gpus) {
     auto* gpu = FindGpu(id);
     if (!gpu) continue;
@@ -111,9 +109,27 @@ void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
 
 void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
                          std::vector<Mutation>& out) {
+  const size_t before = gpu.shares.size();
   std::erase_if(gpu.shares, [&](const fleet::ShareHolder& holder) {
     return holder.container_id == container.id;
   });
+  if (gpu.shares.size() != before && container.started) {
+    // Its tenancy's GPUs in use shrink by what it was charged (ShareHolds: the whole GPU with
+    // its last share there), and the GPU's bill follows.
+    const std::string key = QueueTenancy(container);
+    const bool still =
+        std::any_of(gpu.shares.begin(), gpu.shares.end(), [&](const fleet::ShareHolder& holder) {
+          return holder.tenancy_uid == container.tenancy_uid;
+        });
+    AddMigUse(key, -share_holds.UseLeaving(still, container.share_gpus));
+    const int64_t held_until = share_holds.Left(gpu, container, container.started_ms > 0,
+                                                container.finished_ms, meter, out);
+    // Fair share was charged up to now: the time after the hold's end goes back.
+    const int64_t now_ms = fleet::NowMs();
+    if (queue && held_until > 0 && held_until < now_ms)
+      queue->ChargePast(key, -1.0, static_cast<double>(held_until) / 1000.0,
+                        static_cast<double>(now_ms) / 1000.0);
+  }
   if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
   if (!gpu.shares.empty())
     return PassLeaseOn(gpu, container, gpu.shares.front().container_id, gpu.shares.front().tenancy,
@@ -242,12 +258,15 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
     // counted (it ended while the service was down) is charged now.
     // MIG slices and shares are counted beside the queue (AddMigUse), by their fraction.
     const bool beside_queue = container.spec.mig.count > 0 || container.spec.share.has_value();
+    // A share on a GPU its tenancy pays whole is corrected with the hold, when it ends
+    // (ReleaseShare).
+    const bool corrected_later = container.spec.share && share_holds.whole_gpu();
     if (!queue->Finished(request, now_s, static_cast<double>(ended_ms) / 1000.0) && ran &&
         !beside_queue && gpus > 0)
       queue->ChargePast(QueueTenancy(container), gpus,
                         static_cast<double>(container.started_ms) / 1000.0,
                         static_cast<double>(finished_ms) / 1000.0);
-    if (beside_queue && container.started_ms > 0 && ended_ms < now_ms)
+    if (beside_queue && !corrected_later && container.started_ms > 0 && ended_ms < now_ms)
       queue->ChargePast(QueueTenancy(container), -gpus, static_cast<double>(ended_ms) / 1000.0,
                         now_s);
     QueueChanged();
@@ -283,6 +302,12 @@ void Model::MeterStarted(const ContainerRecord& container) {
   if (container.started_ms <= 0 || gpus <= 0) return;
   meter.Started(container.tenancy_uid, container.spec.tenancy, container.id, gpus,
                 container.started_ms, container.measured);
+}
+
+void Model::ShareStarted(const ContainerRecord& container, std::vector<Mutation>& out) {
+  if (!container.spec.share || container.gpus.size() != 1) return;
+  if (const GpuRecord* gpu = FindGpu(container.gpus.front()))
+    share_holds.Started(*gpu, container, meter, out);
 }
 
 void Model::AddContainer(ContainerRecord container) {

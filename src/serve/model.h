@@ -26,6 +26,7 @@
 #include "fleet/fleet.h"
 #include "placement/placement.h"
 #include "serve/metering.h"
+#include "serve/share_billing.h"
 #include "serve/types.h"
 #include "topology/topology.h"
 
@@ -33,7 +34,8 @@ namespace tessera::serve {
 
 class Model {
  public:
-  Model(const ServiceOptions& options, fleet::Store& store) : options(options), store(store) {}
+  Model(const ServiceOptions& options, fleet::Store& store)
+      : options(options), store(store), share_holds(!options.sharing.across_tenancies) {}
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -93,6 +95,9 @@ class Model {
   // Share containers waiting for room on a GPU, in submission order (as mig_pending).
   std::deque<std::string> share_pending;
   std::unordered_map<std::string, int> share_waiting;  // by incarnation: its share requests waiting
+  // Embedded mode: GPU records (indices into gpus) the last scheduling pass reserved for waiting
+  // whole-GPU requests; shares never take them (nor does a submitted share ask a pass for them).
+  std::unordered_set<size_t> reserved_gpus;
   // Set by the service before any thread starts: a GPU's last share is gone (its MPS daemon torn
   // down, compute mode and time-slice put back). The checker runs it before the GPU's check; an
   // error quarantines the GPU.
@@ -130,6 +135,8 @@ class Model {
   uint64_t reports = 0;  // queue reports worked out
   // Per-run usage, running totals and queue waits, per tenancy incarnation (locks itself).
   Meter meter;
+  // Shared GPUs held whole by their tenancy (the fault-domain rule): what they are billed.
+  ShareHolds share_holds;
   std::condition_variable scheduler_wake;
   std::condition_variable checker_wake;
   std::condition_variable idle;
@@ -184,6 +191,9 @@ class Model {
                        std::vector<fleet::Mutation>& out);
   // A container now runs with GPUs (or slices) from its started_ms: metered from there.
   void MeterStarted(const fleet::ContainerRecord& container);
+  // A share container now runs: where its tenancy pays the whole GPU, the GPU's billing follows
+  // (ShareHolds::Started).
+  void ShareStarted(const fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
   // A new record, at the end of the listing order, its key indexed.
   void AddContainer(fleet::ContainerRecord container);
   // Drops a record from memory (retention, a submission whose commit failed, another

@@ -171,7 +171,7 @@ void Scheduler::Loop() {
       to_start.push_back(id);
     }
     model_.pending.clear();
-    reserved_gpus_.clear();
+    model_.reserved_gpus.clear();
     if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
     PlaceMigLocked(&mutations, &to_start, nullptr);
     PlaceSharesLocked(&mutations, &to_start, nullptr);
@@ -392,9 +392,10 @@ void Scheduler::AdoptRunningLocked() {
   deadlines_.clear();
   for (const auto& id : model_.container_order) {
     const ContainerRecord& container = model_.containers.at(id);
-    // MIG containers hold slices, not whole GPUs of the placement model.
+    // MIG containers hold slices and share containers shares, not whole GPUs of the placement
+    // model: they count beside the queue (Model::AddMigUse), never as whole GPUs in it.
     if (fleet::IsTerminal(container.state) || !container.started || container.gpus.empty() ||
-        container.spec.mig.count > 0)
+        container.spec.mig.count > 0 || container.spec.share)
       continue;
     placement::Placement placement;
     for (const auto& gpu_id : container.gpus) {
@@ -443,7 +444,7 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
     if (node >= gpu_of_bit_.size()) continue;
     for (int bit : topology::MaskToIndices(reservation.gpus))
       if (static_cast<size_t>(bit) < gpu_of_bit_[node].size())
-        reserved_gpus_.insert(gpu_of_bit_[node][bit]);
+        model_.reserved_gpus.insert(gpu_of_bit_[node][bit]);
   }
   auto container_of = [this](scheduling::RequestId id) -> ContainerRecord* {
     auto it = model_.containers.find(ContainerIdOf(id));
@@ -581,6 +582,7 @@ void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {
         model_.SetContainerState(started, ContainerState::kRunning);
         started.started_ms = fleet::NowMs();
         model_.MeterStarted(started);
+        model_.ShareStarted(started, mutations);
         if (started.spec.max_duration_s > 0) {
           deadlines_.emplace(started.started_ms + started.spec.max_duration_s * 1000, id);
           limits_changed_ = true;

@@ -35,6 +35,11 @@ class thread_pool;
 
 namespace tessera::serve {
 
+// Whether a pending share container could start now: some GPU has room for it and its
+// tenancy's GPU quota lets it in (mu held). A submission asks for a pass only then, so a flood of
+// shares that cannot fit runs none.
+bool ShareMightStartLocked(const Model& model, const fleet::ContainerRecord& container);
+
 class Scheduler {
  public:
   Scheduler(Model& model, backends::ContainerBackend& backend, SharedGpus& shared);
@@ -66,9 +71,10 @@ class Scheduler {
   // those that would wait, with their place among MIG requests and why (the report's MIG part).
   void PlaceMigLocked(std::vector<fleet::Mutation>* out, std::vector<std::string>* to_start,
                       std::vector<QueueEntry>* waiting);
-  // Pending share containers take room on a GPU (sharing::ChooseGpu): never past its memory less
-  // the reserve or past 100 % of its compute, one mode per GPU, one tenancy per GPU unless
-  // --share-across-tenancies; within their tenancy's GPU quota (a share counts by its fraction).
+  // Pending share containers take room on a GPU (sharing::ChooseGpu's rule, through its index):
+  // never past its memory less the reserve or past 100 % of its compute, one mode per GPU, one
+  // tenancy per GPU unless --share-across-tenancies; within their tenancy's GPU quota (a share
+  // counts as ShareHolds says: the whole GPU for the first on a GPU its tenancy pays whole).
   // Without `out` and `to_start` nothing is placed; `waiting` gets those that would wait and why.
   void PlaceSharesLocked(std::vector<fleet::Mutation>* out, std::vector<std::string>* to_start,
                          std::vector<QueueEntry>* waiting);
@@ -103,9 +109,6 @@ class Scheduler {
   std::vector<std::vector<size_t>> gpu_of_bit_;
   std::unordered_map<size_t, std::pair<int, int>> bit_of_gpu_;  // record -> (node, bit)
   std::vector<size_t> adopted_nodes_;  // model_.placement_nodes when running ones were adopted
-  // Embedded mode: GPU records (indices into model_.gpus) the last pass reserved for waiting
-  // whole-GPU requests; shares never take them.
-  std::unordered_set<size_t> reserved_gpus_;
   bool adopted_ = false;
   // Running containers with a duration limit: when it falls (Unix ms) -> container ID.
   std::multimap<int64_t, std::string> deadlines_;

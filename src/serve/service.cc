@@ -232,28 +232,47 @@ void Service::AttachMigHoldersLocked() {
 }
 
 void Service::AttachShareHoldersLocked() {
+  // Per (GPU, tenancy incarnation): its running share containers, and those that ended.
+  using HoldKey = std::pair<std::string, std::string>;
+  std::map<HoldKey, std::vector<const ContainerRecord*>> running, ended;
+  std::map<HoldKey, std::string> names;
   // A started share container that has not ended holds a share of the GPU it names.
   for (const auto& id : model_.container_order) {
     const ContainerRecord& container = model_.containers.at(id);
-    if (!container.spec.share || !container.started || fleet::IsTerminal(container.state) ||
-        container.gpus.size() != 1)
+    if (!container.spec.share || !container.started || container.gpus.size() != 1) continue;
+    const HoldKey hold{container.gpus.front(), container.tenancy_uid};
+    if (fleet::IsTerminal(container.state)) {
+      if (container.started_ms > 0) ended[hold].push_back(&container);
       continue;
-    // Counted in its tenancy's share and GPU quota until it ends, and what it ran before this
-    // start of the service in its recent usage (as a MIG slice).
-    model_.AddMigUse(QueueTenancy(container), container.share_gpus);
-    if (container.started_ms > 0)
-      model_.queue->ChargePast(QueueTenancy(container), container.share_gpus,
-                               static_cast<double>(container.started_ms) / 1000.0,
-                               static_cast<double>(fleet::NowMs()) / 1000.0);
+    }
     GpuRecord* gpu = model_.FindGpu(container.gpus.front());
     if (!gpu) {
       spdlog::warn("container {}: its shared GPU {} is no longer on the host", id,
                    container.gpus.front());
       continue;
     }
+    // Counted in its tenancy's share and GPU quota until it ends (the whole GPU with the first
+    // of its tenancy there, where the GPU takes no other tenancy's), and what it ran before this
+    // start of the service in its recent usage.
+    const bool holds =
+        std::any_of(gpu->shares.begin(), gpu->shares.end(), [&](const fleet::ShareHolder& holder) {
+          return holder.tenancy_uid == container.tenancy_uid;
+        });
+    const double use = model_.share_holds.UseJoining(holds, container.share_gpus);
+    model_.AddMigUse(QueueTenancy(container), use);
+    if (container.started_ms > 0 && use > 0)
+      model_.queue->ChargePast(QueueTenancy(container), use,
+                               static_cast<double>(container.started_ms) / 1000.0,
+                               static_cast<double>(fleet::NowMs()) / 1000.0);
     gpu->shares.push_back(
         {container.id, container.spec.tenancy, container.tenancy_uid, *container.spec.share});
+    names[hold] = container.spec.tenancy;
+    if (container.state == ContainerState::kRunning) running[hold].push_back(&container);
   }
+  // Their GPUs' bills go on from the last change of their running shares.
+  for (const auto& [hold, name] : names)
+    if (const GpuRecord* gpu = model_.FindGpu(hold.first))
+      model_.share_holds.Adopt(*gpu, hold.second, name, running[hold], ended[hold], model_.meter);
 }
 
 void Service::Reconcile() {
@@ -328,6 +347,7 @@ void Service::Reconcile() {
           // anyone can tell (metering and duration limits count from here).
           if (!container.started_ms) container.started_ms = fleet::NowMs();
           model_.MeterStarted(container);
+          model_.ShareStarted(container, mutations);
           for (const auto& pci : container.gpus)
             if (auto* gpu = model_.FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
               model_.SetGpuState(*gpu, LeaseState::kActive, "", mutations);

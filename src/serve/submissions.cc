@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "serve/queue.h"
+#include "serve/scheduler.h"
 
 namespace tessera::serve {
 
@@ -210,6 +211,7 @@ void Submissions::Admit(const ContainerRecord& container) {
     changed = gpus_.MigSlicesFreeLocked(container.spec.mig.profile);
   } else if (container.spec.share) {
     model_.EnqueueShare(container);
+    changed = ShareMightStartLocked(model_, container);
   } else {
     model_.pending.push_back(container.id);
   }
@@ -308,8 +310,11 @@ QueueView Submissions::Queue(const Caller& caller) const {
     view.total = model_.queue->pending_count();
     for (const auto& [uid, count] : model_.mig_waiting)
       view.total += static_cast<size_t>(count);
+    for (const auto& [uid, count] : model_.share_waiting)
+      view.total += static_cast<size_t>(count);
   } else if (!own.empty()) {
-    view.total = static_cast<size_t>(model_.queue->PendingOf(own) + model_.MigPendingOf(own));
+    view.total = static_cast<size_t>(model_.queue->PendingOf(own) + model_.MigPendingOf(own) +
+                                     model_.SharePendingOf(own));
   }
   // The first entries the caller sees, from the last report: the whole queue's in order, or the
   // tenant's own (their positions stay global). Entries that left the queue since (started,

@@ -83,7 +83,10 @@ double Fraction(const Share& share, uint64_t gpu_memory_bytes) {
   const double memory = gpu_memory_bytes == 0 ? 1.0
                                               : static_cast<double>(share.memory_bytes) /
                                                     static_cast<double>(gpu_memory_bytes);
-  const double compute = static_cast<double>(share.compute_percent) / 100.0;
+  // Time-slicing limits nothing: a time-sliced share can take all of the GPU's compute, and is
+  // billed as what it can take, whatever compute it asked for.
+  const double compute =
+      share.mode == Mode::kTimeslice ? 1.0 : static_cast<double>(share.compute_percent) / 100.0;
   return std::min(1.0, std::max(memory, compute));
 }
 

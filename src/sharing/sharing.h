@@ -12,8 +12,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "common/error.h"
@@ -68,7 +71,9 @@ Result<Share> ParseShareFlag(std::string_view text);
 
 // What a share is metered and fair-shared as: its fraction of the GPU, the larger of its memory
 // over the GPU's and its compute over 100 (a MIG slice counts by its compute slices the same
-// way), at most 1.
+// way), at most 1. A time-sliced share's compute is the whole GPU's (nothing limits it), so it
+// is 1. Where a GPU takes no other tenancy's work its holder pays the whole GPU, these fractions
+// being the breakdown (serve/share_billing.h).
 double Fraction(const Share& share, uint64_t gpu_memory_bytes);
 
 // ---------------------------------------------------------------------------------------------
@@ -98,9 +103,53 @@ struct PlacementRules {
 // index. FailedPrecondition saying why none fits.
 Result<size_t> ChooseGpu(const std::vector<SharedGpu>& gpus, const Share& share,
                          const std::string& tenancy_uid, const PlacementRules& rules);
+// Whether `share` fits on `gpu` (WhyNotFits is empty), without saying why not.
+bool Fits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
+          const PlacementRules& rules);
 // Why `share` does not fit on `gpu`; empty when it fits.
 std::string WhyNotFits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
                        const PlacementRules& rules);
+
+// ChooseGpu's choice without a walk over every GPU: the GPUs' free room indexed by what can go
+// there (empty, or one mode and, by default, one tenancy) and by memory held, so a decision costs
+// O(log n) plus the GPUs passed over for want of compute, however many GPUs there are. Choose
+// gives exactly what ChooseGpu would over the same GPUs.
+class PlacementIndex {
+ public:
+  explicit PlacementIndex(PlacementRules rules) : rules_(rules) {}
+  // GPU `index` as `gpu` says, replacing what the index held for it.
+  void Set(size_t index, const SharedGpu& gpu);
+  // `share` of `tenancy_uid` was placed on GPU `index` (one Choose gave for it).
+  void Add(size_t index, const Share& share, const std::string& tenancy_uid);
+  // The GPU ChooseGpu would give `share` of `tenancy_uid`; nullopt when none fits.
+  std::optional<size_t> Choose(const Share& share, const std::string& tenancy_uid) const;
+  // Whether GPU `index` holds shares of `tenancy_uid` now.
+  bool Holds(size_t index, const std::string& tenancy_uid) const;
+  // Whether any GPU has room for the smallest share there can be (kMinShareMemory, 1 %).
+  bool AnyRoom() const;
+
+ private:
+  struct Slot {
+    bool indexed = false;  // placeable: in empty_ or shared_
+    uint64_t usable = 0;   // memory less the reserve
+    uint64_t held = 0;     // memory of the shares it holds
+    int compute = 0;       // compute percent they hold
+    size_t count = 0;      // shares it holds
+    Mode mode = Mode::kMps;
+    std::string tenancy_uid;  // the holders' (the first one's)
+  };
+  // Shared GPUs that take the same shares: mode, tenancy ("" when any may come), usable memory.
+  using Group = std::tuple<int, std::string, uint64_t>;
+  // ~held (so that the fullest comes first), then the lowest index.
+  using Entry = std::pair<uint64_t, size_t>;
+  void Unlink(size_t index);
+  void Link(size_t index);
+
+  PlacementRules rules_;
+  std::vector<Slot> slots_;
+  std::map<uint64_t, std::set<size_t>> empty_;  // usable memory -> placeable GPUs with no share
+  std::map<Group, std::set<Entry>> shared_;
+};
 
 // ---------------------------------------------------------------------------------------------
 // What a container of an MPS share is given.

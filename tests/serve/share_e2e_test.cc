@@ -365,7 +365,8 @@ TEST_F(ShareServeTest, MemoryIsNeverOvercommittedUnderFiftyConcurrentSubmissions
   EXPECT_EQ(worst, 2 * 30 * 1024);
   // The rest wait, saying why.
   const json waiting = Get("/v1/containers?state=pending&tenancy=crowd");
-  ASSERT_EQ(waiting["containers"].size(), 34u);
+  ASSERT_EQ(waiting["containers"].size(), 34u) << Get("/v1/containers?tenancy=crowd") << "\n"
+                                               << serve_->log();
   EXPECT_NE(waiting["containers"][0]["reason"].get<std::string>().find("waiting: room on a GPU"),
             std::string::npos)
       << waiting["containers"][0];
@@ -511,14 +512,25 @@ TEST_F(ShareServeTest, MeteringCountsTheFractionAndTeardownPutsTheComputeModeBac
   EXPECT_LT(transcript.rfind(Uuid(IndexOf(gpu)) + " cmd quit"),
             transcript.rfind("nvmlDeviceSetComputeMode " + gpu + " 0 -> 0"))
       << transcript;
-  // Metered as max(20 GiB / 79.6 GiB, 50 / 100) = 0.5 of a GPU.
+  // The container is metered as max(20 GiB / 79.6 GiB, 50 / 100) = 0.5 of a GPU; the GPU took
+  // no other tenancy's work meanwhile, so the other half is billed to its tenancy as well.
   const json usage = Get("/v1/tenancies/meter/usage");
-  ASSERT_EQ(usage["containers"].size(), 1u) << usage;
-  const json& metered = usage["containers"][0];
+  ASSERT_EQ(usage["containers"].size(), 2u) << usage;
+  std::map<std::string, json> by_id;
+  for (const auto& entry : usage["containers"])
+    by_id[entry["id"].get<std::string>()] = entry;
+  const json& metered = by_id[id];
   EXPECT_DOUBLE_EQ(metered["gpus"].get<double>(), 0.5);
   const double seconds =
       (metered["finished_ms"].get<double>() - metered["started_ms"].get<double>()) / 1000.0;
   EXPECT_NEAR(metered["gpu_seconds"].get<double>(), 0.5 * seconds, 1e-6);
+  std::string held_id = "held-" + gpu;
+  std::replace(held_id.begin(), held_id.end(), ':', '-');
+  const json& held = by_id[held_id];
+  EXPECT_DOUBLE_EQ(held["gpus"].get<double>(), 0.5) << usage;
+  EXPECT_EQ(held["started_ms"], metered["started_ms"]);
+  EXPECT_EQ(held["finished_ms"], metered["finished_ms"]);
+  EXPECT_NEAR(usage["gpu_seconds"].get<double>(), seconds, 1e-6);
 }
 
 TEST_F(ShareServeTest, TimeSlicedSharesGetNoMpsAndTheirTimeslice) {
@@ -678,6 +690,107 @@ TEST_F(ShareServeTest, TesseraRunShareRunsAContainerOnAShare) {
                  &status);
   EXPECT_EQ(status, 0) << output;
   EXPECT_NE(output.find("pipe=/run/tessera/mps limit=0=8192M"), std::string::npos) << output;
+}
+
+TEST_F(ShareServeTest, AOnePercentShareThatExcludesOthersIsChargedOneGpuAndFairShareFollows) {
+  Start();
+  int status = 0;
+  // "pair" runs two whole GPUs at weight 3 (2/3 of a GPU per weight); "tiny" one 1 % share.
+  CallJson(*admin_, "PUT", "/v1/tenancies/pair", R"({"weight":3})", &status);
+  ASSERT_EQ(status, 200);
+  auto whole = [&](const std::string& tenancy) {
+    auto answer = Post({{"image", image_},
+                        {"tenancy", tenancy},
+                        {"gpus", 1},
+                        {"command", {"/bin/sh", "-c", "exec sleep 600"}}},
+                       &status);
+    EXPECT_EQ(status, 202) << answer;
+    return answer.value("id", "");
+  };
+  const std::string tiny = SubmitShare("tiny", "256Mi", 1);
+  ASSERT_EQ(WaitFor(tiny, {"running", "exited", "failed"})["state"], "running");
+  const json container = Get("/v1/containers/" + tiny);
+  EXPECT_DOUBLE_EQ(container["share_gpus"].get<double>(), 0.01);  // its own part: 1 %
+  std::vector<std::string> running;
+  for (const std::string tenancy :
+       {"pair", "pair", "filler", "filler", "filler", "filler", "filler"})
+    running.push_back(whole(tenancy));
+  for (const auto& id : running)
+    ASSERT_EQ(WaitFor(id, {"running", "exited", "failed"})["state"], "running") << id;
+
+  // Fair share and quota count the GPU the share keeps from everyone else.
+  json queue = Get("/v1/queue");
+  std::map<std::string, json> tenancies;
+  for (const auto& entry : queue["tenancies"])
+    tenancies[entry["name"].get<std::string>()] = entry;
+  EXPECT_DOUBLE_EQ(tenancies["tiny"]["mig_gpus_in_use"].get<double>(), 1.0) << queue;
+  EXPECT_EQ(tenancies["pair"]["gpus_in_use"], 2) << queue;
+
+  // Both ask for a GPU, tiny first: at 1 GPU in use tiny is ahead of pair's 2/3 per weight no
+  // longer (charged 0.01 it would be).
+  const std::string tiny_next = whole("tiny");
+  const std::string pair_next = whole("pair");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        queue = Get("/v1/queue");
+        return queue["queue"].size() == 2u;
+      },
+      60s))
+      << queue;
+  EXPECT_EQ(queue["queue"][0]["id"], pair_next) << queue;
+  EXPECT_EQ(queue["queue"][1]["id"], tiny_next) << queue;
+
+  // Billed one GPU for the time the share held it: 0.01 for the container, 0.99 for the rest.
+  Stop(tiny);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const json usage = Get("/v1/tenancies/tiny/usage");
+        return usage["containers_total"].get<int>() >= 2;
+      },
+      60s));
+  const json usage = Get("/v1/tenancies/tiny/usage");
+  const json ended = Get("/v1/containers/" + tiny);
+  const double held_s =
+      (ended["finished_ms"].get<double>() - ended["started_ms"].get<double>()) / 1000.0;
+  double parts = 0, gpu_seconds = 0;
+  for (const auto& entry : usage["containers"]) {
+    if (entry["finished_ms"].is_null()) continue;  // tiny_next, should it have started
+    parts += entry["gpus"].get<double>();
+    gpu_seconds += entry["gpu_seconds"].get<double>();
+  }
+  EXPECT_NEAR(parts, 1.0, 1e-9) << usage;
+  EXPECT_NEAR(gpu_seconds, held_s, 1e-6) << usage;
+  EXPECT_GT(held_s, 0.0);
+}
+
+TEST_F(ShareServeTest, TheGpuQuotaCountsTheWholeGpuOnceForItsShares) {
+  Start();
+  int status = 0;
+  CallJson(*admin_, "PUT", "/v1/tenancies/capped", R"({"quota":{"gpus":1}})", &status);
+  ASSERT_EQ(status, 200);
+  // Two shares on one GPU: the first counts the whole GPU, the second adds nothing.
+  const std::string first = SubmitShare("capped", "256Mi", 1);
+  ASSERT_EQ(WaitFor(first, {"running", "exited", "failed"})["state"], "running");
+  const std::string second = SubmitShare("capped", "10Gi", 20);
+  ASSERT_EQ(WaitFor(second, {"running", "exited", "failed"})["state"], "running");
+  EXPECT_EQ(GpuOf(first), GpuOf(second));
+  // A time-sliced share needs a GPU of its own: a second GPU is past the quota.
+  const std::string sliced = SubmitShare("capped", "256Mi", 1, "timeslice");
+  json waiting;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        waiting = Get("/v1/containers/" + sliced);
+        return waiting.value("reason", "").find("tenancy quota") != std::string::npos;
+      },
+      60s))
+      << waiting;
+  EXPECT_EQ(waiting["state"], "pending");
+  EXPECT_EQ(waiting["reason"], "waiting: tenancy quota 1/1 GPUs in use");
+  // Its GPU freed, the time-sliced share takes one: billed whole, as what it can take.
+  Stop(first);
+  Stop(second);
+  ASSERT_EQ(WaitFor(sliced, {"running", "exited", "failed"})["state"], "running") << waiting;
+  EXPECT_DOUBLE_EQ(Get("/v1/containers/" + sliced)["share_gpus"].get<double>(), 1.0);
 }
 
 }  // namespace

@@ -80,6 +80,13 @@ TEST(Fraction, IsTheLargerOfMemoryAndComputeAsForMigSlices) {
   EXPECT_DOUBLE_EQ(Fraction({160 * kGiB, 100, Mode::kMps}, h100), 1.0);
 }
 
+TEST(Fraction, OfATimeSlicedShareIsTheWholeComputeItCanTake) {
+  // Time-slicing limits nothing: whatever compute it asked for, it can take all of it.
+  const uint64_t h100 = 80 * kGiB;
+  EXPECT_DOUBLE_EQ(Fraction({kMinShareMemory, 1, Mode::kTimeslice}, h100), 1.0);
+  EXPECT_DOUBLE_EQ(Fraction({20 * kGiB, 25, Mode::kTimeslice}, h100), 1.0);
+}
+
 TEST(Enforcement, SaysPlainlyWhatHoldsEachShare) {
   EXPECT_STREQ(EnforcementName(EnforcementOf(Mode::kMps, true)), "driver");
   EXPECT_STREQ(EnforcementName(EnforcementOf(Mode::kTimeslice, true)), "watchdog");
