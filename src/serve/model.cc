@@ -121,7 +121,8 @@ void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
         std::any_of(gpu.shares.begin(), gpu.shares.end(), [&](const fleet::ShareHolder& holder) {
           return holder.tenancy_uid == container.tenancy_uid;
         });
-    AddMigUse(key, -share_holds.UseLeaving(still, container.share_gpus));
+    AddMigUse(key,
+              -share_holds.UseLeaving(container.spec.share->mode, still, container.share_gpus));
     const int64_t held_until = share_holds.Left(gpu, container, container.started_ms > 0,
                                                 container.finished_ms, meter, out);
     // Fair share was charged up to now: the time after the hold's end goes back.
@@ -260,7 +261,8 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
     const bool beside_queue = container.spec.mig.count > 0 || container.spec.share.has_value();
     // A share on a GPU its tenancy pays whole is corrected with the hold, when it ends
     // (ReleaseShare).
-    const bool corrected_later = container.spec.share && share_holds.whole_gpu();
+    const bool corrected_later =
+        container.spec.share && share_holds.whole_gpu(container.spec.share->mode);
     if (!queue->Finished(request, now_s, static_cast<double>(ended_ms) / 1000.0) && ran &&
         !beside_queue && gpus > 0)
       queue->ChargePast(QueueTenancy(container), gpus,

@@ -258,7 +258,8 @@ void Service::AttachShareHoldersLocked() {
         std::any_of(gpu->shares.begin(), gpu->shares.end(), [&](const fleet::ShareHolder& holder) {
           return holder.tenancy_uid == container.tenancy_uid;
         });
-    const double use = model_.share_holds.UseJoining(holds, container.share_gpus);
+    const double use =
+        model_.share_holds.UseJoining(container.spec.share->mode, holds, container.share_gpus);
     model_.AddMigUse(QueueTenancy(container), use);
     if (container.started_ms > 0 && use > 0)
       model_.queue->ChargePast(QueueTenancy(container), use,

@@ -66,7 +66,8 @@ void ShareHolds::Resegment(Hold& hold, int64_t at_ms, bool reopen, Meter& meter,
 
 void ShareHolds::Started(const fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                          Meter& meter, std::vector<fleet::Mutation>& out) {
-  if (!whole_gpu_ || !container.spec.share || container.started_ms <= 0) return;
+  if (!container.spec.share || !whole_gpu(container.spec.share->mode) || container.started_ms <= 0)
+    return;
   auto [it, created] = holds_.try_emplace({gpu.id(), container.tenancy_uid});
   Hold& hold = it->second;
   if (created) {
@@ -86,7 +87,7 @@ void ShareHolds::Started(const fleet::GpuRecord& gpu, const fleet::ContainerReco
 int64_t ShareHolds::Left(const fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                          bool ran, int64_t ended_ms, Meter& meter,
                          std::vector<fleet::Mutation>& out) {
-  if (!whole_gpu_) return 0;
+  if (!container.spec.share || !whole_gpu(container.spec.share->mode)) return 0;
   auto it = holds_.find({gpu.id(), container.tenancy_uid});
   if (it == holds_.end()) return 0;
   Hold& hold = it->second;
@@ -112,7 +113,14 @@ int64_t ShareHolds::Left(const fleet::GpuRecord& gpu, const fleet::ContainerReco
 void ShareHolds::Adopt(const fleet::GpuRecord& gpu, const std::string& uid, const std::string& name,
                        const std::vector<const fleet::ContainerRecord*>& running,
                        const std::vector<const fleet::ContainerRecord*>& ended, Meter& meter) {
-  if (!whole_gpu_) return;
+  const auto mode_of = [](const std::vector<const fleet::ContainerRecord*>& list) {
+    for (const auto* container : list)
+      if (container->spec.share) return std::optional<sharing::Mode>(container->spec.share->mode);
+    return std::optional<sharing::Mode>();
+  };
+  auto mode = mode_of(running);
+  if (!mode) mode = mode_of(ended);
+  if (!mode || !whole_gpu(*mode)) return;
   Hold& hold = holds_[{gpu.id(), uid}];
   hold.uid = uid;
   hold.name = name;

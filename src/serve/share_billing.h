@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fleet/fleet.h"
+#include "sharing/sharing.h"
 
 namespace tessera::serve {
 
@@ -32,18 +33,22 @@ double ChargedPart(double fraction, double others, bool whole_gpu);
 
 class ShareHolds {
  public:
-  // `whole_gpu`: a shared GPU takes no other tenancy's work (the default rule).
-  explicit ShareHolds(bool whole_gpu) : whole_gpu_(whole_gpu) {}
-  bool whole_gpu() const { return whole_gpu_; }
+  // `across_tenancies`: --share-across-tenancies, which lets tenancies mix on time-sliced GPUs
+  // only (an MPS GPU is always one tenancy's: sharing::MayMixTenancies).
+  explicit ShareHolds(bool across_tenancies) : across_tenancies_(across_tenancies) {}
+  // Whether a GPU shared in `mode` takes no other tenancy's work, so its holder pays it whole.
+  bool whole_gpu(sharing::Mode mode) const {
+    return !across_tenancies_ || mode != sharing::Mode::kTimeslice;
+  }
 
   // Fair share and the GPU quota: what a tenancy's GPUs in use grow by when a share whose charged
   // part is `part` joins a GPU (`holds_already`: the tenancy has a share there before it), or
   // shrink by when one leaves (`holds_still`: it has one there after it).
-  double UseJoining(bool holds_already, double part) const {
-    return whole_gpu_ ? (holds_already ? 0.0 : 1.0) : part;
+  double UseJoining(sharing::Mode mode, bool holds_already, double part) const {
+    return whole_gpu(mode) ? (holds_already ? 0.0 : 1.0) : part;
   }
-  double UseLeaving(bool holds_still, double part) const {
-    return whole_gpu_ ? (holds_still ? 0.0 : 1.0) : part;
+  double UseLeaving(sharing::Mode mode, bool holds_still, double part) const {
+    return whole_gpu(mode) ? (holds_still ? 0.0 : 1.0) : part;
   }
 
   // Usage, under the whole-GPU rule (each does nothing otherwise). `gpu` as it is after the
@@ -77,7 +82,7 @@ class ShareHolds {
   void Resegment(Hold& hold, int64_t at_ms, bool reopen, Meter& meter,
                  std::vector<fleet::Mutation>* out);
 
-  bool whole_gpu_;
+  bool across_tenancies_;
   std::map<std::pair<std::string, std::string>, Hold> holds_;  // (GPU ID, uid)
 };
 

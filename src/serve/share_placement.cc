@@ -75,8 +75,8 @@ bool ShareMightStartLocked(const Model& model, const ContainerRecord& container)
     if (!sharing::Fits(view, share, container.tenancy_uid, rules)) continue;
     const bool holds = !view.held.empty() && view.tenancy_uid == container.tenancy_uid;
     const double part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes),
-                                    ChargedOn(model, gpu), model.share_holds.whole_gpu());
-    const double use = model.share_holds.UseJoining(holds, part);
+                                    ChargedOn(model, gpu), model.share_holds.whole_gpu(share.mode));
+    const double use = model.share_holds.UseJoining(share.mode, holds, part);
     least = least ? std::min(*least, use) : use;
     if (*least == 0) break;
   }
@@ -96,7 +96,6 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
   const bool dry = out == nullptr;
   if (model_.share_pending.empty()) return;
   const auto rules = RulesOf(model_);
-  const bool whole_gpu = model_.share_holds.whole_gpu();
   sharing::PlacementIndex index(rules);
   // The report says why each waits, which takes every GPU's view (ChooseGpu's reasons).
   std::vector<sharing::SharedGpu> views;
@@ -152,8 +151,10 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
       const GpuRecord& gpu = model_.gpus[*chosen];
       auto others = charged.find(*chosen);
       if (others == charged.end()) others = charged.emplace(*chosen, ChargedOn(model_, gpu)).first;
-      part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes), others->second, whole_gpu);
-      use = model_.share_holds.UseJoining(index.Holds(*chosen, container->tenancy_uid), part);
+      part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes), others->second,
+                         model_.share_holds.whole_gpu(share.mode));
+      use = model_.share_holds.UseJoining(share.mode, index.Holds(*chosen, container->tenancy_uid),
+                                          part);
       const int quota = model_.queue->GetTenancy(key).quota_gpus;
       if (quota != scheduling::kUnlimited && in_use[key] + use > quota + 1e-9)
         reason = QuotaWaitReason(in_use[key], quota);

@@ -27,11 +27,18 @@ int ComputeHeld(const SharedGpu& gpu) {
 
 }  // namespace
 
+bool MayMixTenancies(const PlacementRules& rules, Mode mode) {
+  // An MPS daemon, its pipe directory and its shm are one tenancy's, whatever the operator
+  // allows: its clients share a fault domain and writable paths. Only time-slicing may mix.
+  return rules.across_tenancies && mode == Mode::kTimeslice;
+}
+
 bool Fits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
           const PlacementRules& rules) {
   if (!gpu.placeable) return false;
   if (!gpu.held.empty() && gpu.held.front().mode != share.mode) return false;
-  if (!gpu.held.empty() && !rules.across_tenancies && gpu.tenancy_uid != tenancy_uid) return false;
+  if (!gpu.held.empty() && !MayMixTenancies(rules, share.mode) && gpu.tenancy_uid != tenancy_uid)
+    return false;
   const uint64_t usable =
       gpu.memory_bytes > rules.reserve_bytes ? gpu.memory_bytes - rules.reserve_bytes : 0;
   const uint64_t held = MemoryHeld(gpu);
@@ -44,10 +51,7 @@ std::string WhyNotFits(const SharedGpu& gpu, const Share& share, const std::stri
   if (!gpu.placeable) return "not open to shares";
   if (!gpu.held.empty() && gpu.held.front().mode != share.mode)
     return fmt::format("shared by {}", ModeName(gpu.held.front().mode));
-  // An MPS daemon, its pipe directory and its shm are one tenancy's, whatever the operator
-  // allows: its clients share a fault domain and writable paths. Only time-slicing may mix.
-  const bool may_mix = rules.across_tenancies && share.mode == Mode::kTimeslice;
-  if (!gpu.held.empty() && !may_mix && gpu.tenancy_uid != tenancy_uid)
+  if (!gpu.held.empty() && !MayMixTenancies(rules, share.mode) && gpu.tenancy_uid != tenancy_uid)
     return "holds another tenancy's shares";
   const uint64_t usable =
       gpu.memory_bytes > rules.reserve_bytes ? gpu.memory_bytes - rules.reserve_bytes : 0;
@@ -103,8 +107,8 @@ void PlacementIndex::Unlink(size_t index) {
     if (it->second.empty()) empty_.erase(it);
     return;
   }
-  const Group group{static_cast<int>(slot.mode), rules_.across_tenancies ? "" : slot.tenancy_uid,
-                    slot.usable};
+  const Group group{static_cast<int>(slot.mode),
+                    MayMixTenancies(rules_, slot.mode) ? "" : slot.tenancy_uid, slot.usable};
   auto it = shared_.find(group);
   it->second.erase({~slot.held, index});
   if (it->second.empty()) shared_.erase(it);
@@ -117,8 +121,8 @@ void PlacementIndex::Link(size_t index) {
     empty_[slot.usable].insert(index);
     return;
   }
-  const Group group{static_cast<int>(slot.mode), rules_.across_tenancies ? "" : slot.tenancy_uid,
-                    slot.usable};
+  const Group group{static_cast<int>(slot.mode),
+                    MayMixTenancies(rules_, slot.mode) ? "" : slot.tenancy_uid, slot.usable};
   shared_[group].insert({~slot.held, index});
 }
 
@@ -171,7 +175,7 @@ std::optional<size_t> PlacementIndex::Choose(const Share& share,
     }
   };
   const int mode = static_cast<int>(share.mode);
-  const std::string tenancy = rules_.across_tenancies ? "" : tenancy_uid;
+  const std::string tenancy = MayMixTenancies(rules_, share.mode) ? "" : tenancy_uid;
   // Shared GPUs of this mode (and tenancy), one group per board size: within a group the first
   // entry holding at most usable - memory is the fullest that has the memory; those after it are
   // passed over only for want of compute.

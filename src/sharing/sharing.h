@@ -98,6 +98,10 @@ struct PlacementRules {
   bool across_tenancies = false;
 };
 
+// Whether shares of `mode` may join another tenancy's on one GPU: only time-sliced ones, and only
+// with the operator's rules.across_tenancies.
+bool MayMixTenancies(const PlacementRules& rules, Mode mode);
+
 // The GPU `share` of tenancy `tenancy_uid` goes to: among those it fits (mode, memory, compute,
 // fault domain), the fullest by memory, so that idle GPUs stay idle; ties go to the lowest
 // index. FailedPrecondition saying why none fits.

@@ -57,7 +57,7 @@ TEST(ShareBilling, AOnePercentShareIsChargedItsPartAndItsGpuTheRest) {
   EXPECT_DOUBLE_EQ(ChargedPart(0.6, 0.5, false), 0.6);
   EXPECT_EQ(HeldRunId(Gpu()), "held-0000-18-00.0");
 
-  ShareHolds holds(true);
+  ShareHolds holds(/*across_tenancies=*/false);
   Meter meter;
   fleet::GpuRecord gpu = Gpu();
   std::vector<fleet::Mutation> out;
@@ -83,7 +83,7 @@ TEST(ShareBilling, AOnePercentShareIsChargedItsPartAndItsGpuTheRest) {
 }
 
 TEST(ShareBilling, SharesComingAndGoingAddUpToOneGpuOverTheHold) {
-  ShareHolds holds(true);
+  ShareHolds holds(/*across_tenancies=*/false);
   Meter meter;
   fleet::GpuRecord gpu = Gpu();
   std::vector<fleet::Mutation> out;
@@ -111,18 +111,23 @@ TEST(ShareBilling, SharesComingAndGoingAddUpToOneGpuOverTheHold) {
 }
 
 TEST(ShareBilling, FairShareAndQuotaCountTheWholeGpuOnceUnlessTenanciesMayShareIt) {
-  ShareHolds whole(true), across(false);
-  EXPECT_DOUBLE_EQ(whole.UseJoining(false, 0.01), 1.0);
-  EXPECT_DOUBLE_EQ(whole.UseJoining(true, 0.3), 0.0);
-  EXPECT_DOUBLE_EQ(whole.UseLeaving(true, 0.3), 0.0);
-  EXPECT_DOUBLE_EQ(whole.UseLeaving(false, 0.01), 1.0);
-  EXPECT_DOUBLE_EQ(across.UseJoining(false, 0.01), 0.01);
-  EXPECT_DOUBLE_EQ(across.UseLeaving(false, 0.01), 0.01);
+  using sharing::Mode;
+  ShareHolds whole(/*across_tenancies=*/false), across(/*across_tenancies=*/true);
+  EXPECT_DOUBLE_EQ(whole.UseJoining(Mode::kMps, false, 0.01), 1.0);
+  EXPECT_DOUBLE_EQ(whole.UseJoining(Mode::kMps, true, 0.3), 0.0);
+  EXPECT_DOUBLE_EQ(whole.UseLeaving(Mode::kMps, true, 0.3), 0.0);
+  EXPECT_DOUBLE_EQ(whole.UseLeaving(Mode::kTimeslice, false, 0.01), 1.0);
+  EXPECT_DOUBLE_EQ(across.UseJoining(Mode::kTimeslice, false, 0.01), 0.01);
+  EXPECT_DOUBLE_EQ(across.UseLeaving(Mode::kTimeslice, false, 0.01), 0.01);
+  // An MPS GPU stays one tenancy's with the flag too, so it is paid whole all the same.
+  EXPECT_DOUBLE_EQ(across.UseJoining(Mode::kMps, false, 0.01), 1.0);
+  EXPECT_TRUE(across.whole_gpu(Mode::kMps));
+  EXPECT_FALSE(across.whole_gpu(Mode::kTimeslice));
   // Across tenancies nothing but the containers' own records is billed.
   Meter meter;
   fleet::GpuRecord gpu = Gpu();
   std::vector<fleet::Mutation> out;
-  auto a = Share("c-a", 0.01, 1000);
+  auto a = Share("c-a", 0.01, 1000, sharing::Mode::kTimeslice);
   Hold(gpu, a);
   across.Started(gpu, a, meter, out);
   Unhold(gpu, a);
@@ -133,7 +138,7 @@ TEST(ShareBilling, FairShareAndQuotaCountTheWholeGpuOnceUnlessTenanciesMayShareI
 
 TEST(ShareBilling, AfterARestartTheGpuIsBilledOnFromTheLastChange) {
   // Before: a ran 1000-5000, b runs since 3000; the service went down at 5500.
-  ShareHolds holds(true);
+  ShareHolds holds(/*across_tenancies=*/false);
   Meter meter;
   fleet::GpuRecord gpu = Gpu();
   gpu.updated_ms = 1000;  // it became active with a's start
