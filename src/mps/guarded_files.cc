@@ -74,11 +74,12 @@ Status CheckOwnSocket(const std::string& path) {
   return Ok();
 }
 
-std::optional<ProcStat> ReadProcStat(uint32_t pid) {
+std::optional<process::ProcStat> ReadProcStat(uint32_t pid) {
   if (pid == 0) return std::nullopt;
-  auto text = ReadGuardedTail("/proc/" + std::to_string(pid) + "/stat", 1024, Owner::kAny);
+  auto text = ReadGuardedTail("/proc/" + std::to_string(pid) + "/stat", process::kMaxProcStatBytes,
+                              Owner::kAny);
   if (!text) return std::nullopt;
-  return ParseProcStat(*text);
+  return process::ParseProcStat(*text);
 }
 
 bool IsRunning(const ProcessIdentity& daemon) {

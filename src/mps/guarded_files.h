@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "mps/mps.h"
+#include "process/process.h"
 
 namespace tessera::mps::internal {
 
@@ -27,7 +28,7 @@ Result<std::string> ReadGuardedTail(const std::string& path, size_t max_bytes,
 Status CheckOwnSocket(const std::string& path);
 
 // /proc/<pid>/stat read out; nullopt when the process is gone or the file makes no sense.
-std::optional<ProcStat> ReadProcStat(uint32_t pid);
+std::optional<process::ProcStat> ReadProcStat(uint32_t pid);
 
 // Whether the process tessera knows as `daemon` still runs: the PID lives, is no zombie, and
 // started when it did (a reused PID started later). A zombie child of this process is reaped.

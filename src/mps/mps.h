@@ -119,14 +119,6 @@ struct ProcessIdentity {
   uint64_t start_time = 0;  // /proc/<pid>/stat field 22: clock ticks after boot
   friend bool operator==(const ProcessIdentity&, const ProcessIdentity&) = default;
 };
-// /proc/<pid>/stat as far as tessera needs it.
-struct ProcStat {
-  char state = '?';  // R, S, D, Z, ...
-  uint32_t ppid = 0;
-  uint64_t start_time = 0;
-};
-// Pure. nullopt for anything of another shape (comm may hold any bytes, ')' included).
-std::optional<ProcStat> ParseProcStat(std::string_view text);
 // The state file: "tessera-mps-daemon 1\npid <pid>\nstart_time <ticks>\n". Strict.
 std::string FormatDaemonState(const ProcessIdentity& daemon);
 std::optional<ProcessIdentity> ParseDaemonState(std::string_view text);

@@ -4,7 +4,10 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -49,6 +52,17 @@ Outcome Finish(Child child, size_t max_output = 64 * 1024);
 // group, so the caller's signals do not reach it; stdin is /dev/null and its output goes to
 // `options.output_file` (required), so no pipe ties it to the caller.
 Result<pid_t> StartBackground(const std::vector<std::string>& argv, const Options& options);
+
+// /proc/<pid>/stat as far as tessera needs it (proc_stat.cc, pure): who a PID is now, and since
+// when, so that a PID the kernel gave to another process is never taken for the one seen before.
+struct ProcStat {
+  char state = '?';         // field 3: R, S, D, Z, ...
+  uint32_t ppid = 0;        // field 4
+  uint64_t start_time = 0;  // field 22: clock ticks after boot
+};
+inline constexpr size_t kMaxProcStatBytes = 4096;  // only these are looked at
+// nullopt for anything of another shape (the name may hold any bytes, ')' included).
+std::optional<ProcStat> ParseProcStat(std::string_view text);
 
 // "prog 'arg with space' ..." for log lines and error messages.
 std::string Describe(const std::vector<std::string>& argv);

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "mps/mps.h"
+#include "process/process.h"
 
 namespace {
 
@@ -65,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
 
   // Pure parsers first.
-  if (auto stat = ParseProcStat(text); stat && text.rfind(')') == std::string_view::npos)
+  if (auto stat = tessera::process::ParseProcStat(text);
+      stat && text.rfind(')') == std::string_view::npos)
     __builtin_trap();
   if (auto state = ParseDaemonState(text)) {
     if (state->pid == 0 || ParseDaemonState(FormatDaemonState(*state)) != state) __builtin_trap();

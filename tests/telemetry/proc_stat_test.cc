@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "process/process.h"
 #include "telemetry/telemetry.h"
 
 namespace tessera::telemetry {
@@ -42,3 +43,20 @@ TEST(ProcStat, ThisProcessHasAStartTime) {
 
 }  // namespace
 }  // namespace tessera::telemetry
+
+namespace tessera::process {
+namespace {
+
+TEST(ProcStat, ReadsTheStateTheParentAndTheStartTimeWhateverTheNameHolds) {
+  auto stat = ParseProcStat(
+      "4242 (a) b) Z 17 4242 4242 0 -1 4194560 96 0 0 0 0 0 0 0 20 0 1 0 123456 2351104 256\n");
+  ASSERT_TRUE(stat);
+  EXPECT_EQ(stat->state, 'Z');
+  EXPECT_EQ(stat->ppid, 17u);
+  EXPECT_EQ(stat->start_time, 123456u);
+  EXPECT_FALSE(ParseProcStat("4242 (x) SS 17 1"));
+  EXPECT_FALSE(ParseProcStat("4242 (x) S 99999999999 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 1"));
+}
+
+}  // namespace
+}  // namespace tessera::process
