@@ -13,19 +13,8 @@
 namespace tessera {
 namespace {
 
-const char* KindOf(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISDIR(mode)) return "a directory";
-  return "not a regular file";
-}
-
 Error NotRegular(const std::string& path, mode_t mode) {
-  std::string kind = KindOf(mode);
-  if (kind.rfind("a ", 0) == 0) kind += ", not a regular file";
-  return InvalidArgument(path + ": " + kind);
+  return InvalidArgument(path + ": " + FileKind(mode) + ", not a regular file");
 }
 
 Error TooLarge(const std::string& path, size_t max_bytes) {
@@ -33,6 +22,17 @@ Error TooLarge(const std::string& path, size_t max_bytes) {
 }
 
 }  // namespace
+
+const char* FileKind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "an unknown kind of file";
+}
 
 Result<std::string> ReadBoundedFile(const std::string& path, size_t max_bytes) {
   // The type first, by name: opening a device is already an effect (a watchdog arms, a tape

@@ -4,6 +4,8 @@
 // file are refused at once, by name, without reading them.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 
@@ -16,6 +18,10 @@ inline constexpr size_t kMaxConfigFileBytes = size_t{1} << 20;  // configs, tabl
 inline constexpr size_t kMaxStateFileBytes = size_t{1} << 20;   // lease files, checkpoints
 inline constexpr size_t kMaxTokenFileBytes = size_t{64} << 10;  // bearer and admin tokens
 inline constexpr size_t kMaxPemFileBytes = size_t{1} << 20;     // CA bundles, certificates, keys
+
+// What a file is, for messages: "a regular file", "a directory", "a FIFO", "a socket", "a
+// symbolic link", "a character device", "a block device", or "an unknown kind of file".
+const char* FileKind(mode_t mode);
 
 // The whole of `path` when it is a regular file of at most `max_bytes` (symlinks are followed).
 //  - NotFound when it does not exist (other open failures by errno, naming the path);

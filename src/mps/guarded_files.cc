@@ -10,21 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "common/bounded_file.h"
+
 namespace tessera::mps::internal {
-namespace {
-
-const char* KindOf(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISLNK(mode)) return "a symlink";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISREG(mode)) return "a regular file";
-  return "an unknown kind of file";
-}
-
-}  // namespace
 
 Result<std::string> ReadGuardedTail(const std::string& path, size_t max_bytes, Owner owner) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -42,7 +30,7 @@ Result<std::string> ReadGuardedTail(const std::string& path, size_t max_bytes, O
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return FailedPrecondition(path + ": " + KindOf(st.st_mode) + ", not a regular file");
+    return FailedPrecondition(path + ": " + FileKind(st.st_mode) + ", not a regular file");
   }
   if (owner == Owner::kThisUser && st.st_uid != ::geteuid()) {
     ::close(fd);
@@ -67,7 +55,7 @@ Status CheckOwnSocket(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return ErrnoError("stat " + path, errno);
   if (!S_ISSOCK(st.st_mode))
-    return FailedPrecondition(path + ": " + KindOf(st.st_mode) + ", not the daemon's socket");
+    return FailedPrecondition(path + ": " + FileKind(st.st_mode) + ", not the daemon's socket");
   if (st.st_uid != ::geteuid())
     return FailedPrecondition(path + ": a socket of uid " + std::to_string(st.st_uid) +
                               ", not of this service's user");

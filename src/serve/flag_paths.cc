@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/bounded_file.h"
 #include "common/untrusted_text.h"
 #include "process/process.h"
 
@@ -16,17 +17,6 @@ namespace {
 
 std::string Named(std::string_view flag, const std::string& path) {
   return std::string(flag) + " " + Excerpt(path, 200);
-}
-
-const char* KindOf(mode_t mode) {
-  if (S_ISREG(mode)) return "a regular file";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISSOCK(mode)) return "a socket";
-  if (S_ISLNK(mode)) return "a symbolic link";
-  return "not a file";
 }
 
 // The nearest of `path` and its ancestors that exists, and what stat() says of it. A relative
@@ -52,7 +42,7 @@ Status CheckAncestor(std::string_view flag, const std::string& path) {
   if (!nearest) return nearest.error();
   if (!S_ISDIR(nearest->second.st_mode))
     return InvalidArgument(Named(flag, path) + ": " + Excerpt(nearest->first, 200) + " is " +
-                           KindOf(nearest->second.st_mode) + ", not a directory");
+                           FileKind(nearest->second.st_mode) + ", not a directory");
   return Ok();
 }
 
@@ -66,7 +56,7 @@ Status CheckDirectory(std::string_view flag, const std::string& path) {
     return ErrnoError(Named(flag, path), errno);
   }
   if (!S_ISDIR(st.st_mode))
-    return InvalidArgument(Named(flag, path) + ": " + KindOf(st.st_mode) + ", not a directory");
+    return InvalidArgument(Named(flag, path) + ": " + FileKind(st.st_mode) + ", not a directory");
   return Ok();
 }
 
@@ -74,7 +64,7 @@ Status CheckDirectoryToMake(std::string_view flag, const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (!S_ISDIR(st.st_mode))
-      return InvalidArgument(Named(flag, path) + ": " + KindOf(st.st_mode) + ", not a directory");
+      return InvalidArgument(Named(flag, path) + ": " + FileKind(st.st_mode) + ", not a directory");
     return Ok();
   }
   if (errno != ENOENT && errno != ENOTDIR) return ErrnoError(Named(flag, path), errno);
@@ -126,7 +116,7 @@ Status CheckLibrary(std::string_view flag, const std::string& name_or_path) {
     return ErrnoError(Named(flag, name_or_path), errno);
   }
   if (!S_ISREG(st.st_mode))
-    return InvalidArgument(Named(flag, name_or_path) + ": " + KindOf(st.st_mode) +
+    return InvalidArgument(Named(flag, name_or_path) + ": " + FileKind(st.st_mode) +
                            ", not a regular file (a library)");
   return Ok();
 }
@@ -148,7 +138,8 @@ Status CheckProgram(std::string_view flag, const std::string& program) {
   struct stat st {};
   if (::stat(found.c_str(), &st) != 0) return ErrnoError(Named(flag, found), errno);
   if (!S_ISREG(st.st_mode))
-    return InvalidArgument(Named(flag, found) + ": " + KindOf(st.st_mode) + ", not a program file");
+    return InvalidArgument(Named(flag, found) + ": " + FileKind(st.st_mode) +
+                           ", not a program file");
   return Ok();
 }
 

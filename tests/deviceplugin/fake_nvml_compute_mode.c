@@ -10,9 +10,12 @@
  * A GPU without a line is in DEFAULT. Each set is appended to TESSERA_FAKE_NVML_LOG as
  * "nvmlDeviceSetComputeMode <pci> <mode> -> <status>". A handle is fake_nvml.c's device record,
  * whose first member is its PCI address. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #define MAX_MODES 64
 
@@ -70,10 +73,28 @@ static void LogModeCall(const char* pci, unsigned int mode, int status) {
   fclose(f);
 }
 
+/* The state file's read-modify-write under an exclusive lock: the GPUs' keepers set their modes
+ * from threads and processes of their own at once, as real NVML takes them, one per device. */
+static int LockModes(void) {
+  const char* path = getenv("TESSERA_FAKE_NVML_COMPUTE_MODES");
+  if (!path) return -1;
+  char lock_path[4096];
+  snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+  int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd >= 0) flock(fd, LOCK_EX);
+  return fd;
+}
+
+static void UnlockModes(int fd) {
+  if (fd >= 0) close(fd); /* releases the lock */
+}
+
 int nvmlDeviceGetComputeMode(void* device, unsigned int* mode) {
   if (!device || !mode) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
   ModeState state;
+  int lock = LockModes();
   LoadModes(&state);
+  UnlockModes(lock);
   if (strcmp(state.fail_function, "nvmlDeviceGetComputeMode") == 0) return state.fail_code;
   *mode = 0;
   for (int i = 0; i < state.count; ++i)
@@ -85,6 +106,7 @@ int nvmlDeviceSetComputeMode(void* device, unsigned int mode) {
   if (!device) return 2;
   const char* pci = (const char*)device;
   ModeState state;
+  int lock = LockModes();
   LoadModes(&state);
   int status = 0;
   if (strcmp(state.fail_function, "nvmlDeviceSetComputeMode") == 0) {
@@ -100,6 +122,7 @@ int nvmlDeviceSetComputeMode(void* device, unsigned int mode) {
     if (i < state.count) state.modes[i].mode = mode;
     SaveModes(&state);
   }
+  UnlockModes(lock);
   LogModeCall(pci, mode, status);
   return status;
 }

@@ -4,9 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "mps/mps.h"
+#include "process/process.h"
 #include "support/fixture_host.h"
 
 namespace {
@@ -76,9 +79,17 @@ TEST(DoctorCli, AnyFailExitsOneAndJsonNamesIt) {
 TEST(DoctorCli, ReportsEachMpsDaemonItsEnforcementAndAHostWidePipeDirectory) {
   HealthyHost host;
   const std::string mps = host.root() + "/run/tessera/mps";
-  // One ready daemon (its pid this test process, so it runs), one whose process is gone.
+  // One ready daemon (this test process, as the service's state file knows it: it runs), one
+  // whose process is gone. A pid file in the pipe directory is no evidence of either.
   const std::string ready = mps + "/GPU-5e4b7c10-3c2a-4d8e-9f10-a1b2c3d4e5f0";
-  Write(ready + "/pipe/nvidia-cuda-mps-control.pid", std::to_string(::getpid()) + "\n");
+  std::ifstream self_stat("/proc/self/stat");
+  const std::string self((std::istreambuf_iterator<char>(self_stat)),
+                         std::istreambuf_iterator<char>());
+  const auto started = tessera::process::ParseProcStat(self);
+  ASSERT_TRUE(started);
+  Write(ready + "/daemon.state",
+        tessera::mps::FormatDaemonState({static_cast<uint32_t>(::getpid()), started->start_time}));
+  Write(ready + "/pipe/nvidia-cuda-mps-control.pid", "1\n");
   Write(ready + "/ready", "sha256:0123\n");
   Write(ready + "/log/control.log",
         "[2026-02-06 09:34:17.770 Control   261] CUDA MPS Control binary version: 13000\n");
@@ -89,7 +100,8 @@ TEST(DoctorCli, ReportsEachMpsDaemonItsEnforcementAndAHostWidePipeDirectory) {
   const std::string gone = mps + "/GPU-5e4b7c11-3c2a-4d8e-9f10-a1b2c3d4e5f1";
   int status = -1;
   const std::string pid = RunCommand("sh -c 'echo $$'", &status);  // an ended process
-  Write(gone + "/pipe/nvidia-cuda-mps-control.pid", pid);
+  Write(gone + "/daemon.state", tessera::mps::FormatDaemonState(
+                                    {static_cast<uint32_t>(std::stoul(pid)), started->start_time}));
   fs::create_directories(host.root() + "/tmp/nvidia-mps");
   std::string out = host.Doctor("--format json", &status);
   EXPECT_EQ(status, 1) << out;
