@@ -47,17 +47,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
                                            [](const auto& slot) { return slot.free; });
   });
   if (!dry && !any_free) {
-    // Entries that started or ended since are dropped once they are half the list, so that
-    // submissions and deletions while nothing is free cannot grow it without bound.
-    size_t live = 0;
-    for (const auto& [uid, count] : model_.mig_waiting)
-      live += static_cast<size_t>(std::max(count, 0));
-    if (model_.mig_pending.size() > 2 * live + 64)
-      std::erase_if(model_.mig_pending, [this](const std::string& id) {
-        auto it = model_.containers.find(id);
-        return it == model_.containers.end() || it->second.state != ContainerState::kPending ||
-               it->second.started;
-      });
+    model_.DropStalePending(model_.mig_pending, model_.mig_waiting);
     return;
   }
   std::vector<ContainerRecord*> pending;

@@ -159,6 +159,19 @@ void Model::PassLeaseOn(GpuRecord& gpu, const ContainerRecord& container,
   to_check.push_back(gpu.id());
 }
 
+void Model::DropStalePending(std::deque<std::string>& pending,
+                             const std::unordered_map<std::string, int>& waiting) {
+  size_t live = 0;
+  for (const auto& [uid, count] : waiting)
+    live += static_cast<size_t>(std::max(count, 0));
+  if (pending.size() <= 2 * live + 64) return;
+  std::erase_if(pending, [this](const std::string& id) {
+    auto it = containers.find(id);
+    return it == containers.end() || it->second.state != fleet::ContainerState::kPending ||
+           it->second.started;
+  });
+}
+
 void Model::SortBySubmission(std::deque<std::string>& ids) const {
   std::sort(ids.begin(), ids.end(), [this](const std::string& a, const std::string& b) {
     return container_position.at(a) < container_position.at(b);

@@ -201,6 +201,11 @@ class Model {
   void RemoveContainer(const std::string& id);
   // Container IDs in submission order (the listing order), as requests beside the queue wait.
   void SortBySubmission(std::deque<std::string>& ids) const;
+  // A pass that tries nothing (no room anywhere) still keeps `pending` bounded: entries that
+  // started or ended since are dropped once they are half the list (`waiting`: the live ones by
+  // incarnation), so submissions and deletions meanwhile cannot grow it without bound.
+  void DropStalePending(std::deque<std::string>& pending,
+                        const std::unordered_map<std::string, int>& waiting);
   // Queue positions and reasons changed.
   void QueueChanged() { ++queue_version; }
   // The last queue report, asking the report thread for a new one when the queue changed since.

@@ -106,18 +106,8 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
     if (dry) views.push_back(std::move(view));
   }
   if (!dry && !index.AnyRoom()) {
-    // No GPU has room for any share: none is tried. Entries that started or ended since are
-    // dropped once they are half the list, so that submissions and deletions while nothing has
-    // room cannot grow it without bound.
-    size_t live = 0;
-    for (const auto& [uid, count] : model_.share_waiting)
-      live += static_cast<size_t>(std::max(count, 0));
-    if (model_.share_pending.size() > 2 * live + 64)
-      std::erase_if(model_.share_pending, [this](const std::string& id) {
-        auto it = model_.containers.find(id);
-        return it == model_.containers.end() || it->second.state != ContainerState::kPending ||
-               it->second.started;
-      });
+    // No GPU has room for any share: none is tried.
+    model_.DropStalePending(model_.share_pending, model_.share_waiting);
     return;
   }
   std::vector<ContainerRecord*> pending;
