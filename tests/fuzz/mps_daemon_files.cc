@@ -49,7 +49,7 @@ void Place(const std::string& path, std::string_view bytes, uint8_t kind) {
       (void)::symlink("/dev/zero", path.c_str());
       break;
     case 4: {
-      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd >= 0) {
         (void)::ftruncate(fd, off_t{1} << 32);  // 4 GiB of holes
         ::close(fd);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -243,14 +244,19 @@ TEST_F(FlagRefusal, TheSameFlagsAtTheEndsOfTheirRangesStart) {
 }
 
 TEST_F(FlagRefusal, TheDefaultMpsControlMissingWhereGpusCanBeSharedIsAWarningNotARefusal) {
-  int status = 0;
-  RunCommand("command -v nvidia-cuda-mps-control >/dev/null", &status);
-  if (status == 0) GTEST_SKIP() << "nvidia-cuda-mps-control is installed here";
+  // A PATH with nothing on it, so that the default control binary is missing whatever this host
+  // has installed (the service inherits the test's environment).
+  TempDir empty_path;
+  const char* saved = std::getenv("PATH");
+  const std::string path = saved ? saved : "";
+  ::setenv("PATH", empty_path.path().c_str(), 1);
   // The stand-in NVML sizes the fixture's GPUs (H100 80GB): shares can be placed on them.
   FakeNvmlState nvml("hgx-h100-dgx");
   ServeProcess serve(dir_.path(), NullBackendFlags(root_, dir_.path(), {"--nvml", FAKE_NVML}));
   std::string log;
-  ASSERT_TRUE(serve.Start(&log)) << log;
+  const bool started = serve.Start(&log);
+  ::setenv("PATH", path.c_str(), 1);
+  ASSERT_TRUE(started) << log;
   EXPECT_NE(serve.log().find("--mps-control nvidia-cuda-mps-control: not found in PATH"),
             std::string::npos)
       << serve.log();
