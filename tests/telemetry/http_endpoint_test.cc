@@ -162,10 +162,14 @@ TEST_F(NodeEndpointTest, AtTheCapIdleConnectionsAreClosedAtTheirDeadlineAndTheSc
   std::deque<FileDescriptor> idle;
   for (int i = 0; i < 4; ++i)
     idle.emplace_back(ConnectLoopback(endpoint_->port()));
-  // Queued behind the four until their deadline frees the slots; then answered.
+  // Queued behind the four until their deadline frees the slots; then answered. Accepting is
+  // paused meanwhile: no answer comes before the idle ones' deadline (a lower bound, which no
+  // load can break).
   bool closed = false;
+  const auto begin = std::chrono::steady_clock::now();
   const std::string answer =
       RawExchange(endpoint_->port(), Get("/metrics"), milliseconds(15000), &closed);
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, milliseconds(300));
   EXPECT_EQ(StatusOf(answer), 200) << answer;
   EXPECT_TRUE(closed);
   for (auto& fd : idle)
