@@ -37,8 +37,8 @@ void AddTopCommand(CLI::App& app) {
                   "tessera serve or a node agent (default $TESSERA_SERVER or "
                   "http://127.0.0.1:8080)");
   top->add_option("--token-file", flags->token_file,
-                  "Token for tessera serve (default $TESSERA_TOKEN, $TESSERA_TOKEN_FILE, "
-                  "tessera-data/admin.token; a node agent needs none)");
+                  "Token for tessera serve, or a node agent's --metrics-token-file (default "
+                  "$TESSERA_TOKEN, $TESSERA_TOKEN_FILE, tessera-data/admin.token)");
   top->add_option("--interval", flags->interval_s, "Seconds between refreshes")
       ->check(CLI::Range(0.2, 3600.0))
       ->capture_default_str();
@@ -47,7 +47,8 @@ void AddTopCommand(CLI::App& app) {
     const std::string server = ApiServer(flags->server);
     auto endpoint = client::ParseServer(server);
     if (!endpoint) Fail(endpoint.error());
-    auto token = ApiToken(flags->token_file);  // a node agent's endpoint needs none
+    // None found: a node agent without a token file asks for none.
+    auto token = ApiToken(flags->token_file);
     client::Connection connection(*endpoint, token ? *token : "");
     for (;;) {
       auto response = connection.Call("GET", "/v1/telemetry");

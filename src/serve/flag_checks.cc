@@ -1,6 +1,8 @@
 #include "serve/flag_checks.h"
 
 #include <climits>
+#include <string>
+#include <utility>
 
 #include "common/untrusted_text.h"
 #include "serve/bounds.h"
@@ -27,6 +29,36 @@ Result<std::chrono::milliseconds> ParseDurationFlag(const DurationFlag& flag,
   if (*parsed < flag.low || *parsed > flag.high)
     return InvalidArgument(Named(flag.name, text) + ": must be from " + range);
   return *parsed;
+}
+
+Result<uint64_t> ParseSizeFlag(const SizeFlag& flag, std::string_view text) {
+  const std::string range = FormatSize(flag.low) + " to " + FormatSize(flag.high);
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9')
+    ++digits;
+  const std::string_view suffix = text.substr(digits);
+  constexpr std::pair<std::string_view, int> kSuffixes[] = {
+      {"", 0}, {"Ki", 10}, {"Mi", 20}, {"Gi", 30}, {"Ti", 40}};
+  int shift = -1;
+  for (const auto& [name, bits] : kSuffixes)
+    if (suffix == name) shift = bits;
+  // 13 digits and a shift of at most 40 stay far inside 64 bits.
+  if (digits == 0 || digits > 13 || shift < 0)
+    return InvalidArgument(Named(flag.name, text) +
+                           ": want a whole number of bytes, Ki, Mi, Gi or Ti; from " + range);
+  const uint64_t bytes = std::stoull(std::string(text.substr(0, digits))) << shift;
+  if (bytes < flag.low || bytes > flag.high)
+    return InvalidArgument(Named(flag.name, text) + ": must be from " + range);
+  return bytes;
+}
+
+std::string FormatSize(uint64_t bytes) {
+  constexpr std::pair<int, const char*> kUnits[] = {{40, "Ti"}, {30, "Gi"}, {20, "Mi"}, {10, "Ki"}};
+  if (bytes != 0) {
+    for (const auto& [bits, name] : kUnits)
+      if (bytes % (uint64_t{1} << bits) == 0) return std::to_string(bytes >> bits) + name;
+  }
+  return std::to_string(bytes);
 }
 
 std::string FormatDuration(std::chrono::milliseconds duration) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,27 @@ inline constexpr DurationFlag kFairShareHalfLifeFlag{
 // excerpt) and the range: "--share-grace 1000000d: must be from 100ms to 1h".
 Result<std::chrono::milliseconds> ParseDurationFlag(const DurationFlag& flag,
                                                     std::string_view text);
+
+// A byte-size flag and the range it is held to; docs/serve.md lists them.
+struct SizeFlag {
+  std::string_view name;
+  uint64_t low;
+  uint64_t high;
+};
+// Each container's podman log (k8s-file): podman's conmon empties the file when the next line
+// would pass the cap, so a container that prints without end holds at most this much of disk.
+// Below 64 KiB a log holds too little to be read; past 1 TiB it is no cap.
+inline constexpr SizeFlag kContainerLogMaxFlag{"--container-log-max", uint64_t{64} << 10,
+                                               uint64_t{1} << 40};
+// Space kept free on the data directory's file system for the store: work is refused below it.
+// 0 turns the check off; past 1 TiB it is a mistake.
+inline constexpr SizeFlag kStoreReserveFlag{"--store-reserve", 0, uint64_t{1} << 40};
+
+// `text` as bytes: a whole number with an optional binary suffix (Ki, Mi, Gi, Ti), within the
+// flag's range: "--container-log-max 1k: want a whole number of bytes, Ki, Mi, Gi or Ti".
+Result<uint64_t> ParseSizeFlag(const SizeFlag& flag, std::string_view text);
+// The shortest exact form ParseSizeFlag reads back: "16Mi", "1536Ki", "100".
+std::string FormatSize(uint64_t bytes);
 
 // In the largest unit that holds it whole: 1h, 90s, 3660d, 250ms.
 std::string FormatDuration(std::chrono::milliseconds duration);

@@ -83,6 +83,8 @@ struct Flags {
   bool foreground_checkpoint = false;
   bool no_tenant_firewall = false;
   std::string retain_finished = "168h";
+  std::string container_log_max = "16Mi";  // each podman log's cap (local backend)
+  std::string store_reserve = "256Mi";     // kept free on the data dir's file system
   size_t retain_finished_per_tenancy = 10000;
   std::string retention_sweep_interval = "1m";
   int start_workers = 8;
@@ -160,6 +162,9 @@ Status CheckFlags(const Flags& flags) {
       {serve::kFairShareHalfLifeFlag, &flags.fair_share_half_life}};
   for (const auto& [flag, text] : durations)
     if (auto parsed = serve::ParseDurationFlag(flag, *text); !parsed) return parsed.error();
+  for (const auto& [flag, text] : {std::pair{serve::kContainerLogMaxFlag, &flags.container_log_max},
+                                   std::pair{serve::kStoreReserveFlag, &flags.store_reserve}})
+    if (auto parsed = serve::ParseSizeFlag(flag, *text); !parsed) return parsed.error();
   if (auto sharing = SharingOptionsFrom(flags, ""); !sharing) return sharing.error();
   if (auto mode = scheduling::ParseMode(flags.scheduling); !mode)
     return mode.error().WithContext("--scheduling");
@@ -527,6 +532,16 @@ int Main(const Flags& flags) {
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
   options.retention.sweep_interval = sweep_interval;
   options.start_workers = flags.start_workers;
+  {
+    // In range (CheckFlags). Logs are the local backend's; the kubelet caps Pods' logs. A store
+    // in the cluster has no file system here to keep a reserve on.
+    auto reserve = serve::ParseSizeFlag(serve::kStoreReserveFlag, flags.store_reserve);
+    auto log_max = serve::ParseSizeFlag(serve::kContainerLogMaxFlag, flags.container_log_max);
+    if (!reserve) Die(reserve.error());
+    if (!log_max) Die(log_max.error());
+    if (store_kind != "cluster") options.store_reserve.reserve_bytes = *reserve;
+    if (flags.backend == "local") options.store_reserve.log_max_bytes = *log_max;
+  }
   options.telemetry.interval = duration(serve::kTelemetryIntervalFlag, flags.telemetry_interval);
   options.telemetry.max_series = flags.telemetry_max_series;
   options.telemetry.nvml_library = read.nvml_library;
@@ -612,6 +627,9 @@ int Main(const Flags& flags) {
         flags.instance.empty() ? fleet::Sha256Hex(data_dir).substr(0, 12) : flags.instance;
     local.tenant_firewall = !flags.no_tenant_firewall;
     local.state_dir = data_dir + "/containers";
+    auto log_max = serve::ParseSizeFlag(serve::kContainerLogMaxFlag, flags.container_log_max);
+    if (!log_max) Die(log_max.error());  // in range (CheckFlags)
+    local.log_max_bytes = *log_max;
     backend = backends::CreateLocalBackend(local);
   } else if (flags.backend == "null") {
     backend = backends::CreateNullBackend();
@@ -901,6 +919,15 @@ int main(int argc, char** argv) {
                "checkpoint thread; for comparisons");
   app.add_option("--stop-grace-s", flags.stop_grace_s, "SIGTERM to SIGKILL on DELETE")
       ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  app.add_option("--container-log-max", flags.container_log_max,
+                 "Cap of each container's log under <data-dir>/containers (64Ki to 1Ti): podman "
+                 "empties it when the next line would pass this, so it keeps the latest output")
+      ->capture_default_str();
+  app.add_option("--store-reserve", flags.store_reserve,
+                 "Free space kept on the data directory's file system for the store (0 to 1Ti; "
+                 "0: off): submissions and tenancy changes are refused (503) when less is left "
+                 "once the live containers' logs may reach --container-log-max")
       ->capture_default_str();
   app.add_option("--retain-finished", flags.retain_finished,
                  "Remove exited/failed container records this long after they finished "

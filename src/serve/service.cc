@@ -453,12 +453,25 @@ Result<Caller> Service::Authenticate(std::string_view token) const {
   return access_.Authenticate(token);
 }
 
+Status Service::CheckReserve() const {
+  // Running containers only: a pending one has no log yet, and counting a queue of them would let
+  // one tenancy's waiting requests refuse everyone's work.
+  int64_t running;
+  {
+    std::lock_guard lock(model_.mu);
+    running = model_.container_counts[static_cast<int>(fleet::ContainerState::kRunning)];
+  }
+  return CheckStoreReserve(options_.data_dir, options_.store_reserve, running);
+}
+
 void Service::CreateToken(const Caller& caller, const std::string& tenancy,
                           Done<CreatedToken> done) {
+  if (auto status = CheckReserve(); !status) return done(status.error());
   access_.CreateToken(caller, tenancy, std::move(done));
 }
 
 void Service::PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done) {
+  if (auto status = CheckReserve(); !status) return done(status.error());
   tenancies_.Put(caller, std::move(tenancy), std::move(done));
 }
 
@@ -473,6 +486,7 @@ std::vector<fleet::Tenancy> Service::ListTenancies(const Caller& caller) const {
 void Service::PutStorage(const Caller& caller, const std::string& tenancy,
                          tenancy::StorageEntitlements storage,
                          Done<tenancy::StorageEntitlements> done) {
+  if (auto status = CheckReserve(); !status) return done(status.error());
   tenancies_.PutStorage(caller, tenancy, std::move(storage), std::move(done));
 }
 
@@ -496,6 +510,7 @@ Status Service::DeleteTenancy(const Caller& caller, const std::string& tenancy) 
 
 void Service::Submit(const Caller& caller, fleet::ContainerSpec spec, std::string idempotency_key,
                      Done<SubmitResult> done) {
+  if (auto status = CheckReserve(); !status) return done(status.error());
   submissions_.Submit(caller, std::move(spec), std::move(idempotency_key), std::move(done));
 }
 

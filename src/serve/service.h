@@ -157,6 +157,8 @@ class Service {
  private:
   Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
           std::unique_ptr<backends::ContainerBackend> backend);
+  // Refuses work that would eat into the store's reserve (options_.store_reserve).
+  Status CheckReserve() const;
 
   Status Load(Host host);
   // mu held: the slices of GPUs in MIG mode, and the shares of shared GPUs, get their holders

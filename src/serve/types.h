@@ -18,6 +18,7 @@
 #include "placement/placement.h"
 #include "scheduling/scheduling.h"
 #include "serve/bounds.h"
+#include "serve/store_reserve.h"
 #include "telemetry/telemetry.h"
 #include "topology/topology.h"
 
@@ -94,6 +95,9 @@ struct ServiceOptions {
   // manager's activator); called on every scrape, from the HTTP server's threads.
   std::function<std::string()> extra_metrics;
   TelemetryOptions telemetry;
+  // Space kept free on data_dir's file system: submissions and tenancy changes are refused
+  // below it (store_reserve.h).
+  StoreReserve store_reserve;
 };
 
 // Who is calling: the admin, or one tenancy's token.

@@ -1,118 +1,183 @@
-// The node agent's HTTP endpoint: GET only, one connection at a time, a bounded request header,
-// a deadline per connection, and Connection: close. Prometheus scrapes it every few seconds;
-// nothing here needs more (serve's own /metrics is served by its API server).
-#include <sys/socket.h>
-#include <sys/time.h>
-
-#include <atomic>
+// The node agent's HTTP endpoint: one io_context thread serves every connection asynchronously,
+// so a client that connects and sends nothing (or a byte a second) holds one connection slot
+// until its deadline and delays nobody else. Prometheus scrapes it every few seconds; nothing
+// here needs more (serve's own /metrics is served by its API server).
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
 #include <thread>
 
+#include "telemetry/endpoint_http.h"
 #include "telemetry/telemetry.h"
 
 namespace tessera::telemetry {
 namespace {
 
 namespace asio = boost::asio;
-namespace http = boost::beast::http;
+namespace beast = boost::beast;
+namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-constexpr size_t kMaxHeader = 8192;
-constexpr int kConnectionSeconds = 5;
+// What the connections share with the server: the answer's inputs and the slot count. Lives on
+// the io_context thread only (but for `stopping`, which the destructor sets before it joins).
+struct EndpointState {
+  EndpointOptions options;
+  EndpointHandler handler;
+  std::unique_ptr<TokenFile> token;
+  size_t open = 0;  // connections holding a slot
+  bool stopping = false;
+  std::function<void()> slot_freed;  // resumes a paused accept
+};
 
-void SetDeadline(tcp::socket& socket) {
-  timeval timeout{kConnectionSeconds, 0};
-  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
-}
+// One connection: read the request header within the deadline, answer within a deadline of
+// its own, close. A template over the stream so that a TLS stream (beast::ssl_stream over a
+// tcp_stream, with its handshake before the read) can take the plain one's place.
+template <class Stream>
+class EndpointConnection : public std::enable_shared_from_this<EndpointConnection<Stream>> {
+ public:
+  EndpointConnection(Stream stream, EndpointState* state)
+      : stream_(std::move(stream)), state_(state) {
+    LimitEndpointParser(parser_);
+  }
+
+  ~EndpointConnection() {
+    --state_->open;
+    if (!state_->stopping && state_->slot_freed) state_->slot_freed();
+  }
+
+  void Start() {
+    // tcp_stream's expiry holds for every operation started until it is moved: the whole
+    // header must arrive before it, however the client paces its bytes.
+    beast::get_lowest_layer(stream_).expires_after(state_->options.timeout);
+    http::async_read(stream_, buffer_, parser_,
+                     [self = this->shared_from_this()](beast::error_code error, size_t) {
+                       self->OnRead(error);
+                     });
+  }
+
+ private:
+  void OnRead(beast::error_code error) {
+    if (error) return Close();  // too large, malformed, too slow or gone: nothing is answered
+    reply_ = AnswerEndpointRequest(parser_.get(), state_->token.get(), state_->options.open_paths,
+                                   state_->handler);
+    beast::get_lowest_layer(stream_).expires_after(state_->options.timeout);
+    http::async_write(
+        stream_, reply_,
+        [self = this->shared_from_this()](beast::error_code, size_t) { self->Close(); });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream_).close();
+  }
+
+  Stream stream_;
+  EndpointState* state_;
+  beast::flat_buffer buffer_{kEndpointMaxHeader};
+  EndpointRequestParser parser_;
+  EndpointReply reply_;
+};
 
 class Endpoint final : public MetricsEndpoint {
  public:
-  Endpoint(EndpointHandler handler) : handler_(std::move(handler)), acceptor_(io_) {}
+  explicit Endpoint(EndpointState state)
+      : state_(std::move(state)),
+        io_(std::make_unique<asio::io_context>(1)),
+        acceptor_(std::make_unique<tcp::acceptor>(*io_)),
+        retry_(std::make_unique<asio::steady_timer>(*io_)) {
+    state_.slot_freed = [this] { ResumeAccepting(); };
+  }
 
-  Status Listen(const std::string& host, uint16_t port) {
+  Status Listen() {
+    const auto& options = state_.options;
     boost::system::error_code error;
-    auto address = asio::ip::make_address(host, error);
-    if (error) return InvalidArgument("listen address " + host + ": " + error.message());
-    tcp::endpoint where(address, port);
-    acceptor_.open(where.protocol(), error);
-    if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
-    if (!error) acceptor_.bind(where, error);
-    if (!error) acceptor_.listen(16, error);
+    auto address = asio::ip::make_address(options.host, error);
+    if (error) return InvalidArgument("listen address " + options.host + ": " + error.message());
+    if (!state_.token && !address.is_loopback() && !options.anonymous_off_loopback)
+      return InvalidArgument("listen address " + options.host +
+                             " is not a loopback address: a token file is needed there");
+    tcp::endpoint where(address, options.port);
+    acceptor_->open(where.protocol(), error);
+    if (!error) acceptor_->set_option(tcp::acceptor::reuse_address(true), error);
+    if (!error) acceptor_->bind(where, error);
+    if (!error) acceptor_->listen(asio::socket_base::max_listen_connections, error);
     if (error)
-      return Unavailable("listen on " + host + ":" + std::to_string(port) + ": " + error.message());
-    port_ = acceptor_.local_endpoint().port();
-    thread_ = std::thread([this] { Serve(); });
+      return Unavailable("listen on " + options.host + ":" + std::to_string(options.port) + ": " +
+                         error.message());
+    port_ = acceptor_->local_endpoint().port();
+    Accept();
+    thread_ = std::thread([this] { io_->run(); });
     return Ok();
   }
 
   ~Endpoint() override {
-    stopping_ = true;
-    // Wakes the blocking accept; the thread sees stopping_ and ends.
-    ::shutdown(acceptor_.native_handle(), SHUT_RDWR);
+    io_->stop();
     if (thread_.joinable()) thread_.join();
+    state_.stopping = true;
+    // Connections still open end with the io_context, while the state they point at lives.
+    retry_.reset();
+    acceptor_.reset();
+    io_.reset();
   }
 
   uint16_t port() const override { return port_; }
 
  private:
-  void Serve() {
-    while (!stopping_) {
-      tcp::socket socket(io_);
-      boost::system::error_code error;
-      acceptor_.accept(socket, error);
-      if (stopping_) return;
-      if (error) continue;
-      SetDeadline(socket);
-      Answer(socket);
-      socket.shutdown(tcp::socket::shutdown_both, error);
-    }
+  void Accept() {
+    accepting_ = true;
+    acceptor_->async_accept([this](boost::system::error_code error, tcp::socket socket) {
+      accepting_ = false;
+      if (error == asio::error::operation_aborted || state_.stopping) return;
+      if (error) {
+        // Out of descriptors, or the like: try again shortly rather than spin.
+        retry_->expires_after(std::chrono::milliseconds(100));
+        retry_->async_wait([this](boost::system::error_code waited) {
+          if (!waited) ResumeAccepting();
+        });
+        return;
+      }
+      ++state_.open;
+      std::make_shared<EndpointConnection<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)),
+                                                              &state_)
+          ->Start();
+      ResumeAccepting();
+    });
   }
 
-  void Answer(tcp::socket& socket) {
-    boost::beast::flat_buffer buffer(kMaxHeader);
-    http::request_parser<http::empty_body> parser;
-    parser.header_limit(kMaxHeader);
-    parser.body_limit(0);
-    boost::system::error_code error;
-    http::read(socket, buffer, parser, error);
-    if (error) return;  // too large, malformed or too slow: nothing is answered
-    const auto& request = parser.get();
-    http::response<http::string_body> response;
-    response.version(11);
-    response.keep_alive(false);
-    if (request.method() != http::verb::get && request.method() != http::verb::head) {
-      response.result(http::status::method_not_allowed);
-      response.set(http::field::allow, "GET");
-      response.body() = "method not allowed\n";
-    } else {
-      std::string_view target(request.target().data(), request.target().size());
-      EndpointResponse answer = handler_(target.substr(0, target.find('?')));
-      response.result(static_cast<http::status>(answer.status));
-      response.set(http::field::content_type, answer.content_type);
-      if (request.method() == http::verb::get) response.body() = std::move(answer.body);
-    }
-    response.prepare_payload();
-    http::write(socket, response, error);
+  // At the cap, accepting pauses; the connection that frees a slot resumes it.
+  void ResumeAccepting() {
+    if (!accepting_ && !state_.stopping && state_.open < state_.options.max_connections) Accept();
   }
 
-  EndpointHandler handler_;
-  asio::io_context io_;
-  tcp::acceptor acceptor_;
+  EndpointState state_;
+  std::unique_ptr<asio::io_context> io_;
+  std::unique_ptr<tcp::acceptor> acceptor_;
+  std::unique_ptr<asio::steady_timer> retry_;
+  bool accepting_ = false;
   uint16_t port_ = 0;
-  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpoint(const std::string& host,
-                                                              uint16_t port,
+Result<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpoint(EndpointOptions options,
                                                               EndpointHandler handler) {
-  auto endpoint = std::make_unique<Endpoint>(std::move(handler));
-  if (auto status = endpoint->Listen(host, port); !status) return status.error();
+  if (options.max_connections == 0)
+    return InvalidArgument("endpoint: at least one connection must be allowed");
+  EndpointState state;
+  if (!options.token_file.empty()) {
+    auto token = TokenFile::Open(options.token_file);
+    // The operator's mistake, whatever the file's trouble: never an endpoint without its token.
+    if (!token) return InvalidArgument(token.error().message);
+    state.token = std::move(*token);
+  }
+  state.options = std::move(options);
+  state.handler = std::move(handler);
+  auto endpoint = std::make_unique<Endpoint>(std::move(state));
+  if (auto status = endpoint->Listen(); !status) return status.error();
   return std::unique_ptr<MetricsEndpoint>(std::move(endpoint));
 }
 

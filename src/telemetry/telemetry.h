@@ -12,11 +12,13 @@
 // drive it and keep what it measures durable.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -362,25 +364,72 @@ class Collector {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The node agent's HTTP endpoint (http_endpoint.cc): GET only, one connection at a time, an 8 KiB
-// request header at most, 5 s per connection.
+// The node agent's HTTP endpoint (http_endpoint.cc): GET only, an 8 KiB request header at most,
+// concurrent connections up to a cap (accepting pauses there), each with a deadline for its
+// request header and another for its answer, and Connection: close. With a token file, every
+// path but the open ones needs "Authorization: Bearer <the file's token>" (endpoint_token.cc).
 
 struct EndpointResponse {
   int status = 200;
   std::string content_type = "text/plain; version=0.0.4";
   std::string body;
 };
-// Called with the request path (query removed), from the endpoint's thread.
+// Called with the request path (query removed), from the endpoint's thread, only for requests
+// that passed the token check.
 using EndpointHandler = std::function<EndpointResponse(std::string_view path)>;
+
+struct EndpointOptions {
+  std::string host = "0.0.0.0";
+  uint16_t port = 0;  // 0: the kernel's choice
+  // Connections served at once; past it the kernel's listen queue holds the next ones. A client
+  // that sends nothing holds one slot until its deadline.
+  size_t max_connections = 256;
+  // For the whole request header from accept, and again for writing the answer: a client that
+  // sends (or reads) a byte a second is closed at the deadline.
+  std::chrono::milliseconds timeout{5000};
+  // A file holding the bearer token (a Kubernetes Secret's key); re-read when it changes.
+  // Empty: no token is asked.
+  std::string token_file;
+  std::vector<std::string> open_paths = {"/healthz"};  // answered without a token
+  // Without a token file the endpoint binds only a loopback address, unless this says that
+  // something else (a NetworkPolicy) keeps everyone but the scraper out.
+  bool anonymous_off_loopback = false;
+};
 
 class MetricsEndpoint {
  public:
   virtual ~MetricsEndpoint() = default;  // stops serving
   virtual uint16_t port() const = 0;     // the bound port (0 asked: the kernel's choice)
 };
-Result<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpoint(const std::string& host,
-                                                              uint16_t port,
+// Fails when the address cannot be bound or the token file holds no token.
+Result<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpoint(EndpointOptions options,
                                                               EndpointHandler handler);
+
+// The bearer token of a token file, compared in constant time (SHA-256 of both sides, then
+// CRYPTO_memcmp: neither the token's bytes nor its length show in the time taken). The file is
+// stat()ed on every check and read again when its inode, size or mtime changed (a Secret's
+// update swaps a symlink); a file that cannot be read, or holds only white space, refuses
+// every token until it holds one again. Thread-safe.
+class TokenFile {
+ public:
+  // Fails when the file cannot be read or holds no token.
+  static Result<std::unique_ptr<TokenFile>> Open(std::string path);
+  // `authorization` is the Authorization header's value ("Bearer <token>").
+  bool Accepts(std::string_view authorization);
+
+ private:
+  explicit TokenFile(std::string path) : path_(std::move(path)) {}
+  void Refresh();  // with mu_ held
+
+  std::string path_;
+  std::mutex mu_;  // guards everything below
+  struct Stamp {
+    uint64_t dev = 0, ino = 0, size = 0;
+    int64_t mtime_ns = -1;
+    friend bool operator==(const Stamp&, const Stamp&) = default;
+  } stamp_;
+  std::optional<std::array<unsigned char, 32>> digest_;  // SHA-256 of the token; none: refuse
+};
 
 // ---------------------------------------------------------------------------------------------
 // JSON views (json_view.cc): the node's pass for /v1/telemetry and `tessera top`.

@@ -137,7 +137,7 @@ check(r.returncode == 0 and len(decoded) == len(objects(shipped)) and
 # 3. What the defaults render.
 kinds = sorted({o["kind"] for o in defaults})
 check(kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Deployment", "DeviceClass",
-                "Namespace", "PodDisruptionBudget", "Role", "RoleBinding", "RuntimeClass", "Service",
+                "Namespace", "NetworkPolicy", "PodDisruptionBudget", "Role", "RoleBinding", "RuntimeClass", "Service",
                 "ServiceAccount"], f"kinds: {kinds}")
 chart = yaml.safe_load(open(os.path.join(CHART, "Chart.yaml")))
 image = f"ghcr.io/tessera/tessera:{chart['appVersion']}"
@@ -250,6 +250,31 @@ check("--metrics-listen=:9402" in sync_args and "--proc-dir=/host-proc" in sync_
       "lease-sync: telemetry on, /metrics on port 9402, the host's /proc as its proc dir")
 check(host_paths(pod, sync["volumeMounts"]).get("/host-proc") == ("/proc", True),
       "lease-sync reads the host's /proc, read-only")
+# The node agent's endpoint: the token from a Secret volume (no subPath: kubelet's updates reach
+# it), and a NetworkPolicy letting only the scraper's namespace and Pods reach the port.
+volumes = {v["name"]: v for v in pod["volumes"]}
+token_mount = next((m for m in sync["volumeMounts"] if m["name"] == "metrics-token"), None)
+check("--metrics-token-file=/etc/tessera/metrics-token/token" in sync_args and
+      token_mount == {"name": "metrics-token", "mountPath": "/etc/tessera/metrics-token", "readOnly": True} and
+      volumes.get("metrics-token", {}).get("secret", {}).get("secretName") == "tessera-node-metrics" and
+      volumes["metrics-token"]["secret"]["items"] == [{"key": "token", "path": "token"}],
+      "lease-sync: /metrics token from the Secret tessera-node-metrics, mounted whole and read-only")
+
+
+def metrics_policy(objs):
+    return find(objs, "NetworkPolicy", "tessera-node-agent-metrics")
+
+
+policy = metrics_policy(defaults)
+agent_labels = find(defaults, "DaemonSet", "tessera-node-agent")["spec"]["template"]["metadata"]["labels"]
+check(policy is not None and policy["metadata"]["namespace"] == NAMESPACE and
+      policy["spec"]["podSelector"]["matchLabels"].items() <= agent_labels.items() and
+      policy["spec"]["policyTypes"] == ["Ingress"] and
+      policy["spec"]["ingress"] == [{
+          "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}],
+          "ports": [{"protocol": "TCP", "port": 9402}]}],
+      "NetworkPolicy: only the scraper's Pods in its namespace reach the node agent, on 9402 only")
 check({"get", "list", "watch"} <= agent_verbs.get("pods", set()) and
       "patch" not in agent_verbs.get("pods", set()),
       "node agent: pods get/list/watch only (which Pod a GPU process is in)")
@@ -312,6 +337,23 @@ check(vdeploy["spec"]["replicas"] == 3 and pdb is not None and pdb["spec"]["minA
 agent = container(find(varied, "DaemonSet", "tessera-node-agent")["spec"]["template"]["spec"], "device-plugin")
 check(agent["resources"]["limits"]["memory"] == "256Mi", "node agent memory from values")
 check(agent["image"] == "registry.example.com/tessera:9.9.9", f"image from values: {agent['image']}")
+
+scraper = template("nodeAgent.telemetry.networkPolicy.scraperNamespaceSelector.matchLabels.team=observability",
+                   "nodeAgent.telemetry.networkPolicy.scraperPodSelector.matchLabels.app=vmagent",
+                   "nodeAgent.telemetry.metricsPort=9500", "nodeAgent.telemetry.tokenSecret=scrape-token") or []
+peer = (metrics_policy(scraper) or {"spec": {"ingress": [{"from": [{}], "ports": [{}]}]}})["spec"]["ingress"][0]
+scraper_pod = find(scraper, "DaemonSet", "tessera-node-agent")["spec"]["template"]["spec"]
+check(peer["from"][0]["namespaceSelector"]["matchLabels"].get("team") == "observability" and
+      peer["from"][0]["podSelector"]["matchLabels"].get("app") == "vmagent" and
+      peer["ports"] == [{"protocol": "TCP", "port": 9500}] and
+      next(v for v in scraper_pod["volumes"] if v["name"] == "metrics-token")["secret"]["secretName"] == "scrape-token",
+      "the scraper's selectors, the port and the token Secret come from values")
+check(metrics_policy(template("nodeAgent.telemetry.networkPolicy.enabled=false") or []) is None,
+      "networkPolicy.enabled=false: no NetworkPolicy (the token alone guards the port)")
+quiet = template("nodeAgent.telemetry.intervalMs=0") or []
+quiet_pod = find(quiet, "DaemonSet", "tessera-node-agent")["spec"]["template"]["spec"]
+check(metrics_policy(quiet) is None and not any(v["name"] == "metrics-token" for v in quiet_pod["volumes"]),
+      "telemetry off: no endpoint, so no token volume and no NetworkPolicy")
 
 single = template("controlPlane.replicas=1", "dra.enabled=false") or []
 check(find(single, "Deployment", "tessera-control-plane")["spec"]["replicas"] == 1 and

@@ -7,21 +7,27 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "backends/kubernetes/kubernetes.h"
 #include "client/client.h"
+#include "common/file_descriptor.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/lease_sync_process.h"
 #include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
+#include "support/raw_tcp.h"
 #include "support/wait.h"
 
 namespace tessera::k8s {
@@ -80,29 +86,33 @@ class NodeTelemetryTest : public ::testing::Test {
         << ".slice/cri-containerd-" << kContainerId << ".scope\n";
   }
 
-  std::unique_ptr<LeaseSyncProcess> StartAgent() {
-    return std::make_unique<LeaseSyncProcess>(
-        std::vector<std::string>{"--kubeconfig",
-                                 dir_.path() + "/kubeconfig",
-                                 "--node",
-                                 "node-1",
-                                 "--lease-file",
-                                 dir_.path() + "/leases.json",
-                                 "--root",
-                                 host_,
-                                 "--pod-resources-interval-ms",
-                                 "0",
-                                 "--inventory-interval-ms",
-                                 "0",
-                                 "--telemetry-interval-ms",
-                                 "300",
-                                 "--nvml",
-                                 FAKE_NVML,
-                                 "--proc-dir",
-                                 dir_.path() + "/proc",
-                                 "--metrics-listen",
-                                 "127.0.0.1:0"},
-        dir_.path() + "/agent.log");
+  std::vector<std::string> AgentFlags(const std::string& listen = "127.0.0.1:0") {
+    return {"--kubeconfig",
+            dir_.path() + "/kubeconfig",
+            "--node",
+            "node-1",
+            "--lease-file",
+            dir_.path() + "/leases.json",
+            "--root",
+            host_,
+            "--pod-resources-interval-ms",
+            "0",
+            "--inventory-interval-ms",
+            "0",
+            "--telemetry-interval-ms",
+            "300",
+            "--nvml",
+            FAKE_NVML,
+            "--proc-dir",
+            dir_.path() + "/proc",
+            "--metrics-listen",
+            listen};
+  }
+
+  std::unique_ptr<LeaseSyncProcess> StartAgent(std::vector<std::string> extra = {}) {
+    std::vector<std::string> flags = AgentFlags();
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    return std::make_unique<LeaseSyncProcess>(flags, dir_.path() + "/agent.log");
   }
 
   Json Measured() {
@@ -207,6 +217,101 @@ TEST_F(NodeTelemetryTest, MetricsWithPodLabelsAndMeasuredUseAcrossKill9) {
       << final.dump();
   // Memory: 2 GiB for about the time it ran (not exact: the passes' own times).
   EXPECT_GT(final.value("memoryGibSeconds", 0.0), 0.0);
+}
+
+// The agent's endpoint behind --metrics-token-file: refused without the token or with a wrong
+// one, /healthz open; with 100 idle connections and a slowloris client open, a scrape with the
+// token still answers within a second; `tessera top` reads it with the token.
+TEST_F(NodeTelemetryTest, EndpointNeedsItsTokenAndAnswersBesideHundredIdleConnections) {
+  const std::string token = "node-agent-scrape-token-0123456789";
+  const std::string token_file = dir_.path() + "/metrics-token";
+  std::ofstream(token_file) << token << "\n";
+  scenario_.Write(std::string("device ") + kGpu + " util=50 memory_used=1 memory_total=2\n");
+  auto agent = StartAgent({"--metrics-token-file", token_file, "--metrics-timeout-ms", "3000"});
+  const uint16_t port = agent->MetricsPort();
+  ASSERT_NE(port, 0) << Slurp(dir_.path() + "/agent.log");
+  using std::chrono::milliseconds;
+  auto get = [&](const std::string& path, const std::string& bearer) {
+    return testing::RawExchange(
+        port,
+        "GET " + path + " HTTP/1.1\r\nHost: node\r\n" +
+            (bearer.empty() ? "" : "Authorization: Bearer " + bearer + "\r\n") + "\r\n",
+        milliseconds(10000));
+  };
+  EXPECT_EQ(testing::StatusOf(get("/healthz", "")), 200);
+  EXPECT_EQ(testing::StatusOf(get("/metrics", "")), 401);
+  EXPECT_EQ(testing::StatusOf(get("/metrics", "not-" + token)), 401);
+  EXPECT_EQ(testing::StatusOf(get("/v1/telemetry", "")), 401);
+  EXPECT_EQ(testing::StatusOf(get("/v1/telemetry", token)), 200);
+  // Once the first pass has run, the GPU's series are there.
+  std::string metrics;
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    metrics = get("/metrics", token);
+    return metrics.find("DCGM_FI_DEV_") != std::string::npos;
+  })) << metrics;
+
+  std::deque<FileDescriptor> idle;
+  for (int i = 0; i < 100; ++i) {
+    idle.emplace_back(testing::ConnectLoopback(port));
+    ASSERT_GE(idle.back().get(), 0);
+  }
+  FileDescriptor slow(testing::ConnectLoopback(port));
+  ASSERT_GE(slow.get(), 0);
+  std::atomic<bool> stop{false};
+  std::thread slowloris([&] {  // a header byte a second, never a whole header
+    const std::string header = "GET /metrics HTTP/1.1\r\nX-Slow: " + std::string(600, 'x');
+    for (size_t i = 0; i < header.size() && !stop; ++i) {
+      if (::send(slow.get(), &header[i], 1, MSG_NOSIGNAL) != 1) return;
+      for (int tick = 0; tick < 10 && !stop; ++tick)
+        std::this_thread::sleep_for(milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(200));  // all of them connected and sending
+  const auto begin = std::chrono::steady_clock::now();
+  const std::string scrape = get("/metrics", token);
+  const auto took = std::chrono::steady_clock::now() - begin;
+  EXPECT_EQ(testing::StatusOf(scrape), 200) << scrape.substr(0, 300);
+  EXPECT_NE(scrape.find("DCGM_FI_DEV_"), std::string::npos) << scrape.substr(0, 300);
+  EXPECT_LE(took, std::chrono::seconds(1));
+  // Each of them holds its slot only until the deadline.
+  EXPECT_TRUE(testing::ClosedByPeerWithin(slow.get(), milliseconds(20000)));
+  EXPECT_TRUE(testing::ClosedByPeerWithin(idle.back().get(), milliseconds(20000)));
+  stop = true;
+  slowloris.join();
+
+  int status = -1;
+  std::string top = testing::RunCommand(
+      testing::TesseraBinary() + " top --once --server http://127.0.0.1:" + std::to_string(port) +
+          " --token-file " + token_file + " 2>&1",
+      &status);
+  EXPECT_EQ(status, 0) << top;
+  EXPECT_NE(top.find("0000:18:00.0"), std::string::npos) << top;
+}
+
+// Off loopback the agent does not serve without a token file, unless told the NetworkPolicy is
+// the guard; a token file it cannot read stops it too.
+TEST_F(NodeTelemetryTest, EndpointOffLoopbackWithoutATokenIsRefusedAtStart) {
+  auto run = [&](std::vector<std::string> flags, int* status) {
+    std::string command =
+        "timeout 60 " + std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-lease-sync";
+    for (const auto& flag : flags)
+      command += " '" + flag + "'";
+    return testing::RunCommand(command + " 2>&1", status);
+  };
+  int status = -1;
+  std::string out = run(AgentFlags("0.0.0.0:0"), &status);
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_NE(out.find("not a loopback address"), std::string::npos) << out;
+  std::vector<std::string> missing = AgentFlags();
+  missing.insert(missing.end(), {"--metrics-token-file", dir_.path() + "/absent"});
+  out = run(missing, &status);
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_NE(out.find("absent"), std::string::npos) << out;
+  // --metrics-anonymous: it serves (then it is stopped).
+  std::vector<std::string> anonymous = AgentFlags("0.0.0.0:0");
+  anonymous.push_back("--metrics-anonymous");
+  LeaseSyncProcess agent(anonymous, dir_.path() + "/anonymous.log");
+  EXPECT_NE(agent.MetricsPort(), 0) << agent.Log();
 }
 
 TEST(NodeDirectory, LeasedPodsCarryTheirTenancyOtherPodsOnlyLabels) {

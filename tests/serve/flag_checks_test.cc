@@ -150,5 +150,38 @@ TEST(CommandProgram, IsTheFirstWordAsTheCheckerSplitsIt) {
   EXPECT_EQ(CommandProgram("   "), "");
 }
 
+TEST(SizeFlags, EachTakesBothEndsOfItsRangeAndNothingBeyond) {
+  for (const SizeFlag& flag : {kContainerLogMaxFlag, kStoreReserveFlag}) {
+    SCOPED_TRACE(std::string(flag.name));
+    auto at_low = ParseSizeFlag(flag, FormatSize(flag.low));
+    ASSERT_TRUE(at_low) << at_low.error().message;
+    EXPECT_EQ(*at_low, flag.low);
+    auto at_high = ParseSizeFlag(flag, std::to_string(flag.high));
+    ASSERT_TRUE(at_high) << at_high.error().message;
+    EXPECT_EQ(*at_high, flag.high);
+    auto above = ParseSizeFlag(flag, std::to_string(flag.high + 1));
+    ASSERT_FALSE(above);
+    EXPECT_NE(above.error().message.find("must be from " + FormatSize(flag.low) + " to 1Ti"),
+              std::string::npos)
+        << above.error().message;
+  }
+  EXPECT_FALSE(ParseSizeFlag(kContainerLogMaxFlag, "63Ki"));
+  EXPECT_EQ(*ParseSizeFlag(kContainerLogMaxFlag, "16Mi"), uint64_t{16} << 20);
+  EXPECT_EQ(*ParseSizeFlag(kStoreReserveFlag, "0"), 0u);
+}
+
+TEST(SizeFlags, OnlyWholeNumbersWithABinarySuffix) {
+  for (std::string_view text : {"", "Mi", "1.5Mi", "-1", "1 Mi", "1M", "1mi", "16MiB",
+                                "99999999999999Ki", "18446744073709551616"}) {
+    SCOPED_TRACE(std::string(text));
+    auto parsed = ParseSizeFlag(kStoreReserveFlag, text);
+    ASSERT_FALSE(parsed);
+    EXPECT_EQ(parsed.error().category, ErrorCategory::kInvalidArgument);
+    EXPECT_EQ(parsed.error().message.rfind("--store-reserve", 0), 0u) << parsed.error().message;
+  }
+  EXPECT_EQ(FormatSize(1536 << 10), "1536Ki");
+  EXPECT_EQ(FormatSize(100), "100");
+}
+
 }  // namespace
 }  // namespace tessera::serve

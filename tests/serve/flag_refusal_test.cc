@@ -142,6 +142,9 @@ TEST_F(FlagRefusal, QuantitiesAndNamesAreRefusedBeforeAnythingIsMadeToo) {
       {{"--scheduling", "lottery"}, "--scheduling"},
       {{"--placement-policy", "random"}, "--placement-policy"},
       {{"--firmware-check", "no-equals-sign"}, "--firmware-check no-equals-sign: want"},
+      {{"--container-log-max", "63Ki"}, "--container-log-max 63Ki: must be from 64Ki to 1Ti"},
+      {{"--container-log-max", "16MB"}, "--container-log-max 16MB: want a whole number"},
+      {{"--store-reserve", "2Ti"}, "--store-reserve 2Ti: must be from 0 to 1Ti"},
   };
   for (const auto& [flags, message] : cases) {
     SCOPED_TRACE(flags[0] + " " + flags[1]);
@@ -237,7 +240,11 @@ TEST_F(FlagRefusal, TheSameFlagsAtTheEndsOfTheirRangesStart) {
                                                     "--telemetry-proc-dir",
                                                     "/proc",
                                                     "--firmware-check-command",
-                                                    At("script") + " --strict"}));
+                                                    At("script") + " --strict",
+                                                    "--container-log-max",
+                                                    "64Ki",
+                                                    "--store-reserve",
+                                                    "0"}));
   std::string log;
   ASSERT_TRUE(serve.Start(&log)) << log;
   EXPECT_EQ(serve.Kill(SIGTERM), 0);

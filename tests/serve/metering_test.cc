@@ -165,7 +165,9 @@ TEST_F(Metering, OnAFullDiskNoRefusedSubmissionRunsAndNoUsageIsLostOrCountedTwic
   ASSERT_TRUE(disk.mounted()) << disk.error();
   // The data dir (store and admin token) on the small disk; the log and port file beside it.
   std::filesystem::create_directory_symlink(disk.path(), dir_.path() + "/data");
-  ASSERT_NO_FATAL_FAILURE(Start(dir_.path()));
+  // No reserve: this is about the store's own writes failing on a full disk (the reserve, which
+  // refuses work before that, is disk_e2e_test's).
+  ASSERT_NO_FATAL_FAILURE(Start(dir_.path(), {"--store-reserve", "0"}));
   int status = 0;
   CallJson(*admin_, "PUT", "/v1/tenancies/team", "{}", &status);
   ASSERT_EQ(status, 200);

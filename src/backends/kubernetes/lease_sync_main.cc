@@ -12,7 +12,7 @@
 //    they are gone (lease_sync_fabric.h); a restarted fabric manager is sent the active list.
 //  - Measures what each leased Pod's GPU processes use (NVML, attributed by cgroup) every
 //    --telemetry-interval-ms, keeps it in the GpuLease's status.measured and serves /metrics
-//    and /v1/telemetry on --metrics-listen (node_telemetry.h).
+//    and /v1/telemetry on --metrics-listen, behind --metrics-token-file (node_telemetry.h).
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
@@ -199,7 +199,24 @@ int main(int argc, char** argv) {
                  "container=\"_other\"")
       ->capture_default_str();
   app.add_option("--metrics-listen", metrics_listen,
-                 "HOST:PORT serving /metrics and /v1/telemetry (default: none)");
+                 "HOST:PORT serving /metrics, /v1/telemetry and /healthz (default: none)");
+  telemetry::EndpointOptions endpoint;
+  app.add_option("--metrics-token-file", endpoint.token_file,
+                 "File holding the bearer token /metrics and /v1/telemetry ask for (a Secret's "
+                 "key; re-read when it changes); needed unless --metrics-listen is loopback or "
+                 "--metrics-anonymous says so");
+  app.add_flag("--metrics-anonymous", endpoint.anonymous_off_loopback,
+               "Serve /metrics and /v1/telemetry without a token off loopback too (a "
+               "NetworkPolicy must keep everyone but the scraper out)");
+  app.add_option("--metrics-max-connections", endpoint.max_connections,
+                 "Connections the endpoint serves at once; accepting pauses there")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  int metrics_timeout_ms = static_cast<int>(endpoint.timeout.count());
+  app.add_option("--metrics-timeout-ms", metrics_timeout_ms,
+                 "Deadline for a connection's whole request header, and again for its answer")
+      ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
   app.add_option("--nvml", nvml, "NVML library: telemetry, GPU module IDs (\"\" = none)")
       ->capture_default_str();
   app.add_option("--proc-dir", proc_dir, "The host's /proc (GPU processes' cgroups)")
@@ -310,6 +327,8 @@ int main(int argc, char** argv) {
     options.interval = std::chrono::milliseconds(telemetry_interval_ms);
     options.max_series = telemetry_max_series;
     options.listen = metrics_listen;
+    options.endpoint = endpoint;
+    options.endpoint.timeout = std::chrono::milliseconds(metrics_timeout_ms);
     // With --fabric-manager: restarts noticed, partitions activated and deactivated.
     options.extra_metrics = [&fabric] { return fabric ? fabric->MetricsText() : std::string(); };
     inventory::ReadOptions read;
@@ -323,9 +342,12 @@ int main(int argc, char** argv) {
           if (!leases_synced) return std::nullopt;
           return leases;
         });
-    // A node without the NVIDIA driver still syncs leases; a bad --metrics-listen is an error.
+    // A node without the NVIDIA driver still syncs leases; a bad --metrics-listen or token
+    // file is an error.
     if (!started && started.error().category == ErrorCategory::kInvalidArgument) {
       std::fprintf(stderr, "tessera-lease-sync: %s\n", started.error().message.c_str());
+      g_stop = true;
+      publisher.join();  // a joinable thread's destructor would abort the process
       return 2;
     }
     if (!started) {

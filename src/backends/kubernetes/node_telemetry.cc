@@ -344,9 +344,11 @@ Result<std::unique_ptr<NodeTelemetry>> NodeTelemetry::Start(const ClientConfig& 
     int port = std::atoi(raw->options.listen.substr(colon + 1).c_str());
     if (port < 0 || port > 65535)
       return InvalidArgument("--metrics-listen " + raw->options.listen + ": bad port");
+    telemetry::EndpointOptions endpoint_options = raw->options.endpoint;
+    endpoint_options.host = host.empty() ? "0.0.0.0" : host;
+    endpoint_options.port = static_cast<uint16_t>(port);
     auto endpoint = telemetry::StartMetricsEndpoint(
-        host.empty() ? "0.0.0.0" : host, static_cast<uint16_t>(port),
-        [raw](std::string_view path) { return raw->Answer(path); });
+        std::move(endpoint_options), [raw](std::string_view path) { return raw->Answer(path); });
     if (!endpoint) return endpoint.error();
     raw->endpoint = std::move(*endpoint);
   }

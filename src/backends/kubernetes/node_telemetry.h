@@ -62,6 +62,9 @@ struct NodeTelemetryOptions {
   std::chrono::milliseconds interval{10000};
   size_t max_series = 10000;
   std::string listen;  // HOST:PORT for /metrics and /v1/telemetry; empty: no endpoint
+  // The endpoint's token file, connection cap and deadlines (its host and port come from
+  // `listen`); /healthz is open, /metrics and /v1/telemetry need the token.
+  telemetry::EndpointOptions endpoint;
   std::vector<telemetry::GpuIdentity> gpus;
   // More series for /metrics from parts of the agent telemetry does not own (the fabric
   // manager's activator); called on every scrape.

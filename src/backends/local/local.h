@@ -38,6 +38,11 @@ struct LocalOptions {
   // live; the service's data dir. Logs are read from here without a podman call. Empty: podman
   // keeps the logs where it likes and `podman logs` reads them.
   std::string state_dir;
+  // Each such log's cap in bytes (podman --log-opt max-size; 0: none). conmon (2.1 on Debian 12)
+  // empties the file when the next line would pass it and goes on writing from the start, so a
+  // container that prints without end holds at most this much, and its log keeps the latest
+  // output (between nothing and the cap of it). No effect without state_dir.
+  uint64_t log_max_bytes = 0;
 };
 
 // The text of a log in the CRI/k8s-file format podman writes

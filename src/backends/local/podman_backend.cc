@@ -200,6 +200,8 @@ class PodmanBackend final : public ContainerBackend {
       argv.push_back("--cidfile=" + cid_file);
       argv.push_back("--log-driver=k8s-file");
       argv.push_back("--log-opt=path=" + StatePath(request.id, ".log"));
+      if (options_.log_max_bytes > 0)
+        argv.push_back("--log-opt=max-size=" + std::to_string(options_.log_max_bytes));
     }
     argv.push_back("--label=" + std::string(kIdLabel) + "=" + request.id);
     argv.push_back("--label=" + std::string(kInstanceLabel) + "=" + options_.instance);
