@@ -94,7 +94,6 @@ Status ApplyProtocolPolicy(SSL_CTX* ctx) {
     return Internal("TLS policy: " + TakeOpenSslErrors());
   SSL_CTX_set_options(
       ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   return Ok();
 }
 
