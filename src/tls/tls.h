@@ -5,6 +5,11 @@
 // TLS 1.2 only with ECDHE key exchange and AEAD ciphers, no compression, no renegotiation.
 // Contexts are shared (std::shared_ptr<SSL_CTX>): a connection's SSL holds its own reference, so
 // a context swapped out by a rotation lives on for the connections made with it.
+//
+// With Boost.Asio (async or blocking): per accepted socket, take ServerContextSource::Current(),
+// SSL_CTX_up_ref it and hand it to a boost::asio::ssl::context (which adopts one reference and
+// frees it when it goes); construct the ssl::stream from that context (its SSL holds a reference
+// of its own), then let the asio context go. src/api/server.cc does so.
 #pragma once
 
 #include <openssl/types.h>
