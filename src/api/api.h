@@ -17,6 +17,10 @@
 #include "fleet/fleet.h"
 #include "serve/service.h"
 
+namespace tessera::tls {
+class ServerContextSource;
+}
+
 namespace tessera::api {
 
 // ---- Body parsers (pure; strict: unknown fields, wrong types and bad values are errors that
@@ -78,6 +82,8 @@ struct ServerOptions {
   std::chrono::seconds idle_timeout{60};
   // The body (at most 1 MiB) of an admitted request must arrive within this.
   std::chrono::seconds body_timeout{30};
+  // Set: HTTPS only, each new connection with the source's current certificate (tls/tls.h).
+  std::shared_ptr<tls::ServerContextSource> tls;
 };
 
 // The connection cap actually used: `wanted`, but at most the soft RLIMIT_NOFILE less `reserve`

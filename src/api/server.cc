@@ -6,6 +6,8 @@
 // transfer coding, token: Router::Admit); only an admitted request has its body read. Each phase
 // has its own deadline (idle between requests, header, body), open connections are capped below
 // the descriptor limit, and running out of descriptors pauses accepting instead of spinning.
+// With a certificate (ServerOptions::tls) every connection is TLS: the handshake runs under the
+// header timeout, and each new connection takes the certificate of its moment (rotation).
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -16,6 +18,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <memory>
 #include <mutex>
@@ -23,6 +26,7 @@
 
 #include "api/api.h"
 #include "api/router.h"
+#include "tls/tls.h"
 
 namespace tessera::api {
 
@@ -37,6 +41,7 @@ namespace {
 namespace beast = boost::beast;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr size_t kMaxBody = 1 << 20;
 constexpr uint32_t kMaxHeader = 16 * 1024;
@@ -111,25 +116,54 @@ bool OutOfResources(const beast::error_code& error) {
   return value == EMFILE || value == ENFILE || value == ENOBUFS || value == ENOMEM;
 }
 
-class Session : public std::enable_shared_from_this<Session> {
+// One connection, plain (beast::tcp_stream) or TLS (TlsStream over one). Every deadline is set
+// on the TCP stream underneath, so the TLS handshake runs under the header timeout.
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+
  public:
-  Session(tcp::socket socket, Router* router, std::shared_ptr<ConnectionGate> gate,
-          const ServerOptions& options)
-      : stream_(std::move(socket)), router_(router), gate_(std::move(gate)), options_(options) {
+  template <class... Args>
+  Session(Router* router, std::shared_ptr<ConnectionGate> gate, const ServerOptions& options,
+          Args&&... stream_args)
+      : stream_(std::forward<Args>(stream_args)...),
+        router_(router),
+        gate_(std::move(gate)),
+        options_(options) {
     gate_->Enter();
   }
   ~Session() { gate_->Leave(); }
 
   void Begin() {
     net::dispatch(stream_.get_executor(),
-                  beast::bind_front_handler(&Session::ReadHeader, shared_from_this()));
+                  beast::bind_front_handler(&Session::Handshake, shared_from_this()));
   }
 
  private:
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
+
+  // TLS: the handshake counts as part of the first request's header.
+  void Handshake() {
+    if constexpr (kTls) {
+      Tcp().expires_after(options_.header_timeout);
+      stream_.async_handshake(net::ssl::stream_base::server,
+                              [self = shared_from_this()](beast::error_code error) {
+                                if (error) {
+                                  spdlog::debug("tls handshake: {}", error.message());
+                                  return self->Close();
+                                }
+                                self->ReadHeader();
+                              });
+    } else {
+      ReadHeader();
+    }
+  }
+
   // Between requests on a kept-alive connection: wait for the next one's first bytes.
   void AwaitNext() {
     if (buffer_.size() > 0) return ReadHeader();
-    stream_.expires_after(options_.idle_timeout);
+    Tcp().expires_after(options_.idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](beast::error_code error, size_t n) {
                               self->buffer_.commit(n);
@@ -143,7 +177,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->header_limit(kMaxHeader);
     parser_->body_limit(kMaxBody);
     head_ = false;
-    stream_.expires_after(options_.header_timeout);
+    Tcp().expires_after(options_.header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::OnHeader, shared_from_this()));
   }
@@ -165,7 +199,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
       auto interim =
           std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
-      stream_.expires_after(options_.body_timeout);
+      Tcp().expires_after(options_.body_timeout);
       return http::async_write(stream_, *interim,
                                [self = shared_from_this(), interim](beast::error_code e, size_t) {
                                  if (e) return self->Close();
@@ -177,7 +211,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ReadBody() {
     if (parser_->is_done()) return OnRead({}, 0);
-    stream_.expires_after(options_.body_timeout);
+    Tcp().expires_after(options_.body_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      beast::bind_front_handler(&Session::OnRead, shared_from_this()));
   }
@@ -204,7 +238,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool keep_alive = request.keep_alive();
     const auto method = request.method();
     const auto started = std::chrono::steady_clock::now();
-    stream_.expires_never();  // an answer may wait for a durable commit
+    Tcp().expires_never();  // an answer may wait for a durable commit
     auto self = shared_from_this();
     router_->Handle(
         std::move(request), caller_, [self, keep_alive, method, started](Response response) {
@@ -219,7 +253,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Write(Response response) {
     auto owned = std::make_shared<Response>(std::move(response));
-    stream_.expires_after(options_.body_timeout);
+    Tcp().expires_after(options_.body_timeout);
     auto after = [self = shared_from_this(), owned](beast::error_code error, size_t) {
       if (error) return self->Close();
       if (owned->need_eof()) return self->Linger();
@@ -236,11 +270,19 @@ class Session : public std::enable_shared_from_this<Session> {
     http::async_write(stream_, *owned, after);
   }
 
-  // Half-close, then drop what the peer still sends (bounded) until it closes too.
+  // Half-close, then drop what the peer still sends (bounded) until it closes too. TLS: the
+  // close_notify alert first, then the same.
   void Linger() {
+    if constexpr (kTls) {
+      Tcp().expires_after(kLingerTime);
+      return stream_.async_shutdown([self = shared_from_this()](beast::error_code) {
+        beast::error_code ignored;
+        self->Tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      });
+    }
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream_.expires_after(kLingerTime);
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Tcp().expires_after(kLingerTime);
     drained_ = buffer_.size();
     buffer_.clear();
     buffer_.shrink_to_fit();
@@ -258,10 +300,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    Tcp().socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   // Stages what is read; the body is moved into the request as it comes. Bounded so an idle or
   // lingering connection holds little.
   beast::flat_buffer buffer_{kMaxHeader + 16 * 1024};
@@ -341,32 +383,49 @@ class BeastServer final : public Server {
     if (accepting_) return;
     if (gate_->PauseIfFull()) return;  // the next connection to close resumes
     accepting_ = true;
-    acceptor_.async_accept(
-        net::make_strand(io_), [this](beast::error_code error, tcp::socket socket) {
-          accepting_ = false;
-          if (!error) {
-            backoff_ = kMinAcceptBackoff;
-            beast::error_code ignored;
-            socket.set_option(tcp::no_delay(true), ignored);
-            std::make_shared<Session>(std::move(socket), &router_, gate_, options_)->Begin();
-            return Accept();
-          }
-          if (error == net::error::operation_aborted) return;
-          if (OutOfResources(error)) {
-            // The pending connection stays in the backlog; accepting again at once would fail the
-            // same way in a busy loop. Wait, longer each time, for descriptors to come back.
-            if (backoff_ == kMinAcceptBackoff)
-              spdlog::warn("http accept: {}; pausing accepts", error.message());
-            accept_timer_.expires_after(backoff_);
-            backoff_ = std::min(backoff_ * 2, kMaxAcceptBackoff);
-            accept_timer_.async_wait([this](beast::error_code wait_error) {
-              if (!wait_error) Accept();
-            });
-            return;
-          }
-          spdlog::debug("http accept: {}", error.message());
-          Accept();
-        });
+    acceptor_.async_accept(net::make_strand(io_),
+                           [this](beast::error_code error, tcp::socket socket) {
+                             accepting_ = false;
+                             if (!error) {
+                               backoff_ = kMinAcceptBackoff;
+                               beast::error_code ignored;
+                               socket.set_option(tcp::no_delay(true), ignored);
+                               StartSession(std::move(socket));
+                               return Accept();
+                             }
+                             if (error == net::error::operation_aborted) return;
+                             if (OutOfResources(error)) {
+                               // The pending connection stays in the backlog; accepting again at
+                               // once would fail the same way in a busy loop. Wait, longer each
+                               // time, for descriptors to come back.
+                               if (backoff_ == kMinAcceptBackoff)
+                                 spdlog::warn("http accept: {}; pausing accepts", error.message());
+                               accept_timer_.expires_after(backoff_);
+                               backoff_ = std::min(backoff_ * 2, kMaxAcceptBackoff);
+                               accept_timer_.async_wait([this](beast::error_code wait_error) {
+                                 if (!wait_error) Accept();
+                               });
+                               return;
+                             }
+                             spdlog::debug("http accept: {}", error.message());
+                             Accept();
+                           });
+  }
+
+  void StartSession(tcp::socket socket) {
+    if (!options_.tls) {
+      std::make_shared<Session<beast::tcp_stream>>(&router_, gate_, options_, std::move(socket))
+          ->Begin();
+      return;
+    }
+    // The context of this moment: a rotation after this leaves the connection on it. asio's
+    // context adopts the handle it is given (and frees it when it goes); the connection's SSL
+    // holds a reference of its own, so adopting one more reference is all it takes.
+    tls::ContextPtr ctx = options_.tls->Current();
+    SSL_CTX_up_ref(ctx.get());
+    net::ssl::context adopted(ctx.get());
+    std::make_shared<Session<TlsStream>>(&router_, gate_, options_, std::move(socket), adopted)
+        ->Begin();
   }
 
   ServerOptions options_;

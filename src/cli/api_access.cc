@@ -27,4 +27,14 @@ Result<std::string> ApiToken(const std::string& token_file) {
   return token;
 }
 
+void AddTlsOptions(CLI::App* command, client::TlsOptions& options) {
+  if (const char* env = std::getenv("TESSERA_CA_FILE"); env && *env) options.ca_file = env;
+  command->add_option("--ca-file", options.ca_file,
+                      "PEM CA(s) to verify an https:// server with (default $TESSERA_CA_FILE, "
+                      "else the system's roots)");
+  command->add_option("--client-cert", options.cert_file,
+                      "PEM client certificate, for a server that asks for one");
+  command->add_option("--client-key", options.key_file, "PEM key of --client-cert");
+}
+
 }  // namespace tessera::cli

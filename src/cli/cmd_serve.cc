@@ -47,6 +47,7 @@ struct RunFlags {
   std::string isolation = "runc";
   std::string server;
   std::string token_file;
+  client::TlsOptions tls;
   std::vector<std::string> env;
   int priority = 0;
   int64_t max_duration_s = 0;  // 0: no limit
@@ -73,7 +74,7 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
   if (rest.empty()) Fail(InvalidArgument("run: IMAGE is required"));
   auto endpoint = client::ParseServer(ApiServer(flags.server));
   if (!endpoint) Fail(endpoint.error());
-  client::Connection connection(*endpoint, Token(flags));
+  client::Connection connection(*endpoint, Token(flags), flags.tls);
 
   nlohmann::json body = {{"image", rest[0]},
                          {"tenancy", flags.tenancy},
@@ -185,6 +186,7 @@ void AddServeCommand(CLI::App& app) {
   run->add_option("--token-file", flags->token_file,
                   "Token file (default $TESSERA_TOKEN, $TESSERA_TOKEN_FILE, "
                   "tessera-data/admin.token)");
+  AddTlsOptions(run, flags->tls);
   run->add_option("-e,--env", flags->env, "NAME=VALUE (repeatable)");
   run->add_option("--priority", flags->priority,
                   "Order among the tenancy's own pending containers (up to its maxPriority)")

@@ -21,6 +21,7 @@ using nlohmann::json;
 struct TopFlags {
   std::string server;
   std::string token_file;
+  client::TlsOptions tls;
   double interval_s = 2;
   bool once = false;
 };
@@ -39,6 +40,7 @@ void AddTopCommand(CLI::App& app) {
   top->add_option("--token-file", flags->token_file,
                   "Token for tessera serve, or a node agent's --metrics-token-file (default "
                   "$TESSERA_TOKEN, $TESSERA_TOKEN_FILE, tessera-data/admin.token)");
+  AddTlsOptions(top, flags->tls);
   top->add_option("--interval", flags->interval_s, "Seconds between refreshes")
       ->check(CLI::Range(0.2, 3600.0))
       ->capture_default_str();
@@ -49,7 +51,7 @@ void AddTopCommand(CLI::App& app) {
     if (!endpoint) Fail(endpoint.error());
     // None found: a node agent without a token file asks for none.
     auto token = ApiToken(flags->token_file);
-    client::Connection connection(*endpoint, token ? *token : "");
+    client::Connection connection(*endpoint, token ? *token : "", flags->tls);
     for (;;) {
       auto response = connection.Call("GET", "/v1/telemetry");
       if (!response) Fail(response.error().WithContext(server));

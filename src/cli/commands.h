@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "client/tls_channel.h"
 #include "common/error.h"
 
 namespace tessera::cli {
@@ -35,5 +36,8 @@ void AddTopCommand(CLI::App& app);       // `tessera top` (cmd_top.cc)
 // $TESSERA_TOKEN_FILE, tessera-data/admin.token) (api_access.cc).
 std::string ApiServer(const std::string& flag);
 Result<std::string> ApiToken(const std::string& token_file);
+// --ca-file (default $TESSERA_CA_FILE; empty: the system's roots), --client-cert and
+// --client-key for an https:// server, added to `command` (api_access.cc).
+void AddTlsOptions(CLI::App* command, client::TlsOptions& options);
 
 }  // namespace tessera::cli

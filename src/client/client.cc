@@ -21,16 +21,26 @@ std::string Lower(std::string text) {
 }  // namespace
 
 Result<Endpoint> ParseServer(std::string_view url) {
+  Endpoint endpoint;
   if (url.rfind("http://", 0) == 0) url.remove_prefix(7);
+  if (url.rfind("https://", 0) == 0) {
+    url.remove_prefix(8);
+    endpoint.tls = true;
+  }
   while (!url.empty() && url.back() == '/')
     url.remove_suffix(1);
   auto colon = url.rfind(':');
-  Endpoint endpoint;
+  // "[::1]" alone: its colons are the address's.
+  if (colon != std::string_view::npos && url.front() == '[' && url.find(']') > colon)
+    colon = std::string_view::npos;
   if (colon == std::string_view::npos) {
     endpoint.host = std::string(url);
-    return endpoint;
+  } else {
+    endpoint.host = std::string(url.substr(0, colon));
   }
-  endpoint.host = std::string(url.substr(0, colon));
+  if (endpoint.host.size() >= 2 && endpoint.host.front() == '[' && endpoint.host.back() == ']')
+    endpoint.host = endpoint.host.substr(1, endpoint.host.size() - 2);
+  if (colon == std::string_view::npos) return endpoint;
   std::string port(url.substr(colon + 1));
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
@@ -45,6 +55,7 @@ Connection::~Connection() {
 }
 
 void Connection::Close() {
+  tls_.reset();
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
@@ -73,7 +84,38 @@ Status Connection::Open() {
   ::freeaddrinfo(found);
   if (fd_ < 0)
     return Unavailable("connect to " + endpoint_.host + ":" + port + ": " + std::strerror(error));
+  if (endpoint_.tls) {
+    auto channel = TlsChannel::Open(fd_, endpoint_.host, tls_options_);
+    if (!channel) {
+      Close();
+      return channel.error();
+    }
+    tls_ = std::move(*channel);
+  }
   return Ok();
+}
+
+Status Connection::SendAll(const std::string& data) {
+  if (tls_) return tls_->Send(data.data(), data.size());
+  size_t sent = 0;
+  while (sent < data.size()) {
+    ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("send", errno);
+    }
+    sent += static_cast<size_t>(n);
+  }
+  return Ok();
+}
+
+Result<size_t> Connection::Receive(char* buffer, size_t size) {
+  if (tls_) return tls_->Receive(buffer, size);
+  for (;;) {
+    ssize_t n = ::recv(fd_, buffer, size, 0);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno != EINTR) return ErrnoError("recv", errno);
+  }
 }
 
 Result<Response> Connection::Call(const std::string& method, const std::string& path,
@@ -103,16 +145,9 @@ Result<Response> Connection::Call(const std::string& method, const std::string& 
 }
 
 Result<Response> Connection::Exchange(const std::string& request) {
-  size_t sent = 0;
-  while (sent < request.size()) {
-    ssize_t n = ::send(fd_, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int error = errno;
-      Close();
-      return ErrnoError("send", error);
-    }
-    sent += static_cast<size_t>(n);
+  if (auto status = SendAll(request); !status) {
+    Close();
+    return status.error();
   }
   std::string data;
   char buffer[16384];
@@ -157,13 +192,12 @@ Result<Response> Connection::Exchange(const std::string& request) {
       if (close_after) Close();
       return response;
     }
-    ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
+    auto n = Receive(buffer, sizeof(buffer));
+    if (!n || *n == 0) {
       Close();
-      return Unavailable("connection closed before a full response");
+      return n ? Unavailable("connection closed before a full response") : n.error();
     }
-    data.append(buffer, static_cast<size_t>(n));
+    data.append(buffer, *n);
   }
 }
 

@@ -1,6 +1,9 @@
 #include "serve/flag_checks.h"
 
+#include <arpa/inet.h>
+
 #include <climits>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -118,6 +121,39 @@ std::string_view CommandProgram(std::string_view command) {
   if (start == std::string_view::npos) return {};
   const size_t end = command.find(' ', start);
   return command.substr(start, end == std::string_view::npos ? end : end - start);
+}
+
+bool IsLoopbackAddress(std::string_view host) {
+  const std::string text(host);
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+Status CheckTlsFlags(std::string_view listen_host, const TlsFlags& flags) {
+  const bool tls = !flags.cert.empty() || !flags.key.empty();
+  if (tls && (flags.cert.empty() || flags.key.empty()))
+    return InvalidArgument("--tls-cert and --tls-key: give both (the certificate and its key)");
+  if (!flags.client_ca.empty() && !tls)
+    return InvalidArgument("--tls-client-ca: needs --tls-cert and --tls-key");
+  if (tls && flags.insecure_http)
+    return InvalidArgument("--insecure-http with --tls-cert: choose one");
+  for (const auto& [flag, path] :
+       {std::pair<std::string_view, const std::string&>{"--tls-cert", flags.cert},
+        {"--tls-key", flags.key},
+        {"--tls-client-ca", flags.client_ca}})
+    if (!path.empty())
+      if (auto status = CheckPathText(flag, path); !status) return status;
+  if (!tls && !flags.insecure_http && !IsLoopbackAddress(listen_host))
+    return InvalidArgument(
+        "--listen " + Excerpt(listen_host) +
+        ": not a loopback address, and without TLS tokens and tenants' data would cross the "
+        "network in clear; give --tls-cert and --tls-key, or --insecure-http if plain HTTP "
+        "there is meant (behind a TLS proxy, or a trusted network)");
+  return Ok();
 }
 
 }  // namespace tessera::serve

@@ -83,4 +83,22 @@ Status CheckMountSourcePath(std::string_view flag, std::string_view path);
 // The program of "PROGRAM [ARGS]", split at spaces as the firmware checker runs it.
 std::string_view CommandProgram(std::string_view command);
 
+// The API listener's TLS flags (docs/tls.md).
+struct TlsFlags {
+  std::string cert;       // --tls-cert
+  std::string key;        // --tls-key
+  std::string client_ca;  // --tls-client-ca
+  bool insecure_http = false;
+};
+
+// An address only this host reaches: 127.0.0.0/8, ::1, or ::ffff:127.x.x.x. Anything else, a
+// wildcard (0.0.0.0, ::) included, is reachable from the network.
+bool IsLoopbackAddress(std::string_view host);
+
+// --tls-cert and --tls-key together (paths of sane text), --tls-client-ca only with them, and
+// --insecure-http only without them; `listen_host` (HOST of --listen, brackets removed) outside
+// the loopback addresses needs TLS, or --insecure-http to say plain HTTP there is meant. Whether
+// the files make a certificate is tls::ServerContextSource::Open's to say.
+Status CheckTlsFlags(std::string_view listen_host, const TlsFlags& flags);
+
 }  // namespace tessera::serve

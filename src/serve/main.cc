@@ -41,6 +41,7 @@
 #include "serve/service.h"
 #include "sharing/sharing.h"
 #include "telemetry/telemetry.h"
+#include "tls/tls.h"
 #include "topology/topology.h"
 
 namespace {
@@ -49,6 +50,7 @@ using namespace tessera;
 
 struct Flags {
   std::string listen = "127.0.0.1:8080";
+  serve::TlsFlags tls;
   std::string data_dir = "tessera-data";
   std::string root = "/";
   std::string backend = "local";
@@ -170,6 +172,9 @@ Status CheckFlags(const Flags& flags) {
     return mode.error().WithContext("--scheduling");
   if (auto policy = placement::ParsePolicy(flags.placement_policy); !policy)
     return policy.error().WithContext("--placement-policy");
+  auto listen = api::ParseListen(flags.listen);
+  if (!listen) return listen.error();
+  if (auto status = serve::CheckTlsFlags(listen->first, flags.tls); !status) return status;
 
   // Paths that must be given, then those that may be left empty.
   std::vector<std::pair<std::string_view, std::string>> paths = {
@@ -417,6 +422,15 @@ int Main(const Flags& flags) {
 
   auto listen = api::ParseListen(flags.listen);
   if (!listen) Die(listen.error());
+  // The certificate is loaded before anything is made: a file that does not load is a refusal.
+  std::shared_ptr<tls::ServerContextSource> tls_source;
+  if (!flags.tls.cert.empty()) {
+    auto opened = tls::ServerContextSource::Open(
+        {Absolute(flags.tls.cert), Absolute(flags.tls.key),
+         flags.tls.client_ca.empty() ? "" : Absolute(flags.tls.client_ca)});
+    if (!opened) Die(opened.error());
+    tls_source = std::move(*opened);
+  }
   const std::string data_dir = Absolute(flags.data_dir);
   // What was there before this start: a store beside an admin token is one the service ran
   // with, and an empty one then is a lost store, not a new one.
@@ -798,6 +812,7 @@ int Main(const Flags& flags) {
   server_options.port = listen->second;
   server_options.io_threads = flags.io_threads;
   server_options.max_connections = flags.max_connections;
+  server_options.tls = tls_source;
   auto server = api::Server::Create(server_options, service->get());
   if (!server) Die(server.error());
   if (!flags.port_file.empty()) {
@@ -806,8 +821,9 @@ int Main(const Flags& flags) {
         !status)
       Die(status.error());
   }
-  spdlog::info("serving http://{}:{} (data {}, root {}, backend {}, {} GPUs{})", listen->first,
-               (*server)->port(), data_dir, root, flags.backend, inv->Gpus().size(),
+  spdlog::info("serving {}://{}:{} (data {}, root {}, backend {}, {} GPUs{})",
+               tls_source ? "https" : "http", listen->first, (*server)->port(), data_dir, root,
+               flags.backend, inv->Gpus().size(),
                fleet_mode ? " here; the nodes' come from the cluster" : "");
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   (*server)->Run();
@@ -831,6 +847,14 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera serve: GPU containers as a service on this host"};
   app.add_option("--listen", flags.listen, "HOST:PORT to serve the API on (port 0: any)")
       ->capture_default_str();
+  app.add_option("--tls-cert", flags.tls.cert,
+                 "PEM certificate (then its chain) to serve HTTPS with; re-read when it changes");
+  app.add_option("--tls-key", flags.tls.key,
+                 "PEM private key of --tls-cert (not readable by other users)");
+  app.add_option("--tls-client-ca", flags.tls.client_ca,
+                 "PEM CA(s): require client certificates signed by one of them");
+  app.add_flag("--insecure-http", flags.tls.insecure_http,
+               "Serve plain HTTP on a non-loopback --listen address (without TLS)");
   app.add_option("--data-dir", flags.data_dir, "Store, admin token")->capture_default_str();
   app.add_option("--root", flags.root, "Host root to read (a fixture tree in tests)")
       ->capture_default_str();

@@ -366,4 +366,33 @@ check(container(nodra, "dra-plugin") is None and not any(o["kind"] == "DeviceCla
       "dra.enabled=false: no dra-plugin container, DeviceClasses, DRA RBAC or DRA host paths")
 check(container(nodra, "device-plugin") is not None, "the device plugin stays without DRA")
 
+# 6. TLS: the certificate Secret (kubernetes.io/tls, as cert-manager's Certificate writes it) is
+# mounted and named in serve's flags; without one serve says plain HTTP is meant.
+def serve_of(objs):
+    return container(find(objs, "Deployment", "tessera-control-plane")["spec"]["template"]["spec"], "serve")
+plain = serve_of(defaults or [])
+check("--insecure-http" in plain["command"] and not any(f.startswith("--tls-") for f in plain["command"]),
+      "no tls.secretName: --insecure-http, no --tls-* flags")
+for tls_values, client_ca in [(("tls.secretName=api-tls",), False),
+                              (("tls.secretName=api-tls", "tls.clientCA=true"), True)]:
+    rendered = template(*tls_values) or []
+    spec = find(rendered, "Deployment", "tessera-control-plane")["spec"]["template"]["spec"]
+    serve = container(spec, "serve")
+    flags = serve["command"]
+    volume = next((v for v in spec["volumes"] if v["name"] == "tls"), None)
+    mount = next((m for m in serve["volumeMounts"] if m["name"] == "tls"), None)
+    check("--tls-cert=/etc/tessera/tls/tls.crt" in flags and "--tls-key=/etc/tessera/tls/tls.key" in flags and
+          "--insecure-http" not in flags and
+          ("--tls-client-ca=/etc/tessera/tls/ca.crt" in flags) == client_ca,
+          f"{tls_values}: serve's TLS flags {[f for f in flags if 'tls' in f or 'insecure' in f]}")
+    check(volume is not None and volume["secret"]["secretName"] == "api-tls" and
+          volume["secret"]["defaultMode"] == 0o400 and mount is not None and
+          mount["mountPath"] == "/etc/tessera/tls" and mount.get("readOnly") is True,
+          f"{tls_values}: Secret api-tls mounted read-only at /etc/tessera/tls, key mode 0400")
+    probe = serve["readinessProbe"]
+    check(("tcpSocket" in probe) if client_ca else probe["httpGet"].get("scheme") == "HTTPS",
+          f"{tls_values}: readiness probe {probe}")
+    service = find(rendered, "Service", "tessera-control-plane")
+    check(service["spec"]["ports"][0]["name"] == "https", f"{tls_values}: Service port named https")
+
 sys.exit(1 if failures else 0)

@@ -183,5 +183,26 @@ TEST(SizeFlags, OnlyWholeNumbersWithABinarySuffix) {
   EXPECT_EQ(FormatSize(100), "100");
 }
 
+TEST(TlsFlags, LoopbackIsOnly127Slash8AndColonColon1) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"})
+    EXPECT_TRUE(IsLoopbackAddress(host)) << host;
+  for (const char* host : {"0.0.0.0", "::", "10.0.0.1", "128.0.0.1", "::2", "localhost", ""})
+    EXPECT_FALSE(IsLoopbackAddress(host)) << host;
+}
+
+TEST(TlsFlags, PlainHttpOffLoopbackNeedsInsecureHttpAndTheFilesGoTogether) {
+  EXPECT_TRUE(CheckTlsFlags("127.0.0.1", {}).ok());
+  EXPECT_NE(Refusal(CheckTlsFlags("0.0.0.0", {})).find("--insecure-http"), std::string::npos);
+  EXPECT_TRUE(CheckTlsFlags("0.0.0.0", {"", "", "", true}).ok());
+  EXPECT_TRUE(CheckTlsFlags("::", {"/c.pem", "/k.pem", "", false}).ok());
+  EXPECT_NE(Refusal(CheckTlsFlags("::", {"/c.pem", "", "", false})).find("give both"),
+            std::string::npos);
+  EXPECT_NE(Refusal(CheckTlsFlags("::1", {"", "", "/ca.pem", false})).find("needs --tls-cert"),
+            std::string::npos);
+  EXPECT_NE(Refusal(CheckTlsFlags("::1", {"/c.pem", "/k.pem", "", true})).find("choose one"),
+            std::string::npos);
+  EXPECT_NE(Refusal(CheckTlsFlags("::1", {"/c\n.pem", "/k.pem", "", false})).size(), 0u);
+}
+
 }  // namespace
 }  // namespace tessera::serve

@@ -88,9 +88,11 @@ class ServeProcess {
     std::string port_file = dir_ + "/port";
     ::unlink(port_file.c_str());
     std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-serve";
-    std::vector<std::string> argv = {binary,       "--listen",     "127.0.0.1:0",
-                                     "--data-dir", dir_ + "/data", "--port-file",
-                                     port_file,    "--lease-file", dir_ + "/leases.json"};
+    std::vector<std::string> argv = {binary,    "--data-dir",   dir_ + "/data",       "--port-file",
+                                     port_file, "--lease-file", dir_ + "/leases.json"};
+    // Flags may name the address themselves (another than loopback's any port).
+    if (std::find(flags_.begin(), flags_.end(), "--listen") == flags_.end())
+      argv.insert(argv.begin() + 1, {"--listen", "127.0.0.1:0"});
     argv.insert(argv.end(), flags_.begin(), flags_.end());
     std::vector<char*> args;
     for (auto& arg : argv)
