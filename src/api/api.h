@@ -86,13 +86,13 @@ int EffectiveConnectionCap(int wanted, uint64_t nofile_limit, int reserve = 64);
 
 class Server {
  public:
-  // Binds and listens; requests are served once Run() is called.
-  static Result<std::unique_ptr<Server>> Create(const ServerOptions& options,
-                                                serve::Service* service);
+  // Binds and listens (close-on-exec), before the service exists: a start that cannot bind
+  // fails before anything is placed or started. Connections wait in the backlog until Run.
+  static Result<std::unique_ptr<Server>> Create(const ServerOptions& options);
   virtual ~Server() = default;
   virtual uint16_t port() const = 0;
-  // Serves until Stop() or SIGINT/SIGTERM.
-  virtual void Run() = 0;
+  // Serves `service` until Stop() or SIGINT/SIGTERM.
+  virtual void Run(serve::Service* service) = 0;
   virtual void Stop() = 0;
 };
 

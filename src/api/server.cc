@@ -19,10 +19,12 @@
 #include <cerrno>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "api/api.h"
 #include "api/router.h"
+#include "common/asio_cloexec.h"
 
 namespace tessera::api {
 
@@ -277,13 +279,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
 class BeastServer final : public Server {
  public:
-  BeastServer(const ServerOptions& options, serve::Service* service)
+  explicit BeastServer(const ServerOptions& options)
       : options_(options),
         io_(std::max(1, options.io_threads)),
         acceptor_(net::make_strand(io_)),
-        accept_timer_(acceptor_.get_executor()),
-        signals_(io_, SIGINT, SIGTERM),
-        router_(service) {
+        accept_timer_(acceptor_.get_executor()) {
     rlimit limit{};
     uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
     const int cap = EffectiveConnectionCap(options_.max_connections, nofile);
@@ -303,7 +303,9 @@ class BeastServer final : public Server {
     if (error)
       return InvalidArgument("--listen: address " + options_.host + ": " + error.message());
     tcp::endpoint endpoint(address, options_.port);
-    acceptor_.open(endpoint.protocol(), error);
+    error = OpenCloseOnExec(acceptor_, endpoint.protocol());
+    // Accepted with accept4 after the wait (AsyncAcceptCloseOnExec): never block there.
+    if (!error) acceptor_.non_blocking(true, error);
     if (!error) acceptor_.set_option(net::socket_base::reuse_address(true), error);
     if (!error) acceptor_.bind(endpoint, error);
     if (!error) acceptor_.listen(net::socket_base::max_listen_connections, error);
@@ -317,8 +319,11 @@ class BeastServer final : public Server {
 
   uint16_t port() const override { return port_; }
 
-  void Run() override {
-    signals_.async_wait([this](beast::error_code error, int signal) {
+  void Run(serve::Service* service) override {
+    router_ = std::make_unique<Router>(service);
+    // Here, not at Create: until the service runs, SIGINT/SIGTERM keep their default action.
+    signals_.emplace(io_, SIGINT, SIGTERM);
+    signals_->async_wait([this](beast::error_code error, int signal) {
       if (!error) {
         spdlog::info("signal {}: shutting down", signal);
         Stop();
@@ -341,14 +346,14 @@ class BeastServer final : public Server {
     if (accepting_) return;
     if (gate_->PauseIfFull()) return;  // the next connection to close resumes
     accepting_ = true;
-    acceptor_.async_accept(
-        net::make_strand(io_), [this](beast::error_code error, tcp::socket socket) {
+    AsyncAcceptCloseOnExec(
+        acceptor_, net::make_strand(io_), [this](beast::error_code error, tcp::socket socket) {
           accepting_ = false;
           if (!error) {
             backoff_ = kMinAcceptBackoff;
             beast::error_code ignored;
             socket.set_option(tcp::no_delay(true), ignored);
-            std::make_shared<Session>(std::move(socket), &router_, gate_, options_)->Begin();
+            std::make_shared<Session>(std::move(socket), router_.get(), gate_, options_)->Begin();
             return Accept();
           }
           if (error == net::error::operation_aborted) return;
@@ -372,9 +377,9 @@ class BeastServer final : public Server {
   ServerOptions options_;
   net::io_context io_;
   tcp::acceptor acceptor_;
-  net::steady_timer accept_timer_;  // on the acceptor's strand
-  net::signal_set signals_;
-  Router router_;
+  net::steady_timer accept_timer_;          // on the acceptor's strand
+  std::optional<net::signal_set> signals_;  // from Run on
+  std::unique_ptr<Router> router_;          // from Run on
   std::shared_ptr<ConnectionGate> gate_;
   bool accepting_ = false;  // an accept is outstanding (acceptor's strand)
   std::chrono::milliseconds backoff_ = kMinAcceptBackoff;
@@ -383,9 +388,8 @@ class BeastServer final : public Server {
 
 }  // namespace
 
-Result<std::unique_ptr<Server>> Server::Create(const ServerOptions& options,
-                                               serve::Service* service) {
-  auto server = std::make_unique<BeastServer>(options, service);
+Result<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
+  auto server = std::make_unique<BeastServer>(options);
   if (auto status = server->Listen(); !status) return status.error();
   return std::unique_ptr<Server>(std::move(server));
 }

@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
+#include "common/asio_cloexec.h"
 #include "telemetry/telemetry.h"
 
 namespace tessera::telemetry {
@@ -37,7 +38,7 @@ class Endpoint final : public MetricsEndpoint {
     auto address = asio::ip::make_address(host, error);
     if (error) return InvalidArgument("listen address " + host + ": " + error.message());
     tcp::endpoint where(address, port);
-    acceptor_.open(where.protocol(), error);
+    error = OpenCloseOnExec(acceptor_, where.protocol());
     if (!error) acceptor_.set_option(tcp::acceptor::reuse_address(true), error);
     if (!error) acceptor_.bind(where, error);
     if (!error) acceptor_.listen(16, error);
@@ -61,8 +62,7 @@ class Endpoint final : public MetricsEndpoint {
   void Serve() {
     while (!stopping_) {
       tcp::socket socket(io_);
-      boost::system::error_code error;
-      acceptor_.accept(socket, error);
+      boost::system::error_code error = AcceptCloseOnExec(acceptor_, socket);
       if (stopping_) return;
       if (error) continue;
       SetDeadline(socket);
