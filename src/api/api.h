@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -91,8 +92,10 @@ class Server {
   static Result<std::unique_ptr<Server>> Create(const ServerOptions& options);
   virtual ~Server() = default;
   virtual uint16_t port() const = 0;
-  // Serves `service` until Stop() or SIGINT/SIGTERM.
-  virtual void Run(serve::Service* service) = 0;
+  // Serves `service` until Stop() or SIGINT/SIGTERM. `serving` is called once those signals are
+  // handled, before the first accept (where the caller says it is up: a port file); then they
+  // are unblocked in the calling thread (the caller blocks them while it starts).
+  virtual void Run(serve::Service* service, const std::function<void()>& serving = {}) = 0;
   virtual void Stop() = 0;
 };
 

@@ -6,6 +6,7 @@
 // transfer coding, token: Router::Admit); only an admitted request has its body read. Each phase
 // has its own deadline (idle between requests, header, body), open connections are capped below
 // the descriptor limit, and running out of descriptors pauses accepting instead of spinning.
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -319,9 +320,9 @@ class BeastServer final : public Server {
 
   uint16_t port() const override { return port_; }
 
-  void Run(serve::Service* service) override {
+  void Run(serve::Service* service, const std::function<void()>& serving) override {
     router_ = std::make_unique<Router>(service);
-    // Here, not at Create: until the service runs, SIGINT/SIGTERM keep their default action.
+    // Here, not at Create: until the service exists, SIGINT/SIGTERM keep their default action.
     signals_.emplace(io_, SIGINT, SIGTERM);
     signals_->async_wait([this](beast::error_code error, int signal) {
       if (!error) {
@@ -329,6 +330,15 @@ class BeastServer final : public Server {
         Stop();
       }
     });
+    // From here a stop signal, whichever thread it reaches, lands in the handler above: only now
+    // may the caller say the service is up (its port file). It blocked them in its own thread
+    // while it started; one sent meanwhile is pending and is handled now.
+    if (serving) serving();
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     net::post(acceptor_.get_executor(), [this] { Accept(); });
     std::vector<std::thread> threads;
     for (int i = 1; i < options_.io_threads; ++i)

@@ -786,17 +786,18 @@ int Main(const Flags& flags) {
         });
   }
 
-  if (!flags.port_file.empty()) {
-    if (auto status =
-            WriteFileAtomically(flags.port_file, std::to_string((*server)->port()) + "\n");
-        !status)
-      Die(status.error());
-  }
-  spdlog::info("serving http://{}:{} (data {}, root {}, backend {}, {} GPUs{})", listen->first,
-               (*server)->port(), data_dir, root, flags.backend, inv->Gpus().size(),
-               fleet_mode ? " here; the nodes' come from the cluster" : "");
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
-  (*server)->Run(service->get());
+  // Up once SIGINT/SIGTERM are handled: a stop right after the port file appears is a clean one.
+  (*server)->Run(service->get(), [&] {
+    if (!flags.port_file.empty()) {
+      if (auto status =
+              WriteFileAtomically(flags.port_file, std::to_string((*server)->port()) + "\n");
+          !status)
+        Die(status.error());
+    }
+    spdlog::info("serving http://{}:{} (data {}, root {}, backend {}, {} GPUs{})", listen->first,
+                 (*server)->port(), data_dir, root, flags.backend, inv->Gpus().size(),
+                 fleet_mode ? " here; the nodes' come from the cluster" : "");
+  });
   // The service (and its store's pending callbacks) goes before the server they answer through;
   // the node watch, which calls into the service, before both.
   node_watch.reset();

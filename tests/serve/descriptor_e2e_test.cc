@@ -49,6 +49,19 @@ class DescriptorE2e : public PodmanServeTest {
  protected:
   DescriptorE2e() : PodmanServeTest("fds") {}
 
+  void TearDown() override {
+    PodmanServeTest::TearDown();
+    ::unsetenv("TESSERA_FD_WITNESS_DIR");
+    ::unsetenv("TESSERA_FD_WITNESS_PATH");
+    // The MPS daemons outlive the service on purpose; the test's own go here.
+    if (mps_root_.empty()) return;
+    for (const auto& daemon : mps::InspectDaemons(mps_root_)) {
+      (void)mps::UnmountShm(daemon.paths.shm);
+      (void)mps::UnmountShm(daemon.paths.pipe);
+      if (daemon.control_pid) ::kill(static_cast<pid_t>(*daemon.control_pid), SIGKILL);
+    }
+  }
+
   json Submit(json body, int* status = nullptr) {
     body["image"] = image_;
     body["tenancy"] = "fds";
@@ -95,6 +108,8 @@ class DescriptorE2e : public PodmanServeTest {
       if (entry.is_regular_file()) out[entry.path().string()] = ReadText(entry.path().string());
     return out;
   }
+
+  std::string mps_root_;  // set by a test that runs MPS daemons
 };
 
 TEST_F(DescriptorE2e, ProgramsTheServiceStartsGetStdioAndNothingOfItsOwn) {
@@ -115,7 +130,8 @@ TEST_F(DescriptorE2e, ProgramsTheServiceStartsGetStdioAndNothingOfItsOwn) {
   for (size_t i = 0; i < gpus_.size(); ++i)
     nvml.Append("gpu " + gpus_[i] + " board=h100-80gb uuid=" + DescriptorUuid(static_cast<int>(i)));
   FakeMps mps;
-  const std::string mps_root = dir_.path() + "/mps";
+  mps_root_ = dir_.path() + "/mps";
+  const std::string& mps_root = mps_root_;
   // Only the service looks podman up in the witness's directory.
   ::setenv("PATH", (bin + ":" + path).c_str(), 1);
   StartServe({"--nvml", FAKE_NVML, "--mps-root", mps_root, "--mps-control",
@@ -168,15 +184,6 @@ TEST_F(DescriptorE2e, ProgramsTheServiceStartsGetStdioAndNothingOfItsOwn) {
   const auto listening = ListeningSockets(serve_->port());
   ASSERT_EQ(listening.size(), 1u);
   EXPECT_TRUE(HoldersOf(*listening.begin(), serve_->pid()).empty());
-
-  ::unsetenv("TESSERA_FD_WITNESS_DIR");
-  ::unsetenv("TESSERA_FD_WITNESS_PATH");
-  serve_.reset();
-  for (const auto& daemon : mps::InspectDaemons(mps_root)) {
-    (void)mps::UnmountShm(daemon.paths.shm);
-    (void)mps::UnmountShm(daemon.paths.pipe);
-    if (daemon.control_pid) ::kill(static_cast<pid_t>(*daemon.control_pid), SIGKILL);
-  }
 }
 
 // /healthz within 2 s of the restart's exec, polled from the moment it is started; the container
