@@ -19,11 +19,11 @@ raw="(::|[=(,!]$sp|return[[:space:]]+|^$sp)$calls$sp\\("
 asio="async_accept$sp\\(|acceptor_?\\.(accept|open)$sp\\(|(asio|net)::(async_)?connect$sp\\(|\\.async_connect$sp\\("
 streams='std::(i|o)?fstream[^A-Za-z_]'
 
-found=$(find src -type f \( -name '*.cc' -o -name '*.h' -o -name '*.c' \) | sort | while read -r file; do
-  awk -v file="$file" -v raw="$raw" -v asio="$asio" -v streams="$streams" '
-    { line[NR] = $0 }
-    END {
-      for (i = 1; i <= NR; ++i) {
+# One awk over every file: each file's lines are judged when the next file begins (and at the end).
+found=$(find src -type f \( -name '*.cc' -o -name '*.h' -o -name '*.c' \) -print0 | sort -z |
+  xargs -0 awk -v raw="$raw" -v asio="$asio" -v streams="$streams" '
+    function judge(file, n,    i, text, window, bad) {
+      for (i = 1; i <= n; ++i) {
         text = line[i]
         if (text ~ /^[[:space:]]*(\/\/|\*|\/\*)/) continue  # comments
         window = text "\n" line[i + 1] "\n" line[i + 2]
@@ -32,7 +32,7 @@ found=$(find src -type f \( -name '*.cc' -o -name '*.h' -o -name '*.c' \) | sort
           if (text ~ /(fopen|popen|fdopen)[[:space:]]*\(/) {
             bad = (window !~ /"[rwa][b+]*e[b+]*"/)
           } else if (text ~ /(::|[^A-Za-z_])(accept|pipe|dup|mkstemp|epoll_create|inotify_init)[[:space:]]*\(/) {
-            bad = 1  # no flags argument at all: accept4, pipe2, fcntl F_DUPFD_CLOEXEC, ...1
+            bad = 1  # no flags argument at all: accept4, pipe2, fcntl F_DUPFD_CLOEXEC, ...
           } else {
             bad = (window !~ /CLOEXEC/)
           }
@@ -40,8 +40,11 @@ found=$(find src -type f \( -name '*.cc' -o -name '*.h' -o -name '*.c' \) | sort
         if (text ~ asio || text ~ streams) bad = 1
         if (bad) printf "%s:%d:%s\n", file, i, text
       }
-    }' "$file"
-done)
+      split("", line)
+    }
+    FNR == 1 && NR > 1 { judge(previous, count) }
+    { line[FNR] = $0; count = FNR; previous = FILENAME }
+    END { if (NR > 0) judge(previous, count) }')
 
 status=0
 declare -A used=()
