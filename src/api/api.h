@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -92,13 +93,15 @@ int EffectiveConnectionCap(int wanted, uint64_t nofile_limit, int reserve = 64);
 
 class Server {
  public:
-  // Binds and listens; requests are served once Run() is called.
-  static Result<std::unique_ptr<Server>> Create(const ServerOptions& options,
-                                                serve::Service* service);
+  // Binds and listens (close-on-exec), before the service exists: a start that cannot bind
+  // fails before anything is placed or started. Connections wait in the backlog until Run.
+  static Result<std::unique_ptr<Server>> Create(const ServerOptions& options);
   virtual ~Server() = default;
   virtual uint16_t port() const = 0;
-  // Serves until Stop() or SIGINT/SIGTERM.
-  virtual void Run() = 0;
+  // Serves `service` until Stop() or SIGINT/SIGTERM. `serving` is called once those signals are
+  // handled, before the first accept (where the caller says it is up: a port file); then they
+  // are unblocked in the calling thread (the caller blocks them while it starts).
+  virtual void Run(serve::Service* service, const std::function<void()>& serving = {}) = 0;
   virtual void Stop() = 0;
 };
 

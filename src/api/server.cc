@@ -8,6 +8,7 @@
 // the descriptor limit, and running out of descriptors pauses accepting instead of spinning.
 // With a certificate (ServerOptions::tls) every connection is TLS: the handshake runs under the
 // header timeout, and each new connection takes the certificate of its moment (rotation).
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
@@ -22,10 +23,12 @@
 #include <cerrno>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "api/api.h"
 #include "api/router.h"
+#include "common/asio_cloexec.h"
 #include "tls/tls.h"
 
 namespace tessera::api {
@@ -319,13 +322,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
 class BeastServer final : public Server {
  public:
-  BeastServer(const ServerOptions& options, serve::Service* service)
+  explicit BeastServer(const ServerOptions& options)
       : options_(options),
         io_(std::max(1, options.io_threads)),
         acceptor_(net::make_strand(io_)),
-        accept_timer_(acceptor_.get_executor()),
-        signals_(io_, SIGINT, SIGTERM),
-        router_(service) {
+        accept_timer_(acceptor_.get_executor()) {
     rlimit limit{};
     uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
     const int cap = EffectiveConnectionCap(options_.max_connections, nofile);
@@ -345,7 +346,9 @@ class BeastServer final : public Server {
     if (error)
       return InvalidArgument("--listen: address " + options_.host + ": " + error.message());
     tcp::endpoint endpoint(address, options_.port);
-    acceptor_.open(endpoint.protocol(), error);
+    error = OpenCloseOnExec(acceptor_, endpoint.protocol());
+    // Accepted with accept4 after the wait (AsyncAcceptCloseOnExec): never block there.
+    if (!error) acceptor_.non_blocking(true, error);
     if (!error) acceptor_.set_option(net::socket_base::reuse_address(true), error);
     if (!error) acceptor_.bind(endpoint, error);
     if (!error) acceptor_.listen(net::socket_base::max_listen_connections, error);
@@ -359,14 +362,26 @@ class BeastServer final : public Server {
 
   uint16_t port() const override { return port_; }
 
-  void Run() override {
-    signals_.async_wait([this](beast::error_code error, int signal) {
+  void Run(serve::Service* service, const std::function<void()>& serving) override {
+    router_ = std::make_unique<Router>(service);
+    // Here, not at Create: until the service exists, SIGINT/SIGTERM keep their default action.
+    signals_.emplace(io_, SIGINT, SIGTERM);
+    signals_->async_wait([this](beast::error_code error, int signal) {
       if (!error) {
         spdlog::info("signal {}: shutting down", signal);
         Stop();
       }
     });
     net::post(acceptor_.get_executor(), [this] { Accept(); });
+    // From here a stop signal, whichever thread it reaches, lands in the handler above: only now
+    // may the caller say the service is up (its port file). It blocked them in its own thread
+    // while it started; one sent meanwhile is pending and is handled now.
+    if (serving) serving();
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     std::vector<std::thread> threads;
     for (int i = 1; i < options_.io_threads; ++i)
       threads.emplace_back([this] { io_.run(); });
@@ -383,7 +398,7 @@ class BeastServer final : public Server {
     if (accepting_) return;
     if (gate_->PauseIfFull()) return;  // the next connection to close resumes
     accepting_ = true;
-    acceptor_.async_accept(net::make_strand(io_),
+    AsyncAcceptCloseOnExec(acceptor_, net::make_strand(io_),
                            [this](beast::error_code error, tcp::socket socket) {
                              accepting_ = false;
                              if (!error) {
@@ -414,7 +429,8 @@ class BeastServer final : public Server {
 
   void StartSession(tcp::socket socket) {
     if (!options_.tls) {
-      std::make_shared<Session<beast::tcp_stream>>(&router_, gate_, options_, std::move(socket))
+      std::make_shared<Session<beast::tcp_stream>>(router_.get(), gate_, options_,
+                                                   std::move(socket))
           ->Begin();
       return;
     }
@@ -424,16 +440,16 @@ class BeastServer final : public Server {
     tls::ContextPtr ctx = options_.tls->Current();
     SSL_CTX_up_ref(ctx.get());
     net::ssl::context adopted(ctx.get());
-    std::make_shared<Session<TlsStream>>(&router_, gate_, options_, std::move(socket), adopted)
+    std::make_shared<Session<TlsStream>>(router_.get(), gate_, options_, std::move(socket), adopted)
         ->Begin();
   }
 
   ServerOptions options_;
   net::io_context io_;
   tcp::acceptor acceptor_;
-  net::steady_timer accept_timer_;  // on the acceptor's strand
-  net::signal_set signals_;
-  Router router_;
+  net::steady_timer accept_timer_;          // on the acceptor's strand
+  std::optional<net::signal_set> signals_;  // from Run on
+  std::unique_ptr<Router> router_;          // from Run on
   std::shared_ptr<ConnectionGate> gate_;
   bool accepting_ = false;  // an accept is outstanding (acceptor's strand)
   std::chrono::milliseconds backoff_ = kMinAcceptBackoff;
@@ -442,9 +458,8 @@ class BeastServer final : public Server {
 
 }  // namespace
 
-Result<std::unique_ptr<Server>> Server::Create(const ServerOptions& options,
-                                               serve::Service* service) {
-  auto server = std::make_unique<BeastServer>(options, service);
+Result<std::unique_ptr<Server>> Server::Create(const ServerOptions& options) {
+  auto server = std::make_unique<BeastServer>(options);
   if (auto status = server->Listen(); !status) return status.error();
   return std::unique_ptr<Server>(std::move(server));
 }

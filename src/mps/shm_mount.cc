@@ -5,7 +5,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <memory>
+#include <string>
 
 #include "mps/mps.h"
 
@@ -32,9 +33,20 @@ std::string Unescape(const std::string& field) {
 }  // namespace
 
 bool IsMountPoint(const std::string& path) {
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(mountinfo, line)) {
+  // "e": close-on-exec, as every descriptor of the service (common/cloexec.h).
+  std::unique_ptr<FILE, int (*)(FILE*)> mountinfo(std::fopen("/proc/self/mountinfo", "re"),
+                                                  &std::fclose);
+  if (!mountinfo) return false;
+  std::string text;
+  char buffer[8192];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, mountinfo.get())) > 0)
+    text.append(buffer, n);
+  for (size_t next = 0; next < text.size();) {
+    size_t newline = text.find('\n', next);
+    if (newline == std::string::npos) newline = text.size();
+    const std::string line = text.substr(next, newline - next);
+    next = newline + 1;
     // "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw": the fifth field.
     size_t start = 0;
     for (int field = 0; field < 4 && start != std::string::npos; ++field) {

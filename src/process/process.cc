@@ -84,6 +84,9 @@ Result<Spawned> SpawnWith(const std::vector<std::string>& argv, const Options& o
   } else {
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   }
+  // Stdio only: every descriptor of ours is close-on-exec where it is made (common/cloexec.h);
+  // this catches one a library opened without the flag.
+  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Own process group, so a time-out kills what the program started too; default signal

@@ -61,7 +61,7 @@ std::vector<std::string> ListSpecFiles(const std::string& dir) {
 }
 
 std::optional<Version> VersionFromCommand(const char* command) {
-  FILE* pipe = ::popen(command, "r");
+  FILE* pipe = ::popen(command, "re");  // "e": not inherited by later children
   if (!pipe) return std::nullopt;
   std::string output;
   std::array<char, 512> buffer;

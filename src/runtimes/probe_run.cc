@@ -5,9 +5,9 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "common/atomic_file.h"
+#include "common/bounded_file.h"
 #include "process/process.h"
 #include "runtimes/runtimes.h"
 
@@ -33,13 +33,9 @@ static_assert(sizeof kElfHeaders + sizeof kExitZeroCode == 0x81);
 static_assert(sizeof kElfHeaders + sizeof kPauseCode == 0x81);
 
 Status WriteProgram(const std::string& path, const unsigned char (&code)[9]) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(kElfHeaders), sizeof kElfHeaders);
-  out.write(reinterpret_cast<const char*>(code), sizeof code);
-  out.close();
-  if (!out) return Unavailable("write " + path);
-  ::chmod(path.c_str(), 0755);
-  return Ok();
+  std::string program(reinterpret_cast<const char*>(kElfHeaders), sizeof kElfHeaders);
+  program.append(reinterpret_cast<const char*>(code), sizeof code);
+  return WriteFileAtomically(path, program, 0755);
 }
 
 std::string Trimmed(std::string text) {
@@ -110,10 +106,8 @@ Result<ProcessLimits> ReadConmonLimits(const std::string& podman, const ProbeRun
   Result<ProcessLimits> limits = Unavailable("podman inspect " + name + ": no conmon PID");
   if (pid && pid->status == 0) {
     std::string path = "/proc/" + Trimmed(pid->output) + "/limits";
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    limits = in ? ParseProcLimits(text.str()) : Unavailable("read " + path);
+    auto text = ReadBoundedFile(path, kMaxStateFileBytes);
+    limits = text ? ParseProcLimits(*text) : Result<ProcessLimits>(text.error());
     if (!limits) limits = limits.error().WithContext(path);
   }
   remove();

@@ -1,7 +1,8 @@
 // tessera-serve: GPU containers as a service on this host. `tessera serve` execs it.
 //
-// Start-up: inventory of --root, CDI specs for its GPUs, the store under --data-dir, the admin
-// token, reconciliation with the backend, the lease file, then the HTTP API.
+// Start-up: the HTTP API's listener (bound, not yet accepting), inventory of --root, CDI specs
+// for its GPUs, the store under --data-dir, the admin token, reconciliation with the backend, the
+// lease file, then the API accepts.
 #include <signal.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -431,6 +432,17 @@ int Main(const Flags& flags) {
     if (!opened) Die(opened.error());
     tls_source = std::move(*opened);
   }
+  // The listener first: a start that cannot bind ends here, before anything is made, read,
+  // placed or started (a port still held must not cost the containers of the store). Nothing is
+  // accepted before Run; until then connections wait in the backlog.
+  api::ServerOptions server_options;
+  server_options.host = listen->first;
+  server_options.port = listen->second;
+  server_options.io_threads = flags.io_threads;
+  server_options.max_connections = flags.max_connections;
+  server_options.tls = tls_source;
+  auto server = api::Server::Create(server_options);
+  if (!server) Die(server.error());
   const std::string data_dir = Absolute(flags.data_dir);
   // What was there before this start: a store beside an admin token is one the service ran
   // with, and an empty one then is a lost store, not a new one.
@@ -807,26 +819,19 @@ int Main(const Flags& flags) {
         });
   }
 
-  api::ServerOptions server_options;
-  server_options.host = listen->first;
-  server_options.port = listen->second;
-  server_options.io_threads = flags.io_threads;
-  server_options.max_connections = flags.max_connections;
-  server_options.tls = tls_source;
-  auto server = api::Server::Create(server_options, service->get());
-  if (!server) Die(server.error());
-  if (!flags.port_file.empty()) {
-    if (auto status =
-            WriteFileAtomically(flags.port_file, std::to_string((*server)->port()) + "\n");
-        !status)
-      Die(status.error());
-  }
-  spdlog::info("serving {}://{}:{} (data {}, root {}, backend {}, {} GPUs{})",
-               tls_source ? "https" : "http", listen->first, (*server)->port(), data_dir, root,
-               flags.backend, inv->Gpus().size(),
-               fleet_mode ? " here; the nodes' come from the cluster" : "");
-  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
-  (*server)->Run();
+  // Up once SIGINT/SIGTERM are handled: a stop right after the port file appears is a clean one.
+  (*server)->Run(service->get(), [&] {
+    if (!flags.port_file.empty()) {
+      if (auto status =
+              WriteFileAtomically(flags.port_file, std::to_string((*server)->port()) + "\n");
+          !status)
+        Die(status.error());
+    }
+    spdlog::info("serving {}://{}:{} (data {}, root {}, backend {}, {} GPUs{})",
+                 tls_source ? "https" : "http", listen->first, (*server)->port(), data_dir, root,
+                 flags.backend, inv->Gpus().size(),
+                 fleet_mode ? " here; the nodes' come from the cluster" : "");
+  });
   // The service (and its store's pending callbacks) goes before the server they answer through;
   // the node watch, which calls into the service, before both.
   node_watch.reset();

@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
+#include "common/asio_cloexec.h"
 #include "telemetry/endpoint_http.h"
 #include "telemetry/telemetry.h"
 
@@ -100,7 +101,9 @@ class Endpoint final : public MetricsEndpoint {
       return InvalidArgument("listen address " + options.host +
                              " is not a loopback address: a token file is needed there");
     tcp::endpoint where(address, options.port);
-    acceptor_->open(where.protocol(), error);
+    error = OpenCloseOnExec(*acceptor_, where.protocol());
+    // Accepted with accept4 once readable (AsyncAcceptCloseOnExec): never block there.
+    if (!error) acceptor_->non_blocking(true, error);
     if (!error) acceptor_->set_option(tcp::acceptor::reuse_address(true), error);
     if (!error) acceptor_->bind(where, error);
     if (!error) acceptor_->listen(asio::socket_base::max_listen_connections, error);
@@ -128,23 +131,25 @@ class Endpoint final : public MetricsEndpoint {
  private:
   void Accept() {
     accepting_ = true;
-    acceptor_->async_accept([this](boost::system::error_code error, tcp::socket socket) {
-      accepting_ = false;
-      if (error == asio::error::operation_aborted || state_.stopping) return;
-      if (error) {
-        // Out of descriptors, or the like: try again shortly rather than spin.
-        retry_->expires_after(std::chrono::milliseconds(100));
-        retry_->async_wait([this](boost::system::error_code waited) {
-          if (!waited) ResumeAccepting();
-        });
-        return;
-      }
-      ++state_.open;
-      std::make_shared<EndpointConnection<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)),
-                                                              &state_)
-          ->Start();
-      ResumeAccepting();
-    });
+    AsyncAcceptCloseOnExec(*acceptor_, acceptor_->get_executor(),
+                           [this](boost::system::error_code error, tcp::socket socket) {
+                             accepting_ = false;
+                             if (error == asio::error::operation_aborted || state_.stopping) return;
+                             if (error) {
+                               // Out of descriptors, or the like: try again shortly rather than
+                               // spin.
+                               retry_->expires_after(std::chrono::milliseconds(100));
+                               retry_->async_wait([this](boost::system::error_code waited) {
+                                 if (!waited) ResumeAccepting();
+                               });
+                               return;
+                             }
+                             ++state_.open;
+                             std::make_shared<EndpointConnection<beast::tcp_stream>>(
+                                 beast::tcp_stream(std::move(socket)), &state_)
+                                 ->Start();
+                             ResumeAccepting();
+                           });
   }
 
   // At the cap, accepting pauses; the connection that frees a slot resumes it.

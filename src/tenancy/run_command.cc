@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/cloexec.h"
 #include "tenancy/tenancy.h"
 
 namespace tessera::tenancy {
@@ -61,8 +62,10 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv, int timeo
     // Only async-signal-safe calls between fork and exec.
     ::dup2(out_write.get(), 1);
     ::dup2(err_write.get(), 2);
-    int devnull = ::open("/dev/null", O_RDONLY);
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) ::dup2(devnull, 0);
+    // Stdio only, should a library have opened a descriptor without close-on-exec.
+    CloseDescriptorsFrom(3);
     ::execvp(args[0], args.data());
     const char* message = "exec failed\n";
     ssize_t ignored = ::write(2, message, std::strlen(message));

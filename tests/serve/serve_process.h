@@ -85,6 +85,7 @@ class ServeProcess {
 
   // Starts it and waits until it listens. Returns false (with the log) when it does not.
   bool Start(std::string* log = nullptr) {
+    exit_status_ = -1;
     std::string port_file = dir_ + "/port";
     ::unlink(port_file.c_str());
     std::string binary = std::string(TESSERA_BINARY_DIR) + "/src/cli/tessera-serve";
@@ -92,7 +93,7 @@ class ServeProcess {
                                      port_file, "--lease-file", dir_ + "/leases.json"};
     // Flags may name the address themselves (another than loopback's any port).
     if (std::find(flags_.begin(), flags_.end(), "--listen") == flags_.end())
-      argv.insert(argv.begin() + 1, {"--listen", "127.0.0.1:0"});
+      argv.insert(argv.begin() + 1, {"--listen", listen_});
     argv.insert(argv.end(), flags_.begin(), flags_.end());
     std::vector<char*> args;
     for (auto& arg : argv)
@@ -100,6 +101,9 @@ class ServeProcess {
     args.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
+    // The service starts with stdio only, as from a service manager: what it holds beyond that
+    // it opened itself (descriptor tests compare against it).
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     std::string log_path = dir_ + "/serve.log";
     std::string out_path = dir_ + "/serve.out";
     posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
@@ -118,6 +122,7 @@ class ServeProcess {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
+        exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         if (log) *log = ReadText(log_path) + ReadText(out_path);
         return false;
       }
@@ -137,6 +142,10 @@ class ServeProcess {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
+  // "HOST:PORT" of the next Start (default 127.0.0.1:0, a port of its choosing).
+  void set_listen(std::string listen) { listen_ = std::move(listen); }
+  // The exit status of a Start that ended with the process (-1 otherwise).
+  int exit_status() const { return exit_status_; }
   uint16_t port() const { return port_; }
   pid_t pid() const { return pid_; }
   std::string data_dir() const { return dir_ + "/data"; }
@@ -152,7 +161,9 @@ class ServeProcess {
  private:
   std::string dir_;
   std::vector<std::string> flags_;
+  std::string listen_ = "127.0.0.1:0";
   pid_t pid_ = -1;
+  int exit_status_ = -1;
   uint16_t port_ = 0;
 };
 

@@ -9,7 +9,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -18,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "common/asio_cloexec.h"
 #include "common/bounded_file.h"
 
 namespace tessera::k8s {
@@ -161,6 +161,27 @@ Outcome Run(asio::io_context& io, const bool& done, std::optional<Clock::time_po
   return outcome;
 }
 
+// Connects to the first of `addresses` that answers, as asio::async_connect would, but each
+// socket opened close-on-exec (Asio's own open is not). `ec` holds the last attempt's error.
+Outcome ConnectAny(Connection& connection, const tcp::resolver::results_type& addresses,
+                   Clock::time_point deadline, boost::system::error_code& ec) {
+  ec = asio::error::host_not_found;
+  for (const auto& address : addresses) {
+    connection.Close();
+    ec = OpenCloseOnExec(connection.socket, address.endpoint().protocol());
+    if (ec) continue;
+    bool done = false;
+    connection.socket.async_connect(address.endpoint(), [&](const boost::system::error_code& e) {
+      ec = e;
+      done = true;
+    });
+    const Outcome outcome =
+        Run(connection.io, done, deadline, nullptr, [&] { connection.Close(); });
+    if (outcome != Outcome::kDone || !ec) return outcome;
+  }
+  return Outcome::kDone;
+}
+
 }  // namespace
 
 struct HttpTransport::State {
@@ -250,13 +271,7 @@ struct HttpTransport::State {
                            });
     Outcome outcome = Run(io, done, deadline, nullptr, [&] { resolver.cancel(); });
     if (ec || outcome != Outcome::kDone) return Failed(what, ec, outcome);
-    done = false;
-    asio::async_connect(connection->socket, addresses,
-                        [&](const boost::system::error_code& e, const tcp::endpoint&) {
-                          ec = e;
-                          done = true;
-                        });
-    outcome = Run(io, done, deadline, nullptr, [&] { connection->Close(); });
+    outcome = ConnectAny(*connection, addresses, deadline, ec);
     if (ec || outcome != Outcome::kDone) return Failed(what, ec, outcome);
     // Requests are written whole; no reason to wait for more.
     connection->socket.set_option(tcp::no_delay(true), ec);
