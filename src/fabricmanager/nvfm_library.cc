@@ -5,6 +5,7 @@
 
 #include <condition_variable>
 #include <map>
+#include <system_error>
 #include <thread>
 
 #include "fabricmanager/fabricmanager.h"
@@ -118,19 +119,23 @@ Result<nvfm::Return> NvfmLibrary::Call(const std::string& what, std::chrono::mil
   if (auto admitted = Admit(what); !admitted) return admitted.error();
   auto pending = std::make_shared<Pending>();
   // The library object lives for the process, so the thread may use `this` after the caller left.
-  std::thread([this, pending, call = std::move(call), late = std::move(late)] {
-    const nvfm::Return rc = call();
-    bool abandoned = false;
-    {
-      std::lock_guard lock(pending->mu);
-      pending->rc = rc;
-      pending->done = true;
-      abandoned = pending->abandoned;
-    }
-    pending->done_cv.notify_all();
-    if (abandoned && late) late(rc);
-    Returned(abandoned);
-  }).detach();
+  try {
+    std::thread([this, pending, call = std::move(call), late = std::move(late)] {
+      const nvfm::Return rc = call();
+      bool abandoned = false;
+      {
+        std::lock_guard lock(pending->mu);
+        pending->rc = rc;
+        pending->done = true;
+        abandoned = pending->abandoned;
+      }
+      pending->done_cv.notify_all();
+      if (abandoned && late) late(rc);
+      Returned(abandoned);
+    }).detach();
+  } catch (const std::system_error& error) {
+    return Unavailable(what + ": not sent: no thread for the call (" + error.what() + ")");
+  }
   std::unique_lock lock(pending->mu);
   if (pending->done_cv.wait_for(lock, deadline, [&] { return pending->done; })) return pending->rc;
   pending->abandoned = true;
