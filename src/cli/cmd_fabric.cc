@@ -20,6 +20,7 @@ struct FabricFlags {
   std::string root = "/";
   std::optional<std::string> nvml;
   std::string format = "table";
+  unsigned deadline_ms = fabricmanager::kDefaultCallDeadlineMs;
 };
 
 void AddConnectionFlags(CLI::App* cmd, FabricFlags* flags) {
@@ -29,16 +30,32 @@ void AddConnectionFlags(CLI::App* cmd, FabricFlags* flags) {
   cmd->add_option("--nvfm-library", flags->library,
                   "Fabric Manager client library (libnvfm.so.1, or a path)")
       ->capture_default_str();
+  // A hung fabric manager fails the command after this long instead of holding it.
+  cmd->add_option("--fabric-manager-timeout", flags->deadline_ms,
+                  "Deadline of each fabric-manager call (connect, list, activate, ...): 100ms to "
+                  "5m, e.g. 10s or 2500ms (a bare number is milliseconds)")
+      ->transform(CLI::AsNumberWithUnit(
+          std::map<std::string, unsigned>{{"ms", 1}, {"s", 1000}, {"m", 60000}}))
+      ->check(CLI::Range(100u, 300000u))
+      ->default_str("10s");
 }
 
 std::unique_ptr<fabricmanager::FabricManager> Connect(const FabricFlags& flags) {
-  auto fabric = fabricmanager::ConnectNvfmAt(flags.address, flags.library);
+  auto fabric = fabricmanager::ConnectNvfmAt(flags.address, flags.library, flags.deadline_ms);
   if (!fabric) Fail(fabric.error());
   return std::move(*fabric);
 }
 
 [[noreturn]] void FailAt(const FabricFlags& flags, const Error& error) {
   Fail(error.WithContext("fabric manager at " + flags.address));
+}
+
+// The board's module count when --partition-table names one (0: unknown). A table that does not
+// load is reported by the module map, which loads it too.
+int BoardModules(const FabricFlags& flags) {
+  if (flags.partition_table.empty()) return 0;
+  auto table = fabricmanager::LoadPartitionTable(flags.partition_table);
+  return table ? table->module_count : 0;
 }
 
 void ListPartitions(const FabricFlags& flags) {
@@ -58,7 +75,12 @@ void ListPartitions(const FabricFlags& flags) {
       flags.nvml ? *flags.nvml : inventory::DefaultNvmlLibrary(flags.root));
   if (!modules) Fail(modules.error());
   std::cout << (flags.format == "json" ? fabricmanager::PartitionsJson(*listed, *modules)
-                                       : fabricmanager::PartitionsTable(*listed, *modules));
+                                       : fabricmanager::PartitionsTable(*listed, *modules))
+            << std::flush;
+  // The list is shown, then judged exactly as serve judges it at start.
+  if (auto usable = fabricmanager::ValidateListing(*listed, BoardModules(flags)); !usable)
+    Fail(FailedPrecondition(usable.error().message +
+                            " (tessera serve --fabric-manager refuses to start on it)"));
 }
 
 struct ServiceVmFlags {
@@ -154,6 +176,7 @@ void AddFabricCommand(CLI::App& app) {
   AddConnectionFlags(set, set_flags.get());
   set->add_option("ID", *set_ids, "Partition IDs that are active");
   set->callback([set_flags, set_ids] {
+    if (auto valid = fabricmanager::CheckActivatedList(*set_ids); !valid) Fail(valid.error());
     auto done = Connect(*set_flags)->SetActivatedPartitions(*set_ids);
     if (!done) FailAt(*set_flags, done.error());
     std::cout << "active partition list sent (" << set_ids->size() << " partitions)\n";

@@ -2,7 +2,9 @@
 // `tessera windows check-hyperv-gpu` (its preflight), plus what the windows commands share:
 // loading a snapshot and turning refusals into exit 1.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/windows_cli.h"
@@ -23,7 +25,7 @@ win::Snapshot LoadWindowsSnapshot(const std::string& path) {
 
 void FailWindows(const Error& error) {
   if (error.category == ErrorCategory::kFailedPrecondition) {
-    std::fprintf(stderr, "tessera: %s\n", error.message.c_str());
+    std::fprintf(stderr, "tessera: %s\n", Excerpt(error.message, 2000).c_str());
     throw CLI::RuntimeError(1);
   }
   Fail(error);
@@ -68,6 +70,52 @@ struct GenerationFlags {
   }
 };
 
+std::vector<std::string> FailingLines(const win::HyperVGpuPreflight& preflight) {
+  std::vector<std::string> out;
+  for (const std::string& line : win::PreflightLines(preflight))
+    if (line.starts_with("FAIL ")) out.push_back(line);
+  return out;
+}
+
+// --force on a refused GPU: the script says at its top that the preflight failed and why, and
+// stops at its first line until that line is deleted, so a saved copy cannot be run by mistake.
+std::string MarkScript(const std::string& script, const win::HyperVGpuPreflight& preflight) {
+  std::string out = "# PREFLIGHT FAILED: printed anyway (tessera windows hyperv-gpu --force). " +
+                    std::to_string(preflight.Failures()) +
+                    " check(s) fail; the chain will not work as generated until they are fixed:\n";
+  for (const std::string& line : FailingLines(preflight))
+    out += "#   " + line + "\n";
+  out +=
+      "throw 'tessera: the preflight failed for this GPU (see the comments above); delete this "
+      "line to run the script anyway'\n";
+  return out + script;
+}
+
+// --force on a refused GPU, JSON outputs: the document says so in a first member.
+std::string MarkJson(const std::string& json, const win::HyperVGpuPreflight& preflight) {
+  auto doc = nlohmann::ordered_json::parse(json);
+  nlohmann::ordered_json marked = nlohmann::ordered_json::object();
+  marked["tessera_preflight_failed"] = FailingLines(preflight);
+  for (auto& [key, value] : doc.items())
+    marked[key] = std::move(value);
+  return marked.dump(2) + "\n";
+}
+
+std::string HyperVOutput(win::HyperVFormat fmt, const win::Snapshot& snapshot,
+                         const win::HyperVGpuPlan& plan, const win::HyperVGpuPreflight& preflight) {
+  switch (fmt) {
+    case win::HyperVFormat::kCrictl:
+      return win::CrictlScript(snapshot, plan);
+    case win::HyperVFormat::kOci:
+      return win::OciSpecJson(plan);
+    case win::HyperVFormat::kHcs:
+      return OrFailWindows(win::HcsDocumentsJson(snapshot, plan));
+    case win::HyperVFormat::kJson:
+      return win::HyperVGpuJson(snapshot, plan, preflight);
+  }
+  return "";
+}
+
 void AddHyperVGpu(CLI::App& windows) {
   auto* cmd = windows.add_subcommand(
       "hyperv-gpu",
@@ -75,39 +123,45 @@ void AddHyperVGpu(CLI::App& windows) {
       "Hyper-V-isolated container a GPU (unsupported by Microsoft; see check-hyperv-gpu)");
   static GenerationFlags flags;
   static std::string format = "crictl";
+  static bool force = false;
   flags.Register(*cmd, true);
   cmd->add_option("--format", format, "crictl (PowerShell script), oci, hcs or json")
       ->check(CLI::IsMember({"crictl", "oci", "hcs", "json"}));
+  cmd->add_flag("--force", force,
+                "Print the chain even for a GPU the preflight refuses, marked as refused (the "
+                "exit status stays 1)");
   cmd->callback([] {
     win::Snapshot snapshot = LoadWindowsSnapshot(flags.snapshot_path);
     win::HyperVFormat fmt = OrFailWindows(win::ParseHyperVFormat(format));
     win::HyperVGpuPlan plan = flags.Plan(snapshot);
     win::ImageInfo image = OrFailWindows(win::ParseImageReference(plan.image));
     win::HyperVGpuPreflight preflight = win::CheckHyperVGpu(snapshot, plan, image);
-    std::string out;
-    switch (fmt) {
-      case win::HyperVFormat::kCrictl:
-        out = win::CrictlScript(snapshot, plan);
-        break;
-      case win::HyperVFormat::kOci:
-        out = win::OciSpecJson(plan);
-        break;
-      case win::HyperVFormat::kHcs:
-        out = OrFailWindows(win::HcsDocumentsJson(snapshot, plan));
-        break;
-      case win::HyperVFormat::kJson:
-        out = win::HyperVGpuJson(snapshot, plan, preflight);
-        break;
+    if (preflight.Passes()) {
+      std::fputs(HyperVOutput(fmt, snapshot, plan, preflight).c_str(), stdout);
+      return;
     }
-    std::fputs(out.c_str(), stdout);
-    if (preflight.Passes()) return;
-    // The documents are printed for inspection; the exit status says they will not work as is.
-    for (const std::string& line : win::PreflightLines(preflight))
-      if (line.starts_with("FAIL ")) std::fprintf(stderr, "%s\n", line.c_str());
+    // Refused: no dismount script and no container config to save and run, only the verdict
+    // and the fixes, unless --force asks for the chain, which is then marked.
+    if (force) {
+      std::string out = HyperVOutput(fmt, snapshot, plan, preflight);
+      if (fmt == win::HyperVFormat::kCrictl) {
+        out = MarkScript(out, preflight);
+      } else if (fmt != win::HyperVFormat::kJson) {  // json carries its preflight already
+        out = MarkJson(out, preflight);
+      }
+      std::fputs(out.c_str(), stdout);
+    }
+    for (const std::string& line : FailingLines(preflight))
+      std::fprintf(stderr, "%s\n", line.c_str());
     std::fprintf(stderr,
-                 "tessera: %zu preflight check(s) fail: the chain will not work as generated "
-                 "(tessera windows check-hyperv-gpu lists every check)\n",
-                 preflight.Failures());
+                 force ? "tessera: refused: %zu of %zu preflight checks fail for GPU %zu; the "
+                         "chain above is printed only because of --force and will not work as "
+                         "generated\n"
+                       : "tessera: refused: %zu of %zu preflight checks fail for GPU %zu; no "
+                         "dismount script or container config is printed (fix the checks above, "
+                         "or --force to print them anyway, marked; tessera windows "
+                         "check-hyperv-gpu lists every check)\n",
+                 preflight.Failures(), preflight.checks.size(), plan.adapter_index);
     throw CLI::RuntimeError(1);
   });
 }
@@ -133,7 +187,7 @@ void AddCheckHyperVGpu(CLI::App& windows) {
     }
     win::HyperVGpuPreflight preflight = win::CheckHyperVGpu(snapshot, plan, image);
     std::printf("GPU %zu: %s at %s (%s)\n", plan.adapter_index,
-                Excerpt(plan.adapter.description).c_str(), plan.location_path.c_str(),
+                Excerpt(plan.adapter.description).c_str(), Excerpt(plan.location_path, 200).c_str(),
                 Excerpt(plan.adapter.instance_id, 200).c_str());
     for (const std::string& line : win::PreflightLines(preflight))
       std::printf("%s\n", line.c_str());

@@ -88,6 +88,11 @@ Result<FabricManager*> PartitionActivator::ConnectedLocked() {
   return fabric_.get();
 }
 
+Error PartitionActivator::DropLocked(const Error& error) {
+  fabric_.reset();
+  return error;
+}
+
 Status PartitionActivator::SaveLocked() {
   stats_.active = ledger_.Held().size();
   // Whole after a power loss, but the change itself may be lost: a power loss ends every
@@ -110,6 +115,7 @@ Status PartitionActivator::ResendActiveListLocked(const char* why) {
   auto listed = (*fabric)->ListPartitions();
   if (listed) return Ok();  // serving: it did not restart in resiliency mode (or not at all)
   if (listed.error().category != ErrorCategory::kUnavailable) return listed.error();
+  if (IsNoAnswer(listed.error())) return DropLocked(listed.error());
   const std::vector<uint32_t> held = ledger_.Held();
   if (auto sent = (*fabric)->SetActivatedPartitions(held); !sent) {
     fabric_.reset();
@@ -136,6 +142,7 @@ Result<std::vector<uint32_t>> PartitionActivator::ActiveOnFabricLocked() {
         if (partition.active) active.push_back(partition.id);
       return active;
     }
+    if (IsNoAnswer(listed.error())) return DropLocked(listed.error());
     if (listed.error().category != ErrorCategory::kUnavailable || attempt > 0)
       return listed.error();
     if (auto resent = ResendActiveListLocked("list refused"); !resent) return resent.error();
@@ -150,6 +157,8 @@ Status PartitionActivator::ActivateOnFabricLocked(uint32_t partition) {
     auto activated = (*fabric)->Activate(partition);
     if (activated) return Ok();
     const Error& error = activated.error();
+    // No answer: asking again (or resending the list) would wait again; the caller gets it now.
+    if (IsNoAnswer(error)) return DropLocked(error);
     if (error.category == ErrorCategory::kUnavailable && attempt == 0) {
       if (auto resent = ResendActiveListLocked("activation refused"); !resent) return error;
       continue;
@@ -171,6 +180,8 @@ Status PartitionActivator::DeactivateOnFabricLocked(uint32_t partition) {
     Status result = fabric ? (*fabric)->Deactivate(partition) : Status(fabric.error());
     if (result) return Ok();
     const Error& error = result.error();
+    // No answer: the watch retries it later, while this caller and those behind it go on.
+    if (IsNoAnswer(error)) return DropLocked(error);
     if (error.category != ErrorCategory::kUnavailable) {
       // Refused because it is not active: what we want.
       auto active = ActiveOnFabricLocked();
@@ -198,8 +209,12 @@ Result<uint32_t> PartitionActivator::Activate(const std::string& holder,
   auto held = next.Hold(holder, *partition);
   if (!held) return failed(held.error().WithContext(name));
   if (!*held) {
-    if (auto activated = ActivateOnFabricLocked(*partition); !activated)
+    if (auto activated = ActivateOnFabricLocked(*partition); !activated) {
+      // Unanswered, it may still take effect: the watch deactivates it if it turns up active.
+      if (IsNoAnswer(activated.error()) && !Contains(pending_deactivation_, *partition))
+        pending_deactivation_.push_back(*partition);
       return failed(activated.error().WithContext("activate " + name));
+    }
     stats_.activations++;
   }
   // Recorded once active: a crash before this leaves an active partition nobody holds, which
@@ -304,7 +319,8 @@ void PartitionActivator::WatchOnce() {
     last_watch_problem_ = problem;
   };
   if (!listed) {
-    if (listed.error().category != ErrorCategory::kUnavailable) {
+    if (listed.error().category != ErrorCategory::kUnavailable || IsNoAnswer(listed.error())) {
+      if (IsNoAnswer(listed.error())) fabric_.reset();
       report(listed.error().message);
       return;
     }

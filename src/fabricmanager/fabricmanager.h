@@ -86,6 +86,22 @@ class FabricManager {
   virtual std::string Describe() const = 0;
 };
 
+// What makes a fabric manager's partition list unusable, every defect named (at most 16, then a
+// count): no partitions or more than 64; a partition ID listed twice; a partition without GPUs or
+// with more GPUs than the board has modules; a module ID outside 1..board (a module nobody has);
+// a module twice in one partition; two partitions with the same GPUs; a bus ID that is no PCI
+// address (quoted as an excerpt). The board is `board_modules` when a partition table names it,
+// else the API's 16. Serve refuses such a list at start (OpenFabric, TableFromPartitions) and
+// `tessera fabric partitions` exits non-zero on it: both call this.
+std::vector<std::string> ListingDefects(const std::vector<SupportedPartition>& partitions,
+                                        int board_modules = 0);
+// InvalidArgument naming every defect; Ok for a usable list.
+Status ValidateListing(const std::vector<SupportedPartition>& partitions, int board_modules = 0);
+
+// An active list for fmSetActivatedFabricPartitions: at most 64 IDs, each once (InvalidArgument
+// naming the first ID given twice). Checked before anything is sent.
+Status CheckActivatedList(const std::vector<uint32_t>& partition_ids);
+
 // The partition table (module IDs and the module -> PCI address map) a fabric manager reports.
 Result<topology::PartitionTable> TableFromPartitions(
     const std::vector<SupportedPartition>& partitions, const std::string& board);
@@ -95,10 +111,21 @@ Result<topology::PartitionTable> TableFromPartitions(
 Result<std::unique_ptr<FabricManager>> OpenFileFabricManager(topology::PartitionTable table,
                                                              std::string state_path);
 
+// Every call into the fabric manager (connect, list, activate, deactivate, set the active list)
+// has a deadline: one that does not answer in time fails with an Unavailable error IsNoAnswer
+// recognises, its connection is dropped, and the fabric manager is not asked again for one
+// deadline (calls meanwhile fail at once with the same reason). An activation trains NVLinks, so
+// the deadline must stay well above how long the board takes for that.
+inline constexpr unsigned kDefaultCallDeadlineMs = 10000;
+inline constexpr std::string_view kNoAnswer = "no answer within";
+// The error is a call that got no answer in time (or was not sent because one just did not):
+// retrying at once would only wait again.
+bool IsNoAnswer(const Error& error);
+
 struct NvfmOptions {
   std::string library = "libnvfm.so.1";  // a name for the dynamic loader's search, or a path
   FabricAddress address = {false, "127.0.0.1", kDefaultPort, ""};
-  unsigned timeout_ms = 5000;
+  unsigned timeout_ms = kDefaultCallDeadlineMs;  // each call's deadline (fmConnect's limit too)
 };
 
 // Loads the library, initialises it and connects: with the v2 connect structure first, and with
@@ -109,7 +136,8 @@ Result<std::unique_ptr<FabricManager>> ConnectNvfm(const NvfmOptions& options);
 
 // ParseFabricAddress, then ConnectNvfm; errors say "fabric manager at <address>: ...".
 Result<std::unique_ptr<FabricManager>> ConnectNvfmAt(std::string_view address,
-                                                     const std::string& library);
+                                                     const std::string& library,
+                                                     unsigned deadline_ms = kDefaultCallDeadlineMs);
 
 // ---------------------------------------------------------------------------------------------
 // Module ID -> PCI address.
@@ -306,6 +334,8 @@ class PartitionActivator {
   explicit PartitionActivator(ActivatorOptions options, PartitionLedger ledger);
   // mu_ held.
   Result<FabricManager*> ConnectedLocked();
+  // Forgets a connection whose call got no answer (it is never used again); answers `error`.
+  Error DropLocked(const Error& error);
   Status SaveLocked();
   Result<std::vector<uint32_t>> ActiveOnFabricLocked();
   Status ResendActiveListLocked(const char* why);

@@ -1,6 +1,6 @@
-// Adapter to NVIDIA Fabric Manager's client library, loaded with dlopen at run time.
+// Adapter to NVIDIA Fabric Manager's client library (nvfm_library.h: loaded with dlopen at run
+// time, every call under a deadline).
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <netdb.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -11,6 +11,7 @@
 
 #include "fabricmanager/fabricmanager.h"
 #include "fabricmanager/nvfm_abi.h"
+#include "fabricmanager/nvfm_library.h"
 
 namespace tessera::fabricmanager {
 namespace {
@@ -55,41 +56,95 @@ std::string CanonicalPciAddress(const char* raw, size_t size) {
 
 class NvfmFabricManager : public FabricManager {
  public:
-  struct Api {
-    nvfm::LibInitFn lib_init = nullptr;
-    nvfm::LibShutdownFn lib_shutdown = nullptr;
-    nvfm::ConnectFn connect = nullptr;
-    nvfm::DisconnectFn disconnect = nullptr;
-    nvfm::GetSupportedFabricPartitionsFn get_supported = nullptr;
-    nvfm::ActivateFabricPartitionFn activate = nullptr;
-    nvfm::DeactivateFabricPartitionFn deactivate = nullptr;
-    nvfm::SetActivatedFabricPartitionsFn set_activated = nullptr;
-  };
+  NvfmFabricManager(std::shared_ptr<NvfmLibrary> library, nvfm::Handle handle,
+                    std::chrono::milliseconds deadline, std::string description)
+      : library_(std::move(library)),
+        handle_(handle),
+        deadline_(deadline),
+        description_(std::move(description)) {}
 
-  NvfmFabricManager(void* library, Api api, nvfm::Handle handle, std::string description)
-      : library_(library), api_(api), handle_(handle), description_(std::move(description)) {}
-
+  // A connection whose call did not answer is left alone: that call may still be using it.
   ~NvfmFabricManager() override {
-    api_.disconnect(handle_);
-    api_.lib_shutdown();
-    dlclose(library_);
+    if (lost_) return;
+    auto disconnect = library_->api().disconnect;
+    (void)library_->Call("fmDisconnect", deadline_,
+                         [disconnect, h = handle_] { return disconnect(h); });
   }
 
   Result<std::vector<SupportedPartition>> ListPartitions() override {
-    // About 100 KiB: keep it off the stack.
-    auto list = std::make_unique<nvfm::PartitionList>();
+    // About 100 KiB: off the stack, and owned by the call (it may outlive this function).
+    auto list = std::make_shared<nvfm::PartitionList>();
     std::memset(list.get(), 0, sizeof *list);
     list->version = nvfm::kPartitionListVersion;
-    if (nvfm::Return rc = api_.get_supported(handle_, list.get()); rc != nvfm::kSuccess) {
-      return NvfmError("fmGetSupportedFabricPartitions", rc);
+    auto get = library_->api().get_supported;
+    auto rc = Bounded("fmGetSupportedFabricPartitions",
+                      [get, h = handle_, list] { return get(h, list.get()); });
+    if (!rc) return rc.error();
+    if (*rc != nvfm::kSuccess) return NvfmError("fmGetSupportedFabricPartitions", *rc);
+    return Convert(*list);
+  }
+
+  Status Activate(uint32_t partition_id) override {
+    const std::string call = "fmActivateFabricPartition(" + std::to_string(partition_id) + ")";
+    auto activate = library_->api().activate;
+    auto rc =
+        Bounded(call, [activate, h = handle_, partition_id] { return activate(h, partition_id); });
+    if (!rc) return rc.error();
+    if (*rc != nvfm::kSuccess) {
+      return NvfmError(call, *rc, *rc == nvfm::kInUse ? OverlappingActive(partition_id) : "");
     }
-    if (list->num_partitions > nvfm::kMaxPartitions) {
-      return Internal("fmGetSupportedFabricPartitions: " + std::to_string(list->num_partitions) +
+    return Ok();
+  }
+
+  Status Deactivate(uint32_t partition_id) override {
+    const std::string call = "fmDeactivateFabricPartition(" + std::to_string(partition_id) + ")";
+    auto deactivate = library_->api().deactivate;
+    auto rc = Bounded(
+        call, [deactivate, h = handle_, partition_id] { return deactivate(h, partition_id); });
+    if (!rc) return rc.error();
+    if (*rc != nvfm::kSuccess) return NvfmError(call, *rc);
+    return Ok();
+  }
+
+  Status SetActivatedPartitions(const std::vector<uint32_t>& partition_ids) override {
+    if (auto valid = CheckActivatedList(partition_ids); !valid)
+      return valid.error().WithContext("fmSetActivatedFabricPartitions");
+    auto list = std::make_shared<nvfm::ActivatedPartitionList>();
+    std::memset(list.get(), 0, sizeof *list);
+    list->version = nvfm::kActivatedPartitionListVersion;
+    list->num_partitions = static_cast<unsigned>(partition_ids.size());
+    for (size_t i = 0; i < partition_ids.size(); ++i)
+      list->partition_ids[i] = partition_ids[i];
+    auto set = library_->api().set_activated;
+    auto rc = Bounded("fmSetActivatedFabricPartitions",
+                      [set, h = handle_, list] { return set(h, list.get()); });
+    if (!rc) return rc.error();
+    if (*rc != nvfm::kSuccess) return NvfmError("fmSetActivatedFabricPartitions", *rc);
+    return Ok();
+  }
+
+  std::string Describe() const override { return description_; }
+
+ private:
+  // A call under the deadline, on a connection that has not lost one yet.
+  Result<nvfm::Return> Bounded(const std::string& call, std::function<nvfm::Return()> fn) {
+    if (lost_) {
+      return Unavailable(call + ": not sent: this connection lost an earlier call (" +
+                         std::string(kNoAnswer) + " " + DeadlineText(deadline_) + ")");
+    }
+    auto rc = library_->Call(call, deadline_, std::move(fn));
+    if (!rc && IsNoAnswer(rc.error())) lost_ = true;
+    return rc;
+  }
+
+  static Result<std::vector<SupportedPartition>> Convert(const nvfm::PartitionList& list) {
+    if (list.num_partitions > nvfm::kMaxPartitions) {
+      return Internal("fmGetSupportedFabricPartitions: " + std::to_string(list.num_partitions) +
                       " partitions, more than the API's limit of 64");
     }
     std::vector<SupportedPartition> out;
-    for (unsigned i = 0; i < list->num_partitions; ++i) {
-      const nvfm::PartitionInfo& info = list->partition_info[i];
+    for (unsigned i = 0; i < list.num_partitions; ++i) {
+      const nvfm::PartitionInfo& info = list.partition_info[i];
       if (info.num_gpus > nvfm::kMaxGpus) {
         return Internal("fmGetSupportedFabricPartitions: partition " +
                         std::to_string(info.partition_id) + " has " +
@@ -113,40 +168,6 @@ class NvfmFabricManager : public FabricManager {
     return out;
   }
 
-  Status Activate(uint32_t partition_id) override {
-    if (nvfm::Return rc = api_.activate(handle_, partition_id); rc != nvfm::kSuccess) {
-      return NvfmError("fmActivateFabricPartition(" + std::to_string(partition_id) + ")", rc,
-                       rc == nvfm::kInUse ? OverlappingActive(partition_id) : "");
-    }
-    return Ok();
-  }
-
-  Status Deactivate(uint32_t partition_id) override {
-    if (nvfm::Return rc = api_.deactivate(handle_, partition_id); rc != nvfm::kSuccess) {
-      return NvfmError("fmDeactivateFabricPartition(" + std::to_string(partition_id) + ")", rc);
-    }
-    return Ok();
-  }
-
-  Status SetActivatedPartitions(const std::vector<uint32_t>& partition_ids) override {
-    if (partition_ids.size() > static_cast<size_t>(nvfm::kMaxPartitions)) {
-      return InvalidArgument("fmSetActivatedFabricPartitions: more than 64 partitions");
-    }
-    nvfm::ActivatedPartitionList list;
-    std::memset(&list, 0, sizeof list);
-    list.version = nvfm::kActivatedPartitionListVersion;
-    list.num_partitions = static_cast<unsigned>(partition_ids.size());
-    for (size_t i = 0; i < partition_ids.size(); ++i)
-      list.partition_ids[i] = partition_ids[i];
-    if (nvfm::Return rc = api_.set_activated(handle_, &list); rc != nvfm::kSuccess) {
-      return NvfmError("fmSetActivatedFabricPartitions", rc);
-    }
-    return Ok();
-  }
-
-  std::string Describe() const override { return description_; }
-
- private:
   // FM_ST_IN_USE names no partition: the list says which active ones share a GPU module with
   // `partition_id` (or that it is active itself).
   std::string OverlappingActive(uint32_t partition_id) {
@@ -171,23 +192,12 @@ class NvfmFabricManager : public FabricManager {
     return names.empty() ? "" : " (active: " + names + ")";
   }
 
-  void* library_;
-  Api api_;
+  std::shared_ptr<NvfmLibrary> library_;
   nvfm::Handle handle_;
+  std::chrono::milliseconds deadline_;
   std::string description_;
+  bool lost_ = false;  // a call did not answer: the connection is never used again
 };
-
-template <typename Fn>
-Status Resolve(void* library, const std::string& name, const char* symbol, Fn* out) {
-  dlerror();
-  void* address = dlsym(library, symbol);
-  if (const char* error = dlerror(); error != nullptr || address == nullptr) {
-    return Unavailable(name + ": function " + symbol + " is missing (" +
-                       (error ? error : "null symbol") + "); not a Fabric Manager client library");
-  }
-  *out = reinterpret_cast<Fn>(address);
-  return Ok();
-}
 
 // The API takes "<ipv4>:<port>": a host name is resolved here.
 Result<std::string> InetAddressInfo(const FabricAddress& address) {
@@ -217,6 +227,27 @@ void FillCommon(Params& params, const std::string& info, unsigned timeout_ms, bo
   params.address_is_unix_socket = unix_socket ? 1 : 0;
 }
 
+// fmConnect with one connect structure, under the deadline. A connection made after the caller
+// stopped waiting is closed on the call's thread.
+Result<nvfm::Return> ConnectBounded(NvfmLibrary& library, const std::string& what,
+                                    std::chrono::milliseconds deadline,
+                                    std::shared_ptr<std::vector<char>> params,
+                                    std::shared_ptr<nvfm::Handle> handle) {
+  const NvfmApi api = library.api();
+  return library.Call(
+      what, deadline, [api, params, handle] { return api.connect(params->data(), handle.get()); },
+      [api, handle](nvfm::Return rc) {
+        if (rc == nvfm::kSuccess) api.disconnect(*handle);
+      });
+}
+
+template <typename Params>
+std::shared_ptr<std::vector<char>> Bytes(const Params& params) {
+  auto out = std::make_shared<std::vector<char>>(sizeof params);
+  std::memcpy(out->data(), &params, sizeof params);
+  return out;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<FabricManager>> ConnectNvfm(const NvfmOptions& options) {
@@ -230,34 +261,12 @@ Result<std::unique_ptr<FabricManager>> ConnectNvfm(const NvfmOptions& options) {
     return InvalidArgument("fabric manager address is longer than " +
                            std::to_string(nvfm::kMaxStringLength - 1) + " bytes");
   }
-  void* library = dlopen(options.library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* error = dlerror();
-    return Unavailable("dlopen " + options.library + ": " + (error ? error : "failed") +
-                       " (is NVIDIA Fabric Manager's client library installed?)");
-  }
-  NvfmFabricManager::Api api;
-  const std::string& name = options.library;
-  for (Status resolved :
-       {Resolve(library, name, "fmLibInit", &api.lib_init),
-        Resolve(library, name, "fmLibShutdown", &api.lib_shutdown),
-        Resolve(library, name, "fmConnect", &api.connect),
-        Resolve(library, name, "fmDisconnect", &api.disconnect),
-        Resolve(library, name, "fmGetSupportedFabricPartitions", &api.get_supported),
-        Resolve(library, name, "fmActivateFabricPartition", &api.activate),
-        Resolve(library, name, "fmDeactivateFabricPartition", &api.deactivate),
-        Resolve(library, name, "fmSetActivatedFabricPartitions", &api.set_activated)}) {
-    if (!resolved) {
-      dlclose(library);
-      return resolved.error();
-    }
-  }
-  // FM_ST_IN_USE: the library was already initialised in this process, which is fine.
-  if (nvfm::Return rc = api.lib_init(); rc != nvfm::kSuccess && rc != nvfm::kInUse) {
-    dlclose(library);
-    return NvfmError("fmLibInit", rc);
-  }
+  if (options.timeout_ms == 0) return InvalidArgument("fabric manager: a deadline of 0 ms");
+  auto library = NvfmLibrary::Open(options.library);
+  if (!library) return library.error();
+  const std::chrono::milliseconds deadline(options.timeout_ms);
   const bool unix_socket = options.address.unix_socket;
+  const std::string what = "fmConnect " + options.address.ToString();
   // Newer libraries take v2 (with the address type); older ones only v1 and answer
   // FM_ST_VERSION_MISMATCH to v2.
   nvfm::ConnectParamsV2 v2;
@@ -265,10 +274,10 @@ Result<std::unique_ptr<FabricManager>> ConnectNvfm(const NvfmOptions& options) {
   v2.version = nvfm::kConnectParamsV2Version;
   FillCommon(v2, info, options.timeout_ms, unix_socket);
   v2.address_type = unix_socket ? nvfm::kAddressUnix : nvfm::kAddressInet;
-  nvfm::Handle handle = nullptr;
+  auto handle = std::make_shared<nvfm::Handle>(nullptr);
   int version = 2;
-  nvfm::Return rc = api.connect(&v2, &handle);
-  if (rc == nvfm::kVersionMismatch) {
+  auto rc = ConnectBounded(**library, what, deadline, Bytes(v2), handle);
+  if (rc && *rc == nvfm::kVersionMismatch) {
     spdlog::debug("fmConnect {}: the library refuses connect parameters v2; trying v1",
                   options.address.ToString());
     nvfm::ConnectParamsV1 v1;
@@ -276,18 +285,15 @@ Result<std::unique_ptr<FabricManager>> ConnectNvfm(const NvfmOptions& options) {
     v1.version = nvfm::kConnectParamsV1Version;
     FillCommon(v1, info, options.timeout_ms, unix_socket);
     version = 1;
-    rc = api.connect(&v1, &handle);
+    rc = ConnectBounded(**library, what, deadline, Bytes(v1), handle);
   }
-  if (rc != nvfm::kSuccess) {
-    api.lib_shutdown();
-    dlclose(library);
-    return NvfmError("fmConnect " + options.address.ToString(), rc);
-  }
+  if (!rc) return rc.error();
+  if (*rc != nvfm::kSuccess) return NvfmError(what, *rc);
   std::string description = options.library + " -> " + options.address.ToString() + " (connect v" +
-                            std::to_string(version) + ")";
+                            std::to_string(version) + "), deadline " + DeadlineText(deadline);
   spdlog::debug("connected to fabric manager: {}", description);
   return std::unique_ptr<FabricManager>(
-      new NvfmFabricManager(library, api, handle, std::move(description)));
+      new NvfmFabricManager(std::move(*library), *handle, deadline, std::move(description)));
 }
 
 }  // namespace tessera::fabricmanager

@@ -29,6 +29,7 @@ std::string ModuleSet(const std::vector<int>& modules) {
 
 Result<topology::PartitionTable> TableFromPartitions(
     const std::vector<SupportedPartition>& partitions, const std::string& board) {
+  if (auto usable = ValidateListing(partitions); !usable) return usable.error();
   topology::PartitionTable table;
   table.board = board;
   for (const auto& partition : partitions) {

@@ -33,11 +33,13 @@ Result<std::map<std::string, int>> NvmlModuleIds(const std::string& library,
 }
 
 Result<std::unique_ptr<FabricManager>> ConnectNvfmAt(std::string_view address,
-                                                     const std::string& library) {
+                                                     const std::string& library,
+                                                     unsigned deadline_ms) {
   auto parsed = ParseFabricAddress(address);
   if (!parsed) return parsed.error();
   NvfmOptions options;
   options.library = library;
+  options.timeout_ms = deadline_ms;
   options.address = *parsed;
   auto fabric = ConnectNvfm(options);
   if (!fabric) return fabric.error().WithContext("fabric manager at " + parsed->ToString());
@@ -70,7 +72,8 @@ Result<Fabric> OpenFabric(FabricSetup setup) {
   auto fabric = connect();
   if (!fabric) return fabric.error().WithContext(where);
   auto listed = (*fabric)->ListPartitions();
-  if (!listed && listed.error().category == ErrorCategory::kUnavailable) {
+  if (!listed && listed.error().category == ErrorCategory::kUnavailable &&
+      !IsNoAnswer(listed.error())) {
     // Restarted while we were down and waiting for the active list: the ledger says what was
     // active. Until it is told, it answers nothing else (and it exits after 60 s).
     std::vector<uint32_t> ids;
@@ -90,6 +93,8 @@ Result<Fabric> OpenFabric(FabricSetup setup) {
     listed = (*fabric)->ListPartitions();
   }
   if (!listed) return listed.error().WithContext(where);
+  if (auto usable = ValidateListing(*listed, setup.table ? setup.table->module_count : 0); !usable)
+    return usable.error().WithContext(where);
 
   ModuleSources sources;
   sources.partitions = *listed;

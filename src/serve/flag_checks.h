@@ -35,6 +35,10 @@ inline constexpr DurationFlag kRetainFinishedFlag{"--retain-finished", std::chro
                                                   std::chrono::hours(24 * 3660)};
 inline constexpr DurationFlag kRetentionSweepIntervalFlag{
     "--retention-sweep-interval", std::chrono::milliseconds(10), std::chrono::hours(24)};
+// Each fabric-manager call's deadline (fabricmanager::NvfmOptions::timeout_ms, an unsigned of
+// milliseconds): below 100ms a loaded fabric manager would miss it; above 5m it bounds nothing.
+inline constexpr DurationFlag kFabricManagerTimeoutFlag{
+    "--fabric-manager-timeout", std::chrono::milliseconds(100), std::chrono::minutes(5)};
 inline constexpr DurationFlag kFairShareHalfLifeFlag{
     "--fair-share-half-life", std::chrono::seconds(1), std::chrono::hours(24 * 365)};
 

@@ -73,6 +73,7 @@ struct Flags {
   std::string partition_table;     // file or preset name
   std::string fabric_manager;      // host[:port] or unix:PATH; empty: no fabric manager
   std::string nvfm_library = "libnvfm.so.1";
+  std::string fabric_manager_timeout = "10s";  // each fabric-manager call's deadline
   std::string firmware_command;
   std::vector<std::string> firmware_per_gpu;  // BDF=PROGRAM
   int firmware_timeout_ms = 60000;
@@ -162,7 +163,8 @@ Status CheckFlags(const Flags& flags) {
       {serve::kTelemetryIntervalFlag, &flags.telemetry_interval},
       {serve::kRetainFinishedFlag, &flags.retain_finished},
       {serve::kRetentionSweepIntervalFlag, &flags.retention_sweep_interval},
-      {serve::kFairShareHalfLifeFlag, &flags.fair_share_half_life}};
+      {serve::kFairShareHalfLifeFlag, &flags.fair_share_half_life},
+      {serve::kFabricManagerTimeoutFlag, &flags.fabric_manager_timeout}};
   for (const auto& [flag, text] : durations)
     if (auto parsed = serve::ParseDurationFlag(flag, *text); !parsed) return parsed.error();
   for (const auto& [flag, text] : {std::pair{serve::kContainerLogMaxFlag, &flags.container_log_max},
@@ -623,6 +625,8 @@ int Main(const Flags& flags) {
     if (!address) Die(address.error().WithContext("--fabric-manager"));
     fabricmanager::FabricSetup setup;
     setup.nvfm.library = flags.nvfm_library;
+    setup.nvfm.timeout_ms = static_cast<unsigned>(
+        duration(serve::kFabricManagerTimeoutFlag, flags.fabric_manager_timeout).count());
     setup.nvfm.address = *address;
     setup.table = options.partition_table;
     setup.nvml_library = read.nvml_library;
@@ -919,6 +923,10 @@ int main(int argc, char** argv) {
                  "place whole fabric partitions and activate each container's before it starts");
   app.add_option("--nvfm-library", flags.nvfm_library,
                  "Fabric Manager client library (libnvfm.so.1, or a path)")
+      ->capture_default_str();
+  app.add_option("--fabric-manager-timeout", flags.fabric_manager_timeout,
+                 "Deadline of each fabric-manager call (100ms to 5m): one that does not answer "
+                 "fails that activation, not the service")
       ->capture_default_str();
   app.add_option("--firmware-check-command", flags.firmware_command,
                  "Run 'PROGRAM [ARGS] <PCI address>' after each lease (exit 0 = pass) instead of "

@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/untrusted_text.h"
 #include "windows/hyperv.h"
@@ -13,7 +14,9 @@ namespace {
 
 constexpr uint32_t kHyperVGpuFromBuild = 19041;  // hcsshim's WCOW hypervisor GPU test minimum
 constexpr SchemaVersion kVirtualPciSchema{2, 3};
-constexpr uint32_t kProblemDisabled = 22;            // CM_PROB_DISABLED
+constexpr uint32_t kProblemDisabled = 22;  // CM_PROB_DISABLED
+constexpr uint32_t kLegacyEndpoint = 3;    // DEVPKEY_PciDevice_DeviceType: PciExpressLegacyEndpoint
+constexpr uint32_t kDisplayControllerClass = 0x03;   // PCI base class
 const std::vector<int> kContainerdMinimum = {1, 7};  // CRI IDType://ID devices, the runtime default
 const std::vector<int> kHcsshimMinimum = {0, 9, 0};  // io.microsoft.virtualmachine.kerneldrivers
 constexpr const char* kRunhcsRuntimeType = "io.containerd.runhcs.v1";
@@ -126,6 +129,35 @@ void CheckHost(const Snapshot& s, Checks& c) {
   }
 }
 
+// A legacy PCI Express endpoint (device type 3) is judged as Microsoft's DDA survey judges it
+// (SurveyDDA.ps1 in MicrosoftDocs/Virtualization-Documentation, hyperv-tools/
+// DiscreteDeviceAssignment, since its change of 2022-09-02 "allow any display controller"):
+// assignable when its PCI base class is 0x03, a display controller of any subclass; any other
+// legacy endpoint is not.
+void CheckLegacyEndpoint(const PciAdapter& a, Checks& c) {
+  if (!a.class_code) {
+    c.Fail("device.type",
+           "legacy PCI Express endpoint (type 3) without a PCI class in the snapshot: only a "
+           "display controller (base class 0x03) is assignable",
+           kRediscover);
+    return;
+  }
+  const uint32_t base = *a.class_code >> 16;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", base);
+  if (base == kDisplayControllerClass) {
+    c.Pass("device.type",
+           "legacy PCI Express endpoint of a display controller (base class 0x03): assignable, as "
+           "Microsoft's SurveyDDA.ps1 judges it");
+  } else {
+    c.Fail("device.type",
+           std::string("legacy PCI Express endpoint of base class ") + hex +
+               ": only display controllers (0x03) are assignable as legacy endpoints",
+           "only PCI Express endpoints, and legacy endpoints that are display controllers, can be "
+           "assigned: use another device");
+  }
+}
+
 void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
   const PciAdapter& a = plan.adapter;
   const DdaProperties& d = a.dda;
@@ -138,13 +170,15 @@ void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
     c.Pass("device.type",
            "root-complex integrated endpoint (assignable, less isolated than a "
            "discrete endpoint)");
+  } else if (*d.device_type == kLegacyEndpoint) {
+    CheckLegacyEndpoint(a, c);
   } else if (*d.device_type == 5) {
     c.Fail("device.type", "the firmware kept control of PCI Express for this device (type 5)",
            "give Windows native PCI Express control in the firmware setup, or use another GPU");
   } else {
     c.Fail("device.type",
            "device type " + std::to_string(*d.device_type) +
-               ": conventional PCI, PCI-X, a legacy endpoint, a bridge or a port",
+               ": conventional PCI, PCI-X, a bridge or a port",
            "only PCI Express endpoints can be assigned: use another GPU");
   }
   if (!d.requires_reserved_memory_region) {
@@ -415,15 +449,18 @@ HyperVGpuPreflight CheckHyperVGpu(const Snapshot& snapshot, const HyperVGpuPlan&
   return out;
 }
 
+// Every line is one printable line, whatever a detail quotes of the snapshot: the lines end up on
+// terminals and in the comments of a PowerShell script, where a line break would start code.
 std::vector<std::string> PreflightLines(const HyperVGpuPreflight& preflight) {
+  constexpr size_t kLineBytes = 2000;
   std::vector<std::string> lines;
   for (const PreflightCheck& c : preflight.checks) {
     std::string line = std::string(CheckStatusName(c.status)) + " " + c.id + ": " + c.detail;
     if (!c.fix.empty()) line += "; fix: " + c.fix;
-    lines.push_back(std::move(line));
+    lines.push_back(Excerpt(line, kLineBytes));
   }
   for (const std::string& note : preflight.notes)
-    lines.push_back("NOTE " + note);
+    lines.push_back(Excerpt("NOTE " + note, kLineBytes));
   return lines;
 }
 

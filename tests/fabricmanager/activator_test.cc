@@ -33,11 +33,13 @@ topology::PartitionTable Table() {
 class Activator : public ::testing::Test {
  protected:
   std::unique_ptr<PartitionActivator> Open(
-      std::chrono::milliseconds poll = std::chrono::milliseconds(2000)) {
+      std::chrono::milliseconds poll = std::chrono::milliseconds(2000),
+      unsigned deadline_ms = kDefaultCallDeadlineMs) {
     ActivatorOptions options;
-    options.connect = [] {
+    options.connect = [deadline_ms] {
       NvfmOptions nvfm;
       nvfm.library = FAKE_NVFM;
+      nvfm.timeout_ms = deadline_ms;
       return ConnectNvfm(nvfm);
     };
     options.table = Table();
@@ -232,6 +234,47 @@ TEST(OpenFabric, HostileTableAndLedgerFilesAreRefusedByName) {
     EXPECT_NE(activator.error().message.find(testing::ReasonFor(file)), std::string::npos)
         << file.kind << ": " << activator.error().message;
   }
+}
+
+// A fabric manager that takes an activation and never answers: that activation fails at its
+// deadline, and the one queued behind it does not wait for the hung call either.
+TEST_F(Activator, OneHungActivationHoldsNoOtherBeyondTheDeadline) {
+  auto activator = Open(std::chrono::milliseconds(2000), 500);
+  fm_.Set("hang", "activate");
+  Status first = Ok(), second = Ok();
+  std::thread hung([&] {
+    auto done = activator->Activate("container-a", {Gpu(1), Gpu(3)});
+    if (!done) first = done.error();
+  });
+  // The second start comes while the first is inside the hung call.
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    auto calls = fm_.Calls();
+    return std::any_of(calls.begin(), calls.end(),
+                       [](const auto& call) { return call.argument == "hang"; });
+  }));
+  auto behind = activator->Activate("container-b", {Gpu(2), Gpu(4)});
+  if (!behind) second = behind.error();
+  hung.join();
+  // Both returned while the fabric manager still hangs: neither waited for it.
+  EXPECT_EQ(fm_.Get("hang"), "activate");
+  ASSERT_FALSE(first.ok());
+  EXPECT_TRUE(IsNoAnswer(first.error())) << first.error().message;
+  EXPECT_NE(first.error().message.find("activate fabric partition 3 {1,3}: "
+                                       "fmActivateFabricPartition(3): no answer within 500 ms"),
+            std::string::npos)
+      << first.error().message;
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(IsNoAnswer(second.error())) << second.error().message;
+  EXPECT_FALSE(activator->HeldBy("container-a"));
+  EXPECT_FALSE(activator->HeldBy("container-b"));
+  EXPECT_EQ(activator->stats().activation_failures, 2u);
+
+  // Once it answers again, so does the activator (after one deadline without asking).
+  fm_.Set("hang", "none");
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return activator->Activate("container-b", {Gpu(2), Gpu(4)}).ok();
+  }));
+  EXPECT_EQ(fm_.Active(), (std::vector<int>{4}));
 }
 
 }  // namespace

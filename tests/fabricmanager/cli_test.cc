@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -241,6 +242,65 @@ TEST_F(FabricCli, DoctorChecksTheServiceVmTheFabricManagerAndTheLeases) {
   EXPECT_EQ(verdicts(matched)["fabric.leases"], "PASS") << matched.out;
   fm_.Restart();
   EXPECT_EQ(verdicts(Tessera("doctor" + flags))["fabric.manager"], "WARN");
+}
+
+TEST_F(FabricCli, AListServeWouldRefuseIsShownAndFailsWithEveryReason) {
+  // Partition 1 twice, module 1 twice in partition 2, module 17 nobody has, a bus ID that is no
+  // address never reaches here (the stand-in reports zeroed ones).
+  fm_.Set("partitions", "0=1,2 1=3 1=4 2=1,1 3=17 4=5");
+  Ran listed = Tessera(Fabric("partitions --root " + MaterializeHost("no-gpu")));
+  EXPECT_EQ(listed.status, 5) << listed.out;
+  EXPECT_NE(listed.out.find("PARTITION ID  STATUS"), std::string::npos) << listed.out;
+  EXPECT_NE(listed.out.find("tessera: the fabric manager's partition list is unusable: "
+                            "partition ID 1 is listed twice (entries 2 and 3); partition 2: "
+                            "module 1 is listed twice; partition 3: unknown module ID 17 "
+                            "(modules 1..16) (tessera serve --fabric-manager refuses to start on "
+                            "it)\n"),
+            std::string::npos)
+      << listed.out;
+  Ran json = Tessera(Fabric("partitions --format json --root " + MaterializeHost("no-gpu")));
+  EXPECT_EQ(json.status, 5) << json.out;
+  // The usable built-in list passes the same check.
+  fm_.Set("partitions", "");
+  EXPECT_EQ(Tessera(Fabric("partitions --root " + MaterializeHost("no-gpu"))).status, 0);
+}
+
+TEST_F(FabricCli, SetActiveRefusesDuplicateIdsBeforeSendingAnything) {
+  fm_.Restart();
+  Ran twice = Tessera(Fabric("set-active 1 1 1"));
+  EXPECT_EQ(twice.status, 2) << twice.out;
+  EXPECT_EQ(twice.out,
+            "tessera: active partition list: partition 1 is given twice; each active partition "
+            "is named once\n");
+  EXPECT_TRUE(fm_.Calls().empty()) << "something reached the fabric manager";
+  EXPECT_EQ(fm_.Get("mode"), "restart");
+}
+
+TEST_F(FabricCli, AHungFabricManagerFailsTheCommandAtItsDeadline) {
+  fm_.Set("hang", "activate");
+  const auto start = std::chrono::steady_clock::now();
+  Ran hung = Tessera(Fabric("activate 3 --fabric-manager-timeout 500ms"));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(hung.status, 4) << hung.out;
+  EXPECT_NE(hung.out.find("fmActivateFabricPartition(3): no answer within 500 ms"),
+            std::string::npos)
+      << hung.out;
+  // The deadline and a loaded machine's slack, far below the hang (which lasts until cleared).
+  EXPECT_LT(waited, std::chrono::seconds(30));
+  EXPECT_EQ(fm_.Get("hang"), "activate");
+  fm_.Set("hang", "list");
+  Ran listing =
+      Tessera(Fabric("partitions --fabric-manager-timeout 1s --root " + MaterializeHost("no-gpu")));
+  EXPECT_EQ(listing.status, 4) << listing.out;
+  EXPECT_NE(listing.out.find("fmGetSupportedFabricPartitions: no answer within 1s"),
+            std::string::npos)
+      << listing.out;
+  fm_.Set("hang", "none");
+  EXPECT_TRUE(fm_.Active().empty());
+  // Deadlines outside 100ms..5m are refused as usage errors.
+  EXPECT_NE(Tessera(Fabric("activate 3 --fabric-manager-timeout 10ms")).status, 0);
+  EXPECT_NE(Tessera(Fabric("activate 3 --fabric-manager-timeout 6m")).status, 0);
+  EXPECT_EQ(Tessera(Fabric("activate 3 --fabric-manager-timeout 2s")).status, 0);
 }
 
 }  // namespace

@@ -16,6 +16,12 @@
 //   bus_ids zeroed|real  zeroed: empty UUID and bus ID 00000000:00:00.0 (H100 and later)
 //   fail_activate CODE activations answer CODE (0: none)
 //   active ID...       the active partitions
+//   hang CALL...       these calls never answer while listed (connect, list, activate, deactivate,
+//                      set, or all): what a fabric manager that accepts and then sends nothing,
+//                      or half an answer, looks like through the client library. The call returns
+//                      FM_ST_TIMEOUT without effect once the line no longer names it (5 min cap).
+//   partitions ID=M,M.. ID=..  the partition list reported instead of the built-in one (listing
+//                      tests: any IDs and modules, duplicates included; none is active)
 // Every call is appended to "<state>.log" as "<CLOCK_BOOTTIME ms> <pid> <call> <argument> <rc>".
 // Built a second time without fmActivateFabricPartition, to test a library that lacks one.
 #include <fcntl.h>
@@ -55,6 +61,8 @@ struct State {
   std::string bus_ids = "zeroed";
   int fail_activate = 0;
   bool active[kPartitions] = {};
+  std::string hang;        // the calls that never answer, as written
+  std::string partitions;  // a listing that replaces the built-in one, as written
 };
 
 struct Connection {
@@ -109,6 +117,10 @@ bool Load(State* state) {
     if (key == "connect") words >> state->connect;
     if (key == "bus_ids") words >> state->bus_ids;
     if (key == "fail_activate") words >> state->fail_activate;
+    if (key == "hang") std::getline(words, state->hang);
+    if (key == "partitions") std::getline(words, state->partitions);
+    for (std::string* text : {&state->hang, &state->partitions})
+      if (text->find_first_not_of(' ') == std::string::npos) text->clear();
     if (key == "active") {
       int id;
       while (words >> id)
@@ -130,6 +142,8 @@ void Save(const State& state) {
     for (int p = 0; p < kPartitions; ++p)
       if (state.active[p]) out << " " << p;
     out << "\n";
+    if (!state.hang.empty()) out << "hang" << state.hang << "\n";
+    if (!state.partitions.empty()) out << "partitions" << state.partitions << "\n";
   }
   std::rename(temp.c_str(), path);
 }
@@ -142,6 +156,51 @@ void Log(const char* call, const std::string& argument, nvfm::Return rc) {
   std::fprintf(f, "%lld %ld %s %s %d\n", NowMs(), static_cast<long>(::getpid()), call,
                argument.empty() ? "-" : argument.c_str(), rc);
   std::fclose(f);
+}
+
+bool Hangs(const std::string& call) {
+  State state;
+  if (!Load(&state)) return false;
+  std::istringstream words(state.hang);
+  std::string word;
+  while (words >> word)
+    if (word == call || word == "all") return true;
+  return false;
+}
+
+// A call the state says never answers: waits, without the state lock (the test and other calls
+// go on), until the state stops naming it. True when it hung (the call then answers TIMEOUT).
+bool HangWhileListed(const char* name, const std::string& call) {
+  if (!Hangs(call)) return false;
+  Log(name, "hang", nvfm::kTimeout);
+  const long long until = NowMs() + 300000;
+  while (Hangs(call) && NowMs() < until)
+    usleep(20000);
+  return true;
+}
+
+// `partitions 0=1,2 1=3`: the listing a test asked for instead of the built-in one.
+void FillCustomList(const State& state, nvfm::PartitionList* list) {
+  std::istringstream words(state.partitions);
+  std::string word;
+  unsigned count = 0;
+  while (words >> word && count < static_cast<unsigned>(nvfm::kMaxPartitions)) {
+    nvfm::PartitionInfo& info = list->partition_info[count++];
+    info.partition_id = static_cast<unsigned>(std::stoul(word.substr(0, word.find('='))));
+    info.is_active = 0;
+    info.num_gpus = 0;
+    std::istringstream modules(word.substr(word.find('=') + 1));
+    std::string module;
+    while (std::getline(modules, module, ',') && info.num_gpus < nvfm::kMaxGpus) {
+      nvfm::PartitionGpuInfo& gpu = info.gpu_info[info.num_gpus++];
+      gpu.physical_id = static_cast<unsigned>(std::stoul(module));
+      std::snprintf(gpu.pci_bus_id, sizeof gpu.pci_bus_id, "00000000:00:00.0");
+      gpu.num_nvlinks_available = 18;
+      gpu.max_num_nvlinks = 18;
+    }
+  }
+  list->num_partitions = count;
+  list->max_num_partitions = nvfm::kMaxPartitions;
 }
 
 // Restart mode ends in an exit when the active list does not come within 60 s.
@@ -196,6 +255,7 @@ __attribute__((visibility("default"))) nvfm::Return fmLibShutdown() {
 
 __attribute__((visibility("default"))) nvfm::Return fmConnect(void* params, nvfm::Handle* handle) {
   if (params == nullptr || handle == nullptr) return nvfm::kBadParam;
+  if (HangWhileListed("fmConnect", "connect")) return nvfm::kTimeout;
   Locked lock;
   State state;
   const unsigned version = *static_cast<unsigned*>(params);
@@ -243,6 +303,7 @@ __attribute__((visibility("default"))) nvfm::Return fmGetSupportedFabricPartitio
     nvfm::Handle handle, nvfm::PartitionList* list) {
   if (list == nullptr) return nvfm::kBadParam;
   if (list->version != nvfm::kPartitionListVersion) return nvfm::kVersionMismatch;
+  if (HangWhileListed("fmGetSupportedFabricPartitions", "list")) return nvfm::kTimeout;
   Locked lock;
   State state;
   nvfm::Return rc = Check(handle, &state);
@@ -250,6 +311,10 @@ __attribute__((visibility("default"))) nvfm::Return fmGetSupportedFabricPartitio
   if (rc != nvfm::kSuccess) {
     Log("fmGetSupportedFabricPartitions", "", rc);
     return rc;
+  }
+  if (!state.partitions.empty()) {
+    FillCustomList(state, list);
+    return nvfm::kSuccess;
   }
   list->num_partitions = kPartitions;
   list->max_num_partitions = kPartitions;
@@ -282,6 +347,7 @@ __attribute__((visibility("default"))) nvfm::Return fmGetSupportedFabricPartitio
 #ifndef FAKE_NVFM_WITHOUT_ACTIVATE
 __attribute__((visibility("default"))) nvfm::Return fmActivateFabricPartition(
     nvfm::Handle handle, nvfm::PartitionId id) {
+  if (HangWhileListed("fmActivateFabricPartition", "activate")) return nvfm::kTimeout;
   Locked lock;
   State state;
   nvfm::Return rc = Check(handle, &state);
@@ -306,6 +372,7 @@ __attribute__((visibility("default"))) nvfm::Return fmActivateFabricPartition(
 
 __attribute__((visibility("default"))) nvfm::Return fmDeactivateFabricPartition(
     nvfm::Handle handle, nvfm::PartitionId id) {
+  if (HangWhileListed("fmDeactivateFabricPartition", "deactivate")) return nvfm::kTimeout;
   Locked lock;
   State state;
   nvfm::Return rc = Check(handle, &state);
@@ -329,6 +396,7 @@ __attribute__((visibility("default"))) nvfm::Return fmSetActivatedFabricPartitio
     nvfm::Handle handle, nvfm::ActivatedPartitionList* list) {
   if (list == nullptr) return nvfm::kBadParam;
   if (list->version != nvfm::kActivatedPartitionListVersion) return nvfm::kVersionMismatch;
+  if (HangWhileListed("fmSetActivatedFabricPartitions", "set")) return nvfm::kTimeout;
   Locked lock;
   State state;
   nvfm::Return rc = Check(handle, &state);

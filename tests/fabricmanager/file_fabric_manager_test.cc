@@ -118,7 +118,7 @@ TEST_F(FileFabricManagerTest, ReportedPartitionsRebuildTheTable) {
 TEST(TableFromPartitions, ConflictingAddressesAreRefused) {
   std::vector<SupportedPartition> partitions = {
       {0, false, {{1, "0000:10:00.0", "", 0, 0}}},
-      {1, false, {{1, "0000:20:00.0", "", 0, 0}}},
+      {1, false, {{1, "0000:20:00.0", "", 0, 0}, {2, "", "", 0, 0}}},
   };
   auto table = TableFromPartitions(partitions, "x");
   ASSERT_FALSE(table.ok());

@@ -6,6 +6,7 @@
 
 #include "fabricmanager/fabricmanager.h"
 #include "support/fake_fabric_manager.h"
+#include "support/wait.h"
 
 namespace tessera::fabricmanager {
 namespace {
@@ -17,11 +18,21 @@ class NvfmAdapter : public ::testing::Test {
   void TearDown() override { unsetenv("FAKE_NVFM_MODE"); }
 
   static Result<std::unique_ptr<FabricManager>> Connect(const std::string& library,
-                                                        const std::string& address) {
+                                                        const std::string& address,
+                                                        unsigned deadline_ms = 10000) {
     NvfmOptions options;
     options.library = library;
     options.address = *ParseFabricAddress(address);
+    options.timeout_ms = deadline_ms;
     return ConnectNvfm(options);
+  }
+
+  // After a hung call the library is not asked for one deadline: wait that out, so that the next
+  // test (in this process when the binary runs alone) starts with a fabric manager that answers.
+  void WaitForAnswers() {
+    fm_.Set("hang", "none");
+    EXPECT_TRUE(testing::WaitUntil(
+        [&] { return Connect(FAKE_NVFM, "unix:/run/nvidia-fabricmanager/socket", 300).ok(); }));
   }
 
   std::unique_ptr<FabricManager> Fake() {
@@ -196,6 +207,79 @@ TEST_F(NvfmAdapter, NotToldWithin60SecondsItExits) {
   auto gone = Connect(FAKE_NVFM, "unix:/run/nvidia-fabricmanager/socket");
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(fm_.Get("mode"), "exited");
+}
+
+using Clock = std::chrono::steady_clock;
+
+long long MsSince(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+TEST_F(NvfmAdapter, AHungCallFailsAtItsDeadlineAndItsConnectionIsNotUsedAgain) {
+  auto manager = Connect(FAKE_NVFM, "unix:/run/nvidia-fabricmanager/socket", 300);
+  ASSERT_TRUE(manager.ok()) << manager.error().message;
+  fm_.Set("hang", "activate");
+  const auto start = Clock::now();
+  auto activated = (*manager)->Activate(3);
+  const long long waited = MsSince(start);
+  ASSERT_FALSE(activated.ok());
+  EXPECT_TRUE(IsNoAnswer(activated.error())) << activated.error().message;
+  EXPECT_EQ(activated.error().category, ErrorCategory::kUnavailable);
+  EXPECT_EQ(
+      activated.error().message.rfind("fmActivateFabricPartition(3): no answer within 300 ms", 0),
+      0u)
+      << activated.error().message;
+  EXPECT_GE(waited, 300);
+  EXPECT_LT(waited, 300 + 30000) << "the caller waited for the hung call, not its deadline";
+  // That connection is done with; a fresh one within the deadline is not even tried.
+  auto listed = (*manager)->ListPartitions();
+  ASSERT_FALSE(listed.ok());
+  EXPECT_TRUE(IsNoAnswer(listed.error())) << listed.error().message;
+  const size_t connects = fm_.Calls().size();
+  auto again = Connect(FAKE_NVFM, "unix:/run/nvidia-fabricmanager/socket", 300);
+  if (!again.ok()) {  // (a loaded machine may have let the 300 ms pass already)
+    EXPECT_TRUE(IsNoAnswer(again.error())) << again.error().message;
+    EXPECT_NE(again.error().message.find("not sent: fmActivateFabricPartition(3): no answer"),
+              std::string::npos)
+        << again.error().message;
+    EXPECT_EQ(fm_.Calls().size(), connects);
+  }
+  // Released, the hung call answers TIMEOUT with no effect, and the fabric manager is asked
+  // again once the deadline has passed.
+  WaitForAnswers();
+  EXPECT_TRUE(fm_.Active().empty());
+  auto hung = fm_.Calls();
+  EXPECT_TRUE(std::any_of(hung.begin(), hung.end(), [](const testing::FabricCall& call) {
+    return call.call == "fmActivateFabricPartition" && call.argument == "hang";
+  }));
+}
+
+TEST_F(NvfmAdapter, AHungConnectFailsAtItsDeadline) {
+  fm_.Set("hang", "connect");
+  const auto start = Clock::now();
+  auto manager = Connect(FAKE_NVFM, "unix:/run/nvidia-fabricmanager/socket", 300);
+  const long long waited = MsSince(start);
+  ASSERT_FALSE(manager.ok());
+  EXPECT_TRUE(IsNoAnswer(manager.error())) << manager.error().message;
+  EXPECT_EQ(manager.error().message.rfind(
+                "fmConnect unix:/run/nvidia-fabricmanager/socket: no answer within 300 ms", 0),
+            0u)
+      << manager.error().message;
+  EXPECT_LT(waited, 300 + 30000);
+  WaitForAnswers();
+}
+
+TEST_F(NvfmAdapter, DuplicateActiveIdsAreNotSent) {
+  auto manager = Fake();
+  ASSERT_NE(manager, nullptr);
+  fm_.Restart();
+  auto fresh = Fake();
+  ASSERT_NE(fresh, nullptr);
+  auto sent = fresh->SetActivatedPartitions({1, 1, 1});
+  ASSERT_FALSE(sent.ok());
+  EXPECT_EQ(sent.error().category, ErrorCategory::kInvalidArgument);
+  for (const auto& call : fm_.Calls())
+    EXPECT_NE(call.call, "fmSetActivatedFabricPartitions");
 }
 
 }  // namespace

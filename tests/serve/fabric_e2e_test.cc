@@ -52,14 +52,17 @@ class FabricServe : public PodmanServeTest {
  protected:
   FabricServe() : PodmanServeTest("fabric") {}
 
-  void StartFabricServe() {
+  void StartFabricServe(std::vector<std::string> extra = {}) {
     check_log_ = dir_.path() + "/checks.log";
     const std::string script = dir_.path() + "/check.sh";
     std::ofstream(script) << "#!/bin/sh\necho \"$(cut -d' ' -f1 /proc/uptime) $1\" >> "
                           << check_log_ << "\nexit 0\n";
     ::chmod(script.c_str(), 0755);
-    ASSERT_NO_FATAL_FAILURE(StartServe({"--fabric-manager", kSocket, "--nvfm-library", FAKE_NVFM,
-                                        "--nvml", FAKE_NVML, "--firmware-check-command", script}));
+    std::vector<std::string> args = {
+        "--fabric-manager", kSocket,   "--nvfm-library",           FAKE_NVFM,
+        "--nvml",           FAKE_NVML, "--firmware-check-command", script};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_NO_FATAL_FAILURE(StartServe(args));
   }
 
   std::string Submit(int gpus, const std::string& script) {
@@ -242,6 +245,64 @@ TEST_F(FabricServe, AfterAKillTheRestartedServiceKeepsWhatRunsAndDeactivatesTheR
   CallJson(*admin_, "DELETE", "/v1/containers/" + keeper, "", &status);
   WaitFor(keeper, {"exited", "failed"});
   ASSERT_TRUE(WaitUntil([&] { return fm_.Active().empty(); })) << serve_->log();
+}
+
+// A fabric manager that takes activations and never answers: each start fails at the deadline
+// with that reason while the hang lasts, none waits for it, the service keeps answering, and
+// starts work again once it answers.
+TEST_F(FabricServe, AHungActivationFailsItsStartAndHoldsNoOther) {
+  StartFabricServe({"--fabric-manager-timeout", "1s"});
+  fm_.Set("hang", "activate");
+  const std::string first = Submit(2, "echo never");
+  const std::string second = Submit(1, "echo never");
+  auto one = WaitFor(first, {"failed", "exited"});
+  auto two = WaitFor(second, {"failed", "exited"});
+  EXPECT_EQ(fm_.Get("hang"), "activate") << "the starts waited for the hang to end";
+  EXPECT_EQ(one["state"], "failed");
+  EXPECT_NE(one.value("reason", "").find("no answer within 1s"), std::string::npos) << one;
+  EXPECT_EQ(two["state"], "failed");
+  EXPECT_NE(two.value("reason", "").find("no answer within 1s"), std::string::npos) << two;
+  auto health = admin_->Call("GET", "/healthz");
+  ASSERT_TRUE(health.ok()) << "the service died";
+  EXPECT_EQ(health->status, 200);
+
+  fm_.Set("hang", "none");
+  ASSERT_TRUE(WaitUntil([&] { return Settled(); })) << serve_->log();
+  // For one deadline after the unanswered call, starts fail at once with its reason; then the
+  // fabric manager is asked again.
+  std::string third;
+  json running;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        third = Submit(1, kUntilStopped);
+        running = WaitFor(third, {"running", "failed"});
+        if (running["state"] == "running") return true;
+        EXPECT_NE(running.value("reason", "").find("no answer within 1s"), std::string::npos)
+            << running;
+        return !WaitUntil([&] { return Settled(); });  // (gives up if the GPUs stay taken)
+      },
+      std::chrono::seconds(60), std::chrono::milliseconds(100)))
+      << serve_->log();
+  ASSERT_EQ(running["state"], "running") << running;
+  EXPECT_EQ(fm_.Active(), (std::vector<int>{PartitionOf(running["gpus"])}));
+  int status = 0;
+  CallJson(*admin_, "DELETE", "/v1/containers/" + third, "", &status);
+  WaitFor(third, {"exited", "failed"});
+  ASSERT_TRUE(WaitUntil([&] { return fm_.Active().empty(); })) << serve_->log();
+}
+
+TEST_F(FabricServe, AFabricManagerThatHangsAtStartFailsTheStartWithTheReason) {
+  fm_.Set("hang", "list");
+  serve_ = std::make_unique<ServeProcess>(
+      dir_.path(),
+      std::vector<std::string>{"--root", host_.root(), "--cdi-kind", kind_, "--instance", instance_,
+                               "--fabric-manager", kSocket, "--nvfm-library", FAKE_NVFM, "--nvml",
+                               FAKE_NVML, "--fabric-manager-timeout", "500ms"});
+  std::string log;
+  EXPECT_FALSE(serve_->Start(&log)) << "it started on a fabric manager that never answered";
+  EXPECT_NE(log.find("fmGetSupportedFabricPartitions: no answer within 500 ms"), std::string::npos)
+      << log;
+  fm_.Set("hang", "none");
 }
 
 }  // namespace

@@ -130,6 +130,8 @@ TEST_F(StartupRefusal, OperatorFlagsOutOfTheirRangesAreRefusedBeforeBinding) {
       {{"--retain-finished", "0s"}, "--retain-finished"},
       {{"--retention-sweep-interval", "99999d"}, "--retention-sweep-interval"},
       {{"--fair-share-half-life", "0s"}, "--fair-share-half-life"},
+      {{"--fabric-manager-timeout", "50ms"}, "--fabric-manager-timeout"},
+      {{"--fabric-manager-timeout", "1h"}, "--fabric-manager-timeout"},
       {{"--default-pending-quota", "18446744073709551615"}, "--default-pending-quota"},
       {{"--start-workers", "0"}, "--start-workers"},
   };

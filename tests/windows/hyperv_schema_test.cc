@@ -176,8 +176,9 @@ const Host kHosts[] = {{"ws2022-dda-t4.json", "1"},
 
 TEST(HyperVSchema, HcsDocumentsUseOnlyHcsSchemaFields) {
   for (const Host& h : kHosts) {
-    json doc = RunWindows(
-        {"hyperv-gpu", "--snapshot", kFixtures + h.file, "--gpu", h.gpu, "--format", "hcs"});
+    json doc =
+        RunWindows({"hyperv-gpu", "--snapshot", kFixtures + h.file, "--gpu", h.gpu, "--format",
+                    "hcs", "--force"});  // refused fixtures print their documents only with --force
     EXPECT_EQ(ProblemsOf(doc["utility_vm"], "ComputeSystem"), std::vector<std::string>{}) << h.file;
     EXPECT_EQ(ProblemsOf(doc["assign_device"], "ModifySettingRequest"), std::vector<std::string>{})
         << h.file;
@@ -195,8 +196,9 @@ TEST(HyperVSchema, HcsDocumentsUseOnlyHcsSchemaFields) {
 
 TEST(HyperVSchema, OciFieldsAreTheRuntimeSpecsWindowsFields) {
   for (const Host& h : kHosts) {
-    json doc = RunWindows(
-        {"hyperv-gpu", "--snapshot", kFixtures + h.file, "--gpu", h.gpu, "--format", "oci"});
+    json doc =
+        RunWindows({"hyperv-gpu", "--snapshot", kFixtures + h.file, "--gpu", h.gpu, "--format",
+                    "oci", "--force"});  // refused fixtures print their documents only with --force
     EXPECT_EQ(ProblemsOf(doc["sandbox"], "OciSpec"), std::vector<std::string>{}) << h.file;
     EXPECT_EQ(ProblemsOf(doc["container"], "OciSpec"), std::vector<std::string>{}) << h.file;
     // windows.devices entries need both id and idType (REQUIRED in config-windows.md).
