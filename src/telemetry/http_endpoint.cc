@@ -7,11 +7,14 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <thread>
+#include <type_traits>
 
 #include "common/asio_cloexec.h"
 #include "telemetry/endpoint_http.h"
 #include "telemetry/telemetry.h"
+#include "tls/tls.h"
 
 namespace tessera::telemetry {
 namespace {
@@ -20,6 +23,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 // What the connections share with the server: the answer's inputs and the slot count. Lives on
 // the io_context thread only (but for `stopping`, which the destructor sets before it joins).
@@ -27,7 +31,8 @@ struct EndpointState {
   EndpointOptions options;
   EndpointHandler handler;
   std::unique_ptr<TokenFile> token;
-  size_t open = 0;  // connections holding a slot
+  std::unique_ptr<tls::ServerContextSource> tls;  // set: every connection is TLS
+  size_t open = 0;                                // connections holding a slot
   bool stopping = false;
   std::function<void()> slot_freed;  // resumes a paused accept
 };
@@ -52,13 +57,26 @@ class EndpointConnection : public std::enable_shared_from_this<EndpointConnectio
     // tcp_stream's expiry holds for every operation started until it is moved: the whole
     // header must arrive before it, however the client paces its bytes.
     beast::get_lowest_layer(stream_).expires_after(state_->options.timeout);
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      // The handshake counts against the same deadline as the header it precedes.
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code error) {
+                                if (error) return self->Close();
+                                self->Read();
+                              });
+    } else {
+      Read();
+    }
+  }
+
+ private:
+  void Read() {
     http::async_read(stream_, buffer_, parser_,
                      [self = this->shared_from_this()](beast::error_code error, size_t) {
                        self->OnRead(error);
                      });
   }
 
- private:
   void OnRead(beast::error_code error) {
     if (error) return Close();  // too large, malformed, too slow or gone: nothing is answered
     reply_ = AnswerEndpointRequest(parser_.get(), state_->token.get(), state_->options.open_paths,
@@ -145,11 +163,26 @@ class Endpoint final : public MetricsEndpoint {
                                return;
                              }
                              ++state_.open;
-                             std::make_shared<EndpointConnection<beast::tcp_stream>>(
-                                 beast::tcp_stream(std::move(socket)), &state_)
-                                 ->Start();
+                             StartConnection(std::move(socket));
                              ResumeAccepting();
                            });
+  }
+
+  void StartConnection(tcp::socket socket) {
+    if (!state_.tls) {
+      std::make_shared<EndpointConnection<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)),
+                                                              &state_)
+          ->Start();
+      return;
+    }
+    // The certificate of this moment (a rotation leaves open connections on theirs); asio's
+    // context adopts one reference, the stream's SSL holds its own (tls/tls.h).
+    tls::ContextPtr current = state_.tls->Current();
+    SSL_CTX_up_ref(current.get());
+    asio::ssl::context adopted(current.get());
+    std::make_shared<EndpointConnection<TlsStream>>(
+        TlsStream(beast::tcp_stream(std::move(socket)), adopted), &state_)
+        ->Start();
   }
 
   // At the cap, accepting pauses; the connection that frees a slot resumes it.
@@ -178,6 +211,11 @@ Result<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpoint(EndpointOptions op
     // The operator's mistake, whatever the file's trouble: never an endpoint without its token.
     if (!token) return InvalidArgument(token.error().message);
     state.token = std::move(*token);
+  }
+  if (!options.tls.cert.empty()) {
+    auto source = tls::ServerContextSource::Open(options.tls);
+    if (!source) return source.error();
+    state.tls = std::move(*source);
   }
   state.options = std::move(options);
   state.handler = std::move(handler);

@@ -28,6 +28,7 @@
 #include "common/error.h"
 #include "fleet/fleet.h"
 #include "nvml/nvml.h"
+#include "tls/tls.h"
 
 namespace tessera::telemetry {
 
@@ -394,6 +395,9 @@ struct EndpointOptions {
   // Without a token file the endpoint binds only a loopback address, unless this says that
   // something else (a NetworkPolicy) keeps everyone but the scraper out.
   bool anonymous_off_loopback = false;
+  // PEM files of the endpoint's certificate and key (and, optionally, the CAs of the client
+  // certificates it asks for), re-read when they change (tls/tls.h). Empty cert: plain HTTP.
+  tls::ServerFiles tls;
 };
 
 class MetricsEndpoint {

@@ -21,17 +21,16 @@ Result<std::string> ReadPem(std::string_view flag, const std::string& path) {
 
 // A private key others may read is as good as published; its group reading it is how a
 // Kubernetes Secret volume with an fsGroup hands it over, so that is only worth a warning.
-Status CheckKeyMode(const std::string& path, std::string* warning) {
+Status CheckKeyMode(const std::string& flag, const std::string& path, std::string* warning) {
   struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) return ErrnoError("--tls-key " + path, errno);
+  if (::stat(path.c_str(), &info) != 0) return ErrnoError(flag + " " + path, errno);
   if (info.st_mode & S_IROTH) {
     char mode[8];
     std::snprintf(mode, sizeof(mode), "%03o", static_cast<unsigned>(info.st_mode & 0777));
-    return PermissionDenied("--tls-key " + path + ": readable by every user (mode " + mode +
+    return PermissionDenied(flag + " " + path + ": readable by every user (mode " + mode +
                             "); allow the owner (and at most its group) only: chmod 600");
   }
-  if ((info.st_mode & S_IRGRP) && warning)
-    *warning = "--tls-key " + path + ": readable by its group";
+  if ((info.st_mode & S_IRGRP) && warning) *warning = flag + " " + path + ": readable by its group";
   return Ok();
 }
 
@@ -39,15 +38,16 @@ Status CheckKeyMode(const std::string& path, std::string* warning) {
 
 Result<ServerPem> ReadServerFiles(const ServerFiles& files, std::string* warning) {
   ServerPem pem;
-  auto cert = ReadPem("--tls-cert", files.cert);
+  auto cert = ReadPem(files.flag_prefix + "cert", files.cert);
   if (!cert) return cert.error();
   pem.cert = std::move(*cert);
-  if (auto status = CheckKeyMode(files.key, warning); !status) return status.error();
-  auto key = ReadPem("--tls-key", files.key);
+  if (auto status = CheckKeyMode(files.flag_prefix + "key", files.key, warning); !status)
+    return status.error();
+  auto key = ReadPem(files.flag_prefix + "key", files.key);
   if (!key) return key.error();
   pem.key = std::move(*key);
   if (!files.client_ca.empty()) {
-    auto ca = ReadPem("--tls-client-ca", files.client_ca);
+    auto ca = ReadPem(files.flag_prefix + "client-ca", files.client_ca);
     if (!ca) return ca.error();
     pem.client_ca = std::move(*ca);
   }
@@ -66,10 +66,11 @@ Result<std::unique_ptr<ServerContextSource>> ServerContextSource::Open(
   if (!ctx) {
     // Name the file the failing part came from.
     const auto& message = ctx.error().message;
-    const std::string file = message.rfind("key", 0) == 0 ? "--tls-key " + source->files_.key
+    const ServerFiles& named = source->files_;
+    const std::string file = message.rfind("key", 0) == 0 ? named.flag_prefix + "key " + named.key
                              : message.rfind("client CA", 0) == 0
-                                 ? "--tls-client-ca " + source->files_.client_ca
-                                 : "--tls-cert " + source->files_.cert;
+                                 ? named.flag_prefix + "client-ca " + named.client_ca
+                                 : named.flag_prefix + "cert " + named.cert;
     return ctx.error().WithContext(file);
   }
   source->current_ = std::move(*ctx);

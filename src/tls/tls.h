@@ -56,6 +56,7 @@ struct ServerFiles {
   std::string cert;
   std::string key;
   std::string client_ca;
+  std::string flag_prefix = "--tls-";  // + "cert", "key", "client-ca"
 };
 
 // Reads the files (bounded: common/bounded_file.h) into PEM text. A key file that others may

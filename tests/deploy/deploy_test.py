@@ -395,4 +395,25 @@ for tls_values, client_ca in [(("tls.secretName=api-tls",), False),
     service = find(rendered, "Service", "tessera-control-plane")
     check(service["spec"]["ports"][0]["name"] == "https", f"{tls_values}: Service port named https")
 
+# 7. The node agent's endpoint over HTTPS: the kubernetes.io/tls Secret mounted read-only and
+# passed as --metrics-tls-cert/--metrics-tls-key; without one, no such flags or volume.
+def lease_sync(rendered):
+    pod = find(rendered, "DaemonSet", "tessera-node-agent")["spec"]["template"]["spec"]
+    sync = next(c for c in pod["containers"] if "tessera-lease-sync" in " ".join(c.get("command", [])))
+    return pod, sync
+plain_pod, plain_sync = lease_sync(template() or [])
+check(not any(f.startswith("--metrics-tls-") for f in plain_sync.get("args", [])) and
+      not any(v["name"] == "metrics-tls" for v in plain_pod["volumes"]),
+      "no nodeAgent.telemetry.tlsSecretName: the node agent's endpoint is plain, no TLS volume")
+tls_pod, tls_sync = lease_sync(template("nodeAgent.telemetry.tlsSecretName=node-metrics-tls") or [])
+tls_volume = next((v for v in tls_pod["volumes"] if v["name"] == "metrics-tls"), None)
+tls_mount = next((m for m in tls_sync["volumeMounts"] if m["name"] == "metrics-tls"), None)
+check("--metrics-tls-cert=/etc/tessera/metrics-tls/tls.crt" in tls_sync["args"] and
+      "--metrics-tls-key=/etc/tessera/metrics-tls/tls.key" in tls_sync["args"] and
+      tls_volume is not None and tls_volume["secret"]["secretName"] == "node-metrics-tls" and
+      tls_volume["secret"]["defaultMode"] == 0o400 and
+      tls_mount is not None and tls_mount["mountPath"] == "/etc/tessera/metrics-tls" and
+      tls_mount.get("readOnly") is True,
+      "nodeAgent.telemetry.tlsSecretName: the node agent's endpoint speaks HTTPS with the Secret")
+
 sys.exit(1 if failures else 0)

@@ -13,9 +13,11 @@
 #include <fstream>
 #include <thread>
 
+#include "client/client.h"
 #include "common/file_descriptor.h"
 #include "support/fixture_host.h"
 #include "support/raw_tcp.h"
+#include "support/test_pki.h"
 #include "support/wait.h"
 #include "telemetry/telemetry.h"
 
@@ -82,6 +84,53 @@ TEST_F(NodeEndpointTest, RefusesWithoutOrWithAWrongTokenBeforeAnyWork) {
   EXPECT_EQ(testing::BodyOf(answer), "node_up 1\n");
   EXPECT_EQ(Status(Get("/healthz")), 200);  // open
   EXPECT_EQ(handled_, 2);
+}
+
+TEST_F(NodeEndpointTest, SpeaksHttpsWithItsCertificateAndTakesARotationWithoutARestart) {
+  testing::MakeTestPki(dir_.path());
+  EndpointOptions options;
+  options.token_file = token_file_;
+  options.tls = {dir_.path() + "/server.crt", dir_.path() + "/server.key", "", "--metrics-tls-"};
+  Start(options);
+  const std::string server = "https://127.0.0.1:" + std::to_string(endpoint_->port());
+  auto endpoint = client::ParseServer(server);
+  ASSERT_TRUE(endpoint) << endpoint.error().message;
+  client::Connection trusted(*endpoint, kToken, {dir_.path() + "/ca.crt", "", ""});
+  auto scraped = trusted.Call("GET", "/metrics");
+  ASSERT_TRUE(scraped) << scraped.error().message;
+  EXPECT_EQ(scraped->status, 200);
+  EXPECT_EQ(scraped->body, "node_up 1\n");
+  client::Connection anonymous(*endpoint, "", {dir_.path() + "/ca.crt", "", ""});
+  auto refused = anonymous.Call("GET", "/metrics");
+  ASSERT_TRUE(refused) << refused.error().message;
+  EXPECT_EQ(refused->status, 401);
+  // A client that trusts another CA gets no answer at all.
+  testing::TempDir other;
+  testing::MakeTestPki(other.path());
+  client::Connection stranger(*endpoint, kToken, {other.path() + "/ca.crt", "", ""});
+  EXPECT_FALSE(stranger.Call("GET", "/metrics"));
+  // Plain HTTP to the TLS port: no HTTP answer, and the handler never runs for it.
+  const int handled_before = handled_;
+  const std::string plain =
+      RawExchange(endpoint_->port(), Get("/metrics", kToken), milliseconds(10000));
+  EXPECT_EQ(plain.rfind("HTTP/1.1 200", 0), std::string::npos) << plain;
+  EXPECT_EQ(handled_, handled_before);
+  // Rotation: the other CA's server files renamed into place, as a Secret's update does. New
+  // connections (after the once-a-second look) get the new certificate: the stranger is served
+  // and the old CA's client is not.
+  for (const char* name : {"server.crt", "server.key"}) {
+    std::filesystem::copy_file(other.path() + "/" + name, dir_.path() + "/" + name + ".new");
+    std::filesystem::rename(dir_.path() + "/" + name + ".new", dir_.path() + "/" + name);
+  }
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] {
+        client::Connection rotated(*endpoint, kToken, {other.path() + "/ca.crt", "", ""});
+        auto answer = rotated.Call("GET", "/metrics");
+        return answer && answer->status == 200;
+      },
+      std::chrono::seconds(30)));
+  client::Connection before(*endpoint, kToken, {dir_.path() + "/ca.crt", "", ""});
+  EXPECT_FALSE(before.Call("GET", "/metrics"));
 }
 
 TEST_F(NodeEndpointTest, TokenFileIsReadAgainWhenItChanges) {

@@ -212,6 +212,16 @@ int main(int argc, char** argv) {
                  "Connections the endpoint serves at once; accepting pauses there")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
+  app.add_option("--metrics-tls-cert", endpoint.tls.cert,
+                 "PEM certificate (and chain): the endpoint speaks HTTPS (TLS 1.2+), the files "
+                 "re-read when they change")
+      ->check(CLI::ExistingFile);
+  app.add_option("--metrics-tls-key", endpoint.tls.key, "PEM private key of --metrics-tls-cert")
+      ->check(CLI::ExistingFile);
+  app.add_option("--metrics-tls-client-ca", endpoint.tls.client_ca,
+                 "PEM CAs whose client certificates the endpoint asks for and accepts")
+      ->check(CLI::ExistingFile);
+  endpoint.tls.flag_prefix = "--metrics-tls-";
   int metrics_timeout_ms = static_cast<int>(endpoint.timeout.count());
   app.add_option("--metrics-timeout-ms", metrics_timeout_ms,
                  "Deadline for a connection's whole request header, and again for its answer")
@@ -225,6 +235,13 @@ int main(int argc, char** argv) {
   if (node.empty() && std::getenv("NODE_NAME")) node = std::getenv("NODE_NAME");
   if (node.empty()) {
     std::fprintf(stderr, "tessera-lease-sync: --node or NODE_NAME is required\n");
+    return 2;
+  }
+  if (endpoint.tls.cert.empty() != endpoint.tls.key.empty() ||
+      (endpoint.tls.cert.empty() && !endpoint.tls.client_ca.empty())) {
+    std::fprintf(stderr,
+                 "tessera-lease-sync: --metrics-tls-cert and --metrics-tls-key go together "
+                 "(and --metrics-tls-client-ca needs them)\n");
     return 2;
   }
   auto config = kubeconfig.empty() ? k8s::InClusterConfig() : k8s::LoadKubeconfig(kubeconfig);
