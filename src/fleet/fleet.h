@@ -285,6 +285,13 @@ struct GpuRecord {
 // ---------------------------------------------------------------------------------------------
 // Tokens. Only the SHA-256 of a token is stored.
 
+// What a token may do (docs/serve.md "Tokens"): the admin token everything; a tenancy's `tenant`
+// token everything its tenancy may; `read-only` only its tenancy's GETs; `metrics` only
+// GET /metrics (it belongs to no tenancy).
+enum class TokenScope { kAdmin, kTenant, kReadOnly, kMetrics };
+const char* TokenScopeName(TokenScope scope);  // "admin", "tenant", "read-only", "metrics"
+Result<TokenScope> ParseTokenScope(std::string_view name);
+
 struct TokenRecord {
   std::string id;       // short public handle ("t-" + 8 hex), for listing and revoking
   std::string sha256;   // hex digest of the secret

@@ -11,14 +11,17 @@ Result<Caller> Access::Authenticate(std::string_view token) const {
   if (token.empty()) return PermissionDenied("missing bearer token");
   std::string hash = fleet::Sha256Hex(token);
   std::lock_guard lock(model_.mu);
-  if (!model_.admin_hash.empty() && hash == model_.admin_hash) return Caller{true, "", ""};
+  if (!model_.admin_hash.empty() && hash == model_.admin_hash) {
+    return Caller{true, "", "", "admin", fleet::TokenScope::kAdmin};
+  }
   auto it = model_.tokens.find(hash);
   if (it == model_.tokens.end()) return PermissionDenied("unknown token");
   // A token acts for the incarnation it was made for, never for a later owner of the name.
   auto tenancy = model_.tenancies.find(it->second.tenancy);
   if (tenancy == model_.tenancies.end() || tenancy->second.uid != it->second.tenancy_uid)
     return PermissionDenied("unknown token");
-  return Caller{false, it->second.tenancy, it->second.tenancy_uid};
+  return Caller{false, it->second.tenancy, it->second.tenancy_uid, it->second.id,
+                fleet::TokenScope::kTenant};
 }
 
 void Access::CreateToken(const Caller& caller, const std::string& tenancy,

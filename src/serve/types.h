@@ -101,6 +101,10 @@ struct Caller {
   bool admin = false;
   std::string tenancy;      // when !admin
   std::string tenancy_uid;  // the incarnation of `tenancy` its token was made for
+  // The token's public ID ("t-…"; "admin" for the admin token) and what it may do: records and
+  // rate limits name it, never its secret.
+  std::string token_id;
+  fleet::TokenScope scope = fleet::TokenScope::kTenant;
 
   // A tenant sees only its own incarnation: a tenancy deleted and created again under the same
   // name is someone else's. The admin sees everything, history included.
