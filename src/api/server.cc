@@ -117,6 +117,10 @@ class Session : public std::enable_shared_from_this<Session> {
           const ServerOptions& options)
       : stream_(std::move(socket)), router_(router), gate_(std::move(gate)), options_(options) {
     gate_->Enter();
+    // The key of the per-address rate limit for requests without a valid token.
+    beast::error_code error;
+    auto remote = stream_.socket().remote_endpoint(error);
+    if (!error) peer_ = remote.address().to_string();
   }
   ~Session() { gate_->Leave(); }
 
@@ -152,7 +156,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (error) return OnReadError(error);
     const auto& header = parser_->get();
     head_ = header.method() == http::verb::head;
-    auto admission = router_->Admit(header);
+    auto admission = router_->Admit(header, peer_);
     if (admission.answer) {
       // The body, if any, stays unread: answer and close.
       const bool body_pending = !parser_->is_done();
@@ -267,6 +271,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_{kMaxHeader + 16 * 1024};
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<serve::Caller> caller_;
+  std::string peer_;
   bool head_ = false;
   size_t drained_ = 0;
   std::array<char, 1024> drain_{};
@@ -283,7 +288,7 @@ class BeastServer final : public Server {
         acceptor_(net::make_strand(io_)),
         accept_timer_(acceptor_.get_executor()),
         signals_(io_, SIGINT, SIGTERM),
-        router_(service) {
+        router_(service, options.metrics_aggregate_public) {
     rlimit limit{};
     uint64_t nofile = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? limit.rlim_cur : 1024;
     const int cap = EffectiveConnectionCap(options_.max_connections, nofile);

@@ -103,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     used += n;
   }
   if (!parser.is_header_done()) return 0;
-  auto admission = harness.router->Admit(parser.get());
+  auto admission = harness.router->Admit(parser.get(), "");
   if (admission.answer) {
     CheckAnswer(*admission.answer);
     return 0;
