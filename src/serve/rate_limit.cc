@@ -100,7 +100,12 @@ std::optional<int> RateLimiter::Take(const std::string& key, const RateLimit& li
   if (it != buckets_.end()) {
     bucket = &it->second;
   } else {
-    if (buckets_.size() >= max_buckets_) DropFullLocked(now);
+    // A sweep walks every bucket: at most one per kSweepInterval, so a flood of new keys while
+    // every bucket is busy costs each request a look-up, not a walk.
+    if (buckets_.size() >= max_buckets_ && now >= next_sweep_) {
+      DropFullLocked(now);
+      next_sweep_ = now + kSweepInterval;
+    }
     if (buckets_.size() < max_buckets_) {
       bucket = &buckets_.emplace(key, Bucket{limit.burst, now, limit.burst, limit.per_second})
                     .first->second;

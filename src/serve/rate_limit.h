@@ -40,7 +40,8 @@ class RateLimiter {
  public:
   using Clock = std::chrono::steady_clock;
   // At most `max_buckets` keys are remembered; past that, full buckets (a full bucket is the
-  // same as a new one) are dropped, and while none is full the keys beyond share one bucket.
+  // same as a new one) are dropped (looked for at most every 100 ms), and meanwhile the keys
+  // beyond share one bucket.
   explicit RateLimiter(size_t max_buckets = 65536) : max_buckets_(max_buckets) {}
 
   // Takes one request from `key`'s bucket. nullopt when it may go ahead; else how long until a
@@ -60,11 +61,13 @@ class RateLimiter {
   void Refill(Bucket& bucket, const RateLimit& limit, Clock::time_point now) const;
   void DropFullLocked(Clock::time_point now);
 
+  static constexpr std::chrono::milliseconds kSweepInterval{100};
   const size_t max_buckets_;
-  mutable std::mutex mu_;  // guards buckets_ and overflow_
+  mutable std::mutex mu_;  // guards buckets_, overflow_ and next_sweep_
   std::unordered_map<std::string, Bucket> buckets_;
   Bucket overflow_;
   bool overflow_used_ = false;
+  Clock::time_point next_sweep_{};
 };
 
 }  // namespace tessera::serve
