@@ -74,7 +74,7 @@ Cpu MeasureCpu(pid_t pid, const std::function<void()>& during) {
 }
 
 uint64_t Metric(ServeProcess& serve, const std::string& pattern) {
-  auto metrics = serve.Connect("")->Call("GET", "/metrics");
+  auto metrics = serve.Connect(serve.admin_token())->Call("GET", "/metrics");
   const std::string value = Match(metrics ? metrics->body : "", pattern);
   return value == "?" ? 0 : std::stoull(value);
 }

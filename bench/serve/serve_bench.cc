@@ -72,7 +72,7 @@ void Throughput(int duration, int connections, int threads) {
   std::string before = LoadAverage();
   std::string out = RunWrk(serve.port(), token, threads, connections, duration);
   std::string after = LoadAverage();
-  auto metrics = serve.Connect("")->Call("GET", "/metrics");
+  auto metrics = serve.Connect(serve.admin_token())->Call("GET", "/metrics");
   std::string commits = Match(metrics ? metrics->body : "", "tessera_store_commits_total (\\d+)");
   std::string records =
       Match(metrics ? metrics->body : "", "tessera_store_records_written_total (\\d+)");

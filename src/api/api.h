@@ -32,12 +32,21 @@ namespace tessera::api {
 // preemptible?}
 Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body);
 // PUT /v1/tenancies/{name}: {labels?, extensions?, quota? {gpus?, pending?}, weight?,
-// maxPriority?}; an empty body is an empty object. Any of quota/weight/maxPriority sets the
+// maxPriority?, rateLimit? {perSecond, burst?} | null}; an empty body is an empty object.
+// rateLimit replaces the --rate-limit of the tenancy's tokens (null: back to it); a body without
+// it keeps the stored one. Any of quota/weight/maxPriority sets the
 // whole scheduling policy (the others at their defaults; a quota of null is unlimited); a body
 // with none keeps the stored policy.
 Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body);
 // POST /v1/gpus/{id}/{action}: {reason?}; an empty body is an empty object.
 Result<std::string> ParseGpuActionBody(std::string_view body);
+// POST /v1/tenancies/{name}/tokens and POST /v1/tokens: {scope?, expiresInSeconds?
+// (1..kMaxExpiresInSeconds)}; an empty body is an empty object, and scope defaults to
+// `default_scope`. Which scopes an endpoint makes is the service's to say.
+Result<serve::TokenRequest> ParseTokenRequest(std::string_view body,
+                                              fleet::TokenScope default_scope);
+// GET /v1/tokens query string: tenancy=NAME (only that tenancy's tokens).
+Result<std::string> ParseTokenListQuery(std::string_view query);
 // The body of an endpoint that takes none (POST /v1/tenancies/{name}/tokens): empty, or an
 // empty JSON object.
 Status ParseEmptyBody(std::string_view body);
@@ -85,6 +94,9 @@ struct ServerOptions {
   std::chrono::seconds body_timeout{30};
   // Set: HTTPS only, each new connection with the source's current certificate (tls/tls.h).
   std::shared_ptr<tls::ServerContextSource> tls;
+  // GET /metrics without a token answers the aggregate series only (no tenancy, container or
+  // GPU labels); with this off it needs the admin or a metrics token.
+  bool metrics_aggregate_public = false;
 };
 
 // The connection cap actually used: `wanted`, but at most the soft RLIMIT_NOFILE less `reserve`

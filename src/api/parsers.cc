@@ -274,9 +274,19 @@ Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body
   auto parsed = ParseObject(body, true);
   if (!parsed) return parsed.error();
   json policy = json::object();
+  std::optional<std::string> rate_limit;
   for (const auto& [key, value] : parsed->items()) {
     if (key == "quota" || key == "weight" || key == "maxPriority") {
       policy[key] = value;
+    } else if (key == "rateLimit") {
+      // null: back to the service's --rate-limit; kept as "null" so the stored one is replaced.
+      if (value.is_null()) {
+        rate_limit = "null";
+        continue;
+      }
+      auto limit = serve::ParseRateLimit(value.dump());
+      if (!limit) return limit.error();
+      rate_limit = serve::RateLimitToJson(*limit);
     } else if (key == "labels") {
       auto labels = StringMap(value, "labels", false, kMaxLabels, kMaxLabelValue);
       if (!labels) return labels.error();
@@ -286,15 +296,19 @@ Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body
       if (!extensions) return extensions.error();
       if (extensions->count(std::string(serve::kSchedulingExtension)))
         return InvalidArgument("extensions.scheduling: set quota, weight and maxPriority instead");
+      if (extensions->count(std::string(serve::kRateLimitExtension)))
+        return InvalidArgument("extensions.rateLimit: set rateLimit instead");
       tenancy.extensions = std::move(*extensions);
     } else if (key == "name") {
       if (!value.is_string() || value.get<std::string>() != name)
         return InvalidArgument("name: must match the name in the path");
     } else {
-      return InvalidArgument(Excerpt(key) +
-                             ": unknown field (labels, extensions, quota, weight, maxPriority)");
+      return InvalidArgument(
+          Excerpt(key) +
+          ": unknown field (labels, extensions, quota, weight, maxPriority, rateLimit)");
     }
   }
+  if (rate_limit) tenancy.extensions[std::string(serve::kRateLimitExtension)] = *rate_limit;
   // The scheduling policy is set whole when any of its fields is given (the others take their
   // defaults); a body without any keeps the stored one.
   if (!policy.empty()) {
@@ -317,6 +331,30 @@ Result<std::string> ParseGpuActionBody(std::string_view body) {
     if (reason.size() > 1024) return InvalidArgument("reason: longer than 1024 characters");
   }
   return reason;
+}
+
+Result<serve::TokenRequest> ParseTokenRequest(std::string_view body,
+                                              fleet::TokenScope default_scope) {
+  auto parsed = ParseObject(body, true);
+  if (!parsed) return parsed.error();
+  serve::TokenRequest request;
+  request.scope = default_scope;
+  for (const auto& [key, value] : parsed->items()) {
+    if (key == "scope") {
+      if (!value.is_string()) return InvalidArgument("scope: must be a string");
+      auto scope = fleet::ParseTokenScope(value.get<std::string>());
+      if (!scope) return InvalidArgument("scope: want tenant, read-only or metrics");
+      request.scope = *scope;
+    } else if (key == "expiresInSeconds") {
+      auto seconds =
+          JsonIntInRange(value, "expiresInSeconds", 1, serve::TokenRequest::kMaxExpiresInSeconds);
+      if (!seconds) return seconds.error();
+      request.expires_in_s = *seconds;
+    } else {
+      return InvalidArgument(Excerpt(key) + ": unknown field (scope, expiresInSeconds)");
+    }
+  }
+  return request;
 }
 
 Status ParseEmptyBody(std::string_view body) {
@@ -383,6 +421,21 @@ Status ForEachQueryParameter(
 }
 
 }  // namespace
+
+Result<std::string> ParseTokenListQuery(std::string_view query) {
+  std::string tenancy;
+  auto parsed = ForEachQueryParameter(
+      query,
+      [&tenancy](const std::string& name, std::string& value, const std::string& field) -> Status {
+        if (name != "tenancy") return InvalidArgument(field + ": unknown (tenancy)");
+        if (auto problem = fleet::CheckTenancyName(value); !problem.empty())
+          return InvalidArgument(field + ": \"" + Excerpt(value, 40) + "\" " + problem);
+        tenancy = std::move(value);
+        return Ok();
+      });
+  if (!parsed) return parsed.error();
+  return tenancy;
+}
 
 Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
   serve::ContainerQuery out;

@@ -78,10 +78,20 @@ json LimitJson(int value) {
   return value == scheduling::kUnlimited ? json(nullptr) : json(value);
 }
 
+// The tenancy's own request rate limit; null: the service's --rate-limit applies.
+json TenancyRateLimitJson(const fleet::Tenancy& tenancy) {
+  auto it = tenancy.extensions.find(std::string(serve::kRateLimitExtension));
+  if (it == tenancy.extensions.end() || it->second == "null") return nullptr;
+  auto limit = serve::ParseRateLimit(it->second);
+  if (!limit) return nullptr;
+  return {{"perSecond", limit->per_second}, {"burst", limit->burst}};
+}
+
 json TenancyJson(const fleet::Tenancy& tenancy, const scheduling::TenancyPolicy& policy) {
   json extensions = json::object();
   for (const auto& [key, value] : tenancy.extensions) {
-    if (key == serve::kSchedulingExtension) continue;  // shown as its own fields below
+    // Shown as their own fields below.
+    if (key == serve::kSchedulingExtension || key == serve::kRateLimitExtension) continue;
     json parsed = json::parse(value, nullptr, false);
     extensions[key] = parsed.is_discarded() ? json(value) : parsed;
   }
@@ -93,7 +103,29 @@ json TenancyJson(const fleet::Tenancy& tenancy, const scheduling::TenancyPolicy&
           {"quota",
            {{"gpus", LimitJson(policy.quota_gpus)}, {"pending", LimitJson(policy.quota_pending)}}},
           {"weight", policy.weight},
-          {"maxPriority", policy.max_priority}};
+          {"maxPriority", policy.max_priority},
+          {"rateLimit", TenancyRateLimitJson(tenancy)}};
+}
+
+json MsOrNull(int64_t ms) {
+  return ms == 0 ? json(nullptr) : json(ms);
+}
+
+// A token as GET /v1/tokens lists it: never its secret nor its hash.
+json TokenJson(const fleet::TokenRecord& token, int64_t now_ms) {
+  return {{"id", token.id},
+          {"scope", fleet::TokenScopeName(token.scope)},
+          {"tenancy", token.tenancy.empty() ? json(nullptr) : json(token.tenancy)},
+          {"created_ms", token.created_ms},
+          {"last_used_ms", MsOrNull(token.last_used_ms)},
+          {"expires_ms", MsOrNull(token.expires_ms)},
+          {"expired", token.expires_ms != 0 && now_ms >= token.expires_ms}};
+}
+
+json CreatedTokenJson(const serve::CreatedToken& created) {
+  json doc = TokenJson(created.record, created.record.created_ms);
+  doc["token"] = created.secret;
+  return doc;
 }
 
 json ShareJson(const sharing::Share& share) {
@@ -357,6 +389,38 @@ constexpr std::array<const char*, 5> kMethodNames = {"GET", "POST", "PUT", "DELE
 // Anything longer is refused before a handler could echo it into a message.
 constexpr size_t kMaxPathSegment = 253;
 
+// What a token's scope allows on the routes behind a token (the service then decides per
+// object): read-only tokens read, metrics tokens read /metrics only (see AdmitMetrics).
+Status CheckScope(const Caller& caller, http::verb method) {
+  switch (caller.scope) {
+    case fleet::TokenScope::kAdmin:
+    case fleet::TokenScope::kTenant:
+      return Ok();
+    case fleet::TokenScope::kReadOnly:
+      if (method == http::verb::get || method == http::verb::head) return Ok();
+      return PermissionDenied("token " + caller.token_id + " is read-only: GET requests only");
+    case fleet::TokenScope::kMetrics:
+      break;
+  }
+  return PermissionDenied("token " + caller.token_id + " reads /metrics only");
+}
+
+std::string BearerToken(const http::request_header<>& header) {
+  auto field = header[http::field::authorization];
+  std::string_view auth(field.data(), field.size());
+  if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer "))
+    return std::string(auth.substr(7));
+  return "";
+}
+
+Response TooManyRequests(int retry_after_s) {
+  auto response = ErrorResponse(Unavailable("request rate limit: too many requests; retry after " +
+                                            std::to_string(retry_after_s) + " s"),
+                                http::status::too_many_requests);
+  response.set(http::field::retry_after, std::to_string(retry_after_s));
+  return response;
+}
+
 // The routes served without a token.
 enum class PublicRoute { kNone, kDashboard, kMetrics, kHealth, kReady, kOpenApi };
 
@@ -449,7 +513,8 @@ void LatencyHistogram::Render(std::string& out, const std::string& name,
   out += line;
 }
 
-Router::Router(serve::Service* service) : service_(service) {}
+Router::Router(serve::Service* service, bool metrics_aggregate_public)
+    : service_(service), metrics_aggregate_public_(metrics_aggregate_public) {}
 
 Router::~Router() {
   blocking_.join();
@@ -472,7 +537,7 @@ void Router::Observe(http::verb method, std::chrono::steady_clock::duration elap
   latency_[MethodSlot(method)].Observe(std::chrono::duration<double>(elapsed).count());
 }
 
-std::string Router::Metrics() const {
+std::string Router::Metrics(bool full) const {
   auto counts = service_->counts();
   std::string out;
   out += "# HELP tessera_gpus GPUs on this host by lease state.\n# TYPE tessera_gpus gauge\n";
@@ -517,6 +582,9 @@ std::string Router::Metrics() const {
       "# HELP tessera_queue_reports_total Queue positions and reasons worked out for readers.\n"
       "# TYPE tessera_queue_reports_total counter\ntessera_queue_reports_total " +
       std::to_string(counts.queue_reports) + "\n";
+  RenderLatency(out);
+  // The aggregate ends here: what follows names tenancies, containers and GPUs.
+  if (!full) return out;
   // One series per tenancy incarnation that exists (uid): a name created again starts from
   // nothing, and a deleted one's series go. Names are DNS labels and uids hex: nothing needs
   // escaping in a label value.
@@ -556,6 +624,13 @@ std::string Router::Metrics() const {
                   static_cast<unsigned long long>(waits.count));
     out += line;
   }
+  out += service_->ExtraMetrics();
+  // This host's GPUs and containers (the node endpoint of embedded mode) and per tenancy.
+  service_->RenderTelemetryMetrics(out);
+  return out;
+}
+
+void Router::RenderLatency(std::string& out) const {
   out +=
       "# HELP tessera_http_request_duration_seconds API request latency by method.\n"
       "# TYPE tessera_http_request_duration_seconds histogram\n";
@@ -563,13 +638,45 @@ std::string Router::Metrics() const {
     latency_[i].Render(out, "tessera_http_request_duration_seconds",
                        std::string("method=\"") + kMethodNames[i] + "\"");
   }
-  out += service_->ExtraMetrics();
-  // This host's GPUs and containers (the node endpoint of embedded mode) and per tenancy.
-  service_->RenderTelemetryMetrics(out);
-  return out;
 }
 
-Admission Router::Admit(const http::request_header<>& header) const {
+Admission Router::AdmitAnonymous(std::string_view peer, std::optional<Error> refusal) const {
+  Admission admission;
+  // Charged per source address before anything else is said: a flood of bad tokens or
+  // anonymous requests costs a map look-up each.
+  if (auto retry = service_->ChargeAnonymousRequest(peer)) {
+    admission.answer = TooManyRequests(*retry);
+  } else if (refusal) {
+    admission.answer = Unauthorized(*refusal);
+  }
+  return admission;
+}
+
+Admission Router::AdmitCaller(const std::string& token, http::verb method, bool metrics,
+                              std::string_view peer) const {
+  auto caller = service_->Authenticate(token);
+  if (!caller) return AdmitAnonymous(peer, caller.error());
+  Admission admission;
+  if (auto retry = service_->ChargeRequest(*caller)) {
+    admission.answer = TooManyRequests(*retry);
+    return admission;
+  }
+  Status allowed = Ok();
+  if (metrics) {
+    if (caller->scope != fleet::TokenScope::kAdmin && caller->scope != fleet::TokenScope::kMetrics)
+      allowed = PermissionDenied("/metrics needs the admin token or a metrics token");
+  } else {
+    allowed = CheckScope(*caller, method);
+  }
+  if (!allowed) {
+    admission.answer = ErrorResponse(allowed.error());
+    return admission;
+  }
+  admission.caller = std::move(*caller);
+  return admission;
+}
+
+Admission Router::Admit(const http::request_header<>& header, std::string_view peer) const {
   Admission admission;
   const auto method = header.method();
   // Beast decodes the chunked coding only; a body in any other coding would be used undecoded.
@@ -597,31 +704,32 @@ Admission Router::Admit(const http::request_header<>& header) const {
       return admission;
     }
   }
-  if (PublicRouteOf(parts) != PublicRoute::kNone) {
-    if (method != http::verb::get && method != http::verb::head)
+  const std::string token = BearerToken(header);
+  if (const auto route = PublicRouteOf(parts); route != PublicRoute::kNone) {
+    if (method != http::verb::get && method != http::verb::head) {
       admission.answer = MethodNotAllowed("GET, HEAD");
-    return admission;
+      return admission;
+    }
+    // Probes are never limited: a kubelet that gets 429 would restart a healthy service.
+    if (route == PublicRoute::kHealth || route == PublicRoute::kReady) return admission;
+    if (route != PublicRoute::kMetrics) return AdmitAnonymous(peer, std::nullopt);
+    // /metrics: the admin or a metrics token for every series; without a token the aggregate
+    // series where the operator opened them (--metrics-aggregate-public).
+    if (!token.empty()) return AdmitCaller(token, method, true, peer);
+    return AdmitAnonymous(peer,
+                          metrics_aggregate_public_
+                              ? std::nullopt
+                              : std::optional<Error>(PermissionDenied("/metrics needs a token")));
   }
   if (parts.size() < 2 || parts[0] != "v1") {
     admission.answer = NoSuchEndpoint(target);
     return admission;
   }
-  auto auth_field = header[http::field::authorization];
-  std::string_view auth(auth_field.data(), auth_field.size());
-  std::string token;
-  if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer "))
-    token = std::string(auth.substr(7));
-  auto caller = service_->Authenticate(token);
-  if (!caller) {
-    admission.answer = Unauthorized(caller.error());
-    return admission;
-  }
-  admission.caller = std::move(*caller);
-  return admission;
+  return AdmitCaller(token, method, false, peer);
 }
 
 void Router::HandleRequest(Request request, Respond respond) {
-  auto admission = Admit(request.base());
+  auto admission = Admit(request.base(), "");
   if (admission.answer) return respond(std::move(*admission.answer));
   Handle(std::move(request), admission.caller, std::move(respond));
 }
@@ -640,6 +748,7 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   const bool takes_query =
       parts.size() >= 2 && parts[0] == "v1" &&
       ((parts.size() == 2 && parts[1] == "containers" && method == http::verb::get) ||
+       (parts.size() == 2 && parts[1] == "tokens" && method == http::verb::get) ||
        (parts.size() == 4 && parts[1] == "tenancies" && parts[3] == "usage") ||
        (parts.size() == 2 && parts[1] == "dashboard" && method == http::verb::get));
   if (!takes_query) {
@@ -649,12 +758,17 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   switch (PublicRouteOf(parts)) {
     case PublicRoute::kDashboard:
       return respond(MakeResponse(http::status::ok, DashboardHtml(), "text/html; charset=utf-8"));
-    case PublicRoute::kMetrics:
+    case PublicRoute::kMetrics: {
+      // Without a caller only where Admit let it through: the aggregate series.
+      if (!admitted && !metrics_aggregate_public_)
+        return respond(Unauthorized(PermissionDenied("/metrics needs a token")));
+      const bool full = admitted.has_value();
       // Off the I/O thread: with telemetry on, thousands of series.
-      boost::asio::post(render_, [this, respond = std::move(respond)] {
-        respond(MakeResponse(http::status::ok, Metrics(), "text/plain; version=0.0.4"));
+      boost::asio::post(render_, [this, full, respond = std::move(respond)] {
+        respond(MakeResponse(http::status::ok, Metrics(full), "text/plain; version=0.0.4"));
       });
       return;
+    }
     // Alive while it answers; a store that cannot write is said here too (restarting would not
     // help), while /readyz turns the traffic away.
     case PublicRoute::kHealth: {
@@ -764,17 +878,59 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
     }
     if (parts.size() == 4 && parts[3] == "tokens") {
       if (method != http::verb::post) return respond(MethodNotAllowed("POST"));
-      if (auto empty = ParseEmptyBody(body); !empty) return respond(ErrorResponse(empty.error()));
+      auto request = ParseTokenRequest(body, fleet::TokenScope::kTenant);
+      if (!request) return respond(ErrorResponse(request.error()));
       return service_->CreateToken(
-          caller, name,
-          Reply<serve::CreatedToken>(std::move(respond), http::status::created,
-                                     [](const serve::CreatedToken& created) {
-                                       return json{{"id", created.record.id},
-                                                   {"tenancy", created.record.tenancy},
-                                                   {"token", created.secret},
-                                                   {"created_ms", created.record.created_ms}};
-                                     }));
+          caller, name, *request,
+          Reply<serve::CreatedToken>(std::move(respond), http::status::created, CreatedTokenJson));
     }
+  }
+
+  // /v1/tokens[/{id}]: every token (admin), metrics tokens made, one revoked.
+  if (collection == "tokens") {
+    if (parts.size() == 2) {
+      if (method == http::verb::get) {
+        auto tenancy = ParseTokenListQuery(query);
+        if (!tenancy) return respond(ErrorResponse(tenancy.error()));
+        auto tokens = service_->ListTokens(caller, *tenancy);
+        if (!tokens) return respond(ErrorResponse(tokens.error()));
+        json list = json::array();
+        const int64_t now_ms = fleet::NowMs();
+        for (const auto& token : *tokens)
+          list.push_back(TokenJson(token, now_ms));
+        return respond(Json(http::status::ok, {{"tokens", std::move(list)}}));
+      }
+      if (method == http::verb::post) {
+        auto request = ParseTokenRequest(body, fleet::TokenScope::kMetrics);
+        if (!request) return respond(ErrorResponse(request.error()));
+        return service_->CreateToken(
+            caller, "", *request,
+            Reply<serve::CreatedToken>(std::move(respond), http::status::created,
+                                       CreatedTokenJson));
+      }
+      return respond(MethodNotAllowed("GET, POST"));
+    }
+    if (parts.size() == 3) {
+      if (method != http::verb::delete_) return respond(MethodNotAllowed("DELETE"));
+      const int64_t now_ms = fleet::NowMs();
+      return service_->RevokeToken(
+          caller, parts[2],
+          Reply<fleet::TokenRecord>(std::move(respond), http::status::ok,
+                                    [now_ms](const fleet::TokenRecord& token) {
+                                      json doc = TokenJson(token, now_ms);
+                                      doc["revoked"] = true;
+                                      return doc;
+                                    }));
+    }
+  }
+
+  // /v1/admin-token:rotate: a new admin token in force at once, the old one refused.
+  if (collection == "admin-token:rotate" && parts.size() == 2) {
+    if (method != http::verb::post) return respond(MethodNotAllowed("POST"));
+    if (auto empty = ParseEmptyBody(body); !empty) return respond(ErrorResponse(empty.error()));
+    auto token = service_->RotateAdminToken(caller);
+    if (!token) return respond(ErrorResponse(token.error()));
+    return respond(Json(http::status::ok, {{"token", *token}, {"scope", "admin"}}));
   }
 
   // /v1/containers[/{id}[/logs]]

@@ -42,12 +42,14 @@ struct Admission {
 
 class Router {
  public:
-  explicit Router(serve::Service* service);
+  // metrics_aggregate_public: GET /metrics without a token answers the aggregate series.
+  explicit Router(serve::Service* service, bool metrics_aggregate_public = false);
   ~Router();
   // Routes that need no token and their methods, unknown paths, transfer codings we do not
-  // decode, and authentication: all from the header. Unauthenticated callers never get a body
-  // read on their behalf.
-  Admission Admit(const http::request_header<>& header) const;
+  // decode, authentication, the token's scope and the request rate limits (per token, and per
+  // `peer` address without a valid token): all from the header. Unauthenticated callers never
+  // get a body read on their behalf.
+  Admission Admit(const http::request_header<>& header, std::string_view peer) const;
   // Answers through `respond`, possibly later and from another thread (after a durable
   // commit, or from a pool for logs and large listings). `caller` is what Admit returned for
   // this request's header.
@@ -58,11 +60,21 @@ class Router {
   void Observe(http::verb method, std::chrono::steady_clock::duration elapsed);
 
  private:
-  std::string Metrics() const;
+  // Every series, or (full false) the aggregate ones: no tenancy, container or GPU labels.
+  std::string Metrics(bool full) const;
+  void RenderLatency(std::string& out) const;
+  // Without a valid token: charged to the peer's address; answered 429 when over its limit,
+  // else 401 with `refusal` (none: admitted without a caller).
+  Admission AdmitAnonymous(std::string_view peer, std::optional<Error> refusal) const;
+  // With a token: authenticated, charged to the token, and its scope checked (`metrics`: for
+  // GET /metrics, the admin and metrics scopes).
+  Admission AdmitCaller(const std::string& token, http::verb method, bool metrics,
+                        std::string_view peer) const;
   // Runs Service::PrepareTenancy on the blocking pool, then answers `response` (or its error).
   void PrepareThenRespond(const std::string& tenancy, Respond respond, Response response);
 
   serve::Service* service_;
+  const bool metrics_aggregate_public_;
   boost::asio::thread_pool blocking_{2};  // backend calls that wait on podman (logs)
   // Container listings are copied and rendered here, not on the I/O thread: a page can be
   // megabytes of JSON, and /healthz must not wait for it.

@@ -135,6 +135,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
         gate_(std::move(gate)),
         options_(options) {
     gate_->Enter();
+    // The key of the per-address rate limit for requests without a valid token.
+    beast::error_code error;
+    auto remote = stream_.socket().remote_endpoint(error);
+    if (!error) peer_ = remote.address().to_string();
   }
   ~Session() { gate_->Leave(); }
 
@@ -189,7 +193,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (error) return OnReadError(error);
     const auto& header = parser_->get();
     head_ = header.method() == http::verb::head;
-    auto admission = router_->Admit(header);
+    auto admission = router_->Admit(header, peer_);
     if (admission.answer) {
       // The body, if any, stays unread: answer and close.
       const bool body_pending = !parser_->is_done();
@@ -312,6 +316,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   beast::flat_buffer buffer_{kMaxHeader + 16 * 1024};
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<serve::Caller> caller_;
+  std::string peer_;
   bool head_ = false;
   size_t drained_ = 0;
   std::array<char, 1024> drain_{};
@@ -363,7 +368,7 @@ class BeastServer final : public Server {
   uint16_t port() const override { return port_; }
 
   void Run(serve::Service* service, const std::function<void()>& serving) override {
-    router_ = std::make_unique<Router>(service);
+    router_ = std::make_unique<Router>(service, options_.metrics_aggregate_public);
     // Here, not at Create: until the service exists, SIGINT/SIGTERM keep their default action.
     signals_.emplace(io_, SIGINT, SIGTERM);
     signals_->async_wait([this](beast::error_code error, int signal) {

@@ -285,12 +285,24 @@ struct GpuRecord {
 // ---------------------------------------------------------------------------------------------
 // Tokens. Only the SHA-256 of a token is stored.
 
+// What a token may do (docs/serve.md "Tokens"): the admin token everything; a tenancy's `tenant`
+// token everything its tenancy may; `read-only` only its tenancy's GETs; `metrics` only
+// GET /metrics (it belongs to no tenancy).
+enum class TokenScope { kAdmin, kTenant, kReadOnly, kMetrics };
+const char* TokenScopeName(TokenScope scope);  // "admin", "tenant", "read-only", "metrics"
+Result<TokenScope> ParseTokenScope(std::string_view name);
+
 struct TokenRecord {
   std::string id;       // short public handle ("t-" + 8 hex), for listing and revoking
   std::string sha256;   // hex digest of the secret
-  std::string tenancy;  // the tenancy it may act for
+  std::string tenancy;  // the tenancy it may act for ("" for the metrics scope)
   int64_t created_ms = 0;
   std::string tenancy_uid;  // the incarnation of `tenancy` it was made for
+  TokenScope scope = TokenScope::kTenant;
+  int64_t expires_ms = 0;  // refused from this moment on (Unix ms); 0: never
+  // When it was last accepted, as last written: the service keeps the exact time in memory and
+  // writes it at most once a minute per token, never once per request.
+  int64_t last_used_ms = 0;
 
   friend bool operator==(const TokenRecord&, const TokenRecord&) = default;
 };
@@ -307,6 +319,12 @@ Result<std::string> RandomHex(int bytes);
 struct TenancyDeletion {
   std::string name;
   friend bool operator==(const TenancyDeletion&, const TenancyDeletion&) = default;
+};
+
+// Revokes one token: its record is deleted (the audit trail keeps who revoked it).
+struct TokenDeletion {
+  std::string id;
+  friend bool operator==(const TokenDeletion&, const TokenDeletion&) = default;
 };
 
 // Deletes a container record (retention of finished ones). With `tombstone` its ID is retired
@@ -354,10 +372,10 @@ struct TelemetryCursor {
 };
 
 // One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
-// or deletes it (TenancyDeletion, ContainerDeletion). A UsageRecord is inserted, never replaced.
-// A TelemetryCursor replaces its GPU's.
+// or deletes it (TenancyDeletion, ContainerDeletion, TokenDeletion). A UsageRecord is inserted,
+// never replaced. A TelemetryCursor replaces its GPU's.
 using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
-                              ContainerDeletion, UsageRecord, TelemetryCursor>;
+                              ContainerDeletion, UsageRecord, TelemetryCursor, TokenDeletion>;
 
 struct StoreSnapshot {
   std::vector<Tenancy> tenancies;

@@ -17,6 +17,7 @@ namespace {
 constexpr std::array<const char*, 3> kIsolationNames = {"runc", "gvisor", "kata"};
 constexpr std::array<const char*, 4> kContainerStateNames = {"pending", "running", "exited",
                                                              "failed"};
+constexpr std::array<const char*, 4> kTokenScopeNames = {"admin", "tenant", "read-only", "metrics"};
 constexpr std::array<const char*, kLeaseStateCount> kLeaseStateNames = {
     "free", "reserved", "active", "releasing", "checking", "quarantined", "draining"};
 
@@ -75,6 +76,17 @@ Result<LeaseState> ParseLeaseState(std::string_view name) {
     if (name == kLeaseStateNames[i]) return static_cast<LeaseState>(i);
   }
   return InvalidArgument("lease state \"" + std::string(name) + "\" is unknown");
+}
+
+const char* TokenScopeName(TokenScope scope) {
+  return kTokenScopeNames[static_cast<int>(scope)];
+}
+
+Result<TokenScope> ParseTokenScope(std::string_view name) {
+  for (size_t i = 0; i < kTokenScopeNames.size(); ++i) {
+    if (name == kTokenScopeNames[i]) return static_cast<TokenScope>(i);
+  }
+  return InvalidArgument("token scope: want admin, tenant, read-only or metrics");
 }
 
 Status CheckLeaseTransition(LeaseState from, LeaseState to) {

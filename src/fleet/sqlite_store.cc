@@ -137,6 +137,13 @@ CREATE TABLE telemetry_cursors (
   energy_mj INTEGER NOT NULL,
   sampled_ms INTEGER NOT NULL);
 )sql",
+    // 8: what a token may do (every token made before is a tenancy's full token), when it stops
+    // working (0: never) and when it was last used (written at most once a minute).
+    R"sql(
+ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'tenant';
+ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // SQLite result codes that say the storage failed (rather than a statement being wrong): the
@@ -415,9 +422,12 @@ class SqliteStore final : public Store {
          "baseline = excluded.baseline, recorded_ms = excluded.recorded_ms "
          "WHERE baseline != excluded.baseline"},
         {&upsert_token_,
-         "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) "
-         "VALUES(?1, ?2, ?3, ?4, ?5) ON CONFLICT(id) DO UPDATE SET sha256 = excluded.sha256, "
-         "tenancy = excluded.tenancy, tenancy_uid = excluded.tenancy_uid"},
+         "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid, scope, expires_ms, "
+         "last_used_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET "
+         "sha256 = excluded.sha256, tenancy = excluded.tenancy, tenancy_uid = "
+         "excluded.tenancy_uid, scope = excluded.scope, expires_ms = excluded.expires_ms, "
+         "last_used_ms = MAX(last_used_ms, excluded.last_used_ms)"},
+        {&delete_token_, "DELETE FROM tokens WHERE id = ?1"},
         {&delete_tenancy_, "DELETE FROM tenancies WHERE name = ?1"},
         {&delete_tokens_, "DELETE FROM tokens WHERE tenancy = ?1"},
         {&delete_container_, "DELETE FROM containers WHERE id = ?1"},
@@ -524,8 +534,8 @@ class SqliteStore final : public Store {
           });
     if (status)
       status = ReadAll(
-          "SELECT id, sha256, tenancy, created_ms, tenancy_uid FROM tokens ORDER BY "
-          "created_ms",
+          "SELECT id, sha256, tenancy, created_ms, tenancy_uid, scope, expires_ms, last_used_ms "
+          "FROM tokens ORDER BY created_ms",
           "tokens", [&](sqlite3_stmt* row) -> Status {
             TokenRecord t;
             t.id = ColumnText(row, 0);
@@ -533,6 +543,12 @@ class SqliteStore final : public Store {
             t.tenancy = ColumnText(row, 2);
             t.created_ms = sqlite3_column_int64(row, 3);
             t.tenancy_uid = ColumnText(row, 4);
+            auto scope = ParseTokenScope(ColumnText(row, 5));
+            if (!scope || *scope == TokenScope::kAdmin)
+              return Internal("token " + t.id + ": unknown scope");
+            t.scope = *scope;
+            t.expires_ms = sqlite3_column_int64(row, 6);
+            t.last_used_ms = sqlite3_column_int64(row, 7);
             snapshot.tokens.push_back(std::move(t));
             return Ok();
           });
@@ -795,12 +811,19 @@ class SqliteStore final : public Store {
       upsert_cursor_.Int(4, c->sampled_ms);
       return Step(upsert_cursor_, "write telemetry cursor");
     }
+    if (const auto* d = std::get_if<TokenDeletion>(&mutation)) {
+      delete_token_.Text(1, d->id);
+      return Step(delete_token_, "delete token");
+    }
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
     upsert_token_.Text(2, t.sha256);
     upsert_token_.Text(3, t.tenancy);
     upsert_token_.Int(4, t.created_ms);
     upsert_token_.Text(5, t.tenancy_uid);
+    upsert_token_.Text(6, TokenScopeName(t.scope));
+    upsert_token_.Int(7, t.expires_ms);
+    upsert_token_.Int(8, t.last_used_ms);
     return Step(upsert_token_, "write token");
   }
 
@@ -928,7 +951,7 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   std::mutex db_mutex_;  // the connection: writer thread and Load()
   Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_baseline_, upsert_token_;
-  Statement delete_tenancy_, delete_tokens_, delete_container_, retire_container_;
+  Statement delete_tenancy_, delete_tokens_, delete_token_, delete_container_, retire_container_;
   Statement insert_usage_, stored_usage_, write_probe_, upsert_cursor_;
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_, failure_

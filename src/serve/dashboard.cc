@@ -98,7 +98,8 @@ DashboardView BuildDashboardLocked(const Model& model, const Caller& caller, con
     DashboardGpu entry;
     entry.record = gpu;
     RedactGpuLocked(model, caller, entry.record);
-    if (gauges) {
+    // Figures only of the GPUs the caller holds; the others count by state alone.
+    if (gauges && HoldsGpuLocked(model, caller, gpu)) {
       if (auto it = gauges->gpus.find(gpu.id()); it != gauges->gpus.end())
         entry.gauges = it->second;
     }

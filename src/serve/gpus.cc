@@ -231,8 +231,28 @@ void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
   model_.scheduler_wake.notify_one();
 }
 
+bool HoldsGpuLocked(const Model& model, const Caller& caller, const GpuRecord& gpu) {
+  if (caller.admin) return true;
+  auto sees = [&](const std::string& container_id) {
+    auto it = model.containers.find(container_id);
+    return it != model.containers.end() && caller.Sees(it->second);
+  };
+  if (sees(gpu.container_id)) return true;
+  for (const auto& slice : gpu.mig_slices)
+    if (sees(slice.container_id)) return true;
+  for (const auto& share : gpu.shares)
+    if (sees(share.container_id)) return true;
+  return false;
+}
+
 void RedactGpuLocked(const Model& model, const Caller& caller, GpuRecord& gpu) {
   if (caller.admin) return;
+  // A GPU none of the tenancy's containers holds is shown by its state only: its UUID (in its
+  // CDI name) is another tenancy's business, or nobody's.
+  if (!HoldsGpuLocked(model, caller, gpu)) {
+    gpu.cdi_device.clear();
+    gpu.uuid.clear();
+  }
   // The holder's name is not enough: an earlier owner of the name is someone else.
   auto holder = model.containers.find(gpu.container_id);
   if (holder == model.containers.end() || !caller.Sees(holder->second)) {

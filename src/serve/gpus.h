@@ -11,8 +11,11 @@
 
 namespace tessera::serve {
 
+// Whether one of the caller's containers holds the GPU (whole, a MIG slice or a share); the
+// admin holds every GPU. mu held.
+bool HoldsGpuLocked(const Model& model, const Caller& caller, const fleet::GpuRecord& gpu);
 // A GPU record as `caller` may see it: another tenancy's holder is not named, the firmware
-// baseline is the admin's. mu held.
+// baseline is the admin's, and a GPU the caller does not hold has no UUID (CDI name). mu held.
 void RedactGpuLocked(const Model& model, const Caller& caller, fleet::GpuRecord& gpu);
 
 class Gpus {

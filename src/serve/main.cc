@@ -63,7 +63,10 @@ struct Flags {
   std::string k8s_gpu_api;  // empty: from API discovery
   std::string placement_policy = "binpack";
   std::string lease_file = "/run/tessera/leases.json";
-  std::string admin_token_file;  // default <data-dir>/admin.token
+  std::string admin_token_file;     // default <data-dir>/admin.token
+  std::string rate_limit = "50/s";  // per token, and per address without a valid token
+  int rate_burst = 100;
+  bool metrics_aggregate_public = false;
   std::string cdi_dir = cdi::kDefaultSpecDir;
   std::string cdi_kind = "nvidia.com/gpu";
   std::optional<std::string> nvml;  // MIG facts, telemetry; default: libnvidia-ml.so.1 for root "/"
@@ -178,6 +181,8 @@ Status CheckFlags(const Flags& flags) {
   auto listen = api::ParseListen(flags.listen);
   if (!listen) return listen.error();
   if (auto status = serve::CheckTlsFlags(listen->first, flags.tls); !status) return status;
+  if (auto rate = serve::ParseRateFlag(flags.rate_limit); !rate)
+    return rate.error().WithContext("--rate-limit");
 
   // Paths that must be given, then those that may be left empty.
   std::vector<std::pair<std::string_view, std::string>> paths = {
@@ -443,6 +448,7 @@ int Main(const Flags& flags) {
   server_options.io_threads = flags.io_threads;
   server_options.max_connections = flags.max_connections;
   server_options.tls = tls_source;
+  server_options.metrics_aggregate_public = flags.metrics_aggregate_public;
   auto server = api::Server::Create(server_options);
   if (!server) Die(server.error());
   const std::string data_dir = Absolute(flags.data_dir);
@@ -572,6 +578,8 @@ int Main(const Flags& flags) {
   }
   options.telemetry.interval = duration(serve::kTelemetryIntervalFlag, flags.telemetry_interval);
   options.telemetry.max_series = flags.telemetry_max_series;
+  options.rate_limit = {*serve::ParseRateFlag(flags.rate_limit),
+                        static_cast<double>(flags.rate_burst)};
   options.telemetry.nvml_library = read.nvml_library;
   options.telemetry.proc_dir =
       flags.telemetry_proc_dir.empty() ? root + "/proc" : flags.telemetry_proc_dir;
@@ -749,6 +757,8 @@ int Main(const Flags& flags) {
     auto admin = AdminToken(admin_token_path);
     if (!admin) Die(admin.error().WithContext("admin token"));
     admin_hash = fleet::Sha256Hex(*admin);
+    // One process owns the file: POST /v1/admin-token:rotate may replace it.
+    options.admin_token_file = admin_token_path;
     fleet::StoreOptions store_options;
     store_options.path = data_dir + "/tessera.db";
     store_options.synchronous_full = flags.synchronous_full;
@@ -900,6 +910,18 @@ int main(int argc, char** argv) {
                "iptables; the --internal networks still isolate)");
   app.add_option("--admin-token-file", flags.admin_token_file,
                  "Admin token file (default <data-dir>/admin.token; created 0600 when missing)");
+  app.add_option("--rate-limit", flags.rate_limit,
+                 "Requests per second per token (a tenancy's rateLimit replaces it; the admin "
+                 "token has none), and per source address for requests without a valid token: "
+                 "\"50/s\", or off")
+      ->capture_default_str();
+  app.add_option("--rate-burst", flags.rate_burst,
+                 "Requests a token (or address) may send at once after a quiet spell")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_flag("--metrics-aggregate-public", flags.metrics_aggregate_public,
+               "Answer GET /metrics without a token with the aggregate series only (no tenancy, "
+               "container or GPU labels); every series still needs the admin or a metrics token");
   app.add_option("--cdi-dir", flags.cdi_dir, "Where to write the CDI specs")->capture_default_str();
   app.add_option("--cdi-kind", flags.cdi_kind, "CDI kind of the GPU spec")->capture_default_str();
   app.add_option("--nvml", flags.nvml,

@@ -376,11 +376,27 @@ void Measurement::RenderMetrics(std::string& out) const {
 std::string Measurement::PassJson(const Caller& caller) const {
   std::lock_guard lock(mu_);
   if (caller.admin) return telemetry::PassToJson(last_pass_, last_directory_);
-  // A tenant sees every GPU's figures and only its own containers on them.
+  // A tenant sees the GPUs its containers held in that pass, and only its own containers on
+  // them; nothing of the processes nobody holds.
   telemetry::PassResult mine = last_pass_;
   std::erase_if(mine.holders, [&](const telemetry::HolderReading& reading) {
-    return last_directory_.holders[reading.holder].tenancy_uid != caller.tenancy_uid;
+    return caller.tenancy_uid.empty() ||
+           last_directory_.holders[reading.holder].tenancy_uid != caller.tenancy_uid;
   });
+  std::set<std::string> held;
+  for (const auto& holder : last_directory_.holders)
+    if (!caller.tenancy_uid.empty() && holder.tenancy_uid == caller.tenancy_uid)
+      for (const auto& [pci_address, share] : holder.gpus)
+        held.insert(pci_address);
+  std::erase_if(mine.gpus, [&](const telemetry::GpuSnapshot& gpu) {
+    return !held.count(gpu.reading.identity.pci_address);
+  });
+  for (auto& gpu : mine.gpus) {
+    gpu.unattributed_processes = 0;
+    gpu.unattributed_memory = 0;
+    gpu.unattributed_sm_percent = 0;
+    gpu.unattributed = {};
+  }
   return telemetry::PassToJson(mine, last_directory_);
 }
 

@@ -398,7 +398,8 @@ void Model::Commit(std::vector<Mutation> mutations, std::function<void(Status)> 
           if constexpr (std::is_same_v<T, fleet::UsageRecord>) keep.usage.push_back(value);
           if constexpr (std::is_same_v<T, fleet::TelemetryCursor>) keep.cursors = true;
           if constexpr (std::is_same_v<T, fleet::TenancyDeletion> ||
-                        std::is_same_v<T, fleet::ContainerDeletion>)
+                        std::is_same_v<T, fleet::ContainerDeletion> ||
+                        std::is_same_v<T, fleet::TokenDeletion>)
             keep.deletions.push_back(value);
         },
         mutation);

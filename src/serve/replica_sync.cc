@@ -24,7 +24,17 @@ struct ReplicaSync::Visitor {
     if (model.queue) (void)model.queue->SetTenancy(tenancy.uid, PolicyOf(tenancy));
   }
 
-  void operator()(const fleet::TokenRecord& token) { model.tokens[token.sha256] = token; }
+  void operator()(const fleet::TokenRecord& token) {
+    // A flushed last-used time never moves this replica's own later one back.
+    auto it = model.tokens.find(token.sha256);
+    const int64_t used = it == model.tokens.end() ? 0 : it->second.last_used_ms;
+    auto& ours = model.tokens[token.sha256] = token;
+    ours.last_used_ms = std::max(used, token.last_used_ms);
+  }
+
+  void operator()(const fleet::TokenDeletion& deletion) {
+    std::erase_if(model.tokens, [&](const auto& entry) { return entry.second.id == deletion.id; });
+  }
 
   void operator()(const fleet::TenancyDeletion& deletion) {
     auto it = model.tenancies.find(deletion.name);

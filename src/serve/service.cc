@@ -25,6 +25,7 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       model_(options_, *store_),
       gpus_(model_),
       access_(model_),
+      limits_(model_),
       tenancies_(model_, *backend_),
       submissions_(model_, gpus_, *backend_),
       shared_(model_, options_.sharing),
@@ -449,7 +450,7 @@ void Service::SetAdminTokenHash(std::string sha256) {
   access_.SetAdminTokenHash(std::move(sha256));
 }
 
-Result<Caller> Service::Authenticate(std::string_view token) const {
+Result<Caller> Service::Authenticate(std::string_view token) {
   return access_.Authenticate(token);
 }
 
@@ -465,9 +466,31 @@ Status Service::CheckReserve() const {
 }
 
 void Service::CreateToken(const Caller& caller, const std::string& tenancy,
-                          Done<CreatedToken> done) {
+                          const TokenRequest& request, Done<CreatedToken> done) {
   if (auto status = CheckReserve(); !status) return done(status.error());
-  access_.CreateToken(caller, tenancy, std::move(done));
+  access_.CreateToken(caller, tenancy, request, std::move(done));
+}
+
+Result<std::vector<fleet::TokenRecord>> Service::ListTokens(const Caller& caller,
+                                                            const std::string& tenancy) const {
+  return access_.ListTokens(caller, tenancy);
+}
+
+void Service::RevokeToken(const Caller& caller, const std::string& id,
+                          Done<fleet::TokenRecord> done) {
+  access_.RevokeToken(caller, id,
+                      [this, done = std::move(done)](Result<fleet::TokenRecord> result) {
+                        if (result) limits_.Forget(result->id);
+                        done(std::move(result));
+                      });
+}
+
+Result<std::string> Service::RotateAdminToken(const Caller& caller) {
+  return access_.RotateAdminToken(caller, options_.admin_token_file);
+}
+
+RateLimit Service::RateLimitFor(const fleet::Tenancy& tenancy) {
+  return limits_.LimitFor(Caller{false, tenancy.name, tenancy.uid, "", fleet::TokenScope::kTenant});
 }
 
 void Service::PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done) {

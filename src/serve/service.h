@@ -1,6 +1,7 @@
 // The GPU container service: the live model (tenancies, containers, GPU leases, tokens) over the
 // durable store, and the parts that work on it, one concern each:
 //   access.h       tokens and who is calling
+//   request_limits.h  how often callers may send requests
 //   tenancies.h    tenancy records, storage entitlements, the backend's per-tenancy objects
 //   submissions.h  containers as tenants submit, list and delete them
 //   gpus.h         the fleet's nodes, GPU listing and the operator's actions
@@ -33,6 +34,7 @@
 #include "serve/measurement.h"
 #include "serve/model.h"
 #include "serve/replica_sync.h"
+#include "serve/request_limits.h"
 #include "serve/scheduler.h"
 #include "serve/shared_gpus.h"
 #include "serve/submissions.h"
@@ -83,14 +85,28 @@ class Service {
   // ---- Auth ----
   // Installs the admin token's hash (from the admin token file).
   void SetAdminTokenHash(std::string sha256);
-  // PermissionDenied (401 at the edge) for an unknown token.
-  Result<Caller> Authenticate(std::string_view token) const;
+  // PermissionDenied (401 at the edge) for an unknown, revoked or expired token.
+  Result<Caller> Authenticate(std::string_view token);
+  // Tokens (admin): list (every one, or a tenancy's), revoke one at once, rotate the admin
+  // token (its file written first; the old token refused from the next request).
+  Result<std::vector<fleet::TokenRecord>> ListTokens(const Caller& caller,
+                                                     const std::string& tenancy) const;
+  void RevokeToken(const Caller& caller, const std::string& id, Done<fleet::TokenRecord> done);
+  Result<std::string> RotateAdminToken(const Caller& caller);
+  // Request rate limits: nullopt to go ahead, else the Retry-After in whole seconds.
+  std::optional<int> ChargeRequest(const Caller& caller) { return limits_.Charge(caller); }
+  std::optional<int> ChargeAnonymousRequest(std::string_view address) {
+    return limits_.ChargeAnonymous(address);
+  }
+  RateLimit RateLimitFor(const fleet::Tenancy& tenancy);
 
   // ---- Tenancies ----
   void PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done);
   Result<fleet::Tenancy> GetTenancy(const Caller& caller, const std::string& name) const;
   std::vector<fleet::Tenancy> ListTenancies(const Caller& caller) const;
-  void CreateToken(const Caller& caller, const std::string& tenancy, Done<CreatedToken> done);
+  // `tenancy` empty: a metrics token.
+  void CreateToken(const Caller& caller, const std::string& tenancy, const TokenRequest& request,
+                   Done<CreatedToken> done);
   // Storage entitlements (admin only to set; the tenancy's own token may read). Setting them
   // creates the tenancy when missing, like PutTenancy.
   void PutStorage(const Caller& caller, const std::string& tenancy,
@@ -174,6 +190,7 @@ class Service {
   Model model_;
   Gpus gpus_;
   Access access_;
+  RequestLimits limits_;
   Tenancies tenancies_;
   Submissions submissions_;
   SharedGpus shared_;

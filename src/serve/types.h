@@ -18,6 +18,7 @@
 #include "placement/placement.h"
 #include "scheduling/scheduling.h"
 #include "serve/bounds.h"
+#include "serve/rate_limit.h"
 #include "serve/store_reserve.h"
 #include "telemetry/telemetry.h"
 #include "topology/topology.h"
@@ -98,6 +99,12 @@ struct ServiceOptions {
   // Space kept free on data_dir's file system: submissions and tenancy changes are refused
   // below it (store_reserve.h).
   StoreReserve store_reserve;
+  // Where the admin token lives (POST /v1/admin-token:rotate replaces it); empty: rotation is
+  // refused (the replicas of Kubernetes mode share theirs through a Secret).
+  std::string admin_token_file;
+  // Requests per token, and per source address for requests without a valid token; a tenancy's
+  // own limit (PUT /v1/tenancies/{name} rateLimit) replaces the first. The admin token has none.
+  RateLimit rate_limit{50, 100};
 };
 
 // Who is calling: the admin, or one tenancy's token.
@@ -105,6 +112,10 @@ struct Caller {
   bool admin = false;
   std::string tenancy;      // when !admin
   std::string tenancy_uid;  // the incarnation of `tenancy` its token was made for
+  // The token's public ID ("t-…"; "admin" for the admin token) and what it may do: records and
+  // rate limits name it, never its secret.
+  std::string token_id;
+  fleet::TokenScope scope = fleet::TokenScope::kTenant;
 
   // A tenant sees only its own incarnation: a tenancy deleted and created again under the same
   // name is someone else's. The admin sees everything, history included.
@@ -141,6 +152,13 @@ struct ContainerQuery {
 struct ContainerPage {
   std::vector<fleet::ContainerRecord> containers;
   std::string next;  // the `after` of the next page; empty on the last page
+};
+
+// POST /v1/tenancies/{name}/tokens, POST /v1/tokens: {scope?, expiresInSeconds?}.
+struct TokenRequest {
+  static constexpr int64_t kMaxExpiresInSeconds = int64_t{10} * 366 * 86400;
+  fleet::TokenScope scope = fleet::TokenScope::kTenant;
+  int64_t expires_in_s = 0;  // 0: never expires
 };
 
 struct CreatedToken {

@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "serve/queue.h"
+#include "serve/rate_limit.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
@@ -53,6 +54,43 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         back->quota_gpus != policy->quota_gpus || back->max_priority != policy->max_priority)
       __builtin_trap();
   }
+  if (tenancy) {
+    // A rate limit the parser accepted is stored as "null" or as one that reads back the same.
+    auto stored = tenancy->extensions.find(std::string(tessera::serve::kRateLimitExtension));
+    if (stored != tenancy->extensions.end() && stored->second != "null") {
+      auto limit = tessera::serve::ParseRateLimit(stored->second);
+      if (!limit || limit->per_second < 0 ||
+          limit->per_second > tessera::serve::kMaxRatePerSecond || limit->burst < 1 ||
+          limit->burst > tessera::serve::kMaxRateBurst ||
+          tessera::serve::RateLimitToJson(*limit) != stored->second)
+        __builtin_trap();
+    }
+  }
+  // Token creation bodies: a scope that exists, an expiry within its bound (never one whose
+  // milliseconds overflow).
+  for (auto scope : {tessera::fleet::TokenScope::kTenant, tessera::fleet::TokenScope::kMetrics}) {
+    auto request = tessera::api::ParseTokenRequest(text, scope);
+    if (!request) {
+      if (request.error().message.empty()) __builtin_trap();
+      continue;
+    }
+    if (request->expires_in_s < 0 ||
+        request->expires_in_s > tessera::serve::TokenRequest::kMaxExpiresInSeconds)
+      __builtin_trap();
+    if (std::string(tessera::fleet::TokenScopeName(request->scope)).empty()) __builtin_trap();
+  }
+  auto limit = tessera::serve::ParseRateLimit(text);
+  if (limit) {
+    if (!(limit->per_second >= 0 && limit->per_second <= tessera::serve::kMaxRatePerSecond) ||
+        !(limit->burst >= 1 && limit->burst <= tessera::serve::kMaxRateBurst))
+      __builtin_trap();
+  } else if (limit.error().message.empty()) {
+    __builtin_trap();
+  }
+  (void)tessera::serve::ParseRateFlag(text);
+  auto tokens = tessera::api::ParseTokenListQuery(text);
+  if (tokens && !tokens->empty() && !tessera::fleet::CheckTenancyName(*tokens).empty())
+    __builtin_trap();
   auto usage = tessera::api::ParseUsageQuery(text);
   if (usage) {
     // Whole seconds of years 0..9999 only: their milliseconds never overflow.

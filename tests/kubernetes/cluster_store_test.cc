@@ -185,6 +185,31 @@ TEST_F(ClusterStoreTest, AReplicaHearsTheOtherOnesWritesAndNotItsOwn) {
   EXPECT_EQ(heard_by_b.Of<fleet::UsageRecord>().size(), 1u);
 }
 
+TEST_F(ClusterStoreTest, ARevokedTokensSecretGoesAndEveryReplicaHearsIt) {
+  Changes heard_by_b;
+  auto a = Open();
+  auto b = Open();
+  b->Follow([&](const fleet::Mutation& change) { heard_by_b.Add(change); });
+  ASSERT_TRUE(WaitUntil([&] { return b->Synced(); }));
+  fleet::TokenRecord metrics{"t-00c0ffee",
+                             std::string(64, 'c'),
+                             "",
+                             1763900000700,
+                             "",
+                             fleet::TokenScope::kMetrics,
+                             1763990000000,
+                             0};
+  ASSERT_TRUE(a->CommitAndWait({metrics}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return heard_by_b.Of<fleet::TokenRecord>().size() == 1; }));
+  EXPECT_EQ(heard_by_b.Of<fleet::TokenRecord>()[0], metrics);
+  ASSERT_TRUE(a->CommitAndWait({fleet::TokenDeletion{metrics.id}}).ok());
+  EXPECT_FALSE(admin_->Get(Resource::Secrets(), kNamespace, "tessera-token-00c0ffee").ok());
+  ASSERT_TRUE(WaitUntil([&] { return heard_by_b.Of<fleet::TokenDeletion>().size() == 1; }));
+  EXPECT_EQ(heard_by_b.Of<fleet::TokenDeletion>()[0].id, metrics.id);
+  // Revoking one that is gone already is no error (a retry).
+  EXPECT_TRUE(a->CommitAndWait({fleet::TokenDeletion{metrics.id}}).ok());
+}
+
 TEST_F(ClusterStoreTest, AStopRequestAndTheLeadersStatusWrittenAtOnceAreBothKept) {
   auto follower = Open([] { return false; });
   ContainerRecord pending = Container("c-00000000000000cc", "uid-1");

@@ -185,6 +185,26 @@ TEST(KubernetesStateObjects, TokensAndTheAdminHashLiveInSecrets) {
   Json bad = secret;
   bad["data"]["sha256"] = "!!!";
   EXPECT_FALSE(TokenRecordOf(bad).ok());
+  EXPECT_EQ(TokenIdOfSecretName(secret["metadata"]["name"]), token.id);
+
+  // Scope and expiry travel in the Secret; one written before they existed is a tenancy token
+  // that never expires; the admin scope is never a Secret of this kind.
+  fleet::TokenRecord reader = token;
+  reader.scope = fleet::TokenScope::kReadOnly;
+  reader.expires_ms = 1763900600000;
+  back = TokenRecordOf(Json::parse(TokenSecret(reader, "tessera-system").dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, reader);
+  Json old = TokenSecret(reader, "tessera-system");
+  old["data"].erase("scope");
+  old["data"].erase("expires");
+  back = TokenRecordOf(old);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->scope, fleet::TokenScope::kTenant);
+  EXPECT_EQ(back->expires_ms, 0);
+  Json admin_scope = TokenSecret(reader, "tessera-system");
+  admin_scope["data"]["scope"] = "YWRtaW4=";  // "admin"
+  EXPECT_FALSE(TokenRecordOf(admin_scope).ok());
 
   const std::string hash = fleet::Sha256Hex("admin");
   auto admin = AdminTokenHashOf(AdminTokenSecret(hash, "tessera-system"));

@@ -48,7 +48,7 @@ class Admission : public ::testing::Test {
 
   // A counter of /metrics.
   uint64_t Metric(const std::string& name) {
-    auto metrics = serve_->Connect("")->Call("GET", "/metrics");
+    auto metrics = serve_->Connect(serve_->admin_token())->Call("GET", "/metrics");
     EXPECT_TRUE(metrics.ok());
     if (!metrics.ok()) return 0;
     const auto at = metrics->body.find("\n" + name + " ");

@@ -270,7 +270,7 @@ TEST_F(FairShareE2e, MeteredGpuTimeMatchesTheLeasesAcrossAKillDashNine) {
   // both kills. Equal to the second.
   const double leased = static_cast<double>(LeasedGpuMsFromLog(serve_->log())) / 1000.0;
   EXPECT_NEAR(total, leased, 1.0) << "metered " << total << " s, leased " << leased << " s";
-  auto metrics = serve_->Connect("")->Call("GET", "/metrics");
+  auto metrics = serve_->Connect(serve_->admin_token())->Call("GET", "/metrics");
   ASSERT_TRUE(metrics);
   const std::string key =
       "tessera_tenancy_gpu_seconds_total{tenancy=\"metered\",uid=\"" +

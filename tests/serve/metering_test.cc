@@ -65,7 +65,7 @@ class Metering : public ::testing::Test {
   }
 
   std::string Metrics() {
-    auto metrics = serve_->Connect("")->Call("GET", "/metrics");
+    auto metrics = serve_->Connect(serve_->admin_token())->Call("GET", "/metrics");
     EXPECT_TRUE(metrics.ok());
     return metrics.ok() ? metrics->body : "";
   }

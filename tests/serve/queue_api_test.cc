@@ -263,7 +263,7 @@ TEST_F(ServeQueueApi, UsageAndMetricsReportMeteredGpuTime) {
   const std::string labels =
       "tenancy=\"team-a\",uid=\"" +
       CallJson(*admin_, "GET", "/v1/tenancies/team-a")["uid"].get<std::string>() + "\"";
-  auto metrics = serve_->Connect("")->Call("GET", "/metrics");
+  auto metrics = serve_->Connect(serve_->admin_token())->Call("GET", "/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("tessera_tenancy_gpu_seconds_total{" + labels + "}"),
             std::string::npos)

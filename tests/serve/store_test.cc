@@ -300,6 +300,58 @@ TEST(SqliteStore, AContainerDeletionRemovesTheRecord) {
   EXPECT_EQ(snapshot->containers[0].id, "c-kept");
 }
 
+TEST(SqliteStore, TokensKeepTheirScopeExpiryAndLastUseAndARevocationDeletesOne) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  TokenRecord reader{"t-00000001",       Sha256Hex("a"),        "team-a", 4,
+                     "0123456789abcdef", TokenScope::kReadOnly, 9000,     0};
+  TokenRecord metrics{"t-00000002", Sha256Hex("b"), "", 5, "", TokenScope::kMetrics, 0, 0};
+  {
+    auto store = Open(path);
+    ASSERT_TRUE(store);
+    ASSERT_TRUE(store->CommitAndWait({reader, metrics}).ok());
+    // A last use flushed later is kept; one older than what is stored never moves it back.
+    reader.last_used_ms = 700;
+    ASSERT_TRUE(store->CommitAndWait({reader}).ok());
+    TokenRecord stale = reader;
+    stale.last_used_ms = 600;
+    ASSERT_TRUE(store->CommitAndWait({stale}).ok());
+    ASSERT_TRUE(store->CommitAndWait({TokenDeletion{"t-00000002"}}).ok());
+  }
+  auto snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->tokens.size(), 1u);
+  EXPECT_EQ(snapshot->tokens[0], reader);
+}
+
+TEST(SqliteStore, Version7TokensBecomeTenancyTokensThatNeverExpire) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  { ASSERT_TRUE(Open(path)); }
+  // The schema as version 7 left it: tokens without scope, expiry or last use, and a token row
+  // written the way that version wrote it.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const std::string hash = Sha256Hex("old");
+  const std::string sql =
+      "ALTER TABLE tokens DROP COLUMN scope; ALTER TABLE tokens DROP COLUMN expires_ms; "
+      "ALTER TABLE tokens DROP COLUMN last_used_ms; PRAGMA user_version=7; "
+      "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) VALUES('t-0000000a', '" +
+      hash + "', 'team-a', 42, 'fedcba9876543210');";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+      << (error ? error : "");
+  sqlite3_close(db);
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  auto snapshot = store->Load();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.error().message;
+  ASSERT_EQ(snapshot->tokens.size(), 1u);
+  const TokenRecord expected{"t-0000000a",        hash, "team-a", 42, "fedcba9876543210",
+                             TokenScope::kTenant, 0,    0};
+  EXPECT_EQ(snapshot->tokens[0], expected);
+}
+
 TEST(SqliteStore, ConcurrentCommitsAreGroupedAndAllDurable) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";

@@ -429,6 +429,7 @@ class ClusterStoreImpl final : public ClusterStore {
         // This replica's own deletions forgot the object first.
         if (known && kind == Kind::kContainer) Emit(fleet::ContainerDeletion{name});
         if (known && kind == Kind::kTenancy) Emit(fleet::TenancyDeletion{name});
+        if (known && kind == Kind::kToken) Emit(fleet::TokenDeletion{TokenIdOfSecretName(name)});
       }
       return !stop_watches_.load();
     };
@@ -582,6 +583,9 @@ class ClusterStoreImpl final : public ClusterStore {
     // This host's GPU telemetry cursors: in Kubernetes mode each node agent keeps its GPUs' in
     // their GpuLeases (status.measured); the control plane has none to keep.
     Status operator()(const fleet::TelemetryCursor&) { return Ok(); }
+    Status operator()(const fleet::TokenDeletion& deletion) {
+      return store.DeleteToken(deletion.id);
+    }
     template <typename T>
     Status operator()(const T&) = delete;
   };
@@ -679,6 +683,16 @@ class ClusterStoreImpl final : public ClusterStore {
       return created.error();
     if (created)
       known_[KeyOf(Kind::kToken, secret["metadata"]["name"])].version = VersionOf(*created);
+    return Ok();
+  }
+
+  // Revocation: the token's Secret goes; other replicas hear its deletion from their watch.
+  Status DeleteToken(const std::string& id) {
+    const std::string name = TokenSecretName(id);
+    std::lock_guard known_lock(known_mu_);
+    known_.erase(KeyOf(Kind::kToken, name));
+    auto status = client_.Delete(Resource::Secrets(), options_.ns, name);
+    if (!status && status.error().category != ErrorCategory::kNotFound) return status;
     return Ok();
   }
 

@@ -287,12 +287,21 @@ Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
   return c;
 }
 
+std::string TokenSecretName(const std::string& token_id) {
+  return "tessera-token-" + token_id.substr(token_id.rfind('-') + 1);
+}
+
+std::string TokenIdOfSecretName(const std::string& name) {
+  constexpr std::string_view kPrefix = "tessera-token-";
+  return name.starts_with(kPrefix) ? "t-" + name.substr(kPrefix.size()) : name;
+}
+
 Json TokenSecret(const fleet::TokenRecord& token, const std::string& ns) {
   return {{"apiVersion", "v1"},
           {"kind", "Secret"},
           {"type", "Opaque"},
           {"metadata",
-           {{"name", "tessera-token-" + token.id.substr(token.id.rfind('-') + 1)},
+           {{"name", TokenSecretName(token.id)},
             {"namespace", ns},
             {"labels",
              {{kManagedBy, "tessera"},
@@ -303,7 +312,9 @@ Json TokenSecret(const fleet::TokenRecord& token, const std::string& ns) {
             {"sha256", Base64(token.sha256)},
             {"tenancy", Base64(token.tenancy)},
             {"tenancyUid", Base64(token.tenancy_uid)},
-            {"created", Base64(std::to_string(token.created_ms))}}}};
+            {"created", Base64(std::to_string(token.created_ms))},
+            {"scope", Base64(fleet::TokenScopeName(token.scope))},
+            {"expires", Base64(std::to_string(token.expires_ms))}}}};
 }
 
 Result<fleet::TokenRecord> TokenRecordOf(const Json& secret) {
@@ -326,6 +337,21 @@ Result<fleet::TokenRecord> TokenRecordOf(const Json& secret) {
   auto created = entry("created");
   if (!created) return created.error();
   token.created_ms = std::strtoll(created->c_str(), nullptr, 10);
+  // Secrets written before scopes existed hold tenancy tokens that never expire.
+  if (data.contains("scope")) {
+    auto scope_text = entry("scope");
+    if (!scope_text) return scope_text.error();
+    auto scope = fleet::ParseTokenScope(*scope_text);
+    if (!scope || *scope == fleet::TokenScope::kAdmin)
+      return InvalidArgument("token Secret data.scope: want tenant, read-only or metrics");
+    token.scope = *scope;
+  }
+  if (data.contains("expires")) {
+    auto expires = entry("expires");
+    if (!expires) return expires.error();
+    token.expires_ms = std::strtoll(expires->c_str(), nullptr, 10);
+    if (token.expires_ms < 0) return InvalidArgument("token Secret data.expires: negative");
+  }
   return token;
 }
 

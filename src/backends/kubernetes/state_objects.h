@@ -30,7 +30,11 @@ Json GpuContainerObject(const fleet::ContainerRecord& container);
 // InvalidArgument naming the field when the object is not one this control plane writes.
 Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object);
 
-// Secret "tessera-token-<id>" with entries sha256, tenancy, tenancyUid, created (base64 in data).
+// Secret "tessera-token-<id>" with entries sha256, tenancy, tenancyUid, created, scope and expires
+// (base64 in data; a Secret without scope holds a tenancy token that never expires). Its last use
+// is kept by each replica in memory, not in the Secret.
+std::string TokenSecretName(const std::string& token_id);
+std::string TokenIdOfSecretName(const std::string& name);
 Json TokenSecret(const fleet::TokenRecord& token, const std::string& ns);
 Result<fleet::TokenRecord> TokenRecordOf(const Json& secret);
 // Secret tessera-admin-token with the entry sha256.
