@@ -137,7 +137,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     gate_->Enter();
     // The key of the per-address rate limit for requests without a valid token.
     beast::error_code error;
-    auto remote = stream_.socket().remote_endpoint(error);
+    auto remote = beast::get_lowest_layer(stream_).socket().remote_endpoint(error);
     if (!error) peer_ = remote.address().to_string();
   }
   ~Session() { gate_->Leave(); }
