@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <string>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
@@ -59,10 +60,20 @@ class Router {
 
  private:
   std::string Metrics() const;
+  Admission AdmitHeader(const http::request_header<>& header) const;
+  // A new request ID: this process's random prefix and a counter ("r-1a2b3c4d-2f"), never a
+  // caller's value, so the audit trail's IDs are unique and say nothing a caller chose.
+  std::string NewRequestId() const;
+  // Wraps `respond` of a mutating request: an error answer (a refusal: nothing changed) is
+  // recorded in the audit trail before it is sent; a success was recorded with its change.
+  Respond AuditRefusals(const serve::Caller& caller, serve::AuditSubject subject,
+                        Respond respond);
   // Runs Service::PrepareTenancy on the blocking pool, then answers `response` (or its error).
   void PrepareThenRespond(const std::string& tenancy, Respond respond, Response response);
 
   serve::Service* service_;
+  std::string request_prefix_;
+  mutable std::atomic<uint64_t> requests_{0};
   boost::asio::thread_pool blocking_{2};  // backend calls that wait on podman (logs)
   // Container listings are copied and rendered here, not on the I/O thread: a page can be
   // megabytes of JSON, and /healthz must not wait for it.

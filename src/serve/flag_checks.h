@@ -34,6 +34,10 @@ inline constexpr DurationFlag kRetainFinishedFlag{"--retain-finished", std::chro
                                                   std::chrono::hours(24 * 3660)};
 inline constexpr DurationFlag kRetentionSweepIntervalFlag{
     "--retention-sweep-interval", std::chrono::milliseconds(10), std::chrono::hours(24)};
+// At least an hour (a shorter trail records nothing an operator could look at); at most ten
+// years, as --retain-finished.
+inline constexpr DurationFlag kAuditRetentionFlag{"--audit-retention", std::chrono::hours(1),
+                                                  std::chrono::hours(24 * 3660)};
 inline constexpr DurationFlag kFairShareHalfLifeFlag{
     "--fair-share-half-life", std::chrono::seconds(1), std::chrono::hours(24 * 365)};
 

@@ -85,6 +85,7 @@ struct Flags {
   std::string retain_finished = "168h";
   size_t retain_finished_per_tenancy = 10000;
   std::string retention_sweep_interval = "1m";
+  std::string audit_retention = "90d";
   int start_workers = 8;
   std::string scheduling = "fair";
   std::string fair_share_half_life = "1h";
@@ -157,6 +158,7 @@ Status CheckFlags(const Flags& flags) {
       {serve::kTelemetryIntervalFlag, &flags.telemetry_interval},
       {serve::kRetainFinishedFlag, &flags.retain_finished},
       {serve::kRetentionSweepIntervalFlag, &flags.retention_sweep_interval},
+      {serve::kAuditRetentionFlag, &flags.audit_retention},
       {serve::kFairShareHalfLifeFlag, &flags.fair_share_half_life}};
   for (const auto& [flag, text] : durations)
     if (auto parsed = serve::ParseDurationFlag(flag, *text); !parsed) return parsed.error();
@@ -526,6 +528,7 @@ int Main(const Flags& flags) {
   options.retention.max_age = max_age;
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
   options.retention.sweep_interval = sweep_interval;
+  options.audit_retention = duration(serve::kAuditRetentionFlag, flags.audit_retention);
   options.start_workers = flags.start_workers;
   options.telemetry.interval = duration(serve::kTelemetryIntervalFlag, flags.telemetry_interval);
   options.telemetry.max_series = flags.telemetry_max_series;
@@ -913,6 +916,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--retention-sweep-interval", flags.retention_sweep_interval,
                  "How often the retention policy is applied")
+      ->capture_default_str();
+  app.add_option("--audit-retention", flags.audit_retention,
+                 "Delete audit records this long after they were written (h, d; 1h to 3660d)")
       ->capture_default_str();
   app.add_option("--start-workers", flags.start_workers,
                  "Container starts and stops run this many at a time")

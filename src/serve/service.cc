@@ -453,6 +453,22 @@ Result<Caller> Service::Authenticate(std::string_view token) const {
   return access_.Authenticate(token);
 }
 
+void Service::RecordRefusal(const Caller& caller, AuditSubject subject, std::string result,
+                            std::function<void()> then) {
+  store_->Commit({AuditOf(caller, std::move(subject), std::move(result))},
+                 [then = std::move(then)](Status status) {
+                   if (!status)
+                     spdlog::warn("audit: a refused request's record: {}", status.error().message);
+                   if (then) then();
+                 });
+}
+
+Result<fleet::AuditPage> Service::Audit(const Caller& caller,
+                                        const fleet::AuditQuery& query) const {
+  if (!caller.admin) return PermissionDenied("only the admin token reads the audit trail");
+  return store_->QueryAudit(query);
+}
+
 void Service::CreateToken(const Caller& caller, const std::string& tenancy,
                           Done<CreatedToken> done) {
   access_.CreateToken(caller, tenancy, std::move(done));

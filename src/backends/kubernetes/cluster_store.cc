@@ -582,6 +582,9 @@ class ClusterStoreImpl final : public ClusterStore {
     // This host's GPU telemetry cursors: in Kubernetes mode each node agent keeps its GPUs' in
     // their GpuLeases (status.measured); the control plane has none to keep.
     Status operator()(const fleet::TelemetryCursor&) { return Ok(); }
+    // The audit trail is kept by the embedded store only (docs/audit.md says what Kubernetes
+    // mode lacks): the cluster has no transaction that could carry it with its change.
+    Status operator()(const fleet::AuditRecord&) { return Ok(); }
     template <typename T>
     Status operator()(const T&) = delete;
   };
