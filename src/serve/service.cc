@@ -455,6 +455,13 @@ Result<Caller> Service::Authenticate(std::string_view token) const {
 
 void Service::RecordRefusal(const Caller& caller, AuditSubject subject, std::string result,
                             std::function<void()> then) {
+  // A store that cannot write records nothing, refusals included; the refusal (503 with the
+  // reason) is answered at once rather than queued behind writes that fail.
+  if (auto failure = store_->WriteFailure()) {
+    spdlog::debug("audit: a refused request's record is not written: {}", *failure);
+    if (then) then();
+    return;
+  }
   store_->Commit({AuditOf(caller, std::move(subject), std::move(result))},
                  [then = std::move(then)](Status status) {
                    if (!status)

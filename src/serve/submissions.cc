@@ -172,8 +172,10 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   container.idempotency_key = std::move(idempotency_key);
   container.created_ms = fleet::NowMs();
   mutations.push_back(container);
+  // A tenancy this creates (the admin's submission) is said in the record.
   mutations.push_back(
-      AuditOf(caller, {"container.create", "container", container.id, container.spec.tenancy}));
+      AuditOf(caller, {"container.create", "container", container.id, container.spec.tenancy}, "ok",
+              mutations.size() > 1 ? "created the tenancy" : ""));
   model_.AddContainer(container);
   // Nothing acts on it before its record is durable: it joins the queue (or starts) from the
   // commit's callback, and leaves the model again if the commit fails.

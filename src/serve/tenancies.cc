@@ -87,7 +87,9 @@ void Tenancies::PutStorage(const Caller& caller, const std::string& name,
   tenancy.extensions[std::string(tenancy::kStorageExtension)] =
       tenancy::StorageEntitlementsToJson(storage);
   model_.tenancies[name] = tenancy;
-  model_.Commit({tenancy, AuditOf(caller, {"storage.put", "storage", name, name})},
+  // A tenancy this creates is said in the record: it has no tenancy.put of its own.
+  model_.Commit({tenancy, AuditOf(caller, {"storage.put", "storage", name, name}, "ok",
+                                  mutations.empty() ? "" : "created the tenancy")},
                 [done = std::move(done), storage = std::move(storage)](Status status) {
                   if (!status) return done(status.error());
                   done(storage);
