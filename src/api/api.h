@@ -59,6 +59,11 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query);
 // unknown or repeated parameters, signs and values that do not fit are errors naming the
 // parameter.
 Result<serve::UsageQuery> ParseUsageQuery(std::string_view query);
+// GET /v1/audit query string: limit=1..1000 (default 100), after=SEQ (the previous page's
+// `next`), tenancy=NAME, action=ACTION (container.create, ...), from=SECONDS, to=SECONDS (Unix
+// time: from <= time < to); percent-encoded; unknown or repeated parameters, and values of the
+// wrong shape, are errors naming the parameter.
+Result<fleet::AuditQuery> ParseAuditQuery(std::string_view query);
 // GET /v1/dashboard query string: usage=TENANCY (embed its usage series, the usage API's answer)
 // and range=hour|day (default hour: 60 buckets of a minute; day: 96 of 15 minutes).
 struct DashboardQuery {

@@ -1,6 +1,7 @@
 // Strict parsers of API bodies: text in, values out, every problem naming its field.
 #include <charconv>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -528,6 +529,77 @@ Result<serve::UsageQuery> ParseUsageQuery(std::string_view query) {
     return InvalidArgument("query parameter step: more than " +
                            std::to_string(serve::UsageQuery::kMaxBuckets) +
                            " buckets in the window");
+  return out;
+}
+
+namespace {
+
+// An audit action's shape: dot-separated words of [a-z_] ("container.create"), at most 64.
+bool IsAuditAction(std::string_view action) {
+  if (action.empty() || action.size() > 64 || action.front() == '.' || action.back() == '.')
+    return false;
+  for (size_t i = 0; i < action.size(); ++i) {
+    const char c = action[i];
+    if (c == '.' && action[i - 1] == '.') return false;
+    if (!(c >= 'a' && c <= 'z') && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+// A whole number within [low, high], or the field's error saying what it wants.
+Result<int64_t> BoundedNumber(const std::string& value, const std::string& field, int64_t low,
+                              int64_t high, const std::string& want) {
+  int64_t number = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, number);
+  if (ec != std::errc() || ptr != end || number < low || number > high)
+    return InvalidArgument(field + ": want " + want);
+  return number;
+}
+
+}  // namespace
+
+Result<fleet::AuditQuery> ParseAuditQuery(std::string_view query) {
+  // Up to the end of year 9999, as the usage report's times.
+  constexpr int64_t kMaxTime = 253402300799;
+  fleet::AuditQuery out;
+  auto parsed = ForEachQueryParameter(
+      query,
+      [&out](const std::string& name, std::string& value, const std::string& field) -> Status {
+        const std::string times =
+            "Unix time in whole seconds from 0 to " + std::to_string(kMaxTime);
+        if (name == "limit") {
+          auto limit = BoundedNumber(
+              value, field, 1, fleet::AuditQuery::kMaxLimit,
+              "a whole number from 1 to " + std::to_string(fleet::AuditQuery::kMaxLimit));
+          if (!limit) return limit.error();
+          out.limit = static_cast<size_t>(*limit);
+        } else if (name == "after") {
+          auto after = BoundedNumber(value, field, 0, std::numeric_limits<int64_t>::max(),
+                                     "a record's sequence number (the previous page's next)");
+          if (!after) return after.error();
+          out.after = *after;
+        } else if (name == "tenancy") {
+          if (auto problem = fleet::CheckTenancyName(value); !problem.empty())
+            return InvalidArgument(field + ": " + problem);
+          out.tenancy = std::move(value);
+        } else if (name == "action") {
+          if (!IsAuditAction(value))
+            return InvalidArgument(field + ": want an action such as container.create");
+          out.action = std::move(value);
+        } else if (name == "from" || name == "to") {
+          auto time = BoundedNumber(value, field, 0, kMaxTime, times);
+          if (!time) return time.error();
+          (name == "from" ? out.from_ms : out.to_ms) = *time * 1000;
+        } else {
+          return InvalidArgument(field +
+                                 ": unknown (known: limit, after, tenancy, action, from, to)");
+        }
+        return Ok();
+      });
+  if (!parsed) return parsed.error();
+  if (out.from_ms && out.to_ms && *out.to_ms < *out.from_ms)
+    return InvalidArgument("query parameter to: before from");
   return out;
 }
 

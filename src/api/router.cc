@@ -472,6 +472,51 @@ Response MethodNotAllowed(const char* allowed) {
   return response;
 }
 
+// The audit subject of a mutating route (method and path), or nullopt for a read or an unknown
+// route. Names from the path are the caller's text: kept as excerpts.
+std::optional<serve::AuditSubject> MutationOf(http::verb method,
+                                              const std::vector<std::string>& parts,
+                                              const Caller& caller) {
+  if (parts.size() < 2 || parts[0] != "v1") return std::nullopt;
+  const std::string own = caller.admin ? "" : caller.tenancy;
+  const std::string& collection = parts[1];
+  if (collection == "tenancies" && parts.size() >= 3) {
+    const std::string name = Excerpt(parts[2], 80);
+    if (parts.size() == 3 && method == http::verb::put)
+      return serve::AuditSubject{"tenancy.put", "tenancy", name, name};
+    if (parts.size() == 3 && method == http::verb::delete_)
+      return serve::AuditSubject{"tenancy.delete", "tenancy", name, name};
+    if (parts.size() == 4 && parts[3] == "storage" && method == http::verb::put)
+      return serve::AuditSubject{"storage.put", "storage", name, name};
+    if (parts.size() == 4 && parts[3] == "tokens" && method == http::verb::post)
+      return serve::AuditSubject{"token.create", "token", "", name};
+  }
+  if (collection == "containers" && parts.size() == 2 && method == http::verb::post)
+    return serve::AuditSubject{"container.create", "container", "", own};
+  if (collection == "containers" && parts.size() == 3 && method == http::verb::delete_)
+    return serve::AuditSubject{"container.delete", "container", Excerpt(parts[2], 80), own};
+  if (collection == "gpus" && parts.size() == 4 && method == http::verb::post) {
+    auto action = serve::ParseGpuAction(parts[3]);
+    return serve::AuditSubject{action ? serve::GpuAuditAction(*action) : "gpu.action", "gpu",
+                               Excerpt(parts[2], 80), ""};
+  }
+  return std::nullopt;
+}
+
+json AuditJson(const fleet::AuditEntry& entry) {
+  const auto& record = entry.record;
+  return {{"seq", entry.seq},
+          {"time_ms", record.time_ms},
+          {"token_id", record.token_id},
+          {"scope", record.scope},
+          {"action", record.action},
+          {"object", {{"kind", record.object_kind}, {"id", record.object_id}}},
+          {"tenancy", record.tenancy},
+          {"result", record.result},
+          {"request_id", record.request_id},
+          {"detail", record.detail}};
+}
+
 // Adapts a Done<T> of the service into an HTTP answer.
 template <typename T, typename Render>
 serve::Done<T> Reply(Respond respond, http::status ok, Render render) {
@@ -514,7 +559,33 @@ void LatencyHistogram::Render(std::string& out, const std::string& name,
 }
 
 Router::Router(serve::Service* service, bool metrics_aggregate_public)
-    : service_(service), metrics_aggregate_public_(metrics_aggregate_public) {}
+    : service_(service), metrics_aggregate_public_(metrics_aggregate_public) {
+  auto random = fleet::RandomHex(4);
+  request_prefix_ = "r-" + (random ? *random : std::to_string(fleet::NowMs())) + "-";
+}
+
+std::string Router::NewRequestId() const {
+  char counter[20];
+  std::snprintf(counter, sizeof counter, "%llx",
+                static_cast<unsigned long long>(requests_.fetch_add(1) + 1));
+  return request_prefix_ + counter;
+}
+
+Respond Router::AuditRefusals(const Caller& caller, serve::AuditSubject subject, Respond respond) {
+  return [this, caller, subject = std::move(subject),
+          respond = std::move(respond)](Response response) mutable {
+    if (response.result_int() < 400) return respond(std::move(response));
+    // The answer is one of ours (ErrorResponse): its code is the error's category.
+    std::string result = "error";
+    json doc = json::parse(response.body(), nullptr, false);
+    if (doc.is_object() && doc.contains("error") && doc["error"].is_object())
+      result = doc["error"].value("code", "error");
+    auto shared = std::make_shared<Response>(std::move(response));
+    service_->RecordRefusal(
+        caller, std::move(subject), std::move(result),
+        [respond = std::move(respond), shared] { respond(std::move(*shared)); });
+  };
+}
 
 Router::~Router() {
   blocking_.join();
@@ -677,6 +748,14 @@ Admission Router::AdmitCaller(const std::string& token, http::verb method, bool 
 }
 
 Admission Router::Admit(const http::request_header<>& header, std::string_view peer) const {
+  Admission admission = AdmitHeader(header, peer);
+  const std::string request_id = NewRequestId();
+  if (admission.answer) admission.answer->set("X-Request-Id", request_id);
+  if (admission.caller) admission.caller->request_id = request_id;
+  return admission;
+}
+
+Admission Router::AdmitHeader(const http::request_header<>& header, std::string_view peer) const {
   Admission admission;
   const auto method = header.method();
   // Beast decodes the chunked coding only; a body in any other coding would be used undecoded.
@@ -739,8 +818,25 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
   const auto method = request.method() == http::verb::head ? http::verb::get : request.method();
   const std::string target(request.target().data(), request.target().size());
   const auto parts = SplitPath(target);
-  // Query parameters: only the container listing, the usage report and the dashboard's document
-  // take any; on every other endpoint one is a mistake, refused rather than ignored.
+  // Every answer names its request; a mutating request's refusal is recorded in the audit trail
+  // before it is sent (its success was recorded with its change). `unaudited` answers after the
+  // change was recorded (a tenancy's network made after its record).
+  const std::string request_id =
+      admitted && !admitted->request_id.empty() ? admitted->request_id : NewRequestId();
+  respond = [respond = std::move(respond), request_id](Response response) {
+    response.set("X-Request-Id", request_id);
+    respond(std::move(response));
+  };
+  Respond unaudited = respond;
+  if (admitted) {
+    Caller audited = *admitted;
+    audited.request_id = request_id;
+    if (auto subject = MutationOf(method, parts, audited))
+      respond = AuditRefusals(audited, std::move(*subject), std::move(respond));
+  }
+  // Query parameters: only the container listing, the usage report, the audit trail and the
+  // dashboard's document take any; on every other endpoint one is a mistake, refused rather than
+  // ignored.
   const auto query_at = target.find('?');
   const std::string_view query = query_at == std::string::npos
                                      ? std::string_view()
@@ -750,7 +846,8 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       ((parts.size() == 2 && parts[1] == "containers" && method == http::verb::get) ||
        (parts.size() == 2 && parts[1] == "tokens" && method == http::verb::get) ||
        (parts.size() == 4 && parts[1] == "tenancies" && parts[3] == "usage") ||
-       (parts.size() == 2 && parts[1] == "dashboard" && method == http::verb::get));
+       (parts.size() == 2 && parts[1] == "dashboard" && method == http::verb::get) ||
+       (parts.size() == 2 && parts[1] == "audit" && method == http::verb::get));
   if (!takes_query) {
     if (auto none = ParseNoQuery(query); !none) return respond(ErrorResponse(none.error()));
   }
@@ -792,7 +889,8 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
       break;
   }
   if (!admitted) return respond(Unauthorized(PermissionDenied("missing bearer token")));
-  const Caller caller = *admitted;
+  Caller caller = *admitted;
+  caller.request_id = request_id;
   const std::string& collection = parts[1];
   const std::string& body = request.body();
 
@@ -820,10 +918,11 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
         // a failure there is reported, and a repeated PUT retries it.
         return service_->PutTenancy(
             caller, std::move(*tenancy),
-            [this, respond = std::move(respond)](Result<fleet::Tenancy> result) mutable {
+            [this, respond = std::move(respond),
+             unaudited = std::move(unaudited)](Result<fleet::Tenancy> result) mutable {
               if (!result) return respond(ErrorResponse(result.error()));
               PrepareThenRespond(
-                  result->name, std::move(respond),
+                  result->name, std::move(unaudited),
                   Json(http::status::ok, TenancyJson(*result, service_->PolicyFor(*result))));
             });
       }
@@ -851,10 +950,10 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
         if (!storage) return respond(ErrorResponse(storage.error()));
         return service_->PutStorage(
             caller, name, std::move(*storage),
-            [this, name,
-             respond = std::move(respond)](Result<tenancy::StorageEntitlements> result) mutable {
+            [this, name, respond = std::move(respond), unaudited = std::move(unaudited)](
+                Result<tenancy::StorageEntitlements> result) mutable {
               if (!result) return respond(ErrorResponse(result.error()));
-              PrepareThenRespond(name, std::move(respond),
+              PrepareThenRespond(name, std::move(unaudited),
                                  MakeResponse(http::status::ok,
                                               tenancy::StorageEntitlementsToJson(*result) + "\n"));
             });
@@ -1031,6 +1130,28 @@ void Router::Handle(Request request, const std::optional<Caller>& admitted, Resp
           }
           respond(Json(http::status::ok, doc));
         });
+    return;
+  }
+
+  // /v1/audit: the audit trail (admin only), a page at a time, read from the store off the I/O
+  // thread.
+  if (collection == "audit" && parts.size() == 2) {
+    if (method != http::verb::get) return respond(MethodNotAllowed("GET"));
+    if (!caller.admin)
+      return respond(ErrorResponse(PermissionDenied("only the admin token reads the audit trail")));
+    auto parsed = ParseAuditQuery(query);
+    if (!parsed) return respond(ErrorResponse(parsed.error()));
+    boost::asio::post(render_,
+                      [this, caller, query = std::move(*parsed), respond = std::move(respond)] {
+                        auto page = service_->Audit(caller, query);
+                        if (!page) return respond(ErrorResponse(page.error()));
+                        json records = json::array();
+                        for (const auto& entry : page->entries)
+                          records.push_back(AuditJson(entry));
+                        json doc = {{"records", std::move(records)}};
+                        if (page->next != 0) doc["next"] = page->next;
+                        respond(Json(http::status::ok, doc));
+                      });
     return;
   }
 

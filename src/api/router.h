@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "serve/service.h"
 
@@ -70,11 +71,20 @@ class Router {
   // GET /metrics, the admin and metrics scopes).
   Admission AdmitCaller(const std::string& token, http::verb method, bool metrics,
                         std::string_view peer) const;
+  Admission AdmitHeader(const http::request_header<>& header, std::string_view peer) const;
+  // A new request ID: this process's random prefix and a counter ("r-1a2b3c4d-2f"), never a
+  // caller's value, so the audit trail's IDs are unique and say nothing a caller chose.
+  std::string NewRequestId() const;
+  // Wraps `respond` of a mutating request: an error answer (a refusal: nothing changed) is
+  // recorded in the audit trail before it is sent; a success was recorded with its change.
+  Respond AuditRefusals(const serve::Caller& caller, serve::AuditSubject subject, Respond respond);
   // Runs Service::PrepareTenancy on the blocking pool, then answers `response` (or its error).
   void PrepareThenRespond(const std::string& tenancy, Respond respond, Response response);
 
   serve::Service* service_;
   const bool metrics_aggregate_public_;
+  std::string request_prefix_;
+  mutable std::atomic<uint64_t> requests_{0};
   boost::asio::thread_pool blocking_{2};  // backend calls that wait on podman (logs)
   // Container listings are copied and rendered here, not on the I/O thread: a page can be
   // megabytes of JSON, and /healthz must not wait for it.

@@ -371,11 +371,53 @@ struct TelemetryCursor {
   friend bool operator==(const TelemetryCursor&, const TelemetryCursor&) = default;
 };
 
+// One entry of the audit trail: who changed what, when, and how it ended. Inserted in the
+// transaction of the change it records (a refused request's alone), never changed afterwards;
+// only retention deletes it (Store::ExpireAudit). Never holds a token's secret or its hash.
+struct AuditRecord {
+  int64_t time_ms = 0;
+  std::string token_id;     // the caller's token ID; "admin"; "service" for its own actions
+  std::string scope;        // "admin", "tenant", "service"
+  std::string action;       // "container.create", "gpu.drain", ...
+  std::string object_kind;  // "container", "tenancy", "token", "storage", "gpu"
+  std::string object_id;    // its ID or name
+  std::string tenancy;      // the tenancy it concerns; "" when none
+  std::string result;       // "ok", or the error's category ("permission_denied", ...)
+  std::string request_id;   // the API request's X-Request-Id; "" for the service's own actions
+  std::string detail;       // a short why (an exit code, a stop's reason); bounded
+
+  friend bool operator==(const AuditRecord&, const AuditRecord&) = default;
+};
+inline constexpr size_t kMaxAuditDetail = 256;
+
+// One page of the audit trail, oldest first: records after `after` (a record's sequence number;
+// 0: from the start), optionally only one tenancy's or action's, and only those with from_ms <=
+// time_ms < to_ms.
+struct AuditQuery {
+  static constexpr size_t kDefaultLimit = 100;
+  static constexpr size_t kMaxLimit = 1000;
+  size_t limit = kDefaultLimit;
+  int64_t after = 0;
+  std::string tenancy;
+  std::string action;
+  std::optional<int64_t> from_ms;
+  std::optional<int64_t> to_ms;
+};
+struct AuditEntry {
+  int64_t seq = 0;  // increasing, never reused
+  AuditRecord record;
+};
+struct AuditPage {
+  std::vector<AuditEntry> entries;
+  int64_t next = 0;  // the `after` of the next page; 0 on the last page
+};
+
 // One changed record; Commit upserts it (a ContainerRecord with the same id replaces the old),
 // or deletes it (TenancyDeletion, ContainerDeletion, TokenDeletion). A UsageRecord is inserted,
-// never replaced. A TelemetryCursor replaces its GPU's.
-using Mutation = std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
-                              ContainerDeletion, UsageRecord, TelemetryCursor, TokenDeletion>;
+// never replaced. A TelemetryCursor replaces its GPU's. An AuditRecord is appended.
+using Mutation =
+    std::variant<Tenancy, ContainerRecord, GpuRecord, TokenRecord, TenancyDeletion,
+                 ContainerDeletion, UsageRecord, TelemetryCursor, TokenDeletion, AuditRecord>;
 
 struct StoreSnapshot {
   std::vector<Tenancy> tenancies;
@@ -420,6 +462,14 @@ class Store {
   // transaction that failed so, until one succeeds again; nullopt while writes succeed. The
   // service refuses changes meanwhile and keeps what it could not write to retry.
   virtual std::optional<std::string> WriteFailure() const { return std::nullopt; }
+
+  // The audit trail is never loaded (Load leaves it out): it is read a page at a time, beside
+  // the writer. A store that keeps none answers FailedPrecondition.
+  virtual Result<AuditPage> QueryAudit(const AuditQuery& query) const;
+  // Deletes at most `limit` audit records older than `before_ms`, oldest first, in one
+  // transaction of their own; returns how many went (retention runs it in batches until fewer
+  // than `limit` go, so the writer is never held long).
+  virtual Result<size_t> ExpireAudit(int64_t before_ms, size_t limit);
 };
 
 struct StoreOptions {

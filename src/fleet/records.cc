@@ -156,6 +156,14 @@ Status Store::CommitAndWait(std::vector<Mutation> mutations) {
   return future.get();
 }
 
+Result<AuditPage> Store::QueryAudit(const AuditQuery&) const {
+  return FailedPrecondition("this store keeps no audit trail");
+}
+
+Result<size_t> Store::ExpireAudit(int64_t, size_t) {
+  return size_t{0};
+}
+
 std::string CheckMigProfileName(std::string_view profile) {
   if (profile.empty()) return "must not be empty";
   if (profile.size() > kMaxMigProfileLength)

@@ -5,9 +5,11 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -143,6 +145,28 @@ CREATE TABLE telemetry_cursors (
 ALTER TABLE tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'tenant';
 ALTER TABLE tokens ADD COLUMN expires_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tokens ADD COLUMN last_used_ms INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // 9: the audit trail: one row per change (or refused request), inserted in the transaction
+    // of the change it records and never updated; retention deletes the oldest. AUTOINCREMENT:
+    // a sequence number, the listing's cursor, is never given again after a deletion.
+    R"sql(
+CREATE TABLE audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  time_ms INTEGER NOT NULL,
+  token_id TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  action TEXT NOT NULL,
+  object_kind TEXT NOT NULL,
+  object_id TEXT NOT NULL,
+  tenancy TEXT NOT NULL,
+  result TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  detail TEXT NOT NULL);
+CREATE INDEX audit_by_time ON audit (time_ms);
+CREATE INDEX audit_by_tenancy ON audit (tenancy, seq);
+CREATE INDEX audit_by_action ON audit (action, seq);
+CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit
+  BEGIN SELECT RAISE(ABORT, 'audit records are never changed'); END;
 )sql",
 };
 
@@ -374,6 +398,7 @@ class SqliteStore final : public Store {
     if (writer_.joinable()) writer_.join();
     if (checkpointer_.joinable()) checkpointer_.join();
     if (checkpoint_db_) sqlite3_close_v2(checkpoint_db_);
+    if (audit_db_) sqlite3_close_v2(audit_db_);
     // close_v2 defers the close until the prepared statements (members) are finalized.
     if (db_) sqlite3_close_v2(db_);
   }
@@ -446,6 +471,12 @@ class SqliteStore final : public Store {
         {&write_probe_,
          "INSERT INTO meta(key, value) VALUES('write_probe', ?1) "
          "ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
+        {&insert_audit_,
+         "INSERT INTO audit(time_ms, token_id, scope, action, object_kind, object_id, tenancy, "
+         "result, request_id, detail) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+        {&expire_audit_,
+         "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE time_ms < ?1 "
+         "ORDER BY time_ms, seq LIMIT ?2)"},
         {&upsert_cursor_,
          "INSERT INTO telemetry_cursors(gpu, sample_us, energy_mj, sampled_ms) "
          "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(gpu) DO UPDATE SET sample_us = excluded.sample_us, "
@@ -605,6 +636,77 @@ class SqliteStore final : public Store {
     wake_.notify_one();
   }
 
+  Result<AuditPage> QueryAudit(const AuditQuery& query) const override {
+    std::lock_guard lock(audit_read_mu_);
+    if (!audit_db_) {
+      if (sqlite3_open_v2(options_.path.c_str(), &audit_db_,
+                          SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+        std::string message = audit_db_ ? sqlite3_errmsg(audit_db_) : "out of memory";
+        sqlite3_close_v2(audit_db_);
+        audit_db_ = nullptr;
+        return Unavailable("open store " + options_.path + " for audit reads: " + message);
+      }
+      sqlite3_busy_timeout(audit_db_, 5000);
+    }
+    // Each filter either matches everything (its parameter unset) or narrows; the primary key
+    // orders the page, and one row past the limit says whether another page follows.
+    Statement stmt;
+    if (auto s = stmt.Prepare(
+            audit_db_,
+            "SELECT seq, time_ms, token_id, scope, action, object_kind, object_id, tenancy, "
+            "result, request_id, detail FROM audit WHERE seq > ?1 AND (?2 = '' OR tenancy = ?2) "
+            "AND (?3 = '' OR action = ?3) AND time_ms >= ?4 AND time_ms < ?5 ORDER BY seq "
+            "LIMIT ?6");
+        !s)
+      return s.error();
+    const size_t limit = std::clamp<size_t>(query.limit, 1, AuditQuery::kMaxLimit);
+    stmt.Int(1, query.after);
+    stmt.Text(2, query.tenancy);
+    stmt.Text(3, query.action);
+    stmt.Int(4, query.from_ms.value_or(std::numeric_limits<int64_t>::min()));
+    stmt.Int(5, query.to_ms.value_or(std::numeric_limits<int64_t>::max()));
+    stmt.Int(6, static_cast<int64_t>(limit + 1));
+    AuditPage page;
+    int rc;
+    while ((rc = sqlite3_step(stmt.get())) == SQLITE_ROW) {
+      sqlite3_stmt* row = stmt.get();
+      if (page.entries.size() == limit) {
+        page.next = page.entries.back().seq;
+        break;
+      }
+      AuditEntry entry;
+      entry.seq = sqlite3_column_int64(row, 0);
+      entry.record.time_ms = sqlite3_column_int64(row, 1);
+      entry.record.token_id = ColumnText(row, 2);
+      entry.record.scope = ColumnText(row, 3);
+      entry.record.action = ColumnText(row, 4);
+      entry.record.object_kind = ColumnText(row, 5);
+      entry.record.object_id = ColumnText(row, 6);
+      entry.record.tenancy = ColumnText(row, 7);
+      entry.record.result = ColumnText(row, 8);
+      entry.record.request_id = ColumnText(row, 9);
+      entry.record.detail = ColumnText(row, 10);
+      page.entries.push_back(std::move(entry));
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+      return Unavailable("store " + options_.path + ": read audit: " + sqlite3_errmsg(audit_db_));
+    return page;
+  }
+
+  Result<size_t> ExpireAudit(int64_t before_ms, size_t limit) override {
+    std::lock_guard lock(db_mutex_);
+    size_t deleted = 0;
+    Status status = Transaction([&]() -> Status {
+      expire_audit_.Int(1, before_ms);
+      expire_audit_.Int(2, static_cast<int64_t>(limit));
+      if (auto s = Step(expire_audit_, "expire audit records"); !s) return s;
+      deleted = static_cast<size_t>(sqlite3_changes(db_));
+      return Ok();
+    });
+    if (!status) return status.error();
+    return deleted;
+  }
+
   StoreStats stats() const override {
     std::lock_guard lock(mutex_);
     return stats_;
@@ -756,6 +858,20 @@ class SqliteStore final : public Store {
     return status;
   }
 
+  Status InsertAudit(const AuditRecord& a) {
+    insert_audit_.Int(1, a.time_ms);
+    insert_audit_.Text(2, a.token_id);
+    insert_audit_.Text(3, a.scope);
+    insert_audit_.Text(4, a.action);
+    insert_audit_.Text(5, a.object_kind);
+    insert_audit_.Text(6, a.object_id);
+    insert_audit_.Text(7, a.tenancy);
+    insert_audit_.Text(8, a.result);
+    insert_audit_.Text(9, a.request_id);
+    insert_audit_.Text(10, a.detail.substr(0, kMaxAuditDetail));
+    return Step(insert_audit_, "append audit record");
+  }
+
   Status Write(const Mutation& mutation) {
     if (const auto* t = std::get_if<Tenancy>(&mutation)) {
       upsert_tenancy_.Text(1, t->name);
@@ -815,6 +931,7 @@ class SqliteStore final : public Store {
       delete_token_.Text(1, d->id);
       return Step(delete_token_, "delete token");
     }
+    if (const auto* a = std::get_if<AuditRecord>(&mutation)) return InsertAudit(*a);
     const auto& t = std::get<TokenRecord>(mutation);
     upsert_token_.Text(1, t.id);
     upsert_token_.Text(2, t.sha256);
@@ -953,6 +1070,11 @@ class SqliteStore final : public Store {
   Statement upsert_tenancy_, upsert_container_, upsert_gpu_, upsert_baseline_, upsert_token_;
   Statement delete_tenancy_, delete_tokens_, delete_token_, delete_container_, retire_container_;
   Statement insert_usage_, stored_usage_, write_probe_, upsert_cursor_;
+  Statement insert_audit_, expire_audit_;
+  // Audit queries read on a read-only connection of their own: WAL readers never wait for the
+  // writer, and the writer never waits for a page of the audit trail.
+  mutable std::mutex audit_read_mu_;
+  mutable sqlite3* audit_db_ = nullptr;  // guarded by audit_read_mu_; opened at the first query
 
   mutable std::mutex mutex_;  // guards queue_, stopping_, stats_, failure_
   std::condition_variable wake_;

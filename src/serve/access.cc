@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/atomic_file.h"
+#include "serve/audit.h"
 
 namespace tessera::serve {
 
@@ -74,10 +75,12 @@ void Access::CreateToken(const Caller& caller, const std::string& tenancy,
   for (const auto& [hash, record] : model_.tokens)
     if (record.id == created.record.id) return done(Unavailable("token: ID taken; try again"));
   model_.tokens[created.record.sha256] = created.record;
-  model_.Commit({created.record}, [done = std::move(done), created](Status status) {
-    if (!status) return done(status.error());
-    done(created);
-  });
+  model_.Commit(
+      {created.record, AuditOf(caller, {"token.create", "token", created.record.id, tenancy})},
+      [done = std::move(done), created](Status status) {
+        if (!status) return done(status.error());
+        done(created);
+      });
 }
 
 Result<std::vector<fleet::TokenRecord>> Access::ListTokens(const Caller& caller,

@@ -39,6 +39,10 @@ inline constexpr DurationFlag kRetentionSweepIntervalFlag{
 // milliseconds): below 100ms a loaded fabric manager would miss it; above 5m it bounds nothing.
 inline constexpr DurationFlag kFabricManagerTimeoutFlag{
     "--fabric-manager-timeout", std::chrono::milliseconds(100), std::chrono::minutes(5)};
+// At least an hour (a shorter trail records nothing an operator could look at); at most ten
+// years, as --retain-finished.
+inline constexpr DurationFlag kAuditRetentionFlag{"--audit-retention", std::chrono::hours(1),
+                                                  std::chrono::hours(24 * 3660)};
 inline constexpr DurationFlag kFairShareHalfLifeFlag{
     "--fair-share-half-life", std::chrono::seconds(1), std::chrono::hours(24 * 365)};
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "firmware/firmware.h"
+#include "serve/audit.h"
 
 namespace tessera::serve {
 
@@ -365,6 +366,9 @@ void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction acti
   model_.QueueChanged();
   model_.scheduler_wake.notify_one();
   GpuRecord result = *gpu;
+  mutations.push_back(AuditOf(
+      caller, {GpuAuditAction(action), "gpu", gpu_id, ""}, "ok",
+      std::string(fleet::LeaseStateName(result.state)) + (reason.empty() ? "" : ": " + reason)));
   model_.Commit(std::move(mutations), [done = std::move(done), result](Status status) {
     if (!status) return done(status.error());
     done(result);

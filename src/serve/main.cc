@@ -94,6 +94,7 @@ struct Flags {
   std::string store_reserve = "256Mi";     // kept free on the data dir's file system
   size_t retain_finished_per_tenancy = 10000;
   std::string retention_sweep_interval = "1m";
+  std::string audit_retention = "90d";
   int start_workers = 8;
   std::string scheduling = "fair";
   std::string fair_share_half_life = "1h";
@@ -166,6 +167,7 @@ Status CheckFlags(const Flags& flags) {
       {serve::kTelemetryIntervalFlag, &flags.telemetry_interval},
       {serve::kRetainFinishedFlag, &flags.retain_finished},
       {serve::kRetentionSweepIntervalFlag, &flags.retention_sweep_interval},
+      {serve::kAuditRetentionFlag, &flags.audit_retention},
       {serve::kFairShareHalfLifeFlag, &flags.fair_share_half_life},
       {serve::kFabricManagerTimeoutFlag, &flags.fabric_manager_timeout}};
   for (const auto& [flag, text] : durations)
@@ -565,6 +567,7 @@ int Main(const Flags& flags) {
   options.retention.max_age = max_age;
   options.retention.per_tenancy = flags.retain_finished_per_tenancy;
   options.retention.sweep_interval = sweep_interval;
+  options.audit_retention = duration(serve::kAuditRetentionFlag, flags.audit_retention);
   options.start_workers = flags.start_workers;
   {
     // In range (CheckFlags). Logs are the local backend's; the kubelet caps Pods' logs. A store
@@ -999,6 +1002,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--retention-sweep-interval", flags.retention_sweep_interval,
                  "How often the retention policy is applied")
+      ->capture_default_str();
+  app.add_option("--audit-retention", flags.audit_retention,
+                 "Delete audit records this long after they were written (h, d; 1h to 3660d)")
       ->capture_default_str();
   app.add_option("--start-workers", flags.start_workers,
                  "Container starts and stops run this many at a time")

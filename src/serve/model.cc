@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
+#include "serve/audit.h"
 #include "serve/queue.h"
 
 namespace tessera::serve {
@@ -197,6 +198,8 @@ int Model::SharePendingOf(const std::string& tenancy) const {
 void Model::StopContainer(ContainerRecord& container, std::string reason,
                           std::vector<Mutation>& out) {
   spdlog::info("container {}: stopping: {}", container.id, reason);
+  out.push_back(
+      ServiceAudit({"container.stop", "container", container.id, container.spec.tenancy}, reason));
   container.stop_requested = true;
   container.reason = std::move(reason);
   out.push_back(container);
@@ -238,7 +241,7 @@ int Model::MigPendingOf(const std::string& tenancy) const {
 }
 
 void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo& info,
-                            std::vector<Mutation>& out) {
+                            std::vector<Mutation>& out, bool audited) {
   if (fleet::IsTerminal(container.state)) return;
   if (container.spec.mig.count > 0 && container.state == ContainerState::kPending &&
       !container.started)
@@ -286,9 +289,16 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
                         now_s);
     QueueChanged();
   }
-  spdlog::info("container {}: {}{}{}", container.id, fleet::ContainerStateName(container.state),
-               container.exit_code ? " with code " + std::to_string(*container.exit_code) : "",
-               container.reason.empty() ? "" : ": " + container.reason);
+  const std::string outcome =
+      std::string(fleet::ContainerStateName(container.state)) +
+      (container.exit_code ? " with code " + std::to_string(*container.exit_code) : "") +
+      (container.reason.empty() ? "" : ": " + container.reason);
+  spdlog::info("container {}: {}", container.id, outcome);
+  if (audited)
+    out.push_back(ServiceAudit(
+        {container.state == ContainerState::kFailed ? "container.fail" : "container.exit",
+         "container", container.id, container.spec.tenancy},
+        outcome));
   // What a node agent measured (Kubernetes mode: the GpuLease's status.measured) comes with the
   // exit; this host's telemetry has been adding to the record all along.
   if (info.measured) {
@@ -397,6 +407,7 @@ void Model::Commit(std::vector<Mutation> mutations, std::function<void(Status)> 
           if constexpr (std::is_same_v<T, fleet::TokenRecord>) keep.tokens.insert(value.sha256);
           if constexpr (std::is_same_v<T, fleet::UsageRecord>) keep.usage.push_back(value);
           if constexpr (std::is_same_v<T, fleet::TelemetryCursor>) keep.cursors = true;
+          if constexpr (std::is_same_v<T, fleet::AuditRecord>) keep.audit.push_back(value);
           if constexpr (std::is_same_v<T, fleet::TenancyDeletion> ||
                         std::is_same_v<T, fleet::ContainerDeletion> ||
                         std::is_same_v<T, fleet::TokenDeletion>)
@@ -418,6 +429,8 @@ void Model::Commit(std::vector<Mutation> mutations, std::function<void(Status)> 
                      unsaved.deletions.push_back(std::move(deletion));
                    for (auto& usage : keep.usage)
                      unsaved.usage.push_back(std::move(usage));
+                   for (auto& audit : keep.audit)
+                     unsaved.audit.push_back(std::move(audit));
                    unsaved.cursors = unsaved.cursors || keep.cursors;
                    scheduler_wake.notify_one();
                  }
@@ -451,6 +464,8 @@ void Model::RetryUnsaved() {
   }
   for (auto& usage : retry.usage)
     mutations.push_back(std::move(usage));
+  for (auto& audit : retry.audit)
+    mutations.push_back(std::move(audit));
   if (retry.cursors)
     for (const auto& [gpu, cursor] : telemetry_cursors)
       mutations.push_back(cursor);

@@ -147,12 +147,14 @@ class Model {
     std::set<std::string> containers, gpus, tenancies, tokens;
     std::vector<fleet::Mutation> deletions;
     std::vector<fleet::UsageRecord> usage;
+    // Audit records go with the changes they record, as they were.
+    std::vector<fleet::AuditRecord> audit;
     // Telemetry cursors: written again as telemetry_cursors holds them then (never an older one
     // over a newer: the containers' measured use is written at its current state too).
     bool cursors = false;
     bool empty() const {
       return containers.empty() && gpus.empty() && tenancies.empty() && tokens.empty() &&
-             deletions.empty() && usage.empty() && !cursors;
+             deletions.empty() && usage.empty() && audit.empty() && !cursors;
     }
   };
   Unsaved unsaved;
@@ -186,9 +188,11 @@ class Model {
   void StopContainer(fleet::ContainerRecord& container, std::string reason,
                      std::vector<fleet::Mutation>& out);
   // Ends it as `info` says; its usage is metered up to the end the runtime reports (never
-  // later than now), nothing when the runtime says it never started.
+  // later than now), nothing when the runtime says it never started. The end goes into the
+  // audit trail as the service's (container.exit / container.fail) unless `audited` is false:
+  // a caller's request that ends it carries its own record.
   void FinishContainer(fleet::ContainerRecord& container, const backends::ExitInfo& info,
-                       std::vector<fleet::Mutation>& out);
+                       std::vector<fleet::Mutation>& out, bool audited = true);
   // A container now runs with GPUs (or slices) from its started_ms: metered from there.
   void MeterStarted(const fleet::ContainerRecord& container);
   // A share container now runs: where its tenancy pays the whole GPU, the GPU's billing follows

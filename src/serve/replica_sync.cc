@@ -126,6 +126,8 @@ struct ReplicaSync::Visitor {
   void operator()(const fleet::UsageRecord& usage) { model.meter.Add(usage); }
   // Telemetry cursors are this host's own (embedded mode), never another replica's.
   void operator()(const fleet::TelemetryCursor&) {}
+  // The audit trail is read from the store by queries, never held in the model.
+  void operator()(const fleet::AuditRecord&) {}
 
   template <typename T>
   void operator()(const T&) = delete;

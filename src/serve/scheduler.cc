@@ -110,7 +110,10 @@ void Scheduler::Loop() {
     }
     const bool writable = !model_.store.WriteFailure();
     if (now >= next_sweep_) {
-      if (writable) SweepRetentionLocked();
+      if (writable) {
+        SweepRetentionLocked();
+        ExpireAuditLocked();
+      }
       next_sweep_ = now + sweep_interval;
     }
     std::vector<Mutation> mutations;
@@ -616,6 +619,32 @@ void Scheduler::StopOnPoolLocked(const std::string& id) {
     auto status = backend_.Stop(id, model_.options.stop_grace);
     if (!status) spdlog::warn("stop {}: {}", id, status.error().message);
     std::lock_guard lock(model_.mu);
+    model_.busy--;
+    model_.idle.notify_all();
+  });
+}
+
+void Scheduler::ExpireAuditLocked() {
+  if (audit_expiring_ || !pool_) return;
+  audit_expiring_ = true;
+  model_.busy++;
+  const int64_t before_ms = fleet::NowMs() - model_.options.audit_retention.count();
+  boost::asio::post(*pool_, [this, before_ms] {
+    // Small batches: each is one short transaction, so submissions' commits interleave.
+    constexpr size_t kBatch = 1000;
+    size_t total = 0;
+    for (;;) {
+      auto expired = model_.store.ExpireAudit(before_ms, kBatch);
+      if (!expired) {
+        spdlog::warn("audit retention: {}", expired.error().message);
+        break;
+      }
+      total += *expired;
+      if (*expired < kBatch) break;
+    }
+    if (total > 0) spdlog::info("audit retention: removed {} records", total);
+    std::lock_guard lock(model_.mu);
+    audit_expiring_ = false;
     model_.busy--;
     model_.idle.notify_all();
   });

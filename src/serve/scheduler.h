@@ -96,6 +96,10 @@ class Scheduler {
   // Removes the finished records the retention policy no longer keeps, from memory and the
   // store, compacting the listing order; their backend leftovers are removed on the pool.
   void SweepRetentionLocked();
+  // Audit records past their retention go, a bounded batch per transaction, on the pool (the
+  // deletes wait for the store's writer, never under the model's lock).
+  void ExpireAuditLocked();
+  bool audit_expiring_ = false;  // mu: a run of ExpireAuditLocked is under way
 
   Model& model_;
   backends::ContainerBackend& backend_;

@@ -465,6 +465,29 @@ Status Service::CheckReserve() const {
   return CheckStoreReserve(options_.data_dir, options_.store_reserve, running);
 }
 
+void Service::RecordRefusal(const Caller& caller, AuditSubject subject, std::string result,
+                            std::function<void()> then) {
+  // A store that cannot write records nothing, refusals included; the refusal (503 with the
+  // reason) is answered at once rather than queued behind writes that fail.
+  if (auto failure = store_->WriteFailure()) {
+    spdlog::debug("audit: a refused request's record is not written: {}", *failure);
+    if (then) then();
+    return;
+  }
+  store_->Commit({AuditOf(caller, std::move(subject), std::move(result))},
+                 [then = std::move(then)](Status status) {
+                   if (!status)
+                     spdlog::warn("audit: a refused request's record: {}", status.error().message);
+                   if (then) then();
+                 });
+}
+
+Result<fleet::AuditPage> Service::Audit(const Caller& caller,
+                                        const fleet::AuditQuery& query) const {
+  if (!caller.admin) return PermissionDenied("only the admin token reads the audit trail");
+  return store_->QueryAudit(query);
+}
+
 void Service::CreateToken(const Caller& caller, const std::string& tenancy,
                           const TokenRequest& request, Done<CreatedToken> done) {
   if (auto status = CheckReserve(); !status) return done(status.error());

@@ -28,6 +28,7 @@
 #include "common/error.h"
 #include "fleet/fleet.h"
 #include "serve/access.h"
+#include "serve/audit.h"
 #include "serve/checker.h"
 #include "serve/dashboard.h"
 #include "serve/gpus.h"
@@ -99,6 +100,14 @@ class Service {
     return limits_.ChargeAnonymous(address);
   }
   RateLimit RateLimitFor(const fleet::Tenancy& tenancy);
+
+  // ---- Audit trail (docs/audit.md) ----
+  // The record of a request refused before it changed anything (`result`: AuditResult), in a
+  // commit of its own; `then` runs once that commit has ended, durable or not.
+  void RecordRefusal(const Caller& caller, AuditSubject subject, std::string result,
+                     std::function<void()> then);
+  // GET /v1/audit (admin only): one page, read from the store beside its writer.
+  Result<fleet::AuditPage> Audit(const Caller& caller, const fleet::AuditQuery& query) const;
 
   // ---- Tenancies ----
   void PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done);

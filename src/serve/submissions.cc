@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "serve/audit.h"
 #include "serve/queue.h"
 #include "serve/scheduler.h"
 
@@ -99,18 +100,22 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
                                   ")"));
       // The first submission may still be in flight: answer after it is durable too (and not
       // at all as accepted when it failed and was taken back).
-      model_.store.Commit({}, [this, done = std::move(done), id = existing.id](Status status) {
-        if (!status) return done(status.error());
-        std::unique_lock lock(model_.mu);
-        auto found = model_.containers.find(id);
-        if (found == model_.containers.end()) {
-          lock.unlock();
-          return done(Unavailable("container " + id + " was not recorded"));
-        }
-        SubmitResult result{found->second, true};
-        lock.unlock();
-        done(std::move(result));
-      });
+      // Not a change, yet a request: its record says it was answered with the earlier one.
+      model_.store.Commit(
+          {AuditOf(caller, {"container.create", "container", existing.id, spec.tenancy}, "ok",
+                   "replayed (Idempotency-Key)")},
+          [this, done = std::move(done), id = existing.id](Status status) {
+            if (!status) return done(status.error());
+            std::unique_lock lock(model_.mu);
+            auto found = model_.containers.find(id);
+            if (found == model_.containers.end()) {
+              lock.unlock();
+              return done(Unavailable("container " + id + " was not recorded"));
+            }
+            SubmitResult result{found->second, true};
+            lock.unlock();
+            done(std::move(result));
+          });
       return;
     }
   }
@@ -167,6 +172,10 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   container.idempotency_key = std::move(idempotency_key);
   container.created_ms = fleet::NowMs();
   mutations.push_back(container);
+  // A tenancy this creates (the admin's submission) is said in the record.
+  mutations.push_back(
+      AuditOf(caller, {"container.create", "container", container.id, container.spec.tenancy}, "ok",
+              mutations.size() > 1 ? "created the tenancy" : ""));
   model_.AddContainer(container);
   // Nothing acts on it before its record is durable: it joins the queue (or starts) from the
   // commit's callback, and leaves the model again if the commit fails.
@@ -183,6 +192,10 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
       if (found != model_.containers.end() && !found->second.started) {
         model_.RemoveContainer(container.id);
         model_.unsaved.containers.erase(container.id);
+        // Its record goes too: the refusal is recorded in its place.
+        std::erase_if(model_.unsaved.audit, [&container](const fleet::AuditRecord& record) {
+          return record.object_id == container.id && record.action == "container.create";
+        });
       }
       lock.unlock();
       return done(status.error());
@@ -287,13 +300,16 @@ void Submissions::Delete(const Caller& caller, const std::string& id, Done<Conta
     if (!container.started) {
       model_.FinishContainer(container,
                              backends::ExitInfo{std::nullopt, true, "deleted before it started"},
-                             mutations);
+                             mutations, /*audited=*/false);
     } else {
       mutations.push_back(container);
       if (container.state == ContainerState::kRunning) model_.to_stop.push_back(container.id);
       model_.scheduler_wake.notify_one();
     }
   }
+  // A repeated DELETE changes nothing, yet is recorded as the request it is.
+  mutations.push_back(AuditOf(caller, {"container.delete", "container", id, container.spec.tenancy},
+                              "ok", fleet::ContainerStateName(container.state)));
   model_.Commit(std::move(mutations), [done = std::move(done), container](Status status) {
     if (!status) return done(status.error());
     done(container);

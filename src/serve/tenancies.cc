@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <future>
 
+#include "serve/audit.h"
 #include "serve/metering.h"
 #include "serve/queue.h"
 
@@ -29,7 +30,8 @@ void Tenancies::Put(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Te
     if (!parsed) return done(parsed.error().WithContext("extensions.storage"));
     storage->second = tenancy::StorageEntitlementsToJson(*parsed);
   }
-  if (it != model_.tenancies.end()) {
+  const bool created = it == model_.tenancies.end();
+  if (!created) {
     tenancy.created_ms = it->second.created_ms;
     tenancy.uid = it->second.uid;
     // Entitlements other components attached stay unless the body replaces them.
@@ -47,10 +49,12 @@ void Tenancies::Put(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Te
     model_.QueueChanged();
     model_.scheduler_wake.notify_one();
   }
-  model_.Commit({tenancy}, [done = std::move(done), tenancy](Status status) {
-    if (!status) return done(status.error());
-    done(tenancy);
-  });
+  model_.Commit({tenancy, AuditOf(caller, {"tenancy.put", "tenancy", tenancy.name, tenancy.name},
+                                  "ok", created ? "created" : "updated")},
+                [done = std::move(done), tenancy](Status status) {
+                  if (!status) return done(status.error());
+                  done(tenancy);
+                });
 }
 
 Result<fleet::Tenancy> Tenancies::Get(const Caller& caller, const std::string& name) const {
@@ -83,10 +87,13 @@ void Tenancies::PutStorage(const Caller& caller, const std::string& name,
   tenancy.extensions[std::string(tenancy::kStorageExtension)] =
       tenancy::StorageEntitlementsToJson(storage);
   model_.tenancies[name] = tenancy;
-  model_.Commit({tenancy}, [done = std::move(done), storage = std::move(storage)](Status status) {
-    if (!status) return done(status.error());
-    done(storage);
-  });
+  // A tenancy this creates is said in the record: it has no tenancy.put of its own.
+  model_.Commit({tenancy, AuditOf(caller, {"storage.put", "storage", name, name}, "ok",
+                                  mutations.empty() ? "" : "created the tenancy")},
+                [done = std::move(done), storage = std::move(storage)](Status status) {
+                  if (!status) return done(status.error());
+                  done(storage);
+                });
 }
 
 Result<tenancy::StorageEntitlements> Tenancies::GetStorage(const Caller& caller,
@@ -194,8 +201,9 @@ Status Tenancies::Delete(const Caller& caller, const std::string& name) {
     // starts it from the defaults, with no recent usage.
     for (auto it = model_.tokens.begin(); it != model_.tokens.end();)
       it = it->second.tenancy == name ? model_.tokens.erase(it) : std::next(it);
-    model_.Commit({fleet::TenancyDeletion{name}},
-                  [&committed](Status status) { committed.set_value(std::move(status)); });
+    model_.Commit(
+        {fleet::TenancyDeletion{name}, AuditOf(caller, {"tenancy.delete", "tenancy", name, name})},
+        [&committed](Status status) { committed.set_value(std::move(status)); });
   }
   return committed.get_future().get();
 }

@@ -80,6 +80,8 @@ struct ServiceOptions {
   std::string only_node;  // fleet mode: place only on this node (empty: any)
   placement::Policy policy = placement::Policy::kBinpack;
   RetentionOptions retention;
+  // Audit records older than this are deleted (by the retention sweep, in bounded batches).
+  std::chrono::milliseconds audit_retention = std::chrono::hours(24 * 90);
   // Backend starts and stops run this many at a time, so one slow start (an image pull) does not
   // hold back every other tenancy's.
   int start_workers = 8;
@@ -116,6 +118,8 @@ struct Caller {
   // rate limits name it, never its secret.
   std::string token_id;
   fleet::TokenScope scope = fleet::TokenScope::kTenant;
+  // The API request it makes (X-Request-Id), for the audit trail; set by the API edge.
+  std::string request_id;
 
   // A tenant sees only its own incarnation: a tenancy deleted and created again under the same
   // name is someone else's. The admin sees everything, history included.

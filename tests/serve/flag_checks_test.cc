@@ -15,7 +15,8 @@ using std::chrono::milliseconds;
 const DurationFlag kAll[] = {kShareGraceFlag,        kShareCheckIntervalFlag,
                              kMpsCommandTimeoutFlag, kTelemetryIntervalFlag,
                              kRetainFinishedFlag,    kRetentionSweepIntervalFlag,
-                             kFairShareHalfLifeFlag, kFabricManagerTimeoutFlag};
+                             kFairShareHalfLifeFlag, kFabricManagerTimeoutFlag,
+                             kAuditRetentionFlag};
 
 std::string Refusal(const DurationFlag& flag, std::string_view text) {
   auto parsed = ParseDurationFlag(flag, text);

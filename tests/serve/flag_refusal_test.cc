@@ -127,6 +127,7 @@ TEST_F(FlagRefusal, DurationsOutsideTheirRangesAreRefusedWithTheRange) {
       {{"--telemetry-interval", "99999999999999999999d"}, "--telemetry-interval: duration"},
       {{"--share-grace", "106751991168d"}, "--share-grace: duration"},
       {{"--retention-sweep-interval", "2d"}, "--retention-sweep-interval 2d: must be from"},
+      {{"--audit-retention", "30m"}, "--audit-retention 30m: must be from 1h to 3660d"},
   };
   for (const auto& [flags, message] : cases) {
     SCOPED_TRACE(flags[0] + " " + flags[1]);

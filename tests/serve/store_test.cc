@@ -417,6 +417,91 @@ TEST(SqliteStore, TheCheckpointThreadCopiesTheWalIntoTheDatabaseWhileCommitsGoOn
   EXPECT_EQ(Open(path)->Load()->containers.size(), 60u * 40u);
 }
 
+AuditRecord AuditAt(int64_t time_ms, std::string action, std::string tenancy) {
+  AuditRecord record;
+  record.time_ms = time_ms;
+  record.token_id = "admin";
+  record.scope = "admin";
+  record.action = std::move(action);
+  record.object_kind = "tenancy";
+  record.object_id = tenancy;
+  record.tenancy = std::move(tenancy);
+  record.result = "ok";
+  record.request_id = "r-" + std::to_string(time_ms);
+  return record;
+}
+
+TEST(SqliteStore, AuditRecordsCommitWithTheirChangeAndAreReadAPageAtATime) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  auto store = Open(path);
+  ASSERT_TRUE(store);
+  Tenancy tenancy{"team-a", 3, {}, {}, "0123456789abcdef"};
+  ASSERT_TRUE(store->CommitAndWait({tenancy, AuditAt(1000, "tenancy.put", "team-a")}).ok());
+  // A commit that fails writes neither the change nor its record: a token whose hash is taken
+  // breaks the transaction after the record was inserted.
+  TokenRecord first{"t-1", Sha256Hex("one"), "team-a", 4, tenancy.uid};
+  ASSERT_TRUE(store->CommitAndWait({first}).ok());
+  TokenRecord clash{"t-2", first.sha256, "team-a", 5, tenancy.uid};
+  EXPECT_FALSE(store->CommitAndWait({AuditAt(1500, "token.create", "team-a"), clash}).ok());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_TRUE(store->CommitAndWait({AuditAt(2000 + i, "container.create", "team-b")}).ok());
+
+  AuditQuery query;
+  auto all = store->QueryAudit(query);
+  ASSERT_TRUE(all.ok()) << all.error().message;
+  ASSERT_EQ(all->entries.size(), 6u);
+  EXPECT_EQ(all->entries[0].record, AuditAt(1000, "tenancy.put", "team-a"));
+  EXPECT_EQ(all->next, 0);
+  query.limit = 4;
+  auto page = store->QueryAudit(query);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 4u);
+  EXPECT_EQ(page->next, page->entries.back().seq);
+  query.after = page->next;
+  auto rest = store->QueryAudit(query);
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(rest->entries.size(), 2u);
+  EXPECT_EQ(rest->next, 0);
+  AuditQuery filtered;
+  filtered.tenancy = "team-b";
+  filtered.from_ms = 2001;
+  filtered.to_ms = 2004;
+  auto window = store->QueryAudit(filtered);
+  ASSERT_TRUE(window.ok());
+  ASSERT_EQ(window->entries.size(), 3u);
+  EXPECT_EQ(window->entries.front().record.time_ms, 2001);
+}
+
+TEST(SqliteStore, AuditExpiryDeletesOnlyOlderRecordsAtMostABatchAtATime) {
+  TempDir dir;
+  auto store = Open(dir.path() + "/t.db");
+  ASSERT_TRUE(store);
+  std::vector<Mutation> records;
+  for (int i = 0; i < 25; ++i)
+    records.push_back(AuditAt(100 + i, "tenancy.put", "old"));
+  records.push_back(AuditAt(10000, "tenancy.put", "new"));
+  ASSERT_TRUE(store->CommitAndWait(records).ok());
+  auto first = store->ExpireAudit(1000, 10);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(*first, 10u);
+  auto page = store->QueryAudit(AuditQuery{});
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 16u);
+  EXPECT_EQ(page->entries.front().record.time_ms, 110);  // the oldest went first
+  EXPECT_EQ(*store->ExpireAudit(1000, 10), 10u);
+  EXPECT_EQ(*store->ExpireAudit(1000, 10), 5u);
+  EXPECT_EQ(*store->ExpireAudit(1000, 10), 0u);
+  page = store->QueryAudit(AuditQuery{});
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].record.tenancy, "new");
+  // Sequence numbers are never given again after a deletion.
+  ASSERT_TRUE(store->CommitAndWait({AuditAt(20000, "tenancy.put", "newer")}).ok());
+  page = store->QueryAudit(AuditQuery{});
+  ASSERT_EQ(page->entries.size(), 2u);
+  EXPECT_EQ(page->entries[1].seq, 27);
+}
+
 TEST(LeaseStateMachine, FollowsTheDocumentedPathsOnly) {
   using S = LeaseState;
   for (auto [from, to] : std::vector<std::pair<S, S>>{{S::kFree, S::kReserved},

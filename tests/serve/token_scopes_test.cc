@@ -161,6 +161,7 @@ TEST_F(TokenScopes, EveryEndpointAnswersEveryKindOfTokenAsItsScopeSays) {
        "/v1/gpus/0000:ff:00.0/drain",
        "",
        {404, 403, 403, 403, 401, 401, 401}},
+      {"GET", "/v1/audit", "/v1/audit", "", {A, 403, 403, 403, 401, 401, 401}},
   };
 
   // Every operation of the document is in the table, and its x-tessera-scopes name exactly the
