@@ -491,6 +491,12 @@ std::optional<serve::AuditSubject> MutationOf(http::verb method,
     if (parts.size() == 4 && parts[3] == "tokens" && method == http::verb::post)
       return serve::AuditSubject{"token.create", "token", "", name};
   }
+  if (collection == "tokens" && parts.size() == 2 && method == http::verb::post)
+    return serve::AuditSubject{"token.create", "token", "", ""};
+  if (collection == "tokens" && parts.size() == 3 && method == http::verb::delete_)
+    return serve::AuditSubject{"token.revoke", "token", Excerpt(parts[2], 80), ""};
+  if (collection == "admin-token:rotate" && parts.size() == 2 && method == http::verb::post)
+    return serve::AuditSubject{"admin-token.rotate", "token", "admin", ""};
   if (collection == "containers" && parts.size() == 2 && method == http::verb::post)
     return serve::AuditSubject{"container.create", "container", "", own};
   if (collection == "containers" && parts.size() == 3 && method == http::verb::delete_)

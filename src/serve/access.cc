@@ -1,5 +1,7 @@
 #include "serve/access.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "common/atomic_file.h"
@@ -20,7 +22,7 @@ Result<Caller> Access::Authenticate(std::string_view token) {
   const int64_t now = fleet::NowMs();
   std::lock_guard lock(model_.mu);
   if (!model_.admin_hash.empty() && hash == model_.admin_hash)
-    return Caller{true, "", "", "admin", TokenScope::kAdmin};
+    return Caller{true, "", "", "admin", TokenScope::kAdmin, ""};
   auto it = model_.tokens.find(hash);
   if (it == model_.tokens.end()) return PermissionDenied("unknown token");
   fleet::TokenRecord& record = it->second;
@@ -41,7 +43,7 @@ Result<Caller> Access::Authenticate(std::string_view token) {
     flushed = now;
     model_.Commit({record}, nullptr);
   }
-  return Caller{false, record.tenancy, record.tenancy_uid, record.id, record.scope};
+  return Caller{false, record.tenancy, record.tenancy_uid, record.id, record.scope, ""};
 }
 
 void Access::CreateToken(const Caller& caller, const std::string& tenancy,
@@ -109,10 +111,12 @@ void Access::RevokeToken(const Caller& caller, const std::string& id,
   // durable (a crash before then brings it back, and the DELETE was never acknowledged).
   model_.tokens.erase(it);
   flushed_ms_.erase(id);
-  model_.Commit({fleet::TokenDeletion{id}}, [done = std::move(done), revoked](Status status) {
-    if (!status) return done(status.error());
-    done(revoked);
-  });
+  model_.Commit(
+      {fleet::TokenDeletion{id}, AuditOf(caller, {"token.revoke", "token", id, revoked.tenancy})},
+      [done = std::move(done), revoked](Status status) {
+        if (!status) return done(status.error());
+        done(revoked);
+      });
 }
 
 Result<std::string> Access::RotateAdminToken(const Caller& caller, const std::string& path) {
@@ -129,6 +133,12 @@ Result<std::string> Access::RotateAdminToken(const Caller& caller, const std::st
   if (auto written = WriteFileAtomically(path, token + "\n", 0600); !written)
     return written.error().WithContext("admin token file");
   SetAdminTokenHash(fleet::Sha256Hex(token));
+  // The token lives in its file, not the store: its record follows the rotation (a crash
+  // between the two leaves a rotation without a record, never a record without a rotation).
+  std::lock_guard lock(model_.mu);
+  model_.Commit({AuditOf(caller, {"admin-token.rotate", "token", "admin", ""})}, [](Status status) {
+    if (!status) spdlog::warn("audit: the admin token's rotation: {}", status.error().message);
+  });
   return token;
 }
 

@@ -513,7 +513,8 @@ Result<std::string> Service::RotateAdminToken(const Caller& caller) {
 }
 
 RateLimit Service::RateLimitFor(const fleet::Tenancy& tenancy) {
-  return limits_.LimitFor(Caller{false, tenancy.name, tenancy.uid, "", fleet::TokenScope::kTenant});
+  return limits_.LimitFor(
+      Caller{false, tenancy.name, tenancy.uid, "", fleet::TokenScope::kTenant, ""});
 }
 
 void Service::PutTenancy(const Caller& caller, fleet::Tenancy tenancy, Done<fleet::Tenancy> done) {

@@ -90,7 +90,7 @@ void WriteKubeconfigFile(const std::string& path, const std::string& server,
                       << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
 }
 
-void MakeTestPki(const std::string& dir) {
+void MakeApiServerPki(const std::string& dir) {
   std::string script =
       "set -e; cd " + dir +
       "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tessera-test-ca "

@@ -41,8 +41,9 @@ class FakeApiServer {
 void WriteKubeconfigFile(const std::string& path, const std::string& server,
                          const std::string& ca_file = "");
 
-// A CA, a server certificate for 127.0.0.1/localhost and a client certificate, made with the
-// openssl CLI into `dir`: ca.crt, ca.key, server.crt, server.key, client.crt, client.key.
-void MakeTestPki(const std::string& dir);
+// A CA, a server certificate for 127.0.0.1/localhost and a client certificate (system:masters),
+// as an API server and its admin have them, made with the openssl CLI into `dir`: ca.crt,
+// ca.key, server.crt, server.key, client.crt, client.key.
+void MakeApiServerPki(const std::string& dir);
 
 }  // namespace tessera::testing

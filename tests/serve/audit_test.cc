@@ -126,6 +126,15 @@ TEST_F(ServeAudit, EveryMutatingRequestLeavesExactlyOneRecord) {
       {admin_.get(), "DELETE", "/v1/tenancies/gamma", "", 200, "tenancy.delete", "ok", "gamma"},
       {admin_.get(), "DELETE", "/v1/tenancies/nowhere", "", 404, "tenancy.delete", "not_found",
        "nowhere"},
+      {admin_.get(), "POST", "/v1/tokens", "", 201, "token.create", "ok", "*"},
+      {tenant.get(), "POST", "/v1/tokens", "", 403, "token.create", "permission_denied", ""},
+      {tenant.get(), "POST", "/v1/admin-token:rotate", "", 403, "admin-token.rotate",
+       "permission_denied", "admin"},
+      {admin_.get(), "DELETE", "/v1/tokens/t-ffffffff", "", 404, "token.revoke", "not_found",
+       "t-ffffffff"},
+      // Last: the tenant's own token revoked (the cases above use it).
+      {admin_.get(), "DELETE", "/v1/tokens/" + tenant_token_id, "", 200, "token.revoke", "ok",
+       tenant_token_id},
   };
   std::vector<std::string> request_ids;
   std::vector<std::string> secrets = {serve_->admin_token(), tenant_token};
