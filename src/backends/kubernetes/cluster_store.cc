@@ -25,7 +25,8 @@ using fleet::ContainerRecord;
 using fleet::Mutation;
 
 constexpr int kMergeAttempts = 8;
-constexpr int kPageSize = 500;  // objects per list page
+constexpr int kPageSize = 500;       // objects per list page
+constexpr size_t kAuditWriters = 8;  // audit records of one round written at once
 
 // A query parameter value: unreserved characters as they are, everything else %XX.
 std::string QueryValue(std::string_view text) {
@@ -589,10 +590,11 @@ class ClusterStoreImpl final : public ClusterStore {
     std::map<std::string, std::map<std::string, fleet::GpuRecord>> gpus;  // node -> pci -> record
     std::vector<std::set<std::string>> gpu_nodes(round.size());
     std::lock_guard client_lock(client_mu_);
+    // The audit records before the changes they record: a change is never in the cluster
+    // without its record, and a record that cannot be written fails its commit unmade.
+    WriteAudits(round, results);
     for (size_t i = 0; i < round.size(); ++i) {
-      // The audit records before the change they record: a change is never in the cluster
-      // without its record, and a record that cannot be written fails its commit unmade.
-      if (results[i] = WriteAudits(round[i].mutations); !results[i]) continue;
+      if (!results[i]) continue;
       std::map<std::string, std::string> uid_remap;  // a tenancy incarnation another replica won
       for (auto& mutation : round[i].mutations) {
         Status status = std::visit(Writer{*this, uid_remap,
@@ -694,12 +696,31 @@ class ClusterStoreImpl final : public ClusterStore {
     Status operator()(const T&) = delete;
   };
 
-  Status WriteAudits(const std::vector<Mutation>& mutations) {
-    for (const auto& mutation : mutations)
-      if (auto* record = std::get_if<fleet::AuditRecord>(&mutation))
-        if (auto status = WriteAudit(*record); !status)
-          return status.error().WithContext("audit record");
-    return Ok();
+  // Every audit record of the round, several at once (the client takes a connection per
+  // thread): a round costs about one more round trip to the API server, not one per record. A
+  // commit whose record failed has that failure as its result.
+  void WriteAudits(const std::vector<Queued>& round, std::vector<Status>& results) {
+    std::vector<std::pair<size_t, const fleet::AuditRecord*>> records;
+    for (size_t i = 0; i < round.size(); ++i)
+      for (const auto& mutation : round[i].mutations)
+        if (auto* record = std::get_if<fleet::AuditRecord>(&mutation))
+          records.emplace_back(i, record);
+    if (records.empty()) return;
+    std::vector<Status> written(records.size(), Ok());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k = next++; k < records.size(); k = next++)
+        written[k] = WriteAudit(*records[k].second);
+    };
+    std::vector<std::thread> helpers;
+    for (size_t n = 1; n < std::min(records.size(), kAuditWriters); ++n)
+      helpers.emplace_back(work);
+    work();
+    for (auto& helper : helpers)
+      helper.join();
+    for (size_t k = 0; k < records.size(); ++k)
+      if (!written[k] && results[records[k].first])
+        results[records[k].first] = written[k].error().WithContext("audit record");
   }
 
   // One ConfigMap, named by the record's time and content: one already there with the same
