@@ -1,6 +1,6 @@
 // Fuzzes the readers of the control plane's records from cluster objects: whoever may write
 // GpuContainers, Tenancies, or Secrets and ConfigMaps in the control plane's namespace writes what
-// every replica reads.
+// every replica reads (audit records: what GET /v1/audit answers).
 // Any JSON is a record or an error naming the field; what reads back writes to an object that
 // reads to the same record.
 #include <cstddef>
@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "backends/kubernetes/audit_objects.h"
 #include "backends/kubernetes/state_objects.h"
 #include "common/untrusted_text.h"
 
@@ -53,6 +54,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (usage.ok()) {
     auto again = tessera::k8s::UsageRecordOf(tessera::k8s::UsageConfigMap(*usage, "ns"));
     if (!again.ok() || !(*again == *usage)) std::abort();
+  }
+  auto audit = tessera::k8s::AuditEntryOf(json);
+  if (audit.ok()) {
+    auto again =
+        tessera::k8s::AuditEntryOf(tessera::k8s::AuditConfigMap(audit->record, audit->seq, "ns"));
+    if (!again.ok() || again->seq != audit->seq || !(again->record == audit->record)) std::abort();
+  } else if (audit.error().message.empty()) {
+    std::abort();
   }
   (void)tessera::k8s::AdminTokenHashOf(json);
   return 0;

@@ -327,7 +327,7 @@ TEST_F(HostileServer, ATricklingAnswerEndsAtTheCallsDeadlineAndDelaysNoOtherCall
 
 TEST(ClientTls, VerifiesTheServerWithTheKubeconfigCaAndPresentsAClientCertificate) {
   TempDir pki;
-  testing::MakeApiServerPki(pki.path());
+  testing::MakeTestPki(pki.path());
   FakeApiServer server({"--tls-cert", pki.path() + "/server.crt", "--tls-key",
                         pki.path() + "/server.key", "--client-ca", pki.path() + "/ca.crt"});
   std::string kubeconfig =
@@ -382,7 +382,7 @@ TEST(ClientTls, VerifiesTheServerWithTheKubeconfigCaAndPresentsAClientCertificat
 
 TEST(ClientFiles, HostileCaCertificateKeyAndTokenFilesAreRefusedAtOnceNamingThem) {
   TempDir pki;
-  testing::MakeApiServerPki(pki.path());
+  testing::MakeTestPki(pki.path());
   FakeApiServer server(
       {"--tls-cert", pki.path() + "/server.crt", "--tls-key", pki.path() + "/server.key"});
   ClientConfig good;

@@ -2,14 +2,19 @@
 // loads back; a second replica hears of the first one's writes through its watches; a conflict
 // (409 on a stale resourceVersion) is merged so that neither replica's change is lost; a replica
 // that does not lead writes no container status and no GPU record; and two replicas that create
-// the same idempotent container end with one object.
+// the same idempotent container end with one object. The audit trail: a commit's records are
+// ConfigMaps written before its change (a record that cannot be written fails the commit
+// unmade), read back a page at a time with the query's filters, and deleted by retention once
+// old.
 #include "backends/kubernetes/cluster_store.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
+#include "backends/kubernetes/audit_objects.h"
 #include "backends/kubernetes/state_objects.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/wait.h"
@@ -89,6 +94,31 @@ class ClusterStoreTest : public ::testing::Test {
     gpu.state = state;
     gpu.updated_ms = 1763900000600;
     return gpu;
+  }
+
+  static fleet::AuditRecord Audit(int64_t time_ms, const std::string& tenancy,
+                                  const std::string& action) {
+    fleet::AuditRecord record;
+    record.time_ms = time_ms;
+    record.token_id = "admin";
+    record.scope = "admin";
+    record.action = action;
+    record.object_kind = "tenancy";
+    record.object_id = tenancy;
+    record.tenancy = tenancy;
+    record.result = "ok";
+    record.request_id = "r-" + std::to_string(time_ms);
+    return record;
+  }
+
+  std::vector<std::string> AuditNames() {
+    auto list = admin_->List(Resource::ConfigMaps(), kNamespace, "tessera.dev/audit=record");
+    EXPECT_TRUE(list.ok());
+    std::vector<std::string> names;
+    if (list.ok())
+      for (const auto& item : (*list)["items"])
+        names.push_back(item["metadata"]["name"]);
+    return names;
   }
 
   FakeApiServer api_;
@@ -293,6 +323,115 @@ TEST_F(ClusterStoreTest, TheAdminTokenHashIsCreatedOnceUnlessReplaced) {
   EXPECT_EQ(**store->AdminTokenHash(), std::string(64, 'a'));
   ASSERT_TRUE(store->PutAdminTokenHash(std::string(64, 'b'), true).ok());
   EXPECT_EQ(**store->AdminTokenHash(), std::string(64, 'b'));
+}
+
+TEST_F(ClusterStoreTest, AnAuditRecordIsWrittenBeforeItsChangeAndOnlyOnce) {
+  auto store = Open();
+  const fleet::AuditRecord record = Audit(1763900001000, "team-a", "tenancy.put");
+  api_.ClearLog();
+  ASSERT_TRUE(store->CommitAndWait({Tenancy("team-a", "uid-1"), record}).ok());
+  // The request log: the record's ConfigMap is created before the Tenancy, though it came after
+  // it in the commit.
+  std::vector<std::string> creates;
+  for (const auto& entry : api_.Log())
+    if (entry["method"] == "POST") creates.push_back(entry["path"]);
+  ASSERT_EQ(creates.size(), 2u);
+  EXPECT_TRUE(creates[0].ends_with("/namespaces/tessera-system/configmaps")) << creates[0];
+  EXPECT_TRUE(creates[1].ends_with("/tenancies")) << creates[1];
+  const std::string name = k8s::AuditConfigMapName(k8s::AuditSeqOf(record));
+  EXPECT_TRUE(name.starts_with("tessera-audit-1763900001000")) << name;
+  auto object = admin_->Get(Resource::ConfigMaps(), kNamespace, name);
+  ASSERT_TRUE(object.ok());
+  EXPECT_EQ((*object)["metadata"]["labels"]["tessera.dev/audit-tenancy"], "team-a");
+  EXPECT_EQ((*object)["metadata"]["labels"]["tessera.dev/audit-action"], "tenancy.put");
+  // The same commit written again (a retry after a later write failed) adds no second record.
+  ASSERT_TRUE(store->CommitAndWait({record}).ok());
+  EXPECT_EQ(AuditNames().size(), 1u);
+  // Nor do the records enter the model.
+  auto loaded = Open()->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message;
+  EXPECT_EQ(loaded->tenancies.size(), 1u);
+}
+
+TEST_F(ClusterStoreTest, ARecordThatCannotBeWrittenFailsItsCommitUnmade) {
+  auto store = Open();
+  api_.Script({{{"method", "POST"},
+                {"path", "/namespaces/tessera-system/configmaps$"},
+                {"status", 403},
+                {"reason", "Forbidden"},
+                {"times", 1}}});
+  auto failed =
+      store->CommitAndWait({Tenancy("team-a", "uid-1"), Audit(1763900001000, "team-a", "x.y")});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.error().message.find("audit record"), std::string::npos)
+      << failed.error().message;
+  EXPECT_FALSE(admin_->Get(Resource::Tenancies(), "", "team-a").ok());
+  EXPECT_TRUE(AuditNames().empty());
+}
+
+TEST_F(ClusterStoreTest, TheTrailIsReadInPagesWithItsFiltersAndRetentionTakesTheOldOnly) {
+  auto store = Open();
+  std::vector<fleet::Mutation> records;
+  for (int i = 0; i < 7; ++i)
+    records.push_back(Audit(1763900000000 + i * 1000, i % 2 ? "team-b" : "team-a",
+                            i % 3 ? "container.create" : "tenancy.put"));
+  // A tenancy name no label may hold is selected by its hash and compared whole.
+  fleet::AuditRecord odd = Audit(1763900009000, std::string(80, 'z') + "/..", "container.create");
+  records.push_back(odd);
+  ASSERT_TRUE(store->CommitAndWait(records).ok());
+
+  std::vector<int64_t> times;
+  fleet::AuditQuery query;
+  query.limit = 3;
+  int pages = 0;
+  do {
+    auto page = store->QueryAudit(query);
+    ASSERT_TRUE(page.ok()) << page.error().message;
+    ASSERT_LE(page->entries.size(), 3u);
+    for (const auto& entry : page->entries)
+      times.push_back(entry.record.time_ms);
+    query.after = page->next;
+    ++pages;
+  } while (query.after != 0 && pages < 10);
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(times.size(), 8u);
+  EXPECT_TRUE(std::is_sorted(times.begin(), times.end()));
+
+  fleet::AuditQuery filtered;
+  filtered.tenancy = "team-a";
+  filtered.action = "container.create";
+  auto page = store->QueryAudit(filtered);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 2u);  // i = 2, 4
+  EXPECT_EQ(page->entries[0].record, std::get<fleet::AuditRecord>(records[2]));
+  EXPECT_EQ(page->entries[1].record.time_ms, 1763900004000);
+  fleet::AuditQuery by_time;
+  by_time.from_ms = 1763900002000;
+  by_time.to_ms = 1763900004000;
+  page = store->QueryAudit(by_time);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 2u);
+  EXPECT_EQ(page->entries[0].record.time_ms, 1763900002000);
+  fleet::AuditQuery by_odd;
+  by_odd.tenancy = odd.tenancy;
+  page = store->QueryAudit(by_odd);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->entries.size(), 1u);
+  EXPECT_EQ(page->entries[0].record, odd);
+
+  // Retention: in batches of at most `limit`, only what is older than the bound.
+  auto first = store->ExpireAudit(1763900004500, 3);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_EQ(*first, 3u);
+  auto second = store->ExpireAudit(1763900004500, 3);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(*second, 2u);
+  EXPECT_EQ(*store->ExpireAudit(1763900004500, 3), 0u);
+  auto kept = store->QueryAudit({});
+  ASSERT_TRUE(kept.ok());
+  ASSERT_EQ(kept->entries.size(), 3u);
+  EXPECT_EQ(kept->entries[0].record.time_ms, 1763900005000);
+  EXPECT_EQ(kept->next, 0);
 }
 
 }  // namespace

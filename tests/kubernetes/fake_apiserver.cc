@@ -90,23 +90,4 @@ void WriteKubeconfigFile(const std::string& path, const std::string& server,
                       << "\ncontexts:\n- name: t\n  context: {cluster: c}\n";
 }
 
-void MakeApiServerPki(const std::string& dir) {
-  std::string script =
-      "set -e; cd " + dir +
-      "; openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tessera-test-ca "
-      "-keyout ca.key -out ca.crt 2>/dev/null"
-      "; openssl req -newkey rsa:2048 -nodes -subj /CN=apiserver -keyout server.key -out "
-      "server.csr 2>/dev/null"
-      "; echo subjectAltName=IP:127.0.0.1,DNS:localhost > san.ext"
-      "; openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
-      "-extfile san.ext -out server.crt 2>/dev/null"
-      "; openssl req -newkey rsa:2048 -nodes -subj /CN=tessera/O=system:masters -keyout "
-      "client.key -out client.csr 2>/dev/null"
-      "; openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
-      "-out client.crt 2>/dev/null";
-  int status = 0;
-  RunCommand("bash -c '" + script + "'", &status);
-  if (status != 0) throw std::runtime_error("openssl failed");
-}
-
 }  // namespace tessera::testing

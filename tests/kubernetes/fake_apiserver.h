@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+// MakeTestPki (a CA, server and client certificates) for the TLS tests of the API server.
+#include "support/test_pki.h"
+
 namespace tessera::testing {
 
 class FakeApiServer {
@@ -40,10 +43,5 @@ class FakeApiServer {
 // no credentials: what the clients under test read.
 void WriteKubeconfigFile(const std::string& path, const std::string& server,
                          const std::string& ca_file = "");
-
-// A CA, a server certificate for 127.0.0.1/localhost and a client certificate (system:masters),
-// as an API server and its admin have them, made with the openssl CLI into `dir`: ca.crt,
-// ca.key, server.crt, server.key, client.crt, client.key.
-void MakeApiServerPki(const std::string& dir);
 
 }  // namespace tessera::testing

@@ -107,6 +107,18 @@ TEST(ServeKubernetes, SubmittedContainerRunsAsAPodAndItsExitComesBack) {
   int status = 0;
   CallJson(*connection, "PUT", "/v1/tenancies/team-a", "{}", &status);
   ASSERT_EQ(status, 200);
+  // The change's audit record is a ConfigMap in the control plane's namespace, read back
+  // through the API.
+  Json audit = CallJson(*connection, "GET", "/v1/audit?action=tenancy.put", "", &status);
+  ASSERT_EQ(status, 200) << audit.dump();
+  ASSERT_EQ(audit["records"].size(), 1u) << audit.dump();
+  EXPECT_EQ(audit["records"][0]["tenancy"], "team-a");
+  EXPECT_EQ(audit["records"][0]["token_id"], "admin");
+  EXPECT_EQ(audit["records"][0]["result"], "ok");
+  auto audit_maps =
+      admin.List(Resource::ConfigMaps(), "tessera-system", "tessera.dev/audit-action=tenancy.put");
+  ASSERT_TRUE(audit_maps.ok());
+  EXPECT_EQ((*audit_maps)["items"].size(), 1u);
   // MIG slices are claimed through DRA on Kubernetes, not placed by the service.
   Json refused = CallJson(
       *connection, "POST", "/v1/containers",

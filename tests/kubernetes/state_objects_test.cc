@@ -1,9 +1,12 @@
 // The control plane's records as cluster objects: a submission survives the trip through a
 // GpuContainer, tokens through Secrets, idempotent IDs are stable per (incarnation, key), and
-// objects that are not what this control plane writes are refused, naming the field.
+// objects that are not what this control plane writes are refused, naming the field. An audit
+// record survives its ConfigMap, whose name sorts by time and whose labels are always label-safe.
 #include "backends/kubernetes/state_objects.h"
 
 #include <gtest/gtest.h>
+
+#include "backends/kubernetes/audit_objects.h"
 
 namespace tessera::k8s {
 namespace {
@@ -211,6 +214,48 @@ TEST(KubernetesStateObjects, TokensAndTheAdminHashLiveInSecrets) {
   ASSERT_TRUE(admin.ok());
   EXPECT_EQ(*admin, hash);
   EXPECT_FALSE(AdminTokenHashOf(Json{{"data", {{"sha256", "YWJj"}}}}).ok());
+}
+
+TEST(AuditObjects, ARecordSurvivesItsConfigMapAndHostileOnesAreRefused) {
+  fleet::AuditRecord record{
+      1763900000123, "t-0011aabb", "tenant", "container.create", "container", "c-0123456789abcdef",
+      "team-a",      "ok",         "r-1",    "replayed"};
+  const int64_t seq = AuditSeqOf(record);
+  EXPECT_EQ(seq / kAuditSeqPerMs, record.time_ms);
+  EXPECT_EQ(AuditSeqOf(record), seq) << "the same record has the same name";
+  EXPECT_NE(AuditSeqOf(record, 1), seq);
+  Json object = AuditConfigMap(record, seq, "tessera-system");
+  EXPECT_EQ(object["metadata"]["name"], "tessera-audit-" + std::to_string(seq));
+  EXPECT_EQ(AuditSeqOfName(object["metadata"]["name"].get<std::string>()), seq);
+  auto entry = AuditEntryOf(object);
+  ASSERT_TRUE(entry.ok()) << entry.error().message;
+  EXPECT_EQ(entry->seq, seq);
+  EXPECT_EQ(entry->record, record);
+  // Earlier records sort first by name.
+  fleet::AuditRecord earlier = record;
+  earlier.time_ms -= 1;
+  EXPECT_LT(AuditConfigMapName(AuditSeqOf(earlier)), AuditConfigMapName(seq));
+
+  EXPECT_EQ(AuditLabelValue("team-a"), "team-a");
+  for (std::string odd : {std::string(64, 'a'), std::string("a/b"), std::string("-a"),
+                          std::string("a\n"), std::string("x.")}) {
+    const std::string value = AuditLabelValue(odd);
+    EXPECT_TRUE(value.starts_with("h-") && value.size() == 42) << value;
+  }
+
+  Json bad = object;
+  bad["data"]["detail"] = std::string(fleet::kMaxAuditDetail + 1, 'd');
+  EXPECT_NE(AuditEntryOf(bad).error().message.find("data.detail"), std::string::npos);
+  bad = object;
+  bad["data"]["time"] = "12x";
+  EXPECT_NE(AuditEntryOf(bad).error().message.find("data.time"), std::string::npos);
+  bad = object;
+  bad["data"]["token"] = Json::array();
+  EXPECT_NE(AuditEntryOf(bad).error().message.find("data.token"), std::string::npos);
+  bad = object;
+  bad["metadata"]["name"] = "tessera-audit-12";
+  EXPECT_FALSE(AuditEntryOf(bad).ok());
+  EXPECT_FALSE(AuditSeqOfName("tessera-audit-00000000000000000-1").has_value());
 }
 
 }  // namespace

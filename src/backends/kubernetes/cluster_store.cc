@@ -14,6 +14,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "backends/kubernetes/audit_objects.h"
 #include "backends/kubernetes/state_objects.h"
 #include "common/untrusted_text.h"
 
@@ -24,7 +25,8 @@ using fleet::ContainerRecord;
 using fleet::Mutation;
 
 constexpr int kMergeAttempts = 8;
-constexpr int kPageSize = 500;  // objects per list page
+constexpr int kPageSize = 500;       // objects per list page
+constexpr size_t kAuditWriters = 8;  // audit records of one round written at once
 
 // A query parameter value: unreserved characters as they are, everything else %XX.
 std::string QueryValue(std::string_view text) {
@@ -70,6 +72,17 @@ constexpr Kind kKinds[] = {Kind::kTenancy, Kind::kToken, Kind::kContainer,
 std::string KeyOf(Kind kind, const std::string& name) {
   static constexpr const char* kPrefix[] = {"c/", "t/", "s/", "g/", "u/", "r/"};
   return kPrefix[static_cast<int>(kind)] + name;
+}
+
+// The query's exact terms (its labels selected by hash when the values were not label-safe).
+bool AuditMatches(const fleet::AuditQuery& query, const fleet::AuditEntry& entry) {
+  const fleet::AuditRecord& record = entry.record;
+  if (entry.seq <= query.after) return false;
+  if (!query.tenancy.empty() && record.tenancy != query.tenancy) return false;
+  if (!query.action.empty() && record.action != query.action) return false;
+  if (query.from_ms && record.time_ms < *query.from_ms) return false;
+  if (query.to_ms && record.time_ms >= *query.to_ms) return false;
+  return true;
 }
 
 // A commit's outcome once its round is written.
@@ -191,6 +204,83 @@ class ClusterStoreImpl final : public ClusterStore {
       if (!listed) return listed.error().WithContext("cluster store: relist");
     }
     return Ok();
+  }
+
+  // A page of the trail: the audit ConfigMaps the query's labels select, read page by page on a
+  // client of its own (beside the writer), the `limit` + 1 first after the cursor kept. The API
+  // server lists a namespace's objects in name order (its storage's key order), which is the
+  // records' order: the list stops once a page is complete; should a list come out of order,
+  // the whole of it is read.
+  Result<fleet::AuditPage> QueryAudit(const fleet::AuditQuery& query) const override {
+    const size_t limit = std::clamp<size_t>(query.limit, 1, fleet::AuditQuery::kMaxLimit);
+    k8s::Client client(options_.client);
+    auto later = [](const fleet::AuditEntry& a, const fleet::AuditEntry& b) {
+      return a.seq < b.seq;
+    };
+    std::vector<fleet::AuditEntry> kept;  // a max-heap by seq of at most limit + 1
+    int64_t previous = -1;
+    bool ordered = true;
+    auto listed = ListSelected(client, Resource::ConfigMaps().Path(options_.ns),
+                               AuditSelector(query), [&](const Json& item) {
+                                 auto entry = AuditEntryOf(item);
+                                 if (!entry) {
+                                   spdlog::warn("cluster store: {}", entry.error().message);
+                                   return true;
+                                 }
+                                 ordered = ordered && entry->seq >= previous;
+                                 previous = entry->seq;
+                                 if (kept.size() > limit && entry->seq > kept.front().seq)
+                                   return !ordered;
+                                 if (!AuditMatches(query, *entry)) return true;
+                                 kept.push_back(std::move(*entry));
+                                 std::push_heap(kept.begin(), kept.end(), later);
+                                 if (kept.size() > limit + 1) {
+                                   std::pop_heap(kept.begin(), kept.end(), later);
+                                   kept.pop_back();
+                                 }
+                                 return true;
+                               });
+    if (!listed) return listed.error().WithContext("cluster store: audit records");
+    std::sort_heap(kept.begin(), kept.end(), later);
+    fleet::AuditPage page;
+    if (kept.size() > limit) {
+      kept.pop_back();
+      page.next = kept.back().seq;
+    }
+    page.entries = std::move(kept);
+    return page;
+  }
+
+  // Retention (the leader's sweep): at most `limit` records named before `before_ms` (their
+  // time), each deleted on its own; the sweep calls again until fewer than `limit` go.
+  Result<size_t> ExpireAudit(int64_t before_ms, size_t limit) override {
+    const int64_t bound = std::max<int64_t>(before_ms, 0) * kAuditSeqPerMs;
+    k8s::Client client(options_.client);
+    std::vector<std::string> expired;
+    int64_t previous = -1;
+    bool ordered = true;
+    auto listed = ListSelected(client, Resource::ConfigMaps().Path(options_.ns),
+                               AuditSelector(fleet::AuditQuery()), [&](const Json& item) {
+                                 const std::string name =
+                                     item.value("metadata", Json::object()).value("name", "");
+                                 auto seq = AuditSeqOfName(name);
+                                 if (!seq) return true;
+                                 ordered = ordered && *seq >= previous;
+                                 previous = *seq;
+                                 if (*seq >= bound)
+                                   return !ordered;  // in name order, the rest are newer still
+                                 expired.push_back(name);
+                                 return expired.size() < limit;
+                               });
+    if (!listed) return listed.error().WithContext("cluster store: audit records");
+    size_t removed = 0;
+    for (const auto& name : expired) {
+      auto deleted = client.Delete(Resource::ConfigMaps(), options_.ns, name);
+      if (!deleted && deleted.error().category != ErrorCategory::kNotFound)
+        return deleted.error().WithContext("cluster store: audit record " + name);
+      ++removed;
+    }
+    return removed;
   }
 
   Result<std::optional<std::string>> AdminTokenHash() override {
@@ -342,11 +432,21 @@ class ClusterStoreImpl final : public ClusterStore {
   // called per item. Returns the list's resourceVersion.
   Result<std::string> ListPages(k8s::Client& client, Kind kind,
                                 const std::function<void(const Json&)>& each) {
+    return ListSelected(client, ResourceOf(kind).Path(NamespaceOf(kind)), SelectorOf(kind),
+                        [&each](const Json& item) {
+                          each(item);
+                          return true;
+                        });
+  }
+
+  // The objects under `base` that `selector` selects, page by page, until `each` returns false.
+  static Result<std::string> ListSelected(k8s::Client& client, const std::string& base,
+                                          const std::string& selector,
+                                          const std::function<bool(const Json&)>& each) {
     std::string token, version;
     do {
-      std::string path = ResourceOf(kind).Path(NamespaceOf(kind)) +
-                         "?labelSelector=" + QueryValue(SelectorOf(kind)) +
-                         "&limit=" + std::to_string(kPageSize);
+      std::string path =
+          base + "?labelSelector=" + QueryValue(selector) + "&limit=" + std::to_string(kPageSize);
       if (!token.empty()) path += "&continue=" + QueryValue(token);
       auto text = client.GetText(path);
       if (!text) return text.error();
@@ -360,7 +460,7 @@ class ClusterStoreImpl final : public ClusterStore {
       auto items = page.find("items");
       if (items != page.end() && items->is_array())
         for (const auto& item : *items)
-          each(item);
+          if (!each(item)) return version;
     } while (!token.empty());
     return version;
   }
@@ -490,7 +590,11 @@ class ClusterStoreImpl final : public ClusterStore {
     std::map<std::string, std::map<std::string, fleet::GpuRecord>> gpus;  // node -> pci -> record
     std::vector<std::set<std::string>> gpu_nodes(round.size());
     std::lock_guard client_lock(client_mu_);
+    // The audit records before the changes they record: a change is never in the cluster
+    // without its record, and a record that cannot be written fails its commit unmade.
+    WriteAudits(round, results);
     for (size_t i = 0; i < round.size(); ++i) {
+      if (!results[i]) continue;
       std::map<std::string, std::string> uid_remap;  // a tenancy incarnation another replica won
       for (auto& mutation : round[i].mutations) {
         Status status = std::visit(Writer{*this, uid_remap,
@@ -586,12 +690,57 @@ class ClusterStoreImpl final : public ClusterStore {
     Status operator()(const fleet::TokenDeletion& deletion) {
       return store.DeleteToken(deletion.id);
     }
-    // The audit trail is kept by the embedded store only (docs/audit.md says what Kubernetes
-    // mode lacks): the cluster has no transaction that could carry it with its change.
+    // Written before the commit's other mutations (WriteAudits).
     Status operator()(const fleet::AuditRecord&) { return Ok(); }
     template <typename T>
     Status operator()(const T&) = delete;
   };
+
+  // Every audit record of the round, several at once (the client takes a connection per
+  // thread): a round costs about one more round trip to the API server, not one per record. A
+  // commit whose record failed has that failure as its result.
+  void WriteAudits(const std::vector<Queued>& round, std::vector<Status>& results) {
+    std::vector<std::pair<size_t, const fleet::AuditRecord*>> records;
+    for (size_t i = 0; i < round.size(); ++i)
+      for (const auto& mutation : round[i].mutations)
+        if (auto* record = std::get_if<fleet::AuditRecord>(&mutation))
+          records.emplace_back(i, record);
+    if (records.empty()) return;
+    std::vector<Status> written(records.size(), Ok());
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k = next++; k < records.size(); k = next++)
+        written[k] = WriteAudit(*records[k].second);
+    };
+    std::vector<std::thread> helpers;
+    for (size_t n = 1; n < std::min(records.size(), kAuditWriters); ++n)
+      helpers.emplace_back(work);
+    work();
+    for (auto& helper : helpers)
+      helper.join();
+    for (size_t k = 0; k < records.size(); ++k)
+      if (!written[k] && results[records[k].first])
+        results[records[k].first] = written[k].error().WithContext("audit record");
+  }
+
+  // One ConfigMap, named by the record's time and content: one already there with the same
+  // entries is this record written before (a retried commit); another record of the same
+  // millisecond that drew the same name moves this one to the next.
+  Status WriteAudit(const fleet::AuditRecord& record) {
+    for (int probe = 0; probe < kMergeAttempts; ++probe) {
+      Json desired = AuditConfigMap(record, AuditSeqOf(record, probe), options_.ns);
+      auto created = client_.Create(Resource::ConfigMaps(), options_.ns, desired);
+      if (created) return Ok();
+      if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
+      auto live = client_.Get(Resource::ConfigMaps(), options_.ns, desired["metadata"]["name"]);
+      if (!live) {
+        if (live.error().category == ErrorCategory::kNotFound) continue;  // retention took it
+        return live.error();
+      }
+      if (live->value("data", Json()) == desired["data"]) return Ok();
+    }
+    return Unavailable("audit record: its name is taken on every attempt");
+  }
 
   // Written once per run and never replaced (as in the embedded store): a record of that run
   // already there is either this one written again (a retry) or, from a fault elsewhere, one
