@@ -328,15 +328,16 @@ TEST(SqliteStore, Version7TokensBecomeTenancyTokensThatNeverExpire) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";
   { ASSERT_TRUE(Open(path)); }
-  // The schema as version 7 left it: tokens without scope, expiry or last use, and a token row
-  // written the way that version wrote it.
+  // The schema as version 7 left it: tokens without scope, expiry or last use, no audit trail,
+  // and a token row written the way that version wrote it.
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   char* error = nullptr;
   const std::string hash = Sha256Hex("old");
   const std::string sql =
       "ALTER TABLE tokens DROP COLUMN scope; ALTER TABLE tokens DROP COLUMN expires_ms; "
-      "ALTER TABLE tokens DROP COLUMN last_used_ms; PRAGMA user_version=7; "
+      "ALTER TABLE tokens DROP COLUMN last_used_ms; DROP TRIGGER audit_append_only; "
+      "DROP TABLE audit; PRAGMA user_version=7; "
       "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) VALUES('t-0000000a', '" +
       hash + "', 'team-a', 42, 'fedcba9876543210');";
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
