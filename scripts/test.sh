@@ -16,7 +16,7 @@ failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -n 1)
 cross_failed=0
 bash scripts/build-windows.sh || { echo "FAILED: mingw-w64 cross build"; cross_failed=1; status=1; }
 fuzz_log=$(mktemp)
-bash scripts/fuzz.sh "${TESSERA_FUZZ_SECONDS:-10}" 2>&1 | tee "$fuzz_log" || status=1
+bash scripts/fuzz.sh "${TESSERA_FUZZ_SECONDS:-6}" 2>&1 | tee "$fuzz_log" || status=1
 fuzz_total=$(grep -c '^== fuzz_' "$fuzz_log" || true)
 fuzz_failed=$(grep -c '^FAILED: fuzz_' "$fuzz_log" || true)
 passed=$(( ${total:-0} - ${failed:-0} + 1 - cross_failed + fuzz_total - fuzz_failed ))
