@@ -12,11 +12,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-const DurationFlag kAll[] = {kShareGraceFlag,        kShareCheckIntervalFlag,
-                             kMpsCommandTimeoutFlag, kTelemetryIntervalFlag,
-                             kRetainFinishedFlag,    kRetentionSweepIntervalFlag,
-                             kFairShareHalfLifeFlag, kFabricManagerTimeoutFlag,
-                             kAuditRetentionFlag};
+const DurationFlag kAll[] = {
+    kShareGraceFlag,        kShareCheckIntervalFlag,   kMpsCommandTimeoutFlag,
+    kTelemetryIntervalFlag, kRetainFinishedFlag,       kRetentionSweepIntervalFlag,
+    kFairShareHalfLifeFlag, kFabricManagerTimeoutFlag, kAuditRetentionFlag};
 
 std::string Refusal(const DurationFlag& flag, std::string_view text) {
   auto parsed = ParseDurationFlag(flag, text);
