@@ -88,7 +88,7 @@ api::Response Get(const std::string& target, const char* token) {
   request.set(http::field::host, "x");
   request.set(http::field::authorization, std::string("Bearer ") + token);
   auto& router = *Instance().router;
-  auto admission = router.Admit(request.base());
+  auto admission = router.Admit(request.base(), "");
   if (admission.answer) return std::move(*admission.answer);
   std::promise<api::Response> answered;
   auto answer = answered.get_future();
