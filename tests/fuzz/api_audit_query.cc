@@ -72,6 +72,9 @@ AuditHarness& Instance() {
     serve::ServiceOptions options;
     options.data_dir = dir;
     options.lease_file.clear();
+    // No request rate limit: every input asks twice, and a limited token would answer 429 for
+    // what the fuzzer explores (serve_rate_limit_test covers limits).
+    options.rate_limit = {};
     auto service = serve::Service::Create(std::move(options), serve::Service::Host{},
                                           std::move(*store), backends::CreateNullBackend());
     if (!service) std::abort();
