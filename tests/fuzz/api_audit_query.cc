@@ -13,23 +13,15 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/router.h"
-#include "backends/local/local.h"
-#include "fleet/fleet.h"
-#include "serve/service.h"
+#include "api_harness.h"
 
 namespace {
 
 using namespace tessera;
 namespace http = boost::beast::http;
 
-constexpr char kAdminToken[] = "fuzz-admin-token-0123456789abcdef";
-constexpr char kTenantToken[] = "fuzz-tenant-token-0123456789abcdef";
-
-struct AuditHarness {
-  std::unique_ptr<serve::Service> service;
-  std::unique_ptr<api::Router> router;
-};
+using fuzzing::kAdminToken;
+using fuzzing::kTenantToken;
 
 fleet::AuditRecord SeedRecord(int i) {
   fleet::AuditRecord record;
@@ -45,43 +37,12 @@ fleet::AuditRecord SeedRecord(int i) {
   return record;
 }
 
-AuditHarness& Instance() {
-  static AuditHarness* harness = [] {
-    auto* h = new AuditHarness;
-    char dir_template[] = "/tmp/fuzz-api-audit-XXXXXX";
-    std::string dir = ::mkdtemp(dir_template);
-    fleet::StoreOptions store_options;
-    store_options.path = dir + "/store.db";
-    store_options.synchronous_full = false;
-    auto store = fleet::OpenSqliteStore(store_options);
-    if (!store) std::abort();
-    fleet::Tenancy alpha;
-    alpha.name = "alpha";
-    alpha.created_ms = fleet::NowMs();
-    alpha.uid = "u-0123456789abcdef";
-    fleet::TokenRecord token;
-    token.id = "t-00000001";
-    token.sha256 = fleet::Sha256Hex(kTenantToken);
-    token.tenancy = "alpha";
-    token.tenancy_uid = alpha.uid;
-    token.created_ms = alpha.created_ms;
-    std::vector<fleet::Mutation> seed = {alpha, token};
+fuzzing::ApiHarness& Instance() {
+  static fuzzing::ApiHarness* harness = [] {
+    std::vector<fleet::Mutation> seed;
     for (int i = 0; i < 40; ++i)
       seed.push_back(SeedRecord(i));
-    if (!(*store)->CommitAndWait(std::move(seed))) std::abort();
-    serve::ServiceOptions options;
-    options.data_dir = dir;
-    options.lease_file.clear();
-    // No request rate limit: every input asks twice, and a limited token would answer 429 for
-    // what the fuzzer explores (serve_rate_limit_test covers limits).
-    options.rate_limit = {};
-    auto service = serve::Service::Create(std::move(options), serve::Service::Host{},
-                                          std::move(*store), backends::CreateNullBackend());
-    if (!service) std::abort();
-    h->service = std::move(*service);
-    h->service->SetAdminTokenHash(fleet::Sha256Hex(kAdminToken));
-    h->router = std::make_unique<api::Router>(h->service.get());
-    return h;
+    return fuzzing::MakeApiHarness("api-audit", std::move(seed));
   }();
   return *harness;
 }

@@ -18,59 +18,18 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/router.h"
-#include "backends/local/local.h"
-#include "fleet/fleet.h"
-#include "serve/service.h"
+#include "api_harness.h"
 
 namespace {
 
 using namespace tessera;
 namespace http = boost::beast::http;
 
-constexpr char kAdminToken[] = "fuzz-admin-token-0123456789abcdef";
-constexpr char kTenantToken[] = "fuzz-tenant-token-0123456789abcdef";
+using fuzzing::kAdminToken;
+using fuzzing::kTenantToken;
 
-struct Harness {
-  std::unique_ptr<serve::Service> service;
-  std::unique_ptr<api::Router> router;
-};
-
-Harness& Instance() {
-  static Harness* harness = [] {
-    auto* h = new Harness;
-    char dir_template[] = "/tmp/fuzz-api-requests-XXXXXX";
-    std::string dir = ::mkdtemp(dir_template);
-    fleet::StoreOptions store_options;
-    store_options.path = dir + "/store.db";
-    store_options.synchronous_full = false;
-    auto store = fleet::OpenSqliteStore(store_options);
-    if (!store) std::abort();
-    fleet::Tenancy alpha;
-    alpha.name = "alpha";
-    alpha.created_ms = fleet::NowMs();
-    alpha.uid = "u-0123456789abcdef";
-    fleet::TokenRecord token;
-    token.id = "t-00000001";
-    token.sha256 = fleet::Sha256Hex(kTenantToken);
-    token.tenancy = "alpha";
-    token.tenancy_uid = alpha.uid;
-    token.created_ms = alpha.created_ms;
-    if (!(*store)->CommitAndWait({alpha, token})) std::abort();
-    serve::ServiceOptions options;
-    options.data_dir = dir;
-    options.lease_file.clear();
-    // Thousands of inputs a second from one "address": limits would turn most into 429 and hide
-    // the paths behind them (serve_token_scopes_test and serve_rate_limit_test cover limits).
-    options.rate_limit = {};
-    auto service = serve::Service::Create(std::move(options), serve::Service::Host{},
-                                          std::move(*store), backends::CreateNullBackend());
-    if (!service) std::abort();
-    h->service = std::move(*service);
-    h->service->SetAdminTokenHash(fleet::Sha256Hex(kAdminToken));
-    h->router = std::make_unique<api::Router>(h->service.get());
-    return h;
-  }();
+fuzzing::ApiHarness& Instance() {
+  static fuzzing::ApiHarness* harness = fuzzing::MakeApiHarness("api-requests");
   return *harness;
 }
 
@@ -91,7 +50,7 @@ void CheckAnswer(const api::Response& response) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  Harness& harness = Instance();
+  fuzzing::ApiHarness& harness = Instance();
   http::request_parser<http::string_body> parser;
   parser.eager(true);
   parser.header_limit(16 * 1024);
