@@ -12,7 +12,9 @@
 #include "common/bounded_file.h"
 
 namespace tessera::client {
-namespace {
+// Named rather than anonymous: the types below are members of a class with linkage, which
+// -Wsubobject-linkage rejects for anonymous types once unity builds include this file.
+namespace tls_channel_detail {
 
 // The OpenSSL 3 entry points the client uses, looked up in libssl.so.3 (its dependency
 // libcrypto.so.3 answers the crypto ones). Typed from the headers, so a signature mismatch is a
@@ -21,7 +23,8 @@ namespace {
   X(TLS_client_method)                                                                             \
   X(SSL_CTX_new)                                                                                   \
   X(SSL_CTX_free)                                                                                  \
-  X(SSL_CTX_ctrl) X(SSL_CTX_set_cipher_list) X(SSL_CTX_set_options) X(SSL_CTX_set_verify)          \
+  X(SSL_CTX_ctrl)                                                                                  \
+  X(SSL_CTX_set_cipher_list) X(SSL_CTX_set_options) X(SSL_CTX_set_verify)                          \
       X(SSL_CTX_set_default_verify_paths) X(SSL_CTX_get_cert_store) X(SSL_CTX_use_certificate)     \
           X(SSL_CTX_use_PrivateKey) X(SSL_CTX_check_private_key) X(SSL_new) X(SSL_free)            \
               X(SSL_set_fd) X(SSL_ctrl) X(SSL_set1_host) X(SSL_get0_param) X(SSL_connect)          \
@@ -85,7 +88,8 @@ Result<std::string> ReadPem(const char* flag, const std::string& path) {
   return *text;
 }
 
-}  // namespace
+}  // namespace tls_channel_detail
+using namespace tls_channel_detail;
 
 struct TlsChannel::State {
   const OpenSsl* ssl = nullptr;

@@ -34,7 +34,9 @@ std::map<std::string, bool> ProbePresence(const std::vector<PhysicalDevice>& dev
 
 // ---- NVML (ABI subset from nvml.h; stable since the _v2 entry points, CUDA 5) ----
 
-namespace {
+// Named rather than anonymous: the types below are members of a class with linkage, which
+// -Wsubobject-linkage rejects for anonymous types once unity builds include this file.
+namespace xid_watcher_detail {
 
 using NvmlReturn = int;
 using NvmlDevice = struct NvmlDeviceOpaque*;
@@ -64,7 +66,8 @@ std::string CanonicalPci(const char* nvml_bus_id) {
   return s;
 }
 
-}  // namespace
+}  // namespace xid_watcher_detail
+using namespace xid_watcher_detail;
 
 struct XidWatcher::Impl {
   void* library = nullptr;

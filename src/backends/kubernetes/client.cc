@@ -189,10 +189,12 @@ Result<Client::Response> Client::Send(const std::string& method, const std::stri
   const auto total =
       limits.total_timeout.count() > 0 ? limits.total_timeout : config_.total_timeout;
   using Clock = std::chrono::steady_clock;
-  const std::optional<Clock::time_point> deadline =
-      total.count() > 0 ? std::optional(Clock::now() + total) : std::nullopt;
+  // No total limit is a deadline that never comes (a plain time point: GCC 12 cannot see through
+  // an optional one here and warns it may be read uninitialised).
+  const bool has_deadline = total.count() > 0;
+  const Clock::time_point deadline = has_deadline ? Clock::now() + total : Clock::time_point::max();
   auto left = [&] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   };
   auto delay = config_.retry.initial_backoff;
   HttpRequest request{method, path, {}, body};
@@ -201,7 +203,7 @@ Result<Client::Response> Client::Send(const std::string& method, const std::stri
     if (!headers) return headers.error();
     request.headers = std::move(*headers);
     auto timeout = config_.timeout;
-    if (deadline) timeout = std::min(timeout, left());
+    if (has_deadline) timeout = std::min(timeout, left());
     auto sent = transport_->Send(request, timeout, max_body);
     Response response;
     std::string failure;
@@ -224,7 +226,7 @@ Result<Client::Response> Client::Send(const std::string& method, const std::stri
       if (seconds >= 0) wait = std::chrono::milliseconds(std::min(seconds, 3600L) * 1000);
     }
     wait = std::min(wait, config_.retry.max_backoff);
-    const bool out_of_time = deadline && left() <= wait;
+    const bool out_of_time = has_deadline && left() <= wait;
     if (attempt >= config_.retry.max_attempts || out_of_time) {
       if (!sent) {
         return Unavailable(failure + (out_of_time ? " (no time left for another attempt within " +

@@ -193,7 +193,7 @@ class ClusterStoreImpl final : public ClusterStore {
     on_change_ = nullptr;
   }
 
-  bool Synced() const override { return synced_ == std::size(kKinds); }
+  bool Synced() const override { return static_cast<std::size_t>(synced_) == std::size(kKinds); }
 
   Status Resync() override {
     if (auto status = CommitAndWait({}); !status) return status;

@@ -21,7 +21,9 @@
 #include "common/bounded_file.h"
 
 namespace tessera::k8s {
-namespace {
+// Named rather than anonymous: the types below are members of a class with linkage, which
+// -Wsubobject-linkage rejects for anonymous types once unity builds include this file.
+namespace http_transport_detail {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -182,7 +184,8 @@ Outcome ConnectAny(Connection& connection, const tcp::resolver::results_type& ad
   return Outcome::kDone;
 }
 
-}  // namespace
+}  // namespace http_transport_detail
+using namespace http_transport_detail;
 
 struct HttpTransport::State {
   ClientConfig config;

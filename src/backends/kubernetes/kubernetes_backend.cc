@@ -178,8 +178,13 @@ class KubernetesBackend final : public ContainerBackend {
     pod.nfs_mode = options_.nfs_mode;
     auto built = k8s::BuildPod(pod, entitlements);
     if (!built) return built.error();
-    k8s::LeaseSpec lease{pod.lease_name, request.tenancy, pod.node, request.gpu_pci_addresses, *ns,
-                         pod.name};
+    k8s::LeaseSpec lease;
+    lease.name = pod.lease_name;
+    lease.tenancy = request.tenancy;
+    lease.node = pod.node;
+    lease.gpu_ids = request.gpu_pci_addresses;
+    lease.pod_namespace = *ns;
+    lease.pod_name = pod.name;
     std::lock_guard<std::mutex> lock(client_mu_);
     // The tenancy's namespace and isolation policies come first (idempotent).
     if (auto r = k8s::EnsureObject(client_, Resource::Namespaces(), "",
