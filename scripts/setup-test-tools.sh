@@ -29,6 +29,8 @@ packages=(
   # the real-GPU proof kit's runc, made to load the libraries carried with it
   # (scripts/gpu-proof-kit.sh)
   patchelf
+  # function lengths for the architecture check (scripts/architecture.py)
+  universal-ctags
 )
 
 if [ "$(id -u)" -ne 0 ]; then
