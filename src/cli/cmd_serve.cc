@@ -70,12 +70,8 @@ std::string ErrorText(const client::Response& response) {
   return response.body;
 }
 
-void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
-  if (rest.empty()) Fail(InvalidArgument("run: IMAGE is required"));
-  auto endpoint = client::ParseServer(ApiServer(flags.server));
-  if (!endpoint) Fail(endpoint.error());
-  client::Connection connection(*endpoint, Token(flags), flags.tls);
-
+// The POST /v1/containers body for `tessera run IMAGE [COMMAND...]`.
+nlohmann::json RunRequest(const RunFlags& flags, const std::vector<std::string>& rest) {
   nlohmann::json body = {{"image", rest[0]},
                          {"tenancy", flags.tenancy},
                          {"gpus", flags.gpus},
@@ -112,7 +108,11 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
                      {"compute", share->compute_percent},
                      {"mode", sharing::ModeName(share->mode)}};
   }
+  return body;
+}
 
+// The container record the service answered the submission with.
+nlohmann::json Submit(client::Connection& connection, const nlohmann::json& body) {
   auto submitted = connection.Call("POST", "/v1/containers", body.dump());
   if (!submitted) Fail(submitted.error());
   if (submitted->status != 202)
@@ -121,6 +121,12 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
                "submit: HTTP " + std::to_string(submitted->status) + ": " + ErrorText(*submitted)});
   auto container = nlohmann::json::parse(submitted->body, nullptr, false);
   if (!container.is_object()) Fail(Internal("submit: answer is not JSON"));
+  return container;
+}
+
+// Polls the container until it has exited or failed, and returns its last record.
+nlohmann::json WaitUntilDone(client::Connection& connection, const RunFlags& flags,
+                             nlohmann::json container) {
   const std::string id = container.value("id", "");
   std::string state = container.value("state", "");
   // While it waits in the queue: why, each time that changes (stderr; stdout is its output).
@@ -145,6 +151,19 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
     state = container.value("state", "");
     tell_wait(container);
   }
+  return container;
+}
+
+void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
+  if (rest.empty()) Fail(InvalidArgument("run: IMAGE is required"));
+  auto endpoint = client::ParseServer(ApiServer(flags.server));
+  if (!endpoint) Fail(endpoint.error());
+  client::Connection connection(*endpoint, Token(flags), flags.tls);
+
+  const nlohmann::json container =
+      WaitUntilDone(connection, flags, Submit(connection, RunRequest(flags, rest)));
+  const std::string id = container.value("id", "");
+  const std::string state = container.value("state", "");
   auto logs = connection.Call("GET", "/v1/containers/" + id + "/logs");
   if (logs && logs->status == 200) {
     std::fwrite(logs->body.data(), 1, logs->body.size(), stdout);

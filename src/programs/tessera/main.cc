@@ -1,29 +1,7 @@
-// The `tessera` command. Only wiring: each subcommand is in its own cmd_*.cc.
-#include <cstdio>
+// The `tessera` command: its subcommands (src/cli, one cmd_*.cc each) on one root app.
+#include <string>
 
 #include "cli/commands.h"
-
-namespace tessera::cli {
-
-int ExitCodeFor(const Error& error) {
-  switch (error.category) {
-    case ErrorCategory::kInvalidArgument:
-      return 2;
-    case ErrorCategory::kNotFound:
-      return 3;
-    case ErrorCategory::kUnavailable:
-      return 4;
-    default:
-      return 5;
-  }
-}
-
-void Fail(const Error& error) {
-  std::fprintf(stderr, "tessera: %s\n", error.message.c_str());
-  throw CLI::RuntimeError(ExitCodeFor(error));
-}
-
-}  // namespace tessera::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: safe GPU access for containers, from one host to a fleet"};
