@@ -1,6 +1,7 @@
 // Builds CDI specs from an Inventory: one spec per kind, a CDI device per GPU (or per IOMMU
 // group in vfio mode) named by index and by a stable ID, and an `all` device.
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "cdi/cdi.h"
@@ -328,6 +329,146 @@ std::string DriKind(const PciDevice& device) {
   return {};
 }
 
+// The devices of an inventory sorted by the mode each is built in.
+struct DevicesByMode {
+  std::vector<const PciDevice*> driver_gpus, vfio_gpus, vfio_switches;
+  std::map<std::string, std::vector<const PciDevice*>> dri_gpus;  // by kind
+};
+
+// The mode `device` is built in: `mode` itself unless it is auto, then the one its driver
+// implies; none (with a warning for a GPU) when auto finds no mode.
+std::optional<Mode> ModeFor(const PciDevice& device, Mode mode,
+                            std::vector<std::string>* warnings) {
+  if (mode != Mode::kAuto) return mode;
+  if (device.driver == "nvidia") return Mode::kDriver;
+  if (device.driver == "vfio-pci") return Mode::kVfio;
+  if (HasDriNode(device)) return Mode::kDri;
+  if (IsGpuLike(device)) {
+    warnings->push_back(device.pci_address + ": driver \"" + device.driver +
+                        "\" has no CDI mode; left out");
+  }
+  return std::nullopt;
+}
+
+// Files `device` under `mode`, or leaves it out (with a warning when it looks meant for it).
+void FileDevice(const PciDevice& device, Mode mode, DevicesByMode* sorted,
+                std::vector<std::string>* warnings) {
+  switch (mode) {
+    case Mode::kDriver:
+      if (device.kind != DeviceKind::kGpu || !device.is_nvidia()) break;
+      if (device.driver != "nvidia") {
+        warnings->push_back(device.pci_address + ": bound to \"" + device.driver +
+                            "\", not nvidia; left out of driver mode");
+        break;
+      }
+      sorted->driver_gpus.push_back(&device);
+      break;
+    case Mode::kVfio:
+      if (device.driver != "vfio-pci") {
+        if (IsGpuLike(device) || device.kind == DeviceKind::kNvSwitch) {
+          warnings->push_back(device.pci_address + ": bound to \"" + device.driver +
+                              "\", not vfio-pci; left out of vfio mode");
+        }
+        break;
+      }
+      if (IsGpuLike(device)) sorted->vfio_gpus.push_back(&device);
+      if (device.kind == DeviceKind::kNvSwitch) sorted->vfio_switches.push_back(&device);
+      // Companions (e.g. the NVSwitch board's memory controller) travel with their group.
+      break;
+    case Mode::kDri:
+      if (!IsGpuLike(device)) break;
+      if (!HasDriNode(device)) {
+        warnings->push_back(device.pci_address + ": no DRM node; left out of dri mode");
+        break;
+      }
+      if (std::string kind = DriKind(device); !kind.empty()) {
+        sorted->dri_gpus[kind].push_back(&device);
+      } else {
+        warnings->push_back(device.pci_address + ": no dri kind for this vendor");
+      }
+      break;
+    case Mode::kAuto:
+      break;
+  }
+}
+
+DevicesByMode SortByMode(const Inventory& inventory, Mode mode,
+                         std::vector<std::string>* warnings) {
+  DevicesByMode sorted;
+  for (const PciDevice& device : inventory.devices) {
+    if (auto device_mode = ModeFor(device, mode, warnings)) {
+      FileDevice(device, *device_mode, &sorted, warnings);
+    }
+  }
+  return sorted;
+}
+
+// The GPU specs (driver, vfio, then one per DRM kind not already taken), empty ones dropped,
+// renamed to options.gpu_kind when the caller named one.
+Result<std::vector<Spec>> BuildGpuSpecs(Builder& builder, const DevicesByMode& sorted,
+                                        const BuildOptions& options) {
+  std::vector<Spec> gpu_specs;
+  if (!sorted.driver_gpus.empty()) {
+    gpu_specs.push_back(builder.Driver(sorted.driver_gpus, "nvidia.com/gpu"));
+  }
+  if (!sorted.vfio_gpus.empty()) {
+    gpu_specs.push_back(builder.Vfio(sorted.vfio_gpus, "nvidia.com/pgpu"));
+  }
+  for (const auto& entry : sorted.dri_gpus) {
+    // Named copies: clang 14 cannot capture structured bindings in lambdas.
+    const std::string& kind = entry.first;
+    const auto& gpus = entry.second;
+    bool taken = std::any_of(gpu_specs.begin(), gpu_specs.end(),
+                             [&](const Spec& s) { return s.kind == kind; });
+    if (taken) {
+      builder.warnings->push_back(kind + ": GPUs on the vendor driver already use this kind; " +
+                                  std::to_string(gpus.size()) + " DRM-only GPU(s) left out");
+      continue;
+    }
+    gpu_specs.push_back(builder.Dri(gpus, kind));
+  }
+  gpu_specs.erase(std::remove_if(gpu_specs.begin(), gpu_specs.end(),
+                                 [](const Spec& s) { return s.devices.empty(); }),
+                  gpu_specs.end());
+  if (!options.gpu_kind.empty()) {
+    if (gpu_specs.size() > 1) {
+      std::string kinds;
+      for (const auto& spec : gpu_specs)
+        kinds += (kinds.empty() ? "" : ", ") + spec.kind;
+      return InvalidArgument("kind " + options.gpu_kind + " names one spec, but mode " +
+                             ModeName(options.mode) + " gives " + std::to_string(gpu_specs.size()) +
+                             " (" + kinds + "); choose --mode");
+    }
+    for (auto& spec : gpu_specs)
+      spec.kind = options.gpu_kind;
+  }
+  return gpu_specs;
+}
+
+// Puts each spec in canonical form (edits normalized, devices ordered, lowest version that
+// holds it), checks it, and orders the specs by kind, refusing two of one kind.
+Status FinishSpecs(std::vector<Spec>* specs) {
+  for (Spec& spec : *specs) {
+    Normalize(&spec.container_edits);
+    for (Device& device : spec.devices)
+      Normalize(&device.container_edits);
+    std::sort(spec.devices.begin(), spec.devices.end(), DeviceOrder);
+    spec.version = MinimumVersion(spec);
+    if (auto problems = ValidateSpec(spec); !problems.empty()) {
+      return Internal("built an invalid spec " + spec.kind + ": " + FormatProblem(problems[0]));
+    }
+  }
+  std::sort(specs->begin(), specs->end(),
+            [](const Spec& a, const Spec& b) { return a.kind < b.kind; });
+  for (size_t i = 1; i < specs->size(); ++i) {
+    if ((*specs)[i].kind == (*specs)[i - 1].kind) {
+      return InvalidArgument("two specs would share kind " + (*specs)[i].kind +
+                             "; give the GPUs and NVSwitches different kinds");
+    }
+  }
+  return Ok();
+}
+
 }  // namespace
 
 const char* ModeName(Mode mode) {
@@ -362,121 +503,15 @@ Result<BuildResult> BuildSpecs(const Inventory& inventory, const BuildOptions& o
   }
   BuildResult result;
   Builder builder{inventory, options, &result.warnings};
-
-  // Which devices go to which mode.
-  std::vector<const PciDevice*> driver_gpus, vfio_gpus, vfio_switches;
-  std::map<std::string, std::vector<const PciDevice*>> dri_gpus;  // by kind
-  for (const PciDevice& device : inventory.devices) {
-    Mode mode = options.mode;
-    if (mode == Mode::kAuto) {
-      if (device.driver == "nvidia") {
-        mode = Mode::kDriver;
-      } else if (device.driver == "vfio-pci") {
-        mode = Mode::kVfio;
-      } else if (HasDriNode(device)) {
-        mode = Mode::kDri;
-      } else {
-        if (IsGpuLike(device)) {
-          result.warnings.push_back(device.pci_address + ": driver \"" + device.driver +
-                                    "\" has no CDI mode; left out");
-        }
-        continue;
-      }
-    }
-    switch (mode) {
-      case Mode::kDriver:
-        if (device.kind != DeviceKind::kGpu || !device.is_nvidia()) break;
-        if (device.driver != "nvidia") {
-          result.warnings.push_back(device.pci_address + ": bound to \"" + device.driver +
-                                    "\", not nvidia; left out of driver mode");
-          break;
-        }
-        driver_gpus.push_back(&device);
-        break;
-      case Mode::kVfio:
-        if (device.driver != "vfio-pci") {
-          if (IsGpuLike(device) || device.kind == DeviceKind::kNvSwitch) {
-            result.warnings.push_back(device.pci_address + ": bound to \"" + device.driver +
-                                      "\", not vfio-pci; left out of vfio mode");
-          }
-          break;
-        }
-        if (IsGpuLike(device)) vfio_gpus.push_back(&device);
-        if (device.kind == DeviceKind::kNvSwitch) vfio_switches.push_back(&device);
-        // Companions (e.g. the NVSwitch board's memory controller) travel with their group.
-        break;
-      case Mode::kDri:
-        if (!IsGpuLike(device)) break;
-        if (!HasDriNode(device)) {
-          result.warnings.push_back(device.pci_address + ": no DRM node; left out of dri mode");
-          break;
-        }
-        if (std::string kind = DriKind(device); !kind.empty()) {
-          dri_gpus[kind].push_back(&device);
-        } else {
-          result.warnings.push_back(device.pci_address + ": no dri kind for this vendor");
-        }
-        break;
-      case Mode::kAuto:
-        break;
-    }
-  }
-
-  std::vector<Spec> gpu_specs;
-  if (!driver_gpus.empty()) gpu_specs.push_back(builder.Driver(driver_gpus, "nvidia.com/gpu"));
-  if (!vfio_gpus.empty()) gpu_specs.push_back(builder.Vfio(vfio_gpus, "nvidia.com/pgpu"));
-  for (const auto& entry : dri_gpus) {
-    // Named copies: clang 14 cannot capture structured bindings in lambdas.
-    const std::string& kind = entry.first;
-    const auto& gpus = entry.second;
-    bool taken = std::any_of(gpu_specs.begin(), gpu_specs.end(),
-                             [&](const Spec& s) { return s.kind == kind; });
-    if (taken) {
-      result.warnings.push_back(kind + ": GPUs on the vendor driver already use this kind; " +
-                                std::to_string(gpus.size()) + " DRM-only GPU(s) left out");
-      continue;
-    }
-    gpu_specs.push_back(builder.Dri(gpus, kind));
-  }
-  gpu_specs.erase(std::remove_if(gpu_specs.begin(), gpu_specs.end(),
-                                 [](const Spec& s) { return s.devices.empty(); }),
-                  gpu_specs.end());
-  if (!options.gpu_kind.empty()) {
-    if (gpu_specs.size() > 1) {
-      std::string kinds;
-      for (const auto& spec : gpu_specs)
-        kinds += (kinds.empty() ? "" : ", ") + spec.kind;
-      return InvalidArgument("kind " + options.gpu_kind + " names one spec, but mode " +
-                             ModeName(options.mode) + " gives " + std::to_string(gpu_specs.size()) +
-                             " (" + kinds + "); choose --mode");
-    }
-    for (auto& spec : gpu_specs)
-      spec.kind = options.gpu_kind;
-  }
-  result.specs = std::move(gpu_specs);
-  if (!vfio_switches.empty()) {
-    Spec switches = builder.Vfio(vfio_switches, options.nvswitch_kind);
+  DevicesByMode sorted = SortByMode(inventory, options.mode, &result.warnings);
+  auto gpu_specs = BuildGpuSpecs(builder, sorted, options);
+  if (!gpu_specs) return gpu_specs.error();
+  result.specs = std::move(*gpu_specs);
+  if (!sorted.vfio_switches.empty()) {
+    Spec switches = builder.Vfio(sorted.vfio_switches, options.nvswitch_kind);
     if (!switches.devices.empty()) result.specs.push_back(std::move(switches));
   }
-
-  for (Spec& spec : result.specs) {
-    Normalize(&spec.container_edits);
-    for (Device& device : spec.devices)
-      Normalize(&device.container_edits);
-    std::sort(spec.devices.begin(), spec.devices.end(), DeviceOrder);
-    spec.version = MinimumVersion(spec);
-    if (auto problems = ValidateSpec(spec); !problems.empty()) {
-      return Internal("built an invalid spec " + spec.kind + ": " + FormatProblem(problems[0]));
-    }
-  }
-  std::sort(result.specs.begin(), result.specs.end(),
-            [](const Spec& a, const Spec& b) { return a.kind < b.kind; });
-  for (size_t i = 1; i < result.specs.size(); ++i) {
-    if (result.specs[i].kind == result.specs[i - 1].kind) {
-      return InvalidArgument("two specs would share kind " + result.specs[i].kind +
-                             "; give the GPUs and NVSwitches different kinds");
-    }
-  }
+  if (auto finished = FinishSpecs(&result.specs); !finished) return finished.error();
   return result;
 }
 

@@ -129,134 +129,157 @@ fabricmanager::FabricDoctorInput FabricInput(const Options& options,
   return input;
 }
 
+struct DoctorOptions {
+  std::string root = "/";
+  std::string containerd_config;
+  std::string format = "table";
+  std::string containerd_version;
+  std::string podman_version;
+  std::string nvproxy_drivers;
+  std::string runsc;
+  bool probe = false;
+  std::string probe_image;
+  std::string podman = "podman";
+  std::string mps_root = "/run/tessera/mps";
+  // Fabric manager (shared NVSwitch mode).
+  std::string fabric_manager;
+  std::string nvfm_library = "libnvfm.so.1";
+  bool service_vm = false;
+  std::string partition_table;
+  std::optional<std::string> nvml;
+  std::string lease_file;
+  std::string fabricmanager_config;
+};
+
+void AddDoctorHostFlags(CLI::App* cmd, DoctorOptions& options) {
+  cmd->add_option("--root", options.root, "Host root to read (a fixture tree in tests)")
+      ->capture_default_str();
+  cmd->add_option("--containerd-config", options.containerd_config,
+                  "containerd config.toml (default: <root>/etc/containerd/config.toml if present)");
+  cmd->add_option("--format", options.format, "Output format")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--containerd-version", options.containerd_version,
+                  "containerd version (default: `containerd --version` when --root is /)");
+  cmd->add_option("--podman-version", options.podman_version,
+                  "podman version (default: `podman --version` when --root is /)");
+  cmd->add_option("--nvproxy-drivers", options.nvproxy_drivers,
+                  "Supported-driver list file (default: the built-in data/nvproxy-drivers.txt)");
+  cmd->add_option("--runsc", options.runsc,
+                  "runsc binary to ask for its version and nvproxy support (default: runsc in "
+                  "PATH when --root is /)");
+  cmd->add_flag("--probe", options.probe,
+                "Also start one trivial container with each installed runtime (runc, runsc, "
+                "Kata) through podman and report the exact error with its fix");
+  cmd->add_option("--probe-image", options.probe_image,
+                  "Local image with `true` for --probe (default: a one-file root directory "
+                  "written to a temporary directory; x86-64 hosts)");
+  cmd->add_option("--podman", options.podman, "podman binary for --probe")->capture_default_str();
+  cmd->add_option("--mps-root", options.mps_root, "Where tessera's MPS daemons live (under --root)")
+      ->capture_default_str();
+}
+
+void AddDoctorFabricFlags(CLI::App* cmd, DoctorOptions& options) {
+  cmd->add_option(
+      "--fabric-manager", options.fabric_manager,
+      "Check the fabric manager at host[:port] or unix:PATH: reachable, shared NVSwitch "
+      "mode, active partitions matching the lease file");
+  cmd->add_option("--nvfm-library", options.nvfm_library, "Fabric Manager client library")
+      ->capture_default_str();
+  cmd->add_flag("--service-vm", options.service_vm,
+                "The NVSwitches go to a Service VM: check their IOMMU groups are wholly on "
+                "vfio-pci (implied when an NVSwitch is bound to vfio-pci)");
+  cmd->add_option("--partition-table", options.partition_table,
+                  "Partition table (preset or file) whose pci_addresses map GPU modules");
+  cmd->add_option("--nvml", options.nvml,
+                  "NVML library for GPU module IDs (default: libnvidia-ml.so.1 when --root is /)");
+  cmd->add_option("--lease-file", options.lease_file,
+                  "Node lease file (default <root>/run/tessera/leases.json)");
+  cmd->add_option("--fabricmanager-config", options.fabricmanager_config,
+                  "A fabricmanager.cfg to check (FABRIC_MODE, FABRIC_MODE_RESTART, the address)");
+}
+
+runtimes::HostFacts ReadDoctorHostFacts(const DoctorOptions& options) {
+  runtimes::HostFactsOptions read;
+  read.root = options.root;
+  if (!options.containerd_version.empty()) read.containerd_version = options.containerd_version;
+  if (!options.podman_version.empty()) read.podman_version = options.podman_version;
+  if (!options.runsc.empty()) read.runsc = options.runsc;
+  auto facts = runtimes::ReadHostFacts(read);
+  if (!facts) Fail(facts.error());
+  return std::move(*facts);
+}
+
+runtimes::NvproxyDrivers ReadDoctorNvproxyDrivers(const DoctorOptions& options) {
+  runtimes::NvproxyDrivers drivers = runtimes::BuiltinNvproxyDrivers();
+  if (!options.nvproxy_drivers.empty()) {
+    auto text = ReadWholeFile(options.nvproxy_drivers);
+    if (!text) Fail(text.error());
+    drivers = runtimes::ParseNvproxyDrivers(*text);
+  }
+  return drivers;
+}
+
+// Checks containerd's config (the one named, else the host's when it has one) into `report`;
+// returns what the config says for the host checks, none without a config.
+std::optional<runtimes::ContainerdConfigFacts> CheckDoctorContainerd(
+    const DoctorOptions& options, const runtimes::HostFacts& facts,
+    runtimes::DoctorReport* report) {
+  std::string config_path = options.containerd_config;
+  bool explicit_config = !config_path.empty();
+  if (!explicit_config)
+    config_path = inventory::HostPath(options.root, "/etc/containerd/config.toml");
+  auto config_text = ReadWholeFile(config_path);
+  if (!config_text && explicit_config) Fail(config_text.error());
+  if (!config_text) return std::nullopt;
+  runtimes::ContainerdCheckInput input;
+  input.config_path = config_path;
+  input.config_text = *config_text;
+  input.containerd_version = facts.containerd_version;
+  input.cdi_specs_present = !facts.cdi_specs.empty();
+  std::string root = options.root;
+  input.read_file = [root](const std::string& path) -> std::optional<std::string> {
+    auto text = ReadWholeFile(inventory::HostPath(root, path));
+    if (!text) return std::nullopt;
+    return *text;
+  };
+  auto result = runtimes::CheckContainerdConfig(input);
+  report->checks = std::move(result.checks);
+  return std::move(result.facts);
+}
+
+void AppendChecks(runtimes::DoctorReport* report, const std::vector<runtimes::Check>& checks) {
+  report->checks.insert(report->checks.end(), checks.begin(), checks.end());
+}
+
+void RunDoctor(const DoctorOptions& options) {
+  runtimes::HostFacts facts = ReadDoctorHostFacts(options);
+  runtimes::NvproxyDrivers drivers = ReadDoctorNvproxyDrivers(options);
+  runtimes::DoctorReport report;
+  auto containerd = CheckDoctorContainerd(options, facts, &report);
+  AppendChecks(&report, runtimes::CheckHost(facts, drivers, containerd ? &*containerd : nullptr));
+  AppendChecks(&report, SharingChecks(options.root, options.mps_root));
+  AppendChecks(&report, fabricmanager::FabricChecks(FabricInput(options, facts)));
+  if (options.probe) {
+    runtimes::ProbeOptions probe;
+    probe.podman = options.podman;
+    probe.image = options.probe_image;
+    AppendChecks(&report, runtimes::RunProbes(probe));
+  }
+  std::cout << (options.format == "json" ? runtimes::ToJson(report) + "\n"
+                                         : runtimes::ToTable(report));
+  if (report.HasFailure()) throw CLI::RuntimeError(1);
+}
+
 }  // namespace
 
 void AddDoctorCommand(CLI::App& app) {
-  struct Options {
-    std::string root = "/";
-    std::string containerd_config;
-    std::string format = "table";
-    std::string containerd_version;
-    std::string podman_version;
-    std::string nvproxy_drivers;
-    std::string runsc;
-    bool probe = false;
-    std::string probe_image;
-    std::string podman = "podman";
-    std::string mps_root = "/run/tessera/mps";
-    // Fabric manager (shared NVSwitch mode).
-    std::string fabric_manager;
-    std::string nvfm_library = "libnvfm.so.1";
-    bool service_vm = false;
-    std::string partition_table;
-    std::optional<std::string> nvml;
-    std::string lease_file;
-    std::string fabricmanager_config;
-  };
-  auto options = std::make_shared<Options>();
+  auto options = std::make_shared<DoctorOptions>();
   CLI::App* cmd = app.add_subcommand(
       "doctor", "Check the host and containerd config for GPU containers (PASS/WARN/FAIL)");
-  cmd->add_option("--root", options->root, "Host root to read (a fixture tree in tests)")
-      ->capture_default_str();
-  cmd->add_option("--containerd-config", options->containerd_config,
-                  "containerd config.toml (default: <root>/etc/containerd/config.toml if present)");
-  cmd->add_option("--format", options->format, "Output format")
-      ->check(CLI::IsMember({"table", "json"}))
-      ->capture_default_str();
-  cmd->add_option("--containerd-version", options->containerd_version,
-                  "containerd version (default: `containerd --version` when --root is /)");
-  cmd->add_option("--podman-version", options->podman_version,
-                  "podman version (default: `podman --version` when --root is /)");
-  cmd->add_option("--nvproxy-drivers", options->nvproxy_drivers,
-                  "Supported-driver list file (default: the built-in data/nvproxy-drivers.txt)");
-  cmd->add_option("--runsc", options->runsc,
-                  "runsc binary to ask for its version and nvproxy support (default: runsc in "
-                  "PATH when --root is /)");
-  cmd->add_flag("--probe", options->probe,
-                "Also start one trivial container with each installed runtime (runc, runsc, "
-                "Kata) through podman and report the exact error with its fix");
-  cmd->add_option("--probe-image", options->probe_image,
-                  "Local image with `true` for --probe (default: a one-file root directory "
-                  "written to a temporary directory; x86-64 hosts)");
-  cmd->add_option("--podman", options->podman, "podman binary for --probe")->capture_default_str();
-  cmd->add_option("--mps-root", options->mps_root,
-                  "Where tessera's MPS daemons live (under --root)")
-      ->capture_default_str();
-  cmd->add_option(
-      "--fabric-manager", options->fabric_manager,
-      "Check the fabric manager at host[:port] or unix:PATH: reachable, shared NVSwitch "
-      "mode, active partitions matching the lease file");
-  cmd->add_option("--nvfm-library", options->nvfm_library, "Fabric Manager client library")
-      ->capture_default_str();
-  cmd->add_flag("--service-vm", options->service_vm,
-                "The NVSwitches go to a Service VM: check their IOMMU groups are wholly on "
-                "vfio-pci (implied when an NVSwitch is bound to vfio-pci)");
-  cmd->add_option("--partition-table", options->partition_table,
-                  "Partition table (preset or file) whose pci_addresses map GPU modules");
-  cmd->add_option("--nvml", options->nvml,
-                  "NVML library for GPU module IDs (default: libnvidia-ml.so.1 when --root is /)");
-  cmd->add_option("--lease-file", options->lease_file,
-                  "Node lease file (default <root>/run/tessera/leases.json)");
-  cmd->add_option("--fabricmanager-config", options->fabricmanager_config,
-                  "A fabricmanager.cfg to check (FABRIC_MODE, FABRIC_MODE_RESTART, the address)");
-  cmd->callback([options] {
-    runtimes::HostFactsOptions read;
-    read.root = options->root;
-    if (!options->containerd_version.empty()) read.containerd_version = options->containerd_version;
-    if (!options->podman_version.empty()) read.podman_version = options->podman_version;
-    if (!options->runsc.empty()) read.runsc = options->runsc;
-    auto facts = runtimes::ReadHostFacts(read);
-    if (!facts) Fail(facts.error());
-
-    runtimes::NvproxyDrivers drivers = runtimes::BuiltinNvproxyDrivers();
-    if (!options->nvproxy_drivers.empty()) {
-      auto text = ReadWholeFile(options->nvproxy_drivers);
-      if (!text) Fail(text.error());
-      drivers = runtimes::ParseNvproxyDrivers(*text);
-    }
-
-    runtimes::DoctorReport report;
-    std::string config_path = options->containerd_config;
-    bool explicit_config = !config_path.empty();
-    if (!explicit_config)
-      config_path = inventory::HostPath(options->root, "/etc/containerd/config.toml");
-    auto config_text = ReadWholeFile(config_path);
-    if (!config_text && explicit_config) Fail(config_text.error());
-    std::optional<runtimes::ContainerdConfigFacts> containerd;
-    if (config_text) {
-      runtimes::ContainerdCheckInput input;
-      input.config_path = config_path;
-      input.config_text = *config_text;
-      input.containerd_version = facts->containerd_version;
-      input.cdi_specs_present = !facts->cdi_specs.empty();
-      std::string root = options->root;
-      input.read_file = [root](const std::string& path) -> std::optional<std::string> {
-        auto text = ReadWholeFile(inventory::HostPath(root, path));
-        if (!text) return std::nullopt;
-        return *text;
-      };
-      auto result = runtimes::CheckContainerdConfig(input);
-      report.checks = std::move(result.checks);
-      containerd = std::move(result.facts);
-    }
-    auto host = runtimes::CheckHost(*facts, drivers, containerd ? &*containerd : nullptr);
-    report.checks.insert(report.checks.end(), host.begin(), host.end());
-    auto shared = SharingChecks(options->root, options->mps_root);
-    report.checks.insert(report.checks.end(), shared.begin(), shared.end());
-    auto fabric = FabricInput(*options, *facts);
-    auto fabric_checks = fabricmanager::FabricChecks(fabric);
-    report.checks.insert(report.checks.end(), fabric_checks.begin(), fabric_checks.end());
-    if (options->probe) {
-      runtimes::ProbeOptions probe;
-      probe.podman = options->podman;
-      probe.image = options->probe_image;
-      auto probes = runtimes::RunProbes(probe);
-      report.checks.insert(report.checks.end(), probes.begin(), probes.end());
-    }
-    std::cout << (options->format == "json" ? runtimes::ToJson(report) + "\n"
-                                            : runtimes::ToTable(report));
-    if (report.HasFailure()) throw CLI::RuntimeError(1);
-  });
+  AddDoctorHostFlags(cmd, *options);
+  AddDoctorFabricFlags(cmd, *options);
+  cmd->callback([options] { RunDoctor(*options); });
 }
 
 }  // namespace tessera::cli

@@ -216,6 +216,100 @@ void RunSimulate(const SimulateOptions& options) {
   }
 }
 
+// The simulated fleet: its size, placement policy and partition tables.
+void AddSimulateFleetFlags(CLI::App* cmd, SimulateOptions& options) {
+  cmd->add_option("--nodes", options.nodes, "Nodes in the fleet")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--gpus-per-node", options.gpus_per_node, "GPUs per node")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--policy", options.policy, "Placement policy")
+      ->check(CLI::IsMember({"binpack", "spread", "first-fit"}))
+      ->capture_default_str();
+  cmd->add_option("--partitions", options.partitions,
+                  "Fabric partition table on every node: auto (HGX table for 8-GPU nodes), none, "
+                  "a preset name, or a .yaml/.json file")
+      ->capture_default_str();
+}
+
+// The requests: a trace file, or a synthetic trace and its shape.
+void AddSimulateTraceFlags(CLI::App* cmd, SimulateOptions& options) {
+  auto* trace = cmd->add_option("--trace", options.trace,
+                                "Trace CSV: arrival_s,duration_s,gpus (docs/fleet-simulate.md)");
+  auto* synthetic = cmd->add_option("--synthetic", options.synthetic_seed,
+                                    "Generate a synthetic trace with this seed");
+  trace->excludes(synthetic);
+  synthetic->excludes(trace);
+  cmd->add_option("--load", options.load, "Synthetic: offered load (fraction of fleet GPUs)")
+      ->check(CLI::Range(0.001, 100.0))
+      ->capture_default_str();
+  cmd->add_option("--requests", options.requests, "Synthetic: number of requests")
+      ->check(CLI::Range(1, 100000000))
+      ->capture_default_str();
+  cmd->add_option("--duration-median", options.duration_median_s,
+                  "Synthetic: median request duration in seconds (log-normal)")
+      ->capture_default_str();
+  cmd->add_option("--duration-sigma", options.duration_sigma,
+                  "Synthetic: sigma of the log-normal duration")
+      ->capture_default_str();
+}
+
+// What is reported and written, and whether requests queue.
+void AddSimulateOutputFlags(CLI::App* cmd, SimulateOptions& options) {
+  cmd->add_option("--format", options.format, "Output format")
+      ->check(CLI::IsMember({"json", "text"}))
+      ->capture_default_str();
+  cmd->add_flag("--queue", options.queue,
+                "Requests that do not fit wait for capacity instead of being rejected");
+  cmd->add_flag("--no-timing", options.no_timing,
+                "Leave out decisions_per_second so equal inputs give byte-identical output");
+  cmd->add_option("--write-trace", options.write_trace,
+                  "Also write the trace that was simulated to this CSV file");
+}
+
+// The queue's scheduling policy and its fair-share settings.
+void AddSimulateFairShareFlags(CLI::App* cmd, SimulateOptions& options) {
+  cmd->add_option("--scheduling", options.scheduling,
+                  "With --queue: the queue's policy, fifo (as without this option, plus "
+                  "per-tenancy figures) or fair (shares, quotas, reservations)")
+      ->check(CLI::IsMember({"fifo", "fair"}));
+  cmd->add_option("--tenancy-weight", options.tenancy_weights,
+                  "NAME=W: a tenancy's fair-share weight (repeatable; default 1)");
+  cmd->add_option("--tenancy-quota", options.tenancy_quotas,
+                  "NAME=GPUS: most GPUs a tenancy may use at once (repeatable; fair only)");
+  cmd->add_option("--tenant", options.tenants,
+                  "Synthetic multi-tenant trace: NAME=LOAD, each tenant its own stream offering "
+                  "LOAD of the fleet (repeatable; requests split by load)");
+  cmd->add_option("--half-life", options.half_life_s, "Fair: half-life of recent usage in seconds")
+      ->check(CLI::Range(1.0, 365.0 * 24 * 3600))
+      ->capture_default_str();
+  cmd->add_option("--reservations", options.reservations,
+                  "Fair: requests that do not fit and get a reservation per pass (0: none)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  cmd->add_flag("--no-duration-limits", options.no_duration_limits,
+                "Fair: requests declare no maxDurationSeconds (no backfill into reservations)");
+}
+
+// The combinations of flags CLI11 cannot refuse by itself.
+void CheckSimulateOptions(const SimulateOptions& options) {
+  if (options.trace.empty() && !options.synthetic_seed) {
+    Fail(InvalidArgument("fleet simulate: give --trace FILE or --synthetic SEED"));
+  }
+  const bool tenancy_options = !options.tenancy_weights.empty() ||
+                               !options.tenancy_quotas.empty() || !options.tenants.empty();
+  if (!options.scheduling.empty() && !options.queue) {
+    Fail(InvalidArgument("--scheduling needs --queue"));
+  }
+  if (tenancy_options && options.scheduling.empty()) {
+    Fail(InvalidArgument("--tenancy-weight, --tenancy-quota and --tenant need --scheduling"));
+  }
+  if (!options.tenants.empty() && !options.trace.empty()) {
+    Fail(InvalidArgument("--tenant makes a synthetic trace: use it with --synthetic"));
+  }
+}
+
 }  // namespace
 
 void AddFleetCommand(CLI::App& app) {
@@ -224,81 +318,12 @@ void AddFleetCommand(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* cmd = fleet->add_subcommand(
       "simulate", "Replay a request trace against a placement policy and report what it admitted");
-  cmd->add_option("--nodes", options->nodes, "Nodes in the fleet")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  cmd->add_option("--gpus-per-node", options->gpus_per_node, "GPUs per node")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd->add_option("--policy", options->policy, "Placement policy")
-      ->check(CLI::IsMember({"binpack", "spread", "first-fit"}))
-      ->capture_default_str();
-  cmd->add_option("--partitions", options->partitions,
-                  "Fabric partition table on every node: auto (HGX table for 8-GPU nodes), none, "
-                  "a preset name, or a .yaml/.json file")
-      ->capture_default_str();
-  auto* trace = cmd->add_option("--trace", options->trace,
-                                "Trace CSV: arrival_s,duration_s,gpus (docs/fleet-simulate.md)");
-  auto* synthetic = cmd->add_option("--synthetic", options->synthetic_seed,
-                                    "Generate a synthetic trace with this seed");
-  trace->excludes(synthetic);
-  synthetic->excludes(trace);
-  cmd->add_option("--load", options->load, "Synthetic: offered load (fraction of fleet GPUs)")
-      ->check(CLI::Range(0.001, 100.0))
-      ->capture_default_str();
-  cmd->add_option("--requests", options->requests, "Synthetic: number of requests")
-      ->check(CLI::Range(1, 100000000))
-      ->capture_default_str();
-  cmd->add_option("--duration-median", options->duration_median_s,
-                  "Synthetic: median request duration in seconds (log-normal)")
-      ->capture_default_str();
-  cmd->add_option("--duration-sigma", options->duration_sigma,
-                  "Synthetic: sigma of the log-normal duration")
-      ->capture_default_str();
-  cmd->add_option("--format", options->format, "Output format")
-      ->check(CLI::IsMember({"json", "text"}))
-      ->capture_default_str();
-  cmd->add_flag("--queue", options->queue,
-                "Requests that do not fit wait for capacity instead of being rejected");
-  cmd->add_flag("--no-timing", options->no_timing,
-                "Leave out decisions_per_second so equal inputs give byte-identical output");
-  cmd->add_option("--write-trace", options->write_trace,
-                  "Also write the trace that was simulated to this CSV file");
-  cmd->add_option("--scheduling", options->scheduling,
-                  "With --queue: the queue's policy, fifo (as without this option, plus "
-                  "per-tenancy figures) or fair (shares, quotas, reservations)")
-      ->check(CLI::IsMember({"fifo", "fair"}));
-  cmd->add_option("--tenancy-weight", options->tenancy_weights,
-                  "NAME=W: a tenancy's fair-share weight (repeatable; default 1)");
-  cmd->add_option("--tenancy-quota", options->tenancy_quotas,
-                  "NAME=GPUS: most GPUs a tenancy may use at once (repeatable; fair only)");
-  cmd->add_option("--tenant", options->tenants,
-                  "Synthetic multi-tenant trace: NAME=LOAD, each tenant its own stream offering "
-                  "LOAD of the fleet (repeatable; requests split by load)");
-  cmd->add_option("--half-life", options->half_life_s, "Fair: half-life of recent usage in seconds")
-      ->check(CLI::Range(1.0, 365.0 * 24 * 3600))
-      ->capture_default_str();
-  cmd->add_option("--reservations", options->reservations,
-                  "Fair: requests that do not fit and get a reservation per pass (0: none)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
-  cmd->add_flag("--no-duration-limits", options->no_duration_limits,
-                "Fair: requests declare no maxDurationSeconds (no backfill into reservations)");
+  AddSimulateFleetFlags(cmd, *options);
+  AddSimulateTraceFlags(cmd, *options);
+  AddSimulateOutputFlags(cmd, *options);
+  AddSimulateFairShareFlags(cmd, *options);
   cmd->callback([options] {
-    if (options->trace.empty() && !options->synthetic_seed) {
-      Fail(InvalidArgument("fleet simulate: give --trace FILE or --synthetic SEED"));
-    }
-    const bool tenancy_options = !options->tenancy_weights.empty() ||
-                                 !options->tenancy_quotas.empty() || !options->tenants.empty();
-    if (!options->scheduling.empty() && !options->queue) {
-      Fail(InvalidArgument("--scheduling needs --queue"));
-    }
-    if (tenancy_options && options->scheduling.empty()) {
-      Fail(InvalidArgument("--tenancy-weight, --tenancy-quota and --tenant need --scheduling"));
-    }
-    if (!options->tenants.empty() && !options->trace.empty()) {
-      Fail(InvalidArgument("--tenant makes a synthetic trace: use it with --synthetic"));
-    }
+    CheckSimulateOptions(*options);
     RunSimulate(*options);
   });
 }

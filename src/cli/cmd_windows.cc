@@ -85,91 +85,114 @@ void AddHcsDevice(CLI::App& windows) {
   });
 }
 
+// `windows mounts` flags (kept for the process's life, as CLI11 writes them at parse time).
+struct MountsFlags {
+  std::string snapshot_path;
+  bool all = false;
+  std::vector<int> indexes;
+  std::vector<std::string> luids;
+  std::vector<std::string> paths;
+  std::string format;
+  std::vector<std::string> vendor_files;
+  bool no_vendor_files = false;
+  std::string run_image;
+  std::string container_id = "tessera-gpu";
+};
+
+// Adds the flags; returns --run, whose presence decides whether the command runs.
+CLI::Option* AddMountsFlags(CLI::App* cmd, MountsFlags& flags) {
+  cmd->add_option("--snapshot", flags.snapshot_path, "Windows host snapshot (JSON)")->required();
+  auto* all_opt = cmd->add_flag("--all", flags.all, "Every adapter");
+  auto* index_opt =
+      cmd->add_option("--index", flags.indexes, "Adapter indexes in the snapshot (I,...)")
+          ->delimiter(',');
+  auto* luid_opt =
+      cmd->add_option("--luid", flags.luids, "Adapter LUIDs in hex (L,...)")->delimiter(',');
+  auto* path_opt =
+      cmd->add_option("--path", flags.paths, "PCI location paths (P,...)")->delimiter(',');
+  all_opt->excludes(index_opt, luid_opt, path_opt);
+  index_opt->excludes(luid_opt, path_opt);
+  luid_opt->excludes(path_opt);
+  cmd->add_option("--format", flags.format, "ctr, nerdctl, docker or json")
+      ->required()
+      ->check(CLI::IsMember({"ctr", "nerdctl", "docker", "json"}));
+  cmd->add_option("--vendor-file", flags.vendor_files,
+                  "Extra DriverStore file for a PCI vendor, VENDOR=FILE (replaces the defaults "
+                  "for that vendor; default 10de=nvidia-smi.exe)");
+  cmd->add_flag("--no-vendor-files", flags.no_vendor_files, "Mount no per-vendor extra files");
+  auto* run_opt = cmd->add_option("--run", flags.run_image,
+                                  "Print, then execute the runtime's run command for IMAGE; "
+                                  "arguments after IMAGE are the container's command");
+  cmd->add_option("--name", flags.container_id, "Container ID for ctr run (default tessera-gpu)");
+  return run_opt;
+}
+
+win::MountsOptions MountsOptionsFrom(const MountsFlags& flags) {
+  win::MountsOptions options;
+  options.format = OrFailWindows(win::ParseMountFormat(flags.format));
+  options.selection.all = flags.all;
+  options.selection.indexes = flags.indexes;
+  for (const std::string& l : flags.luids)
+    options.selection.luids.push_back(OrFailWindows(win::ParseLuid(l)));
+  options.selection.location_paths = flags.paths;
+  if (!flags.all && flags.indexes.empty() && flags.luids.empty() && flags.paths.empty()) {
+    Fail(InvalidArgument("mounts needs one of --all, --index, --luid, --path"));
+  }
+  if (flags.no_vendor_files) options.vendor_files.clear();
+  win::VendorFiles replaced;
+  for (const std::string& v : flags.vendor_files) {
+    auto [vendor, file] = OrFailWindows(win::ParseVendorFile(v));
+    replaced[vendor].push_back(file);
+  }
+  for (auto& [vendor, files] : replaced)
+    options.vendor_files[vendor] = files;
+  return options;
+}
+
+// Prints the runtime's run command for the plan, then becomes it; returns only by failing.
+void ExecMountsRun(const MountsFlags& flags, const win::MountsOptions& options,
+                   const win::MountsPlan& plan, const std::vector<std::string>& command) {
+  std::vector<std::string> argv = OrFailWindows(
+      win::RunCommand(options.format, plan, flags.run_image, command, flags.container_id));
+  std::printf("%s\n", CommandLine(argv).c_str());
+  std::fflush(stdout);
+  std::vector<char*> cargv;
+  for (std::string& a : argv)
+    cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  execvp(cargv[0], cargv.data());
+  Fail(Unavailable("run " + argv[0] + ": " + std::strerror(errno)));
+}
+
+void RunMounts(const MountsFlags& flags, bool run, const std::vector<std::string>& command) {
+  win::Snapshot s = LoadWindowsSnapshot(flags.snapshot_path);
+  win::MountsOptions options = MountsOptionsFrom(flags);
+  if (!command.empty() && !run) {
+    Fail(InvalidArgument("unexpected arguments (a container command needs --run IMAGE first)"));
+  }
+  win::MountsPlan plan = OrFailWindows(win::PlanMounts(s, options));
+  PrintDiagnostics(plan.diagnostics);
+  if (run) ExecMountsRun(flags, options, plan, command);
+  if (options.format == win::MountFormat::kJson) {
+    std::fputs(win::MountsPlanJson(s, plan).c_str(), stdout);
+    return;
+  }
+  // One argument per line: PowerShell's $(...) and POSIX $(...) both pass each line as one
+  // argument (the paths hold no spaces).
+  for (const std::string& arg : plan.arguments)
+    std::printf("%s\n", arg.c_str());
+}
+
 void AddMounts(CLI::App& windows) {
   auto* cmd = windows.add_subcommand(
       "mounts",
       "Generate container runtime flags for GPUs: devices and read-only runtime-DLL mounts");
-  static std::string snapshot_path;
-  static bool all = false;
-  static std::vector<int> indexes;
-  static std::vector<std::string> luids;
-  static std::vector<std::string> paths;
-  static std::string format;
-  static std::vector<std::string> vendor_files;
-  static bool no_vendor_files = false;
-  static std::string run_image;
-  static std::string container_id = "tessera-gpu";
-  cmd->add_option("--snapshot", snapshot_path, "Windows host snapshot (JSON)")->required();
-  auto* all_opt = cmd->add_flag("--all", all, "Every adapter");
-  auto* index_opt = cmd->add_option("--index", indexes, "Adapter indexes in the snapshot (I,...)")
-                        ->delimiter(',');
-  auto* luid_opt = cmd->add_option("--luid", luids, "Adapter LUIDs in hex (L,...)")->delimiter(',');
-  auto* path_opt = cmd->add_option("--path", paths, "PCI location paths (P,...)")->delimiter(',');
-  all_opt->excludes(index_opt, luid_opt, path_opt);
-  index_opt->excludes(luid_opt, path_opt);
-  luid_opt->excludes(path_opt);
-  cmd->add_option("--format", format, "ctr, nerdctl, docker or json")
-      ->required()
-      ->check(CLI::IsMember({"ctr", "nerdctl", "docker", "json"}));
-  cmd->add_option("--vendor-file", vendor_files,
-                  "Extra DriverStore file for a PCI vendor, VENDOR=FILE (replaces the defaults "
-                  "for that vendor; default 10de=nvidia-smi.exe)");
-  cmd->add_flag("--no-vendor-files", no_vendor_files, "Mount no per-vendor extra files");
-  auto* run_opt = cmd->add_option("--run", run_image,
-                                  "Print, then execute the runtime's run command for IMAGE; "
-                                  "arguments after IMAGE are the container's command");
-  cmd->add_option("--name", container_id, "Container ID for ctr run (default tessera-gpu)");
+  static MountsFlags flags;
+  CLI::Option* run_opt = AddMountsFlags(cmd, flags);
   // Everything after the first positional argument (the command after --run IMAGE) is kept
   // verbatim, so the container's command may carry its own flags.
   cmd->prefix_command();
-  cmd->callback([cmd, run_opt] {
-    win::Snapshot s = LoadWindowsSnapshot(snapshot_path);
-    win::MountsOptions options;
-    options.format = OrFailWindows(win::ParseMountFormat(format));
-    options.selection.all = all;
-    options.selection.indexes = indexes;
-    for (const std::string& l : luids)
-      options.selection.luids.push_back(OrFailWindows(win::ParseLuid(l)));
-    options.selection.location_paths = paths;
-    if (!all && indexes.empty() && luids.empty() && paths.empty()) {
-      Fail(InvalidArgument("mounts needs one of --all, --index, --luid, --path"));
-    }
-    if (no_vendor_files) options.vendor_files.clear();
-    win::VendorFiles replaced;
-    for (const std::string& v : vendor_files) {
-      auto [vendor, file] = OrFailWindows(win::ParseVendorFile(v));
-      replaced[vendor].push_back(file);
-    }
-    for (auto& [vendor, files] : replaced)
-      options.vendor_files[vendor] = files;
-
-    std::vector<std::string> command = cmd->remaining();
-    if (!command.empty() && run_opt->count() == 0) {
-      Fail(InvalidArgument("unexpected arguments (a container command needs --run IMAGE first)"));
-    }
-    win::MountsPlan plan = OrFailWindows(win::PlanMounts(s, options));
-    PrintDiagnostics(plan.diagnostics);
-    if (run_opt->count() > 0) {
-      std::vector<std::string> argv =
-          OrFailWindows(win::RunCommand(options.format, plan, run_image, command, container_id));
-      std::printf("%s\n", CommandLine(argv).c_str());
-      std::fflush(stdout);
-      std::vector<char*> cargv;
-      for (std::string& a : argv)
-        cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execvp(cargv[0], cargv.data());
-      Fail(Unavailable("run " + argv[0] + ": " + std::strerror(errno)));
-    }
-    if (options.format == win::MountFormat::kJson) {
-      std::fputs(win::MountsPlanJson(s, plan).c_str(), stdout);
-      return;
-    }
-    // One argument per line: PowerShell's $(...) and POSIX $(...) both pass each line as one
-    // argument (the paths hold no spaces).
-    for (const std::string& arg : plan.arguments)
-      std::printf("%s\n", arg.c_str());
-  });
+  cmd->callback([cmd, run_opt] { RunMounts(flags, run_opt->count() > 0, cmd->remaining()); });
 }
 
 void AddCheckImage(CLI::App& windows) {

@@ -72,91 +72,112 @@ struct TenancyRow {
   double processes = 0;
 };
 
-}  // namespace
+// What the GPUs' holders add up to, per tenancy and for what no tenancy holds.
+struct TenancyTotals {
+  std::map<std::string, TenancyRow> tenancies;
+  TenancyRow unattributed;
+};
 
-std::string RenderTop(const json& doc, const std::string& source, std::time_t now) {
+const json& ArrayAt(const json& object, const char* key) {
+  static const json empty = json::array();
+  return object.is_object() && object.contains(key) && object[key].is_array() ? object[key] : empty;
+}
+
+std::string TopHeader(const std::string& source, size_t gpu_count, std::time_t now) {
   std::string out;
   char line[512];
-  const json& gpus = doc.is_object() && doc.contains("gpus") && doc["gpus"].is_array()
-                         ? doc["gpus"]
-                         : json::array();
   char when[32] = "";
   std::tm local{};
   if (::localtime_r(&now, &local)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &local);
   std::snprintf(line, sizeof line, "tessera top - %s - %zu GPUs - %s\n\n",
-                source.substr(0, 200).c_str(), gpus.size(), when);
+                source.substr(0, 200).c_str(), gpu_count, when);
   out += line;
   std::snprintf(line, sizeof line, "%-4s %-13s %-22s %5s %15s %7s %5s %5s  %s\n", "GPU", "PCI",
                 "MODEL", "UTIL", "MEMORY GiB", "POWER", "TEMP", "PROCS", "CONTAINERS");
   out += line;
-  std::map<std::string, TenancyRow> tenancies;
-  TenancyRow unattributed;
-  size_t rows = 0;
-  for (const auto& gpu : gpus) {
-    if (++rows > kMaxRows) break;
-    const json& holders = gpu.is_object() && gpu.contains("holders") && gpu["holders"].is_array()
-                              ? gpu["holders"]
-                              : json::array();
-    const json& nobody =
-        gpu.is_object() && gpu.contains("unattributed") ? gpu["unattributed"] : json::object();
-    double processes = Number(nobody, "processes", 0, kMaxCount);
-    std::string names;
-    size_t holder_rows = 0;
-    for (const auto& holder : holders) {
-      if (++holder_rows > kMaxRows) break;
-      processes += Number(holder, "processes", 0, kMaxCount);
-      std::string tenancy = Text(holder, "tenancy");
-      std::string who =
-          (tenancy.empty() ? "-" : tenancy) + "/" +
-          (Text(holder, "pod").empty() ? Text(holder, "container") : Text(holder, "pod"));
-      if (names.size() < 200) {
-        if (!names.empty()) names += ", ";
-        names += who;
-      }
-      if (tenancy.empty()) continue;
-      TenancyRow& row = tenancies[tenancy];
-      row.gpus[Text(gpu, "pci_address")] = true;
-      row.sm_percent += Number(holder, "sm_percent", 0, 100);
-      row.memory += Number(holder, "memory_bytes", 0, kMaxBytes);
-      row.processes += Number(holder, "processes", 0, kMaxCount);
+  return out;
+}
+
+// Adds the GPU's holders to `totals` and their processes to `processes`; returns who they are
+// ("tenancy/pod", cut near 200 characters).
+std::string CountHolders(const json& gpu, double* processes, TenancyTotals* totals) {
+  std::string names;
+  size_t holder_rows = 0;
+  for (const auto& holder : ArrayAt(gpu, "holders")) {
+    if (++holder_rows > kMaxRows) break;
+    *processes += Number(holder, "processes", 0, kMaxCount);
+    std::string tenancy = Text(holder, "tenancy");
+    std::string who =
+        (tenancy.empty() ? "-" : tenancy) + "/" +
+        (Text(holder, "pod").empty() ? Text(holder, "container") : Text(holder, "pod"));
+    if (names.size() < 200) {
+      if (!names.empty()) names += ", ";
+      names += who;
     }
-    unattributed.sm_percent += Number(nobody, "sm_percent", 0, 100);
-    unattributed.memory += Number(nobody, "memory_bytes", 0, kMaxBytes);
-    unattributed.processes += Number(nobody, "processes", 0, kMaxCount);
-    std::string util = "-";
-    if (Flag(gpu, "lost")) {
-      util = "LOST";
-    } else if (HasNumber(gpu, "gpu_percent")) {
-      util = Percent(Number(gpu, "gpu_percent", 0, 100));
-    } else if (Flag(gpu, "mig")) {
-      util = "MIG";
-    }
-    const std::string memory = GiB(Number(gpu, "memory_used", 0, kMaxBytes)) + "/" +
-                               GiB(Number(gpu, "memory_total", 0, kMaxBytes));
-    std::snprintf(line, sizeof line, "%-4d %-13s %-22s %5s %15s %5.0f W %3.0f C %5.0f  %s\n",
-                  static_cast<int>(Number(gpu, "index", 0, 9999)),
-                  Text(gpu, "pci_address", 13).c_str(), Text(gpu, "model", 22).c_str(),
-                  util.c_str(), memory.c_str(), Number(gpu, "power_watts", 0, 99999),
-                  Number(gpu, "temperature_c", 0, 999), std::min(processes, kMaxCount),
-                  names.substr(0, 200).c_str());
-    out += line;
-    if (gpu.is_object() && gpu.contains("mig_instances") && gpu["mig_instances"].is_array()) {
-      size_t instances = 0;
-      for (const auto& instance : gpu["mig_instances"]) {
-        if (++instances > kMaxRows) break;
-        const std::string sm = HasNumber(instance, "sm_percent")
-                                   ? Percent(Number(instance, "sm_percent", 0, 100))
-                                   : "-";
-        std::snprintf(line, sizeof line, "       MIG gi %-3.0f %-12s SM %5s %15s\n",
-                      Number(instance, "gpu_instance_id", 0, 999),
-                      Text(instance, "profile", 12).c_str(), sm.c_str(),
-                      (GiB(Number(instance, "memory_used", 0, kMaxBytes)) + "/" +
-                       GiB(Number(instance, "memory_total", 0, kMaxBytes)))
-                          .c_str());
-        out += line;
-      }
-    }
+    if (tenancy.empty()) continue;
+    TenancyRow& row = totals->tenancies[tenancy];
+    row.gpus[Text(gpu, "pci_address")] = true;
+    row.sm_percent += Number(holder, "sm_percent", 0, 100);
+    row.memory += Number(holder, "memory_bytes", 0, kMaxBytes);
+    row.processes += Number(holder, "processes", 0, kMaxCount);
   }
+  return names;
+}
+
+std::string UtilText(const json& gpu) {
+  if (Flag(gpu, "lost")) return "LOST";
+  if (HasNumber(gpu, "gpu_percent")) return Percent(Number(gpu, "gpu_percent", 0, 100));
+  if (Flag(gpu, "mig")) return "MIG";
+  return "-";
+}
+
+std::string MigLines(const json& gpu) {
+  std::string out;
+  char line[512];
+  size_t instances = 0;
+  for (const auto& instance : gpu["mig_instances"]) {
+    if (++instances > kMaxRows) break;
+    const std::string sm =
+        HasNumber(instance, "sm_percent") ? Percent(Number(instance, "sm_percent", 0, 100)) : "-";
+    std::snprintf(line, sizeof line, "       MIG gi %-3.0f %-12s SM %5s %15s\n",
+                  Number(instance, "gpu_instance_id", 0, 999),
+                  Text(instance, "profile", 12).c_str(), sm.c_str(),
+                  (GiB(Number(instance, "memory_used", 0, kMaxBytes)) + "/" +
+                   GiB(Number(instance, "memory_total", 0, kMaxBytes)))
+                      .c_str());
+    out += line;
+  }
+  return out;
+}
+
+// The GPU's line (and one per MIG instance), counting its holders into `totals`.
+std::string GpuLines(const json& gpu, TenancyTotals* totals) {
+  const json& nobody =
+      gpu.is_object() && gpu.contains("unattributed") ? gpu["unattributed"] : json::object();
+  double processes = Number(nobody, "processes", 0, kMaxCount);
+  const std::string names = CountHolders(gpu, &processes, totals);
+  totals->unattributed.sm_percent += Number(nobody, "sm_percent", 0, 100);
+  totals->unattributed.memory += Number(nobody, "memory_bytes", 0, kMaxBytes);
+  totals->unattributed.processes += Number(nobody, "processes", 0, kMaxCount);
+  const std::string util = UtilText(gpu);
+  const std::string memory = GiB(Number(gpu, "memory_used", 0, kMaxBytes)) + "/" +
+                             GiB(Number(gpu, "memory_total", 0, kMaxBytes));
+  char line[512];
+  std::snprintf(line, sizeof line, "%-4d %-13s %-22s %5s %15s %5.0f W %3.0f C %5.0f  %s\n",
+                static_cast<int>(Number(gpu, "index", 0, 9999)),
+                Text(gpu, "pci_address", 13).c_str(), Text(gpu, "model", 22).c_str(), util.c_str(),
+                memory.c_str(), Number(gpu, "power_watts", 0, 99999),
+                Number(gpu, "temperature_c", 0, 999), std::min(processes, kMaxCount),
+                names.substr(0, 200).c_str());
+  std::string out = line;
+  if (gpu.is_object() && gpu.contains("mig_instances") && gpu["mig_instances"].is_array())
+    out += MigLines(gpu);
+  return out;
+}
+
+std::string TenancyLines(const TenancyTotals& totals) {
+  std::string out;
+  char line[512];
   std::snprintf(line, sizeof line, "\n%-24s %5s %10s %12s %6s\n", "TENANCY", "GPUS", "SM (GPUs)",
                 "MEMORY GiB", "PROCS");
   out += line;
@@ -166,9 +187,24 @@ std::string RenderTop(const json& doc, const std::string& source, std::time_t no
                   GiB(row.memory).c_str(), row.processes);
     out += line;
   };
-  for (const auto& [name, row] : tenancies)
+  for (const auto& [name, row] : totals.tenancies)
     tenancy_line(name, row, true);
-  tenancy_line("(unattributed)", unattributed, false);
+  tenancy_line("(unattributed)", totals.unattributed, false);
+  return out;
+}
+
+}  // namespace
+
+std::string RenderTop(const json& doc, const std::string& source, std::time_t now) {
+  const json& gpus = ArrayAt(doc, "gpus");
+  std::string out = TopHeader(source, gpus.size(), now);
+  TenancyTotals totals;
+  size_t rows = 0;
+  for (const auto& gpu : gpus) {
+    if (++rows > kMaxRows) break;
+    out += GpuLines(gpu, &totals);
+  }
+  out += TenancyLines(totals);
   return out;
 }
 

@@ -125,11 +125,11 @@ bool IsNvlink5Gpu(uint16_t vendor_id, uint16_t device_id) {
   return vendor_id == 0x10de && (device_id == 0x2901 || device_id == 0x3182);
 }
 
-Result<ServiceVm> BuildServiceVm(const inventory::Inventory& inventory,
-                                 const std::map<std::string, runtimes::PciFunction>& members,
-                                 const ServiceVmOptions& options) {
-  if (auto ok = CheckOptions(options); !ok) return ok.error();
-  ServiceVm vm;
+namespace {
+
+// The NVSwitches the VM owns (into vm->nvswitches) and their IOMMU groups; refuses a host
+// without any, or with one outside an IOMMU group.
+Result<std::set<int>> CollectNvSwitches(const inventory::Inventory& inventory, ServiceVm* vm) {
   std::set<int> groups;
   for (const auto& device : inventory.devices) {
     if (device.kind != inventory::DeviceKind::kNvSwitch) continue;
@@ -138,10 +138,10 @@ Result<ServiceVm> BuildServiceVm(const inventory::Inventory& inventory,
                                 " has no IOMMU group (is the IOMMU on? intel_iommu=on / "
                                 "amd_iommu=on): it cannot be passed to a VM");
     }
-    vm.nvswitches.push_back(device.pci_address);
+    vm->nvswitches.push_back(device.pci_address);
     groups.insert(*device.iommu_group);
   }
-  if (vm.nvswitches.empty()) {
+  if (vm->nvswitches.empty()) {
     for (const auto* gpu : inventory.Gpus()) {
       if (IsNvlink5Gpu(gpu->vendor_id, gpu->device_id)) {
         return FailedPrecondition(
@@ -154,6 +154,14 @@ Result<ServiceVm> BuildServiceVm(const inventory::Inventory& inventory,
     return FailedPrecondition(
         "no NVSwitch (10de:22a3, class 0x0680) on this host: nothing for a Service VM to own");
   }
+  return groups;
+}
+
+// Every function in those groups but the host's bridges goes to the VM (vm->hostdevs), with a
+// 64-bit PCI hole to hold their BARs; a GPU in one of the groups is refused.
+Status CollectHostdevs(const inventory::Inventory& inventory,
+                       const std::map<std::string, runtimes::PciFunction>& members,
+                       const std::set<int>& groups, ServiceVm* vm) {
   std::set<std::string> hostdevs;
   uint64_t bar_bytes = 0;
   for (int group : groups) {
@@ -176,12 +184,33 @@ Result<ServiceVm> BuildServiceVm(const inventory::Inventory& inventory,
       }
     }
   }
-  vm.hostdevs.assign(hostdevs.begin(), hostdevs.end());
+  vm->hostdevs.assign(hostdevs.begin(), hostdevs.end());
   // The guest firmware places the functions' BARs in the 64-bit window: twice their sum leaves
   // room for alignment, in whole GiB.
-  vm.pcihole64_gib = RoundUpPowerOfTwo(std::max<uint64_t>(1, (2 * bar_bytes + kGiB - 1) / kGiB));
-  vm.mac = MacFor(options.name);
+  vm->pcihole64_gib = RoundUpPowerOfTwo(std::max<uint64_t>(1, (2 * bar_bytes + kGiB - 1) / kGiB));
+  return Ok();
+}
 
+// The <hostdev> elements that pass `hostdevs` (sysfs addresses) to the VM through vfio.
+Result<std::string> HostdevXml(const std::vector<std::string>& hostdevs) {
+  std::string xml;
+  for (const auto& address : hostdevs) {
+    // Sysfs form "dddd:bb:dd.f" (the inventory only holds canonical addresses).
+    if (!IsPciAddress(address))
+      return Internal("IOMMU group member " + Excerpt(address) + ": not a PCI address");
+    const std::string source = "        <address domain='0x" + address.substr(0, 4) + "' bus='0x" +
+                               address.substr(5, 2) + "' slot='0x" + address.substr(8, 2) +
+                               "' function='0x" + address.substr(11, 1) + "'/>\n";
+    xml += "    <hostdev mode='subsystem' type='pci' managed='yes'>\n";
+    xml += "      <driver name='vfio'/>\n      <source>\n" + source +
+           "      </source>\n    </hostdev>\n";
+  }
+  return xml;
+}
+
+// The libvirt domain of the VM: q35 with UEFI, locked memory, its disk, a NIC for the fabric
+// manager's API, a vsock and its PCI functions.
+Result<std::string> DomainXml(const ServiceVm& vm, const ServiceVmOptions& options) {
   const std::string disk =
       options.disk.empty() ? "/var/lib/libvirt/images/" + options.name + ".qcow2" : options.disk;
   const bool qcow2 = disk.size() > 6 && disk.substr(disk.size() - 6) == ".qcow2";
@@ -218,20 +247,28 @@ Result<ServiceVm> BuildServiceVm(const inventory::Inventory& inventory,
   xml += "      <source network='" + options.network + "'/>\n      <model type='virtio'/>\n";
   xml += "    </interface>\n";
   xml += "    <vsock model='virtio'>\n      <cid auto='yes'/>\n    </vsock>\n";
-  for (const auto& address : vm.hostdevs) {
-    // Sysfs form "dddd:bb:dd.f" (the inventory only holds canonical addresses).
-    if (!IsPciAddress(address))
-      return Internal("IOMMU group member " + Excerpt(address) + ": not a PCI address");
-    const std::string source = "        <address domain='0x" + address.substr(0, 4) + "' bus='0x" +
-                               address.substr(5, 2) + "' slot='0x" + address.substr(8, 2) +
-                               "' function='0x" + address.substr(11, 1) + "'/>\n";
-    xml += "    <hostdev mode='subsystem' type='pci' managed='yes'>\n";
-    xml += "      <driver name='vfio'/>\n      <source>\n" + source +
-           "      </source>\n    </hostdev>\n";
-  }
+  auto hostdevs = HostdevXml(vm.hostdevs);
+  if (!hostdevs) return hostdevs.error();
+  xml += *hostdevs;
   xml += "    <serial type='pty'/>\n    <console type='pty'/>\n";
   xml += "  </devices>\n</domain>\n";
-  vm.domain_xml = std::move(xml);
+  return xml;
+}
+
+}  // namespace
+
+Result<ServiceVm> BuildServiceVm(const inventory::Inventory& inventory,
+                                 const std::map<std::string, runtimes::PciFunction>& members,
+                                 const ServiceVmOptions& options) {
+  if (auto ok = CheckOptions(options); !ok) return ok.error();
+  ServiceVm vm;
+  auto groups = CollectNvSwitches(inventory, &vm);
+  if (!groups) return groups.error();
+  if (auto ok = CollectHostdevs(inventory, members, *groups, &vm); !ok) return ok.error();
+  vm.mac = MacFor(options.name);
+  auto xml = DomainXml(vm, options);
+  if (!xml) return xml.error();
+  vm.domain_xml = std::move(*xml);
   vm.fabricmanager_cfg = FabricManagerConfig(options);
   return vm;
 }

@@ -405,113 +405,12 @@ class SqliteStore final : public Store {
 
   Status Open() {
     if (options_.refuse_empty) {
-      std::error_code error;
-      if (std::filesystem::exists(options_.path, error) &&
-          std::filesystem::file_size(options_.path, error) == 0 && !error)
-        return Damaged(
-            "the file is empty (0 bytes), yet this service has run with it before "
-            "(its admin token exists)");
+      if (auto status = RefuseEmptyFile(); !status) return status;
     }
-    if (sqlite3_open_v2(options_.path.c_str(), &db_,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                        nullptr) != SQLITE_OK) {
-      return Unavailable("open store " + options_.path + ": " +
-                         (db_ ? sqlite3_errmsg(db_) : "out of memory"));
-    }
-    // Checked before anything is read or written: a damaged store is never served.
-    if (auto status = CheckIntegrity(); !status) return status;
-    std::string pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=";
-    pragmas += options_.synchronous_full ? "FULL" : "NORMAL";
-    pragmas += "; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;";
-    if (auto status = Exec(pragmas); !status) return status;
-    if (auto status = Migrate(); !status) return status;
-    struct Prepared {
-      Statement* statement;
-      const char* sql;
-    };
-    const Prepared statements[] = {
-        {&upsert_tenancy_,
-         "INSERT INTO tenancies(name, created_ms, doc, uid) VALUES(?1, ?2, ?3, ?4) "
-         "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc, uid = excluded.uid"},
-        {&upsert_container_,
-         "INSERT INTO containers(id, tenancy, state, created_ms, doc, idempotency_key, "
-         "tenancy_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET "
-         "state = excluded.state, doc = excluded.doc"},
-        {&upsert_gpu_,
-         "INSERT INTO gpus(pci_address, idx, doc, node) VALUES(?1, ?2, ?3, ?4) "
-         "ON CONFLICT(node, pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc"},
-        // A baseline changes only when an operator releases a GPU (its ROM then is the new one).
-        {&upsert_baseline_,
-         "INSERT INTO firmware_baselines(node, pci_address, baseline, recorded_ms) "
-         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(node, pci_address) DO UPDATE SET "
-         "baseline = excluded.baseline, recorded_ms = excluded.recorded_ms "
-         "WHERE baseline != excluded.baseline"},
-        {&upsert_token_,
-         "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid, scope, expires_ms, "
-         "last_used_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET "
-         "sha256 = excluded.sha256, tenancy = excluded.tenancy, tenancy_uid = "
-         "excluded.tenancy_uid, scope = excluded.scope, expires_ms = excluded.expires_ms, "
-         "last_used_ms = MAX(last_used_ms, excluded.last_used_ms)"},
-        {&delete_token_, "DELETE FROM tokens WHERE id = ?1"},
-        {&delete_tenancy_, "DELETE FROM tenancies WHERE name = ?1"},
-        {&delete_tokens_, "DELETE FROM tokens WHERE tenancy = ?1"},
-        {&delete_container_, "DELETE FROM containers WHERE id = ?1"},
-        {&retire_container_,
-         "INSERT INTO retired_containers(id, retired_ms) VALUES(?1, ?2) "
-         "ON CONFLICT(id) DO NOTHING"},
-        // Never REPLACE: a run's record, once there, is the record.
-        {&insert_usage_,
-         "INSERT INTO usage(container_id, started_ms, tenancy, tenancy_uid, gpus, finished_ms, "
-         "sm_seconds, memory_gib_seconds, energy_joules, gpu_model, mode) "
-         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
-         "ON CONFLICT(container_id, started_ms) DO NOTHING"},
-        {&stored_usage_,
-         "SELECT tenancy_uid, gpus, finished_ms FROM usage "
-         "WHERE container_id = ?1 AND started_ms = ?2"},
-        {&write_probe_,
-         "INSERT INTO meta(key, value) VALUES('write_probe', ?1) "
-         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
-        {&insert_audit_,
-         "INSERT INTO audit(time_ms, token_id, scope, action, object_kind, object_id, tenancy, "
-         "result, request_id, detail) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
-        {&expire_audit_,
-         "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE time_ms < ?1 "
-         "ORDER BY time_ms, seq LIMIT ?2)"},
-        {&upsert_cursor_,
-         "INSERT INTO telemetry_cursors(gpu, sample_us, energy_mj, sampled_ms) "
-         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(gpu) DO UPDATE SET sample_us = excluded.sample_us, "
-         "energy_mj = excluded.energy_mj, sampled_ms = excluded.sampled_ms"},
-    };
-    for (const auto& [statement, sql] : statements)
-      if (auto status = statement->Prepare(db_, sql); !status) return status;
+    if (auto status = OpenConnection(); !status) return status;
+    if (auto status = PrepareStatements(); !status) return status;
     if (options_.background_checkpoint) {
-      // The WAL file keeps its largest size after restarting; cap what it keeps on disk.
-      if (auto status = Exec("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864");
-          !status)
-        return status;
-      if (sqlite3_open_v2(options_.path.c_str(), &checkpoint_db_,
-                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
-        return Unavailable("open store " + options_.path + " for checkpoints: " +
-                           (checkpoint_db_ ? sqlite3_errmsg(checkpoint_db_) : "out of memory"));
-      sqlite3_busy_timeout(checkpoint_db_, 5000);
-      // A connection checkpoints only once it has seen the database is in WAL mode; until then
-      // sqlite3_wal_checkpoint_v2 does nothing and says so only through its frame counts (-1).
-      char* error = nullptr;
-      if (sqlite3_exec(checkpoint_db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, &error) !=
-          SQLITE_OK) {
-        std::string message = error ? error : "unknown error";
-        sqlite3_free(error);
-        return Unavailable("store " + options_.path + ": checkpoint connection: " + message);
-      }
-      // Called after each commit with the WAL's size in pages.
-      sqlite3_wal_hook(
-          db_,
-          [](void* self, sqlite3*, const char*, int pages) {
-            static_cast<SqliteStore*>(self)->OnWalGrew(pages);
-            return SQLITE_OK;
-          },
-          this);
-      checkpointer_ = std::thread([this] { CheckpointLoop(); });
+      if (auto status = StartCheckpointer(); !status) return status;
     }
     writer_ = std::thread([this] { WriterLoop(); });
     return Ok();
@@ -520,111 +419,13 @@ class SqliteStore final : public Store {
   Result<StoreSnapshot> Load() override {
     std::lock_guard lock(db_mutex_);
     StoreSnapshot snapshot;
-    auto status = ReadAll("SELECT name, created_ms, doc, uid FROM tenancies ORDER BY name",
-                          "tenancies", [&](sqlite3_stmt* row) -> Status {
-                            Tenancy t;
-                            t.name = ColumnText(row, 0);
-                            t.created_ms = sqlite3_column_int64(row, 1);
-                            t.uid = ColumnText(row, 3);
-                            json doc = json::parse(ColumnText(row, 2), nullptr, false);
-                            if (!doc.is_object())
-                              return Internal("tenancy " + t.name + ": bad doc");
-                            t.labels = MapFromJson(doc, "labels");
-                            t.extensions = MapFromJson(doc, "extensions");
-                            snapshot.tenancies.push_back(std::move(t));
-                            return Ok();
-                          });
-    if (status)
-      status = ReadAll(
-          "SELECT id, tenancy, state, created_ms, idempotency_key, doc, tenancy_uid FROM "
-          "containers ORDER BY created_ms, rowid",
-          "containers", [&](sqlite3_stmt* row) -> Status {
-            auto c = ContainerFromRow(ColumnText(row, 0), ColumnText(row, 1), ColumnText(row, 6),
-                                      ColumnText(row, 2), sqlite3_column_int64(row, 3),
-                                      ColumnText(row, 4), ColumnText(row, 5));
-            if (!c) return c.error();
-            snapshot.containers.push_back(std::move(*c));
-            return Ok();
-          });
-    if (status)
-      status = ReadAll("SELECT pci_address, idx, doc, node FROM gpus ORDER BY node, idx", "gpus",
-                       [&](sqlite3_stmt* row) -> Status {
-                         auto g = GpuFromRow(ColumnText(row, 3), ColumnText(row, 0),
-                                             sqlite3_column_int(row, 1), ColumnText(row, 2));
-                         if (!g) return g.error();
-                         snapshot.gpus.push_back(std::move(*g));
-                         return Ok();
-                       });
-    if (status)
-      status = ReadAll(
-          "SELECT node, pci_address, baseline FROM firmware_baselines", "firmware_baselines",
-          [&](sqlite3_stmt* row) -> Status {
-            snapshot.firmware_baselines[GpuRecord::GpuId(ColumnText(row, 0), ColumnText(row, 1))] =
-                ColumnText(row, 2);
-            return Ok();
-          });
-    if (status)
-      status = ReadAll(
-          "SELECT id, sha256, tenancy, created_ms, tenancy_uid, scope, expires_ms, last_used_ms "
-          "FROM tokens ORDER BY created_ms",
-          "tokens", [&](sqlite3_stmt* row) -> Status {
-            TokenRecord t;
-            t.id = ColumnText(row, 0);
-            t.sha256 = ColumnText(row, 1);
-            t.tenancy = ColumnText(row, 2);
-            t.created_ms = sqlite3_column_int64(row, 3);
-            t.tenancy_uid = ColumnText(row, 4);
-            auto scope = ParseTokenScope(ColumnText(row, 5));
-            if (!scope || *scope == TokenScope::kAdmin)
-              return Internal("token " + t.id + ": unknown scope");
-            t.scope = *scope;
-            t.expires_ms = sqlite3_column_int64(row, 6);
-            t.last_used_ms = sqlite3_column_int64(row, 7);
-            snapshot.tokens.push_back(std::move(t));
-            return Ok();
-          });
-    if (status)
-      status = ReadAll(
-          "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, finished_ms, sm_seconds, "
-          "memory_gib_seconds, energy_joules, gpu_model, mode FROM usage "
-          "ORDER BY finished_ms, rowid",
-          "usage", [&](sqlite3_stmt* row) -> Status {
-            UsageRecord u;
-            u.container_id = ColumnText(row, 0);
-            u.tenancy = ColumnText(row, 1);
-            u.tenancy_uid = ColumnText(row, 2);
-            u.gpus = sqlite3_column_double(row, 3);
-            u.started_ms = sqlite3_column_int64(row, 4);
-            u.finished_ms = sqlite3_column_int64(row, 5);
-            if (sqlite3_column_type(row, 6) != SQLITE_NULL)
-              u.measured =
-                  MeasuredUsage{sqlite3_column_double(row, 6), sqlite3_column_double(row, 7),
-                                sqlite3_column_double(row, 8)};
-            u.gpu_model = ColumnText(row, 9);
-            u.mode = ColumnText(row, 10);
-            snapshot.usage.push_back(std::move(u));
-            return Ok();
-          });
-    if (status)
-      status = ReadAll("SELECT id FROM retired_containers", "retired_containers",
-                       [&](sqlite3_stmt* row) -> Status {
-                         snapshot.retired_ids.push_back(ColumnText(row, 0));
-                         return Ok();
-                       });
-    if (status)
-      status = ReadAll(
-          "SELECT gpu, sample_us, energy_mj, sampled_ms FROM telemetry_cursors "
-          "ORDER BY gpu",
-          "telemetry_cursors", [&](sqlite3_stmt* row) -> Status {
-            TelemetryCursor c;
-            c.gpu = ColumnText(row, 0);
-            c.sample_us = static_cast<uint64_t>(sqlite3_column_int64(row, 1));
-            c.energy_mj = static_cast<uint64_t>(sqlite3_column_int64(row, 2));
-            c.sampled_ms = sqlite3_column_int64(row, 3);
-            snapshot.cursors.push_back(std::move(c));
-            return Ok();
-          });
-    if (!status) return status.error();
+    // In this order: a damaged table ends the load with the first error.
+    for (auto load :
+         {&SqliteStore::LoadTenancies, &SqliteStore::LoadContainers, &SqliteStore::LoadGpus,
+          &SqliteStore::LoadFirmwareBaselines, &SqliteStore::LoadTokens, &SqliteStore::LoadUsage,
+          &SqliteStore::LoadRetiredIds, &SqliteStore::LoadCursors}) {
+      if (auto status = (this->*load)(snapshot); !status) return status.error();
+    }
     return snapshot;
   }
 
@@ -768,6 +569,250 @@ class SqliteStore final : public Store {
     if (rc != SQLITE_DONE)
       return Damaged(std::string("reading ") + table + ": " + sqlite3_errmsg(db_));
     return Ok();
+  }
+
+  // A store file of 0 bytes where one has been used before is a lost store, not a new one.
+  Status RefuseEmptyFile() const {
+    std::error_code error;
+    if (std::filesystem::exists(options_.path, error) &&
+        std::filesystem::file_size(options_.path, error) == 0 && !error)
+      return Damaged(
+          "the file is empty (0 bytes), yet this service has run with it before "
+          "(its admin token exists)");
+    return Ok();
+  }
+
+  // Opens the connection, refuses a damaged file and brings the schema up to date.
+  Status OpenConnection() {
+    if (sqlite3_open_v2(options_.path.c_str(), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK) {
+      return Unavailable("open store " + options_.path + ": " +
+                         (db_ ? sqlite3_errmsg(db_) : "out of memory"));
+    }
+    // Checked before anything is read or written: a damaged store is never served.
+    if (auto status = CheckIntegrity(); !status) return status;
+    std::string pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=";
+    pragmas += options_.synchronous_full ? "FULL" : "NORMAL";
+    pragmas += "; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;";
+    if (auto status = Exec(pragmas); !status) return status;
+    return Migrate();
+  }
+
+  Status PrepareStatements() {
+    struct Prepared {
+      Statement* statement;
+      const char* sql;
+    };
+    const Prepared statements[] = {
+        {&upsert_tenancy_,
+         "INSERT INTO tenancies(name, created_ms, doc, uid) VALUES(?1, ?2, ?3, ?4) "
+         "ON CONFLICT(name) DO UPDATE SET doc = excluded.doc, uid = excluded.uid"},
+        {&upsert_container_,
+         "INSERT INTO containers(id, tenancy, state, created_ms, doc, idempotency_key, "
+         "tenancy_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET "
+         "state = excluded.state, doc = excluded.doc"},
+        {&upsert_gpu_,
+         "INSERT INTO gpus(pci_address, idx, doc, node) VALUES(?1, ?2, ?3, ?4) "
+         "ON CONFLICT(node, pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc"},
+        // A baseline changes only when an operator releases a GPU (its ROM then is the new one).
+        {&upsert_baseline_,
+         "INSERT INTO firmware_baselines(node, pci_address, baseline, recorded_ms) "
+         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(node, pci_address) DO UPDATE SET "
+         "baseline = excluded.baseline, recorded_ms = excluded.recorded_ms "
+         "WHERE baseline != excluded.baseline"},
+        {&upsert_token_,
+         "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid, scope, expires_ms, "
+         "last_used_ms) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT(id) DO UPDATE SET "
+         "sha256 = excluded.sha256, tenancy = excluded.tenancy, tenancy_uid = "
+         "excluded.tenancy_uid, scope = excluded.scope, expires_ms = excluded.expires_ms, "
+         "last_used_ms = MAX(last_used_ms, excluded.last_used_ms)"},
+        {&delete_token_, "DELETE FROM tokens WHERE id = ?1"},
+        {&delete_tenancy_, "DELETE FROM tenancies WHERE name = ?1"},
+        {&delete_tokens_, "DELETE FROM tokens WHERE tenancy = ?1"},
+        {&delete_container_, "DELETE FROM containers WHERE id = ?1"},
+        {&retire_container_,
+         "INSERT INTO retired_containers(id, retired_ms) VALUES(?1, ?2) "
+         "ON CONFLICT(id) DO NOTHING"},
+        // Never REPLACE: a run's record, once there, is the record.
+        {&insert_usage_,
+         "INSERT INTO usage(container_id, started_ms, tenancy, tenancy_uid, gpus, finished_ms, "
+         "sm_seconds, memory_gib_seconds, energy_joules, gpu_model, mode) "
+         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+         "ON CONFLICT(container_id, started_ms) DO NOTHING"},
+        {&stored_usage_,
+         "SELECT tenancy_uid, gpus, finished_ms FROM usage "
+         "WHERE container_id = ?1 AND started_ms = ?2"},
+        {&write_probe_,
+         "INSERT INTO meta(key, value) VALUES('write_probe', ?1) "
+         "ON CONFLICT(key) DO UPDATE SET value = excluded.value"},
+        {&insert_audit_,
+         "INSERT INTO audit(time_ms, token_id, scope, action, object_kind, object_id, tenancy, "
+         "result, request_id, detail) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+        {&expire_audit_,
+         "DELETE FROM audit WHERE seq IN (SELECT seq FROM audit WHERE time_ms < ?1 "
+         "ORDER BY time_ms, seq LIMIT ?2)"},
+        {&upsert_cursor_,
+         "INSERT INTO telemetry_cursors(gpu, sample_us, energy_mj, sampled_ms) "
+         "VALUES(?1, ?2, ?3, ?4) ON CONFLICT(gpu) DO UPDATE SET sample_us = excluded.sample_us, "
+         "energy_mj = excluded.energy_mj, sampled_ms = excluded.sampled_ms"},
+    };
+    for (const auto& [statement, sql] : statements)
+      if (auto status = statement->Prepare(db_, sql); !status) return status;
+    return Ok();
+  }
+
+  // A second connection checkpoints the WAL in the background (CheckpointLoop), woken as the
+  // WAL grows after each commit.
+  Status StartCheckpointer() {
+    // The WAL file keeps its largest size after restarting; cap what it keeps on disk.
+    if (auto status = Exec("PRAGMA wal_autocheckpoint=0; PRAGMA journal_size_limit=67108864");
+        !status)
+      return status;
+    if (sqlite3_open_v2(options_.path.c_str(), &checkpoint_db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK)
+      return Unavailable("open store " + options_.path + " for checkpoints: " +
+                         (checkpoint_db_ ? sqlite3_errmsg(checkpoint_db_) : "out of memory"));
+    sqlite3_busy_timeout(checkpoint_db_, 5000);
+    // A connection checkpoints only once it has seen the database is in WAL mode; until then
+    // sqlite3_wal_checkpoint_v2 does nothing and says so only through its frame counts (-1).
+    char* error = nullptr;
+    if (sqlite3_exec(checkpoint_db_, "PRAGMA journal_mode=WAL", nullptr, nullptr, &error) !=
+        SQLITE_OK) {
+      std::string message = error ? error : "unknown error";
+      sqlite3_free(error);
+      return Unavailable("store " + options_.path + ": checkpoint connection: " + message);
+    }
+    // Called after each commit with the WAL's size in pages.
+    sqlite3_wal_hook(
+        db_,
+        [](void* self, sqlite3*, const char*, int pages) {
+          static_cast<SqliteStore*>(self)->OnWalGrew(pages);
+          return SQLITE_OK;
+        },
+        this);
+    checkpointer_ = std::thread([this] { CheckpointLoop(); });
+    return Ok();
+  }
+
+  // The tables Load reads, one each.
+  Status LoadTenancies(StoreSnapshot& snapshot) {
+    return ReadAll("SELECT name, created_ms, doc, uid FROM tenancies ORDER BY name", "tenancies",
+                   [&](sqlite3_stmt* row) -> Status {
+                     Tenancy t;
+                     t.name = ColumnText(row, 0);
+                     t.created_ms = sqlite3_column_int64(row, 1);
+                     t.uid = ColumnText(row, 3);
+                     json doc = json::parse(ColumnText(row, 2), nullptr, false);
+                     if (!doc.is_object()) return Internal("tenancy " + t.name + ": bad doc");
+                     t.labels = MapFromJson(doc, "labels");
+                     t.extensions = MapFromJson(doc, "extensions");
+                     snapshot.tenancies.push_back(std::move(t));
+                     return Ok();
+                   });
+  }
+
+  Status LoadContainers(StoreSnapshot& snapshot) {
+    return ReadAll(
+        "SELECT id, tenancy, state, created_ms, idempotency_key, doc, tenancy_uid FROM "
+        "containers ORDER BY created_ms, rowid",
+        "containers", [&](sqlite3_stmt* row) -> Status {
+          auto c = ContainerFromRow(ColumnText(row, 0), ColumnText(row, 1), ColumnText(row, 6),
+                                    ColumnText(row, 2), sqlite3_column_int64(row, 3),
+                                    ColumnText(row, 4), ColumnText(row, 5));
+          if (!c) return c.error();
+          snapshot.containers.push_back(std::move(*c));
+          return Ok();
+        });
+  }
+
+  Status LoadGpus(StoreSnapshot& snapshot) {
+    return ReadAll("SELECT pci_address, idx, doc, node FROM gpus ORDER BY node, idx", "gpus",
+                   [&](sqlite3_stmt* row) -> Status {
+                     auto g = GpuFromRow(ColumnText(row, 3), ColumnText(row, 0),
+                                         sqlite3_column_int(row, 1), ColumnText(row, 2));
+                     if (!g) return g.error();
+                     snapshot.gpus.push_back(std::move(*g));
+                     return Ok();
+                   });
+  }
+
+  Status LoadFirmwareBaselines(StoreSnapshot& snapshot) {
+    return ReadAll(
+        "SELECT node, pci_address, baseline FROM firmware_baselines", "firmware_baselines",
+        [&](sqlite3_stmt* row) -> Status {
+          snapshot.firmware_baselines[GpuRecord::GpuId(ColumnText(row, 0), ColumnText(row, 1))] =
+              ColumnText(row, 2);
+          return Ok();
+        });
+  }
+
+  Status LoadTokens(StoreSnapshot& snapshot) {
+    return ReadAll(
+        "SELECT id, sha256, tenancy, created_ms, tenancy_uid, scope, expires_ms, last_used_ms "
+        "FROM tokens ORDER BY created_ms",
+        "tokens", [&](sqlite3_stmt* row) -> Status {
+          TokenRecord t;
+          t.id = ColumnText(row, 0);
+          t.sha256 = ColumnText(row, 1);
+          t.tenancy = ColumnText(row, 2);
+          t.created_ms = sqlite3_column_int64(row, 3);
+          t.tenancy_uid = ColumnText(row, 4);
+          auto scope = ParseTokenScope(ColumnText(row, 5));
+          if (!scope || *scope == TokenScope::kAdmin)
+            return Internal("token " + t.id + ": unknown scope");
+          t.scope = *scope;
+          t.expires_ms = sqlite3_column_int64(row, 6);
+          t.last_used_ms = sqlite3_column_int64(row, 7);
+          snapshot.tokens.push_back(std::move(t));
+          return Ok();
+        });
+  }
+
+  Status LoadUsage(StoreSnapshot& snapshot) {
+    return ReadAll(
+        "SELECT container_id, tenancy, tenancy_uid, gpus, started_ms, finished_ms, sm_seconds, "
+        "memory_gib_seconds, energy_joules, gpu_model, mode FROM usage "
+        "ORDER BY finished_ms, rowid",
+        "usage", [&](sqlite3_stmt* row) -> Status {
+          UsageRecord u;
+          u.container_id = ColumnText(row, 0);
+          u.tenancy = ColumnText(row, 1);
+          u.tenancy_uid = ColumnText(row, 2);
+          u.gpus = sqlite3_column_double(row, 3);
+          u.started_ms = sqlite3_column_int64(row, 4);
+          u.finished_ms = sqlite3_column_int64(row, 5);
+          if (sqlite3_column_type(row, 6) != SQLITE_NULL)
+            u.measured = MeasuredUsage{sqlite3_column_double(row, 6), sqlite3_column_double(row, 7),
+                                       sqlite3_column_double(row, 8)};
+          u.gpu_model = ColumnText(row, 9);
+          u.mode = ColumnText(row, 10);
+          snapshot.usage.push_back(std::move(u));
+          return Ok();
+        });
+  }
+
+  Status LoadRetiredIds(StoreSnapshot& snapshot) {
+    return ReadAll("SELECT id FROM retired_containers", "retired_containers",
+                   [&](sqlite3_stmt* row) -> Status {
+                     snapshot.retired_ids.push_back(ColumnText(row, 0));
+                     return Ok();
+                   });
+  }
+
+  Status LoadCursors(StoreSnapshot& snapshot) {
+    return ReadAll(
+        "SELECT gpu, sample_us, energy_mj, sampled_ms FROM telemetry_cursors "
+        "ORDER BY gpu",
+        "telemetry_cursors", [&](sqlite3_stmt* row) -> Status {
+          TelemetryCursor c;
+          c.gpu = ColumnText(row, 0);
+          c.sample_us = static_cast<uint64_t>(sqlite3_column_int64(row, 1));
+          c.energy_mj = static_cast<uint64_t>(sqlite3_column_int64(row, 2));
+          c.sampled_ms = sqlite3_column_int64(row, 3);
+          snapshot.cursors.push_back(std::move(c));
+          return Ok();
+        });
   }
 
   Status SqliteError(const std::string& what, int rc) const {

@@ -42,6 +42,65 @@ DeviceSelector ParseDevices(const YAML::Node& node, const std::string& where) {
   return selector;
 }
 
+// The profiles of an entry's mig-devices (a mapping of profile to count); those of count 0
+// are left out.
+Status ParseMigDevices(const YAML::Node& devices, const std::string& at, LayoutEntry* entry) {
+  if (!devices.IsMap() || devices.size() > kMaxEntries) {
+    return InvalidArgument(at + ".mig-devices: want a mapping of profile to count");
+  }
+  if (!entry->mig_enabled && devices.size() > 0) {
+    return InvalidArgument(at + ".mig-devices: given with mig-enabled false");
+  }
+  for (const auto& device : devices) {
+    std::string profile = device.first.as<std::string>();
+    long long count = device.second.as<long long>();
+    if (profile.empty() || profile.size() > 32) {
+      return InvalidArgument(at + ".mig-devices: a profile name of 1..32 characters");
+    }
+    if (count < 0 || count > kMaxCount) {
+      return InvalidArgument(at + ".mig-devices." + profile + ": want a count 0.." +
+                             std::to_string(kMaxCount));
+    }
+    if (count > 0) entry->mig_devices.push_back({profile, static_cast<uint32_t>(count)});
+  }
+  return Ok();
+}
+
+// One entry of a config: the GPUs it selects, whether MIG is on, and the profiles they hold.
+Result<LayoutEntry> ParseLayoutEntry(const YAML::Node& e, const std::string& at) {
+  if (!e.IsMap()) return InvalidArgument(at + ": want a mapping");
+  for (const auto& field : e) {
+    std::string key = field.first.as<std::string>();
+    if (key != "devices" && key != "mig-enabled" && key != "mig-devices") {
+      return InvalidArgument(at + "." + Short(key) + ": unknown field");
+    }
+  }
+  LayoutEntry entry;
+  entry.devices = ParseDevices(e["devices"], at + ".devices");
+  if (!e["mig-enabled"] || !e["mig-enabled"].IsScalar()) {
+    return InvalidArgument(at + ".mig-enabled: want true or false");
+  }
+  entry.mig_enabled = e["mig-enabled"].as<bool>();
+  const YAML::Node& devices = e["mig-devices"];
+  if (devices) {
+    if (auto parsed = ParseMigDevices(devices, at, &entry); !parsed) return parsed.error();
+  }
+  return entry;
+}
+
+// The config to use: the one named, or the only one when no name is given.
+Result<std::string> ChooseConfigName(const YAML::Node& configs, const std::string& name) {
+  if (!name.empty()) {
+    if (!configs[name]) return NotFound("layout has no config \"" + Short(name) + "\"");
+    return name;
+  }
+  if (configs.size() != 1) {
+    return InvalidArgument("layout holds " + std::to_string(configs.size()) +
+                           " configs; name one with --select");
+  }
+  return configs.begin()->first.as<std::string>();
+}
+
 }  // namespace
 
 bool DeviceSelector::Matches(uint32_t index, const std::string& pci_address) const {
@@ -68,62 +127,20 @@ Result<LayoutConfig> ParseLayoutConfig(std::string_view yaml, const std::string&
     if (!configs || !configs.IsMap() || configs.size() == 0) {
       return InvalidArgument("layout.mig-configs: want a mapping of named configs");
     }
-    std::string chosen_name = name;
-    if (name.empty()) {
-      if (configs.size() != 1) {
-        return InvalidArgument("layout holds " + std::to_string(configs.size()) +
-                               " configs; name one with --select");
-      }
-      chosen_name = configs.begin()->first.as<std::string>();
-    } else if (!configs[name]) {
-      return NotFound("layout has no config \"" + Short(name) + "\"");
-    }
+    auto chosen_name = ChooseConfigName(configs, name);
+    if (!chosen_name) return chosen_name.error();
     // Constructed, never assigned: assigning a YAML::Node writes through to what it refers to.
-    const YAML::Node chosen = configs[chosen_name];
-    std::string where = "mig-configs." + Short(chosen_name);
+    const YAML::Node chosen = configs[*chosen_name];
+    std::string where = "mig-configs." + Short(*chosen_name);
     if (!chosen.IsSequence() || chosen.size() == 0 || chosen.size() > kMaxEntries) {
       return InvalidArgument(where + ": want a list of entries");
     }
     LayoutConfig config;
-    config.name = chosen_name;
+    config.name = *chosen_name;
     for (size_t i = 0; i < chosen.size(); ++i) {
-      std::string at = where + "[" + std::to_string(i) + "]";
-      const YAML::Node& e = chosen[i];
-      if (!e.IsMap()) return InvalidArgument(at + ": want a mapping");
-      for (const auto& field : e) {
-        std::string key = field.first.as<std::string>();
-        if (key != "devices" && key != "mig-enabled" && key != "mig-devices") {
-          return InvalidArgument(at + "." + Short(key) + ": unknown field");
-        }
-      }
-      LayoutEntry entry;
-      entry.devices = ParseDevices(e["devices"], at + ".devices");
-      if (!e["mig-enabled"] || !e["mig-enabled"].IsScalar()) {
-        return InvalidArgument(at + ".mig-enabled: want true or false");
-      }
-      entry.mig_enabled = e["mig-enabled"].as<bool>();
-      const YAML::Node& devices = e["mig-devices"];
-      if (devices) {
-        if (!devices.IsMap() || devices.size() > kMaxEntries) {
-          return InvalidArgument(at + ".mig-devices: want a mapping of profile to count");
-        }
-        if (!entry.mig_enabled && devices.size() > 0) {
-          return InvalidArgument(at + ".mig-devices: given with mig-enabled false");
-        }
-        for (const auto& device : devices) {
-          std::string profile = device.first.as<std::string>();
-          long long count = device.second.as<long long>();
-          if (profile.empty() || profile.size() > 32) {
-            return InvalidArgument(at + ".mig-devices: a profile name of 1..32 characters");
-          }
-          if (count < 0 || count > kMaxCount) {
-            return InvalidArgument(at + ".mig-devices." + profile + ": want a count 0.." +
-                                   std::to_string(kMaxCount));
-          }
-          if (count > 0) entry.mig_devices.push_back({profile, static_cast<uint32_t>(count)});
-        }
-      }
-      config.entries.push_back(std::move(entry));
+      auto entry = ParseLayoutEntry(chosen[i], where + "[" + std::to_string(i) + "]");
+      if (!entry) return entry.error();
+      config.entries.push_back(std::move(*entry));
     }
     return config;
   } catch (const std::exception& e) {

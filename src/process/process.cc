@@ -50,47 +50,59 @@ struct Spawned {
   int input_fd = -1;   // -1 when stdin is /dev/null
 };
 
-Result<Spawned> SpawnWith(const std::vector<std::string>& argv, const Options& options) {
-  if (argv.empty()) return InvalidArgument("run: empty command");
-  int output_fds[2] = {-1, -1};
-  int input_fds[2] = {-1, -1};
-  int file_fd = -1;
-  auto close_all = [&] {
-    for (int fd : {output_fds[0], output_fds[1], input_fds[0], input_fds[1], file_fd})
+// The descriptors a child starts with: the output pipe (or the output file) and, when there is
+// input, the input pipe. All close-on-exec; the child's ends are dup'ed onto its stdio.
+struct ChildFds {
+  int output[2] = {-1, -1};
+  int input[2] = {-1, -1};
+  int file = -1;
+
+  int child_output() const { return file >= 0 ? file : output[1]; }
+  void CloseAll() {
+    for (int fd : {output[0], output[1], input[0], input[1], file})
       if (fd >= 0) ::close(fd);
-  };
-  if (options.output_file.empty()) {
-    if (::pipe2(output_fds, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
-  } else {
-    file_fd = ::open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (file_fd < 0) return ErrnoError("open " + options.output_file, errno);
   }
-  if (!options.input.empty() && ::pipe2(input_fds, O_CLOEXEC) != 0) {
+};
+
+Status OpenChildFds(const Options& options, ChildFds* fds) {
+  if (options.output_file.empty()) {
+    if (::pipe2(fds->output, O_CLOEXEC) != 0) return ErrnoError("pipe", errno);
+  } else {
+    fds->file =
+        ::open(options.output_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fds->file < 0) return ErrnoError("open " + options.output_file, errno);
+  }
+  if (!options.input.empty() && ::pipe2(fds->input, O_CLOEXEC) != 0) {
     int saved = errno;
-    close_all();
+    fds->CloseAll();
     return ErrnoError("pipe", saved);
   }
-  const int out_fd = file_fd >= 0 ? file_fd : output_fds[1];
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (input_fds[0] >= 0) {
-    posix_spawn_file_actions_adddup2(&actions, input_fds[0], 0);
+  return Ok();
+}
+
+// The child's stdin (the input pipe or /dev/null), stdout, and stderr (with stdout, or
+// /dev/null); nothing else of ours.
+void SetChildStdio(const ChildFds& fds, const Options& options,
+                   posix_spawn_file_actions_t* actions) {
+  if (fds.input[0] >= 0) {
+    posix_spawn_file_actions_adddup2(actions, fds.input[0], 0);
   } else {
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(actions, 0, "/dev/null", O_RDONLY, 0);
   }
-  posix_spawn_file_actions_adddup2(&actions, out_fd, 1);
-  if (options.capture_stderr || file_fd >= 0) {
-    posix_spawn_file_actions_adddup2(&actions, out_fd, 2);
+  posix_spawn_file_actions_adddup2(actions, fds.child_output(), 1);
+  if (options.capture_stderr || fds.file >= 0) {
+    posix_spawn_file_actions_adddup2(actions, fds.child_output(), 2);
   } else {
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(actions, 2, "/dev/null", O_WRONLY, 0);
   }
   // Stdio only: every descriptor of ours is close-on-exec where it is made (common/cloexec.h);
   // this catches one a library opened without the flag.
-  posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  // Own process group, so a time-out kills what the program started too; default signal
-  // handling, since the service ignores SIGPIPE.
+  posix_spawn_file_actions_addclosefrom_np(actions, 3);
+}
+
+// Own process group, so a time-out kills what the program started too; default signal
+// handling, since the service ignores SIGPIPE.
+void SetChildGroupAndSignals(posix_spawnattr_t* attr) {
   sigset_t defaults;
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGPIPE);
@@ -98,11 +110,22 @@ Result<Spawned> SpawnWith(const std::vector<std::string>& argv, const Options& o
   sigaddset(&defaults, SIGINT);
   sigset_t none;
   sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr,
+  posix_spawnattr_setsigdefault(attr, &defaults);
+  posix_spawnattr_setsigmask(attr, &none);
+  posix_spawnattr_setpgroup(attr, 0);
+  posix_spawnattr_setflags(attr,
                            POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+}
+
+// Starts argv (looked up in PATH) on `fds`; returns posix_spawnp's error number, 0 on success.
+int SpawnChild(const std::vector<std::string>& argv, const Options& options, const ChildFds& fds,
+               pid_t* pid) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  SetChildStdio(fds, options, &actions);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  SetChildGroupAndSignals(&attr);
   std::vector<char*> args;
   for (const auto& arg : argv)
     args.push_back(const_cast<char*>(arg.c_str()));
@@ -115,16 +138,46 @@ Result<Spawned> SpawnWith(const std::vector<std::string>& argv, const Options& o
       env.push_back(entry.data());
     env.push_back(nullptr);
   }
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, &attr, args.data(),
+  int rc = ::posix_spawnp(pid, argv[0].c_str(), &actions, &attr, args.data(),
                           env.empty() ? environ : env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+// Small inputs (commands) fit the pipe's buffer: written whole, then closed so the program
+// sees its end. A program that exits without reading gives EPIPE, no error of ours: SIGPIPE
+// is blocked in this thread meanwhile and a pending one is taken back.
+void WriteInputAndClose(int fd, const std::string& input) {
+  sigset_t pipe_signal, previous;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &previous);
+  size_t done = 0;
+  while (done < input.size()) {
+    ssize_t n = ::write(fd, input.data() + done, input.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  const timespec no_wait{0, 0};
+  while (::sigtimedwait(&pipe_signal, nullptr, &no_wait) == SIGPIPE) {
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+Result<Spawned> SpawnWith(const std::vector<std::string>& argv, const Options& options) {
+  if (argv.empty()) return InvalidArgument("run: empty command");
+  ChildFds fds;
+  if (auto opened = OpenChildFds(options, &fds); !opened) return opened.error();
+  pid_t pid = -1;
+  int rc = SpawnChild(argv, options, fds, &pid);
   Spawned spawned;
-  spawned.output_fd = output_fds[0];
-  spawned.input_fd = input_fds[1];
-  output_fds[0] = input_fds[1] = -1;
-  close_all();  // the child's ends
+  spawned.output_fd = fds.output[0];
+  spawned.input_fd = fds.input[1];
+  fds.output[0] = fds.input[1] = -1;
+  fds.CloseAll();  // the child's ends
   if (rc != 0) {
     if (spawned.output_fd >= 0) ::close(spawned.output_fd);
     if (spawned.input_fd >= 0) ::close(spawned.input_fd);
@@ -132,27 +185,8 @@ Result<Spawned> SpawnWith(const std::vector<std::string>& argv, const Options& o
   }
   spawned.pid = pid;
   if (spawned.input_fd >= 0) {
-    // Small inputs (commands) fit the pipe's buffer: written whole, then closed so the program
-    // sees its end. A program that exits without reading gives EPIPE, no error of ours: SIGPIPE
-    // is blocked in this thread meanwhile and a pending one is taken back.
-    sigset_t pipe_signal, previous;
-    sigemptyset(&pipe_signal);
-    sigaddset(&pipe_signal, SIGPIPE);
-    ::pthread_sigmask(SIG_BLOCK, &pipe_signal, &previous);
-    size_t done = 0;
-    while (done < options.input.size()) {
-      ssize_t n =
-          ::write(spawned.input_fd, options.input.data() + done, options.input.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    ::close(spawned.input_fd);
+    WriteInputAndClose(spawned.input_fd, options.input);
     spawned.input_fd = -1;
-    const timespec no_wait{0, 0};
-    while (::sigtimedwait(&pipe_signal, nullptr, &no_wait) == SIGPIPE) {
-    }
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   }
   return spawned;
 }

@@ -187,86 +187,16 @@ class PodmanBackend final : public ContainerBackend {
     // right after Start always finds the container. A client left behind by a killed service
     // goes on (killing podman halfway through a start leaves a container no `podman start`
     // can start); List() waits for such clients to get past creating their container.
-    const std::vector<std::string> runtime_flags = RuntimeFlagsFor(request);
-    std::vector<std::string> argv = {options_.podman};
-    for (const auto& flag : runtime_flags) {
-      argv.push_back("--runtime-flag");
-      argv.push_back(flag);
-    }
-    argv.insert(argv.end(), {"run", "--sig-proxy=false", "--name", ContainerName(request.id)});
     const std::string cid_file = StatePath(request.id, ".cid");
-    if (!cid_file.empty()) {
-      ::unlink(cid_file.c_str());  // podman refuses an existing ID file
-      argv.push_back("--cidfile=" + cid_file);
-      argv.push_back("--log-driver=k8s-file");
-      argv.push_back("--log-opt=path=" + StatePath(request.id, ".log"));
-      if (options_.log_max_bytes > 0)
-        argv.push_back("--log-opt=max-size=" + std::to_string(options_.log_max_bytes));
-    }
-    argv.push_back("--label=" + std::string(kIdLabel) + "=" + request.id);
-    argv.push_back("--label=" + std::string(kInstanceLabel) + "=" + options_.instance);
-    argv.push_back("--label=" + std::string(kTenancyLabel) + "=" + request.tenancy);
-    if (!runtime_flags.empty()) {
-      std::string joined;
-      for (const auto& flag : runtime_flags)
-        joined += (joined.empty() ? "" : ",") + flag;
-      argv.push_back("--label=" + std::string(kRuntimeFlagsLabel) + "=" + joined);
-    }
-    for (const auto& [key, value] : request.labels)
-      argv.push_back("--label=" + key + "=" + value);
-    argv.push_back("--runtime=" + RuntimeFor(request.isolation));
-    for (const auto& arg : start_check_.get().run_args)
-      argv.push_back(arg);
-    for (const auto& device : request.cdi_devices)
-      argv.push_back("--device=" + device);
-    for (const auto& [key, value] : request.env)
-      argv.push_back("--env=" + key + "=" + value);
+    std::vector<std::string> argv = RunArgs(request, cid_file);
     if (auto status = PrepareForStart(request); !status) return status;
-    if (options_.tenant_networks || request.network == tenancy::NetworkMode::kNone) {
-      for (auto& arg : tenancy::ContainerNetworkArgs(request.tenancy, request.network))
-        argv.push_back(std::move(arg));
-    }
-    for (auto& arg : tenancy::ContainerVolumeArgs(request.volumes))
-      argv.push_back(std::move(arg));
-    // A bind over /dev/shm replaces podman's own tmpfs there.
-    for (const auto& bind : request.binds)
-      argv.push_back("--mount=type=bind,source=" + bind.host_path +
-                     ",destination=" + bind.container_path + (bind.read_only ? ",ro=true" : ""));
-    for (const auto& arg : options_.extra_run_args)
-      argv.push_back(arg);
-    argv.push_back(request.image);
-    for (const auto& arg : request.command)
-      argv.push_back(arg);
+    AppendMountsAndCommand(request, &argv);
     spdlog::debug("local backend: {}", process::Describe(argv));
     auto child = process::Spawn(argv);
     if (!child) return child.error();
     auto handoff = std::make_shared<StartHandoff>();
     Follow(request.id, *child, std::move(on_exit), false, RuntimeFor(request.isolation), handoff);
-
-    // Until the ID file appears, or podman ends without one (nothing was created: Start fails
-    // and the follower stays silent). The image pull, when needed, happens in here too.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-    std::unique_lock lock(handoff->mutex);
-    for (;;) {
-      if (cid_file.empty() || IdFileWritten(cid_file)) break;
-      if (handoff->finished) {
-        if (IdFileWritten(cid_file)) break;  // created, and already ended
-        handoff->start_failed = true;
-        handoff->start_decided = true;
-        handoff->changed.notify_all();
-        return StartFailed(request, handoff->outcome);
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        lock.unlock();
-        ::kill(child->pid, SIGKILL);  // the follower reports it as not run
-        lock.lock();
-        break;
-      }
-      handoff->changed.wait_for(lock, std::chrono::milliseconds(2));
-    }
-    handoff->start_decided = true;
-    handoff->changed.notify_all();
-    return Ok();
+    return AwaitCreated(request, cid_file, child->pid, *handoff);
   }
 
   Status Watch(const std::string& id, ExitCallback on_exit) override {
@@ -545,6 +475,92 @@ class PodmanBackend final : public ContainerBackend {
     bool start_decided = false;  // Start has returned or is returning (Start)
     bool start_failed = false;   // ... with an error (Start)
   };
+
+  // `podman run` up to its network: runtime flags, name, ID and log files, labels, runtime,
+  // devices and environment.
+  std::vector<std::string> RunArgs(const StartRequest& request, const std::string& cid_file) {
+    const std::vector<std::string> runtime_flags = RuntimeFlagsFor(request);
+    std::vector<std::string> argv = {options_.podman};
+    for (const auto& flag : runtime_flags) {
+      argv.push_back("--runtime-flag");
+      argv.push_back(flag);
+    }
+    argv.insert(argv.end(), {"run", "--sig-proxy=false", "--name", ContainerName(request.id)});
+    if (!cid_file.empty()) {
+      ::unlink(cid_file.c_str());  // podman refuses an existing ID file
+      argv.push_back("--cidfile=" + cid_file);
+      argv.push_back("--log-driver=k8s-file");
+      argv.push_back("--log-opt=path=" + StatePath(request.id, ".log"));
+      if (options_.log_max_bytes > 0)
+        argv.push_back("--log-opt=max-size=" + std::to_string(options_.log_max_bytes));
+    }
+    argv.push_back("--label=" + std::string(kIdLabel) + "=" + request.id);
+    argv.push_back("--label=" + std::string(kInstanceLabel) + "=" + options_.instance);
+    argv.push_back("--label=" + std::string(kTenancyLabel) + "=" + request.tenancy);
+    if (!runtime_flags.empty()) {
+      std::string joined;
+      for (const auto& flag : runtime_flags)
+        joined += (joined.empty() ? "" : ",") + flag;
+      argv.push_back("--label=" + std::string(kRuntimeFlagsLabel) + "=" + joined);
+    }
+    for (const auto& [key, value] : request.labels)
+      argv.push_back("--label=" + key + "=" + value);
+    argv.push_back("--runtime=" + RuntimeFor(request.isolation));
+    for (const auto& arg : start_check_.get().run_args)
+      argv.push_back(arg);
+    for (const auto& device : request.cdi_devices)
+      argv.push_back("--device=" + device);
+    for (const auto& [key, value] : request.env)
+      argv.push_back("--env=" + key + "=" + value);
+    return argv;
+  }
+
+  // The rest of `podman run`: network, volumes, binds, extra arguments, the image and command.
+  void AppendMountsAndCommand(const StartRequest& request, std::vector<std::string>* argv) const {
+    if (options_.tenant_networks || request.network == tenancy::NetworkMode::kNone) {
+      for (auto& arg : tenancy::ContainerNetworkArgs(request.tenancy, request.network))
+        argv->push_back(std::move(arg));
+    }
+    for (auto& arg : tenancy::ContainerVolumeArgs(request.volumes))
+      argv->push_back(std::move(arg));
+    // A bind over /dev/shm replaces podman's own tmpfs there.
+    for (const auto& bind : request.binds)
+      argv->push_back("--mount=type=bind,source=" + bind.host_path +
+                      ",destination=" + bind.container_path + (bind.read_only ? ",ro=true" : ""));
+    for (const auto& arg : options_.extra_run_args)
+      argv->push_back(arg);
+    argv->push_back(request.image);
+    for (const auto& arg : request.command)
+      argv->push_back(arg);
+  }
+
+  // Until the ID file appears, or podman ends without one (nothing was created: Start fails
+  // and the follower stays silent). The image pull, when needed, happens in here too.
+  Status AwaitCreated(const StartRequest& request, const std::string& cid_file, pid_t pid,
+                      StartHandoff& handoff) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    std::unique_lock lock(handoff.mutex);
+    for (;;) {
+      if (cid_file.empty() || IdFileWritten(cid_file)) break;
+      if (handoff.finished) {
+        if (IdFileWritten(cid_file)) break;  // created, and already ended
+        handoff.start_failed = true;
+        handoff.start_decided = true;
+        handoff.changed.notify_all();
+        return StartFailed(request, handoff.outcome);
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        lock.unlock();
+        ::kill(pid, SIGKILL);  // the follower reports it as not run
+        lock.lock();
+        break;
+      }
+      handoff.changed.wait_for(lock, std::chrono::milliseconds(2));
+    }
+    handoff.start_decided = true;
+    handoff.changed.notify_all();
+    return Ok();
+  }
 
   // A thread that reads the client's output, reaps it, and decides how the container ended.
   // `runtime` is what a diagnosis of a failed start names ("runc").
