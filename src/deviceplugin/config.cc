@@ -395,6 +395,87 @@ std::string CheckResourceName(std::string_view name) {
   return {};
 }
 
+namespace {
+
+// The top level's scalars and lists of names: version, paths, strategies and policies.
+Status ParseConfigScalars(const YAML::Node& root, Config* config) {
+  if (root["version"]) {
+    auto v = String(root["version"], "version");
+    if (!v) return v.error();
+    if (*v != "v1") return InvalidArgument("version: \"" + Excerpt(*v, 40) + "\": want v1");
+  }
+  for (auto [key, out] :
+       {std::pair{"root", &config->root}, std::pair{"socketDir", &config->socket_dir},
+        std::pair{"cdiDir", &config->cdi_dir}, std::pair{"leaseFile", &config->lease_file},
+        std::pair{"annotationPlugin", &config->annotation_plugin}}) {
+    if (!root[key]) continue;
+    auto s = String(root[key], key);
+    if (!s) return s.error();
+    *out = *s;
+  }
+  if (root["writeCdiSpecs"]) {
+    auto b = Bool(root["writeCdiSpecs"], "writeCdiSpecs");
+    if (!b) return b.error();
+    config->write_cdi_specs = *b;
+  }
+  if (root["deviceListStrategy"]) {
+    auto names = StringList(root["deviceListStrategy"], "deviceListStrategy");
+    if (!names) return names.error();
+    auto strategies = Strategies(*names, "deviceListStrategy");
+    if (!strategies) return strategies.error();
+    config->device_list_strategy = *strategies;
+  }
+  if (root["allocationPolicy"]) {
+    auto s = String(root["allocationPolicy"], "allocationPolicy");
+    if (!s) return s.error();
+    auto policy = ParseAllocationPolicy(*s);
+    if (!policy) return policy.error().WithContext("allocationPolicy");
+    config->allocation_policy = *policy;
+  }
+  if (root["migStrategy"]) {
+    auto s = String(root["migStrategy"], "migStrategy");
+    if (!s) return s.error();
+    auto strategy = ParseMigStrategy(*s);
+    if (!strategy) return strategy.error().WithContext("migStrategy");
+    config->mig_strategy = *strategy;
+  }
+  return Ok();
+}
+
+// The top level's sections: naming rules, sharing, topology, health and gRPC threads.
+Status ParseConfigSections(const YAML::Node& root, Config* config) {
+  if (const auto list = root["resources"]) {
+    if (!list.IsSequence()) return InvalidArgument("resources: want a list of naming rules");
+    size_t i = 0;
+    for (const auto& item : list) {
+      NamingRule rule;
+      if (auto s = ParseRule(item, "resources[" + std::to_string(i++) + "]", &rule); !s) {
+        return s.error();
+      }
+      config->resources.push_back(std::move(rule));
+    }
+  }
+  if (root["sharing"]) {
+    if (auto s = ParseSharing(root["sharing"], "sharing", &config->sharing); !s) return s.error();
+  }
+  if (root["topology"]) {
+    if (auto s = ParseTopology(root["topology"], "topology", &config->topology); !s) {
+      return s.error();
+    }
+  }
+  if (root["health"]) {
+    if (auto s = ParseHealth(root["health"], "health", &config->health); !s) return s.error();
+  }
+  if (root["grpcThreads"]) {
+    auto n = Integer(root["grpcThreads"], "grpcThreads", 1, 64);
+    if (!n) return n.error();
+    config->grpc_threads = static_cast<int>(*n);
+  }
+  return Ok();
+}
+
+}  // namespace
+
 Result<Config> ParseConfig(std::string_view yaml) {
   auto loaded = LoadBoundedYaml(yaml);
   if (!loaded) return loaded.error().WithContext("config");
@@ -410,73 +491,8 @@ Result<Config> ParseConfig(std::string_view yaml) {
         !s) {
       return s.error();
     }
-    if (root["version"]) {
-      auto v = String(root["version"], "version");
-      if (!v) return v.error();
-      if (*v != "v1") return InvalidArgument("version: \"" + Excerpt(*v, 40) + "\": want v1");
-    }
-    for (auto [key, out] :
-         {std::pair{"root", &config.root}, std::pair{"socketDir", &config.socket_dir},
-          std::pair{"cdiDir", &config.cdi_dir}, std::pair{"leaseFile", &config.lease_file},
-          std::pair{"annotationPlugin", &config.annotation_plugin}}) {
-      if (!root[key]) continue;
-      auto s = String(root[key], key);
-      if (!s) return s.error();
-      *out = *s;
-    }
-    if (root["writeCdiSpecs"]) {
-      auto b = Bool(root["writeCdiSpecs"], "writeCdiSpecs");
-      if (!b) return b.error();
-      config.write_cdi_specs = *b;
-    }
-    if (root["deviceListStrategy"]) {
-      auto names = StringList(root["deviceListStrategy"], "deviceListStrategy");
-      if (!names) return names.error();
-      auto strategies = Strategies(*names, "deviceListStrategy");
-      if (!strategies) return strategies.error();
-      config.device_list_strategy = *strategies;
-    }
-    if (root["allocationPolicy"]) {
-      auto s = String(root["allocationPolicy"], "allocationPolicy");
-      if (!s) return s.error();
-      auto policy = ParseAllocationPolicy(*s);
-      if (!policy) return policy.error().WithContext("allocationPolicy");
-      config.allocation_policy = *policy;
-    }
-    if (root["migStrategy"]) {
-      auto s = String(root["migStrategy"], "migStrategy");
-      if (!s) return s.error();
-      auto strategy = ParseMigStrategy(*s);
-      if (!strategy) return strategy.error().WithContext("migStrategy");
-      config.mig_strategy = *strategy;
-    }
-    if (const auto list = root["resources"]) {
-      if (!list.IsSequence()) return InvalidArgument("resources: want a list of naming rules");
-      size_t i = 0;
-      for (const auto& item : list) {
-        NamingRule rule;
-        if (auto s = ParseRule(item, "resources[" + std::to_string(i++) + "]", &rule); !s) {
-          return s.error();
-        }
-        config.resources.push_back(std::move(rule));
-      }
-    }
-    if (root["sharing"]) {
-      if (auto s = ParseSharing(root["sharing"], "sharing", &config.sharing); !s) return s.error();
-    }
-    if (root["topology"]) {
-      if (auto s = ParseTopology(root["topology"], "topology", &config.topology); !s) {
-        return s.error();
-      }
-    }
-    if (root["health"]) {
-      if (auto s = ParseHealth(root["health"], "health", &config.health); !s) return s.error();
-    }
-    if (root["grpcThreads"]) {
-      auto n = Integer(root["grpcThreads"], "grpcThreads", 1, 64);
-      if (!n) return n.error();
-      config.grpc_threads = static_cast<int>(*n);
-    }
+    if (auto s = ParseConfigScalars(root, &config); !s) return s.error();
+    if (auto s = ParseConfigSections(root, &config); !s) return s.error();
   } catch (const YAML::Exception& e) {
     return InvalidArgument("config: " + std::string(e.what()));
   }

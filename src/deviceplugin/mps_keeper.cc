@@ -31,6 +31,89 @@ struct Gpu {
   std::string fault;  // why it is not up; empty when it is
 };
 
+// The GPUs of the resources shared through MPS.
+std::vector<Gpu> MpsGpusOf(const ResourceManager& manager) {
+  std::vector<Gpu> gpus;
+  for (size_t i = 0; i < manager.devices().size(); ++i) {
+    const PhysicalDevice& device = manager.devices()[i];
+    if (device.mps_replicas == 0) continue;
+    Gpu gpu;
+    gpu.device = static_cast<int>(i);
+    gpu.config.gpu_uuid = *device.uuid;
+    gpu.config.pci_address = device.pci_address;
+    gpus.push_back(std::move(gpu));
+  }
+  return gpus;
+}
+
+// Daemons an earlier run left for GPUs no longer shared through MPS go first.
+void RemoveUnsharedDaemons(const ResourceManager& manager, const std::vector<Gpu>& gpus,
+                           const mps::Options& options, nvml::Library& nvml) {
+  std::map<std::string, std::string> pci_of_uuid;
+  for (const PhysicalDevice& device : manager.devices())
+    if (device.uuid) pci_of_uuid[*device.uuid] = device.pci_address;
+  for (const std::string& uuid : mps::Daemon::Existing(options.root)) {
+    const bool wanted = std::any_of(gpus.begin(), gpus.end(),
+                                    [&](const Gpu& gpu) { return gpu.config.gpu_uuid == uuid; });
+    if (wanted || !pci_of_uuid.count(uuid)) continue;
+    if (auto status = mps::Daemon::Remove(options, nvml, uuid, pci_of_uuid[uuid]); !status)
+      spdlog::warn("MPS daemon of {} (no longer shared): {}", uuid, status.error().message);
+    else
+      spdlog::info("MPS daemon of {} torn down: the GPU is no longer shared through MPS", uuid);
+  }
+}
+
+// Limits: the GPU over its replicas (NVIDIA's plugin does the same); then its daemon.
+void OpenGpuDaemon(ResourceManager& manager, Gpu& gpu, const PhysicalDevice& device,
+                   const mps::Options& options, nvml::Library& nvml) {
+  auto handle = nvml.GpuByPci(gpu.config.pci_address);
+  auto memory = handle ? nvml.MemoryTotal(*handle) : Result<uint64_t>(handle.error());
+  if (!memory) {
+    gpu.fault = "GPU memory: " + memory.error().message;
+    return;
+  }
+  gpu.config.pinned_memory_limit_bytes =
+      std::max<uint64_t>(kMiB, *memory / static_cast<uint64_t>(device.mps_replicas) / kMiB * kMiB);
+  gpu.config.active_thread_percentage = std::max(1, 100 / device.mps_replicas);
+  manager.SetMpsLimits(gpu.device,
+                       {gpu.config.pinned_memory_limit_bytes, gpu.config.active_thread_percentage,
+                        mps::ConfigHash(gpu.config)});
+  auto daemon = mps::Daemon::Open(options, nvml, gpu.config);
+  if (daemon) {
+    gpu.daemon = std::move(*daemon);
+    gpu.fault.clear();
+  } else {
+    gpu.fault = daemon.error().message;
+  }
+}
+
+// A failed check makes the GPU unhealthy at once (kubelet stops placing on it), then the
+// restarted daemon brings it back with its limits.
+void CheckGpuDaemon(ResourceManager& manager, Gpu& gpu, const PhysicalDevice& device) {
+  auto check = gpu.daemon->Check();
+  if (check) return;
+  gpu.fault = check.error().message;
+  manager.SetMpsState(gpu.device, "", gpu.fault);
+  spdlog::error("{}: {}; restarting it", device.pci_address, gpu.fault);
+  if (auto restarted = gpu.daemon->Restart(); restarted) {
+    gpu.fault.clear();
+  } else {
+    gpu.fault = restarted.error().message;
+  }
+}
+
+// Tells the manager the ready marker and fault; logs when the GPU's health changed.
+void ReportGpuDaemon(ResourceManager& manager, const Gpu& gpu, const PhysicalDevice& device) {
+  const std::string marker = gpu.daemon ? mps::ReadReadyMarker(gpu.daemon->paths()) : "";
+  if (manager.SetMpsState(gpu.device, marker, gpu.fault)) {
+    const DeviceHealth health = manager.Health(gpu.device);
+    if (health.mps_fault.empty())
+      spdlog::info("{}: MPS daemon ready ({})", device.pci_address, marker);
+    else
+      spdlog::warn("{}: {}", device.pci_address, health.mps_fault);
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<MpsKeeper> MpsKeeper::Start(std::shared_ptr<ResourceManager> manager) {
@@ -64,16 +147,7 @@ void MpsKeeper::Run() {
     return wake_.wait_for(lock, wait, [this] { return stop_; });
   };
 
-  std::vector<Gpu> gpus;
-  for (size_t i = 0; i < manager_->devices().size(); ++i) {
-    const PhysicalDevice& device = manager_->devices()[i];
-    if (device.mps_replicas == 0) continue;
-    Gpu gpu;
-    gpu.device = static_cast<int>(i);
-    gpu.config.gpu_uuid = *device.uuid;
-    gpu.config.pci_address = device.pci_address;
-    gpus.push_back(std::move(gpu));
-  }
+  std::vector<Gpu> gpus = MpsGpusOf(*manager_);
 
   // NVML: the GPUs' memory, and their compute mode. Without it no daemon starts.
   std::unique_ptr<nvml::Library> nvml;
@@ -89,19 +163,7 @@ void MpsKeeper::Run() {
     if (stopping(std::chrono::seconds(5))) return;
   }
 
-  // Daemons an earlier run left for GPUs no longer shared through MPS go first.
-  std::map<std::string, std::string> pci_of_uuid;
-  for (const PhysicalDevice& device : manager_->devices())
-    if (device.uuid) pci_of_uuid[*device.uuid] = device.pci_address;
-  for (const std::string& uuid : mps::Daemon::Existing(sharing.root)) {
-    const bool wanted = std::any_of(gpus.begin(), gpus.end(),
-                                    [&](const Gpu& gpu) { return gpu.config.gpu_uuid == uuid; });
-    if (wanted || !pci_of_uuid.count(uuid)) continue;
-    if (auto status = mps::Daemon::Remove(options, *nvml, uuid, pci_of_uuid[uuid]); !status)
-      spdlog::warn("MPS daemon of {} (no longer shared): {}", uuid, status.error().message);
-    else
-      spdlog::info("MPS daemon of {} torn down: the GPU is no longer shared through MPS", uuid);
-  }
+  RemoveUnsharedDaemons(*manager_, gpus, options, *nvml);
 
   // One thread per GPU: a daemon that hangs holds up its own GPU's checks for one command
   // time-out at most, never another GPU's.
@@ -109,45 +171,11 @@ void MpsKeeper::Run() {
     for (;;) {
       const PhysicalDevice& device = manager_->devices()[gpu.device];
       if (!gpu.daemon) {
-        // Limits: the GPU over its replicas (NVIDIA's plugin does the same).
-        auto handle = nvml->GpuByPci(gpu.config.pci_address);
-        auto memory = handle ? nvml->MemoryTotal(*handle) : Result<uint64_t>(handle.error());
-        if (!memory) {
-          gpu.fault = "GPU memory: " + memory.error().message;
-        } else {
-          gpu.config.pinned_memory_limit_bytes = std::max<uint64_t>(
-              kMiB, *memory / static_cast<uint64_t>(device.mps_replicas) / kMiB * kMiB);
-          gpu.config.active_thread_percentage = std::max(1, 100 / device.mps_replicas);
-          manager_->SetMpsLimits(
-              gpu.device, {gpu.config.pinned_memory_limit_bytes,
-                           gpu.config.active_thread_percentage, mps::ConfigHash(gpu.config)});
-          auto daemon = mps::Daemon::Open(options, *nvml, gpu.config);
-          if (daemon) {
-            gpu.daemon = std::move(*daemon);
-            gpu.fault.clear();
-          } else {
-            gpu.fault = daemon.error().message;
-          }
-        }
-      } else if (auto check = gpu.daemon->Check(); !check) {
-        // Unhealthy at once (kubelet stops placing on it), then back with its limits.
-        gpu.fault = check.error().message;
-        manager_->SetMpsState(gpu.device, "", gpu.fault);
-        spdlog::error("{}: {}; restarting it", device.pci_address, gpu.fault);
-        if (auto restarted = gpu.daemon->Restart(); restarted) {
-          gpu.fault.clear();
-        } else {
-          gpu.fault = restarted.error().message;
-        }
+        OpenGpuDaemon(*manager_, gpu, device, options, *nvml);
+      } else {
+        CheckGpuDaemon(*manager_, gpu, device);
       }
-      const std::string marker = gpu.daemon ? mps::ReadReadyMarker(gpu.daemon->paths()) : "";
-      if (manager_->SetMpsState(gpu.device, marker, gpu.fault)) {
-        const DeviceHealth health = manager_->Health(gpu.device);
-        if (health.mps_fault.empty())
-          spdlog::info("{}: MPS daemon ready ({})", device.pci_address, marker);
-        else
-          spdlog::warn("{}: {}", device.pci_address, health.mps_fault);
-      }
+      ReportGpuDaemon(*manager_, gpu, device);
       if (stopping(interval)) return;
     }
   };

@@ -87,6 +87,275 @@ bool HasOption(const std::vector<std::string>& options, const char* option) {
   return std::find(options.begin(), options.end(), option) != options.end();
 }
 
+// The first matching naming rule's resource ("{model}" filled in), else the default one; ""
+// when the device is not advertised.
+std::string ResourceNameFor(const std::vector<NamingRule>& rules, const PciDevice& device) {
+  std::string name;
+  for (const auto& rule : rules) {
+    if (Matches(rule, device)) {
+      name = rule.name;
+      if (size_t at = name.find("{model}"); at != std::string::npos) {
+        name.replace(at, 7, SanitizedModel(device.model));
+      }
+      break;
+    }
+  }
+  if (name.empty()) name = DefaultResource(device);
+  return name;
+}
+
+// A whole device as advertised: its ID, what its health watches and its name in the CDI specs.
+PhysicalDevice PhysicalDeviceFor(const inventory::Inventory& inventory, const PciDevice& device,
+                                 const std::vector<cdi::Spec>& cdi_specs) {
+  PhysicalDevice physical;
+  physical.pci_address = device.pci_address;
+  physical.uuid = device.gpu_uuid;
+  physical.id =
+      device.gpu_uuid && !device.gpu_uuid->empty() ? *device.gpu_uuid : device.pci_address;
+  physical.numa_node = device.numa_node;
+  physical.model = device.model;
+  physical.vendor_id = device.vendor_id;
+  physical.driver = device.driver;
+  physical.watch_paths.push_back(
+      inventory::HostPath(inventory.root, "/sys/bus/pci/devices/" + device.pci_address));
+  for (const auto& node : device.device_nodes) {
+    if (node.exists) physical.watch_paths.push_back(inventory::HostPath(inventory.root, node.path));
+  }
+  // The CDI builder names a device by its stable ID, or by its IOMMU group when VFIO must hand
+  // out a group with several members.
+  std::vector<std::string> cdi_names = {physical.id};
+  if (device.iommu_group) cdi_names.push_back("iommu-group-" + std::to_string(*device.iommu_group));
+  for (const auto& spec : cdi_specs) {
+    for (const auto& cdi_device : spec.devices) {
+      if (std::find(cdi_names.begin(), cdi_names.end(), cdi_device.name) == cdi_names.end()) {
+        continue;
+      }
+      if (!physical.cdi_name.empty()) continue;
+      physical.cdi_name = spec.kind + "=" + cdi_device.name;
+      physical.cdi_kind = spec.kind;
+      physical.edits = cdi_device.container_edits;
+    }
+  }
+  return physical;
+}
+
+// The time-slicing and MPS sharing entries for the resource `name`: replicas, MPS and the name
+// it is advertised under.
+Status ApplySharing(const Config& config, const std::string& name, Resource& resource) {
+  for (const auto& [shared_list, mps, rename_by_default] :
+       {std::tuple{&config.sharing.resources, false, config.sharing.rename_by_default},
+        std::tuple{&config.sharing.mps.resources, true, config.sharing.mps.rename_by_default}}) {
+    for (const auto& shared : *shared_list) {
+      if (shared.name != name) continue;
+      resource.replicas = shared.replicas;
+      resource.mps = mps;
+      // An MPS container takes one replica: one process reaches one daemon, and two replicas
+      // would only double a per-process limit.
+      resource.fail_requests_greater_than_one =
+          mps || config.sharing.fail_requests_greater_than_one;
+      if (!shared.rename.empty()) {
+        resource.name = shared.rename;
+      } else if (rename_by_default) {
+        resource.name = name + ".shared";
+        if (auto problem = CheckResourceName(resource.name); !problem.empty()) {
+          return InvalidArgument("sharing: renamed resource " + problem);
+        }
+      }
+    }
+  }
+  return Ok();
+}
+
+// MPS shares whole NVIDIA GPUs that have a UUID; each gets the resource's replicas.
+Status MarkMpsDevices(const std::string& name, const Resource& resource,
+                      std::vector<PhysicalDevice>& devices) {
+  for (int index : resource.devices) {
+    PhysicalDevice& device = devices[index];
+    if (device.mig)
+      return InvalidArgument("sharing.mps: " + name +
+                             ": sharing using MPS is not supported for MIG devices (" + device.id +
+                             "); share MIG slices by MIG, or whole GPUs by MPS");
+    if (!device.uuid || device.vendor_id != 0x10de)
+      return InvalidArgument("sharing.mps: " + name + ": " + device.pci_address +
+                             " is not an NVIDIA GPU with a UUID; MPS needs one");
+    device.mps_replicas = resource.replicas;
+  }
+  return Ok();
+}
+
+// The spec-level edits of the devices' CDI kinds, and the advertised IDs ("<id>::<n>" for each
+// replica).
+void ListResourceIds(Resource& resource, const std::vector<PhysicalDevice>& devices,
+                     const std::vector<cdi::Spec>& cdi_specs) {
+  for (int index : resource.devices) {
+    const PhysicalDevice& device = devices[index];
+    if (!device.cdi_kind.empty() && !resource.spec_edits.count(device.cdi_kind)) {
+      for (const auto& spec : cdi_specs) {
+        if (spec.kind == device.cdi_kind) resource.spec_edits[spec.kind] = spec.container_edits;
+      }
+    }
+    if (resource.replicas == 1) {
+      resource.ids.push_back(device.id);
+      resource.device_of_id[device.id] = index;
+    } else {
+      for (int n = 0; n < resource.replicas; ++n) {
+        std::string id = device.id + "::" + std::to_string(n);
+        resource.ids.push_back(id);
+        resource.device_of_id[id] = index;
+      }
+    }
+  }
+}
+
+// Topology-aware choice for whole devices, precomputed once; the partition table only when it
+// maps exactly the resource's GPUs. (MIG slices share their parent's links: there is no topology
+// to score among them.)
+void AttachChooser(Resource& resource, const std::vector<PhysicalDevice>& devices,
+                   const inventory::Inventory& inventory,
+                   const std::optional<topology::PartitionTable>& table,
+                   std::vector<std::string>& warnings) {
+  bool mig_resource = std::any_of(resource.devices.begin(), resource.devices.end(),
+                                  [&](int i) { return devices[i].mig; });
+  if (resource.replicas != 1 || mig_resource ||
+      resource.devices.size() > static_cast<size_t>(topology::kMaxGpus)) {
+    return;
+  }
+  topology::GpuTopology gpus;
+  std::set<std::string> pcis;
+  for (int index : resource.devices) {
+    const PhysicalDevice& device = devices[index];
+    const PciDevice* source = inventory.FindDevice(device.pci_address);
+    topology::GpuInfo info;
+    info.id = device.id;
+    info.pci_address = device.pci_address;
+    info.numa_node = device.numa_node;
+    if (source) info.upstream_bridges = source->upstream_bridges;
+    gpus.gpus.push_back(std::move(info));
+    pcis.insert(device.pci_address);
+  }
+  std::optional<topology::PartitionTable> resource_table;
+  if (table) {
+    std::set<std::string> table_pcis;
+    for (const auto& [module, pci] : table->pci_addresses)
+      table_pcis.insert(pci);
+    if (table_pcis == pcis) {
+      resource_table = *table;
+    } else {
+      resource.chooser_note = "partition table " + table->board +
+                              " does not map exactly the GPUs of " + resource.name +
+                              "; scoring links instead";
+    }
+  }
+  auto chooser = topology::GpuChooser::Create(std::move(gpus), resource_table);
+  if (chooser) {
+    resource.chooser.emplace(std::move(*chooser));
+  } else {
+    resource.chooser_note = chooser.error().message;
+  }
+  if (!resource.chooser_note.empty()) {
+    warnings.push_back(resource.name + ": " + resource.chooser_note);
+  }
+}
+
+// The CDI names of the devices (cdi-cri) and their annotation (cdi-annotations).
+Status AddCdiNames(ContainerAllocation& out, const Resource& resource,
+                   const std::vector<int>& physical, const std::vector<PhysicalDevice>& devices,
+                   const Config& config) {
+  const auto& strategies = config.device_list_strategy;
+  auto wants = [&](ListStrategy s) {
+    return std::find(strategies.begin(), strategies.end(), s) != strategies.end();
+  };
+  std::vector<std::string> names;
+  for (int index : physical) {
+    const auto& device = devices[index];
+    if (device.cdi_name.empty()) {
+      return FailedPrecondition("device \"" + device.id + "\" has no CDI device (see warnings)");
+    }
+    // Several members of one VFIO group share one CDI device.
+    if (std::find(names.begin(), names.end(), device.cdi_name) == names.end()) {
+      names.push_back(device.cdi_name);
+    }
+  }
+  if (wants(ListStrategy::kCdiCri)) out.cdi_devices = names;
+  if (wants(ListStrategy::kCdiAnnotations)) {
+    std::string joined;
+    for (const auto& name : names)
+      joined += (joined.empty() ? "" : ",") + name;
+    char hash[17];
+    std::snprintf(hash, sizeof hash, "%016llx",
+                  static_cast<unsigned long long>(Fnv1a(resource.name + "|" + joined)));
+    out.annotations["cdi.k8s.io/" + config.annotation_plugin + "_" + hash] = joined;
+  }
+  return Ok();
+}
+
+// CDI container edits as device-specs output: device nodes and mounts once per container path.
+void AddContainerEdits(ContainerAllocation& out, const cdi::ContainerEdits& edits) {
+  for (const auto& node : edits.device_nodes) {
+    std::string host = node.host_path.empty() ? node.path : node.host_path;
+    bool seen_node =
+        std::any_of(out.devices.begin(), out.devices.end(),
+                    [&](const DeviceSpecOut& d) { return d.container_path == node.path; });
+    if (!seen_node)
+      out.devices.push_back({node.path, host, node.permissions.empty() ? "rw" : node.permissions});
+  }
+  for (const auto& mount : edits.mounts) {
+    bool seen = std::any_of(out.mounts.begin(), out.mounts.end(), [&](const MountOut& m) {
+      return m.container_path == mount.container_path;
+    });
+    if (!seen) {
+      out.mounts.push_back({mount.container_path, mount.host_path, HasOption(mount.options, "ro")});
+    }
+  }
+  for (const auto& env : edits.env) {
+    size_t eq = env.find('=');
+    if (eq != std::string::npos) out.envs[env.substr(0, eq)] = env.substr(eq + 1);
+  }
+}
+
+// device-specs: each device's own edits, then the spec-level edits of their CDI kinds.
+void AddDeviceSpecs(ContainerAllocation& out, const Resource& resource,
+                    const std::vector<int>& physical, const std::vector<PhysicalDevice>& devices) {
+  std::vector<std::string> kinds;
+  for (int index : physical) {
+    AddContainerEdits(out, devices[index].edits);
+    const auto& kind = devices[index].cdi_kind;
+    if (!kind.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+      kinds.push_back(kind);
+    }
+  }
+  for (const auto& kind : kinds) {
+    auto it = resource.spec_edits.find(kind);
+    if (it != resource.spec_edits.end()) AddContainerEdits(out, it->second);
+  }
+}
+
+// envvar: NVIDIA_VISIBLE_DEVICES of the NVIDIA devices.
+void AddVisibleDevices(ContainerAllocation& out, const std::vector<int>& physical,
+                       const std::vector<PhysicalDevice>& devices) {
+  std::string visible;
+  for (int index : physical) {
+    if (devices[index].vendor_id != 0x10de) continue;
+    visible += (visible.empty() ? "" : ",") + devices[index].id;
+  }
+  if (!visible.empty()) out.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
+}
+
+// MPS: the daemon's pipe and private shm, and this client's own limits (its replica's share).
+Status AddMpsClient(ContainerAllocation& out, const std::string& mps_root, const std::string& uuid,
+                    const MpsLimits& limits) {
+  auto paths = mps::PathsFor(mps_root, uuid);
+  if (!paths) return paths.error();
+  const auto edits = sharing::MpsClientEdits(
+      {limits.pinned_memory_bytes, limits.active_thread_percentage, sharing::Mode::kMps},
+      paths->pipe, paths->shm);
+  for (const auto& [key, value] : edits.env)
+    out.envs[key] = value;
+  for (const auto& mount : edits.mounts)
+    out.mounts.push_back({mount.container_path, mount.host_path, mount.read_only});
+  return Ok();
+}
+
 }  // namespace
 
 std::string ResourceSocketName(std::string_view resource) {
@@ -138,53 +407,12 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
   for (const PciDevice& device : inventory.devices) {
     if (!UsableDriver(device.driver)) continue;
     if (mig->replaced_gpus.count(device.pci_address)) continue;  // advertised as its MIG devices
-    std::string name;
-    for (const auto& rule : config.resources) {
-      if (Matches(rule, device)) {
-        name = rule.name;
-        if (size_t at = name.find("{model}"); at != std::string::npos) {
-          name.replace(at, 7, SanitizedModel(device.model));
-        }
-        break;
-      }
-    }
-    if (name.empty()) name = DefaultResource(device);
+    std::string name = ResourceNameFor(config.resources, device);
     if (name.empty()) continue;
     if (auto problem = CheckResourceName(name); !problem.empty()) {
       return InvalidArgument(device.pci_address + ": resource name " + problem);
     }
-
-    PhysicalDevice physical;
-    physical.pci_address = device.pci_address;
-    physical.uuid = device.gpu_uuid;
-    physical.id =
-        device.gpu_uuid && !device.gpu_uuid->empty() ? *device.gpu_uuid : device.pci_address;
-    physical.numa_node = device.numa_node;
-    physical.model = device.model;
-    physical.vendor_id = device.vendor_id;
-    physical.driver = device.driver;
-    physical.watch_paths.push_back(
-        inventory::HostPath(inventory.root, "/sys/bus/pci/devices/" + device.pci_address));
-    for (const auto& node : device.device_nodes) {
-      if (node.exists)
-        physical.watch_paths.push_back(inventory::HostPath(inventory.root, node.path));
-    }
-    // The CDI builder names a device by its stable ID, or by its IOMMU group when VFIO must hand
-    // out a group with several members.
-    std::vector<std::string> cdi_names = {physical.id};
-    if (device.iommu_group)
-      cdi_names.push_back("iommu-group-" + std::to_string(*device.iommu_group));
-    for (const auto& spec : manager->cdi_specs_) {
-      for (const auto& cdi_device : spec.devices) {
-        if (std::find(cdi_names.begin(), cdi_names.end(), cdi_device.name) == cdi_names.end()) {
-          continue;
-        }
-        if (!physical.cdi_name.empty()) continue;
-        physical.cdi_name = spec.kind + "=" + cdi_device.name;
-        physical.cdi_kind = spec.kind;
-        physical.edits = cdi_device.container_edits;
-      }
-    }
+    PhysicalDevice physical = PhysicalDeviceFor(inventory, device, manager->cdi_specs_);
     if (physical.cdi_name.empty()) {
       manager->warnings_.push_back(device.pci_address + ": no CDI device in the generated specs");
     }
@@ -202,105 +430,16 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
     Resource resource;
     resource.name = name;
     resource.devices = devices;
-    for (const auto& [shared_list, mps, rename_by_default] :
-         {std::tuple{&config.sharing.resources, false, config.sharing.rename_by_default},
-          std::tuple{&config.sharing.mps.resources, true, config.sharing.mps.rename_by_default}}) {
-      for (const auto& shared : *shared_list) {
-        if (shared.name != name) continue;
-        resource.replicas = shared.replicas;
-        resource.mps = mps;
-        // An MPS container takes one replica: one process reaches one daemon, and two replicas
-        // would only double a per-process limit.
-        resource.fail_requests_greater_than_one =
-            mps || config.sharing.fail_requests_greater_than_one;
-        if (!shared.rename.empty()) {
-          resource.name = shared.rename;
-        } else if (rename_by_default) {
-          resource.name = name + ".shared";
-          if (auto problem = CheckResourceName(resource.name); !problem.empty()) {
-            return InvalidArgument("sharing: renamed resource " + problem);
-          }
-        }
-      }
-    }
+    if (auto s = ApplySharing(config, name, resource); !s) return s.error();
     if (resource.mps) {
-      for (int index : devices) {
-        PhysicalDevice& device = manager->devices_[index];
-        if (device.mig)
-          return InvalidArgument("sharing.mps: " + name +
-                                 ": sharing using MPS is not supported for MIG devices (" +
-                                 device.id + "); share MIG slices by MIG, or whole GPUs by MPS");
-        if (!device.uuid || device.vendor_id != 0x10de)
-          return InvalidArgument("sharing.mps: " + name + ": " + device.pci_address +
-                                 " is not an NVIDIA GPU with a UUID; MPS needs one");
-        device.mps_replicas = resource.replicas;
-      }
+      if (auto s = MarkMpsDevices(name, resource, manager->devices_); !s) return s.error();
     }
     if (!advertised.insert(resource.name).second) {
       return InvalidArgument("resource " + resource.name + " would be advertised twice");
     }
-    for (int index : devices) {
-      const PhysicalDevice& device = manager->devices_[index];
-      if (!device.cdi_kind.empty() && !resource.spec_edits.count(device.cdi_kind)) {
-        for (const auto& spec : manager->cdi_specs_) {
-          if (spec.kind == device.cdi_kind) resource.spec_edits[spec.kind] = spec.container_edits;
-        }
-      }
-      if (resource.replicas == 1) {
-        resource.ids.push_back(device.id);
-        resource.device_of_id[device.id] = index;
-      } else {
-        for (int n = 0; n < resource.replicas; ++n) {
-          std::string id = device.id + "::" + std::to_string(n);
-          resource.ids.push_back(id);
-          resource.device_of_id[id] = index;
-        }
-      }
-    }
+    ListResourceIds(resource, manager->devices_, manager->cdi_specs_);
     resource.socket_name = ResourceSocketName(resource.name);
-
-    // Topology-aware choice for whole devices; precomputed here once.
-    // (MIG slices share their parent's links: there is no topology to score among them.)
-    bool mig_resource = std::any_of(devices.begin(), devices.end(),
-                                    [&](int i) { return manager->devices_[i].mig; });
-    if (resource.replicas == 1 && !mig_resource &&
-        resource.devices.size() <= static_cast<size_t>(topology::kMaxGpus)) {
-      topology::GpuTopology gpus;
-      std::set<std::string> pcis;
-      for (int index : devices) {
-        const PhysicalDevice& device = manager->devices_[index];
-        const PciDevice* source = inventory.FindDevice(device.pci_address);
-        topology::GpuInfo info;
-        info.id = device.id;
-        info.pci_address = device.pci_address;
-        info.numa_node = device.numa_node;
-        if (source) info.upstream_bridges = source->upstream_bridges;
-        gpus.gpus.push_back(std::move(info));
-        pcis.insert(device.pci_address);
-      }
-      std::optional<topology::PartitionTable> resource_table;
-      if (table) {
-        std::set<std::string> table_pcis;
-        for (const auto& [module, pci] : table->pci_addresses)
-          table_pcis.insert(pci);
-        if (table_pcis == pcis) {
-          resource_table = *table;
-        } else {
-          resource.chooser_note = "partition table " + table->board +
-                                  " does not map exactly the GPUs of " + resource.name +
-                                  "; scoring links instead";
-        }
-      }
-      auto chooser = topology::GpuChooser::Create(std::move(gpus), resource_table);
-      if (chooser) {
-        resource.chooser.emplace(std::move(*chooser));
-      } else {
-        resource.chooser_note = chooser.error().message;
-      }
-      if (!resource.chooser_note.empty()) {
-        manager->warnings_.push_back(resource.name + ": " + resource.chooser_note);
-      }
-    }
+    AttachChooser(resource, manager->devices_, inventory, table, manager->warnings_);
     manager->resources_.push_back(std::move(resource));
   }
   std::sort(manager->resources_.begin(), manager->resources_.end(),
@@ -522,86 +661,14 @@ Result<ContainerAllocation> ResourceManager::AllocateOne(
     return std::find(strategies.begin(), strategies.end(), s) != strategies.end();
   };
   if (wants(ListStrategy::kCdiCri) || wants(ListStrategy::kCdiAnnotations)) {
-    std::vector<std::string> names;
-    for (int index : physical) {
-      const auto& device = devices_[index];
-      if (device.cdi_name.empty()) {
-        return FailedPrecondition("device \"" + device.id + "\" has no CDI device (see warnings)");
-      }
-      // Several members of one VFIO group share one CDI device.
-      if (std::find(names.begin(), names.end(), device.cdi_name) == names.end()) {
-        names.push_back(device.cdi_name);
-      }
-    }
-    if (wants(ListStrategy::kCdiCri)) out.cdi_devices = names;
-    if (wants(ListStrategy::kCdiAnnotations)) {
-      std::string joined;
-      for (const auto& name : names)
-        joined += (joined.empty() ? "" : ",") + name;
-      char hash[17];
-      std::snprintf(hash, sizeof hash, "%016llx",
-                    static_cast<unsigned long long>(Fnv1a(resource.name + "|" + joined)));
-      out.annotations["cdi.k8s.io/" + config_.annotation_plugin + "_" + hash] = joined;
-    }
+    if (auto s = AddCdiNames(out, resource, physical, devices_, config_); !s) return s.error();
   }
-  if (wants(ListStrategy::kDeviceSpecs)) {
-    auto add_node = [&](const cdi::DeviceNode& node) {
-      std::string host = node.host_path.empty() ? node.path : node.host_path;
-      for (const auto& existing : out.devices) {
-        if (existing.container_path == node.path) return;
-      }
-      out.devices.push_back({node.path, host, node.permissions.empty() ? "rw" : node.permissions});
-    };
-    auto add_edits = [&](const cdi::ContainerEdits& edits) {
-      for (const auto& node : edits.device_nodes)
-        add_node(node);
-      for (const auto& mount : edits.mounts) {
-        bool seen = std::any_of(out.mounts.begin(), out.mounts.end(), [&](const MountOut& m) {
-          return m.container_path == mount.container_path;
-        });
-        if (!seen) {
-          out.mounts.push_back(
-              {mount.container_path, mount.host_path, HasOption(mount.options, "ro")});
-        }
-      }
-      for (const auto& env : edits.env) {
-        size_t eq = env.find('=');
-        if (eq != std::string::npos) out.envs[env.substr(0, eq)] = env.substr(eq + 1);
-      }
-    };
-    std::vector<std::string> kinds;
-    for (int index : physical) {
-      add_edits(devices_[index].edits);
-      const auto& kind = devices_[index].cdi_kind;
-      if (!kind.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
-        kinds.push_back(kind);
-      }
-    }
-    for (const auto& kind : kinds) {
-      auto it = resource.spec_edits.find(kind);
-      if (it != resource.spec_edits.end()) add_edits(it->second);
-    }
-  }
-  if (wants(ListStrategy::kEnvvar)) {
-    std::string visible;
-    for (int index : physical) {
-      if (devices_[index].vendor_id != 0x10de) continue;
-      visible += (visible.empty() ? "" : ",") + devices_[index].id;
-    }
-    if (!visible.empty()) out.envs["NVIDIA_VISIBLE_DEVICES"] = visible;
-  }
+  if (wants(ListStrategy::kDeviceSpecs)) AddDeviceSpecs(out, resource, physical, devices_);
+  if (wants(ListStrategy::kEnvvar)) AddVisibleDevices(out, physical, devices_);
   if (resource.mps) {
-    // The daemon's pipe and private shm, and this client's own limits (its replica's share).
-    auto paths = mps::PathsFor(config_.sharing.mps.root, *devices_[physical[0]].uuid);
-    if (!paths) return paths.error();
-    const auto edits =
-        sharing::MpsClientEdits({mps_limits[0].pinned_memory_bytes,
-                                 mps_limits[0].active_thread_percentage, sharing::Mode::kMps},
-                                paths->pipe, paths->shm);
-    for (const auto& [key, value] : edits.env)
-      out.envs[key] = value;
-    for (const auto& mount : edits.mounts)
-      out.mounts.push_back({mount.container_path, mount.host_path, mount.read_only});
+    auto added =
+        AddMpsClient(out, config_.sharing.mps.root, *devices_[physical[0]].uuid, mps_limits[0]);
+    if (!added) return added.error();
   }
   return out;
 }

@@ -17,6 +17,44 @@ struct ResourceManager::WindowsNode {
   bool hyperv = false;  // dismounted GPUs for Hyper-V-isolated containers
 };
 
+namespace {
+
+// The location path is the stable ID on Windows (LUIDs change every boot); health and leases key
+// on it as Linux keys on the PCI address.
+PhysicalDevice WindowsPhysicalDevice(const windows::Snapshot& snapshot,
+                                     const windows::PluginDevice& plugin_device, bool hyperv) {
+  PhysicalDevice device;
+  device.id = plugin_device.location_path;
+  device.pci_address = plugin_device.location_path;
+  if (hyperv) {
+    const windows::PciAdapter& adapter =
+        snapshot.hyperv_facts->pci_adapters[plugin_device.adapter_index];
+    device.model = adapter.description;
+  } else {
+    const windows::Adapter& adapter = snapshot.adapters[plugin_device.adapter_index];
+    device.model = adapter.description;
+    device.vendor_id = adapter.vendor_id;
+    device.driver = adapter.driver_service;
+  }
+  return device;
+}
+
+// The CopyToVm* values Allocate would reject, over every advertised device.
+std::set<std::string> RuntimeFileProblems(const windows::Snapshot& snapshot,
+                                          const windows::PluginInventory& inventory,
+                                          const windows::VendorFiles& vendor_files) {
+  std::set<std::string> problems;
+  for (const auto& plugin_resource : inventory.resources) {
+    for (const auto& plugin_device : plugin_resource.devices) {
+      auto planned = windows::Allocate(snapshot, inventory, {plugin_device.id}, vendor_files);
+      if (planned) problems.insert(planned->problems.begin(), planned->problems.end());
+    }
+  }
+  return problems;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
     const windows::Snapshot& snapshot, const Config& config) {
   if (auto s = ValidateConfig(config); !s) return s.error();
@@ -54,24 +92,8 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
     for (const auto& plugin_device : plugin_resource.devices) {
       auto [it, fresh] = device_of_location.emplace(plugin_device.location_path,
                                                     static_cast<int>(manager->devices_.size()));
-      if (fresh) {
-        PhysicalDevice device;
-        // The location path is the stable ID on Windows (LUIDs change every boot); health and
-        // leases key on it as Linux keys on the PCI address.
-        device.id = plugin_device.location_path;
-        device.pci_address = plugin_device.location_path;
-        if (hyperv) {
-          const windows::PciAdapter& adapter =
-              snapshot.hyperv_facts->pci_adapters[plugin_device.adapter_index];
-          device.model = adapter.description;
-        } else {
-          const windows::Adapter& adapter = snapshot.adapters[plugin_device.adapter_index];
-          device.model = adapter.description;
-          device.vendor_id = adapter.vendor_id;
-          device.driver = adapter.driver_service;
-        }
-        manager->devices_.push_back(std::move(device));
-      }
+      if (fresh)
+        manager->devices_.push_back(WindowsPhysicalDevice(snapshot, plugin_device, hyperv));
       if (std::find(resource.devices.begin(), resource.devices.end(), it->second) ==
           resource.devices.end()) {
         resource.devices.push_back(it->second);
@@ -86,14 +108,7 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
   // Rejected CopyToVm* values are the same on every Allocate: report them once, at start. (A
   // Hyper-V-isolated container mounts no runtime files.)
   std::set<std::string> problems;
-  for (const auto& plugin_resource : node->inventory.resources) {
-    for (const auto& plugin_device : plugin_resource.devices) {
-      if (hyperv) break;
-      auto planned =
-          windows::Allocate(snapshot, node->inventory, {plugin_device.id}, node->vendor_files);
-      if (planned) problems.insert(planned->problems.begin(), planned->problems.end());
-    }
-  }
+  if (!hyperv) problems = RuntimeFileProblems(snapshot, node->inventory, node->vendor_files);
   for (const auto& problem : problems)
     manager->warnings_.push_back("runtime files: " + problem);
   manager->windows_ = std::move(node);

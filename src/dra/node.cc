@@ -69,6 +69,51 @@ void AddMigDevices(const PciDevice& gpu, const NodeDevice& parent, const cdi::Sp
   }
 }
 
+// One spec per mode, built over the whole inventory: its GPU (or pGPU) spec.
+Result<std::map<cdi::Mode, cdi::Spec>> SpecsByMode(const inventory::Inventory& inventory,
+                                                   cdi::Mode wanted) {
+  std::map<cdi::Mode, cdi::Spec> specs;
+  for (cdi::Mode mode : {cdi::Mode::kDriver, cdi::Mode::kVfio}) {
+    if (wanted != cdi::Mode::kAuto && wanted != mode) continue;
+    cdi::BuildOptions build;
+    build.mode = mode;
+    auto built = cdi::BuildSpecs(inventory, build);
+    if (!built) return built.error().WithContext(std::string("CDI ") + cdi::ModeName(mode));
+    for (auto& spec : built->specs) {
+      if (spec.kind == "nvidia.com/gpu" || spec.kind == "nvidia.com/pgpu") {
+        specs[mode] = std::move(spec);
+      }
+    }
+  }
+  return specs;
+}
+
+// The GPU's device in `spec`, under the first of its CDI names that the spec holds.
+const cdi::Device* FindCdiDevice(const PciDevice& gpu, const cdi::Spec& spec) {
+  const cdi::Device* cdi_device = nullptr;
+  for (const auto& name : CdiNamesFor(gpu)) {
+    for (const auto& candidate : spec.devices) {
+      if (candidate.name == name) cdi_device = &candidate;
+    }
+    if (cdi_device) break;
+  }
+  return cdi_device;
+}
+
+// The device's NVLink module in the partition table, and the partitions that hold it.
+void PlaceOnNvlink(const topology::PartitionTable& table, NodeDevice& device) {
+  for (const auto& [module, address] : table.pci_addresses) {
+    if (address == device.pci_address) device.nvlink_module = module;
+  }
+  if (!device.nvlink_module) return;
+  for (const auto& partition : table.partitions) {
+    const auto& modules = partition.modules;
+    if (std::find(modules.begin(), modules.end(), *device.nvlink_module) != modules.end()) {
+      device.partition_ids.push_back(partition.id);
+    }
+  }
+}
+
 }  // namespace
 
 std::string DeviceNameFor(std::string_view pci_address) {
@@ -100,20 +145,9 @@ Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
                            ": want auto, driver or vfio");
   }
   NodeDevices node;
-  // One spec per mode, built over the whole inventory.
-  std::map<cdi::Mode, cdi::Spec> specs;
-  for (cdi::Mode mode : {cdi::Mode::kDriver, cdi::Mode::kVfio}) {
-    if (options.mode != cdi::Mode::kAuto && options.mode != mode) continue;
-    cdi::BuildOptions build;
-    build.mode = mode;
-    auto built = cdi::BuildSpecs(inventory, build);
-    if (!built) return built.error().WithContext(std::string("CDI ") + cdi::ModeName(mode));
-    for (auto& spec : built->specs) {
-      if (spec.kind == "nvidia.com/gpu" || spec.kind == "nvidia.com/pgpu") {
-        specs[mode] = std::move(spec);
-      }
-    }
-  }
+  auto built_specs = SpecsByMode(inventory, options.mode);
+  if (!built_specs) return built_specs.error();
+  const std::map<cdi::Mode, cdi::Spec>& specs = *built_specs;
   for (const PciDevice* gpu : inventory.Gpus()) {
     if (!gpu->is_nvidia()) continue;
     auto mode = ModeOf(*gpu, options.mode);
@@ -123,15 +157,8 @@ Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
       continue;
     }
     auto spec = specs.find(*mode);
-    const cdi::Device* cdi_device = nullptr;
-    if (spec != specs.end()) {
-      for (const auto& name : CdiNamesFor(*gpu)) {
-        for (const auto& candidate : spec->second.devices) {
-          if (candidate.name == name) cdi_device = &candidate;
-        }
-        if (cdi_device) break;
-      }
-    }
+    const cdi::Device* cdi_device =
+        spec == specs.end() ? nullptr : FindCdiDevice(*gpu, spec->second);
     if (!cdi_device) {
       node.warnings.push_back(gpu->pci_address + ": no CDI device in " + cdi::ModeName(*mode) +
                               " mode; not published");
@@ -149,19 +176,7 @@ Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
         !inventory.nvidia_driver->version.empty()) {
       device.driver_version = inventory.nvidia_driver->version;
     }
-    if (options.partitions) {
-      for (const auto& [module, address] : options.partitions->pci_addresses) {
-        if (address == gpu->pci_address) device.nvlink_module = module;
-      }
-      if (device.nvlink_module) {
-        for (const auto& partition : options.partitions->partitions) {
-          const auto& modules = partition.modules;
-          if (std::find(modules.begin(), modules.end(), *device.nvlink_module) != modules.end()) {
-            device.partition_ids.push_back(partition.id);
-          }
-        }
-      }
-    }
+    if (options.partitions) PlaceOnNvlink(*options.partitions, device);
     device.edits = cdi_device->container_edits;
     device.shared_edits = spec->second.container_edits;
     if (*mode == cdi::Mode::kDriver && gpu->mig && gpu->mig->enabled != false &&

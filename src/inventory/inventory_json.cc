@@ -231,6 +231,141 @@ std::optional<MigState> ParseMig(Reader r, const json& device) {
   return state;
 }
 
+DeviceKind KindFromJson(const std::string& kind, size_t i) {
+  if (kind == "gpu") return DeviceKind::kGpu;
+  if (kind == "accelerator") return DeviceKind::kAccelerator;
+  if (kind == "nvswitch") return DeviceKind::kNvSwitch;
+  if (kind == "companion") return DeviceKind::kCompanion;
+  throw JsonFieldError{"inventory.devices[" + std::to_string(i) + "].kind: unknown kind \"" + kind +
+                       "\""};
+}
+
+std::vector<Bar> BarsFromJson(Reader d, const json& j) {
+  std::vector<Bar> out;
+  const json& bars = d.Field(j, "bars", json::value_t::array);
+  for (size_t b = 0; b < bars.size(); ++b) {
+    Reader br = d.At(".bars[" + std::to_string(b) + "]");
+    Bar bar;
+    bar.index = br.Field(bars[b], "index", json::value_t::number_unsigned).get<int>();
+    auto hex64 = [&](const char* name) {
+      std::string t = br.String(bars[b], name);
+      if (t.rfind("0x", 0) != 0)
+        throw JsonFieldError{"bar " + std::string(name) + ": expected 0x-prefixed hex"};
+      return std::stoull(t.substr(2), nullptr, 16);
+    };
+    bar.start = hex64("start");
+    bar.size = br.Field(bars[b], "size", json::value_t::number_unsigned).get<uint64_t>();
+    bar.flags = hex64("flags");
+    out.push_back(bar);
+  }
+  return out;
+}
+
+std::optional<PcieLink> LinkFromJson(Reader d, const json& j) {
+  const json& link = d.Field(j, "link", json::value_t::object, true);
+  if (link.is_null()) return std::nullopt;
+  Reader lr = d.At(".link");
+  PcieLink l;
+  l.current_speed = lr.String(link, "current_speed");
+  l.current_width = lr.Field(link, "current_width", json::value_t::number_unsigned).get<int>();
+  l.max_speed = lr.String(link, "max_speed");
+  l.max_width = lr.Field(link, "max_width", json::value_t::number_unsigned).get<int>();
+  return l;
+}
+
+// UUID, product name, memory, module ID and minor: what the NVIDIA driver reports.
+void GpuFactsFromJson(Reader d, const json& j, PciDevice& device) {
+  const json& uuid = d.Field(j, "gpu_uuid", json::value_t::string, true);
+  if (!uuid.is_null()) device.gpu_uuid = uuid.get<std::string>();
+  // Absent in snapshots written before they were reported.
+  if (j.is_object() && j.contains("product_name")) {
+    const json& name = d.Field(j, "product_name", json::value_t::string, true);
+    if (!name.is_null()) device.product_name = name.get<std::string>();
+  }
+  if (j.is_object() && j.contains("memory_bytes")) {
+    const json& memory = d.Field(j, "memory_bytes", json::value_t::number_unsigned, true);
+    if (!memory.is_null()) device.memory_bytes = memory.get<uint64_t>();
+  }
+  if (j.is_object() && j.contains("module_id")) {
+    const json& module = d.Field(j, "module_id", json::value_t::number_unsigned, true);
+    if (!module.is_null() && module.get<uint64_t>() > UINT32_MAX)
+      throw JsonFieldError{"module_id: larger than 32 bits"};
+    if (!module.is_null()) device.module_id = module.get<uint32_t>();
+  }
+  const json& minor = d.Field(j, "nvidia_minor", json::value_t::number_unsigned, true);
+  if (!minor.is_null()) device.nvidia_minor = minor.get<int>();
+}
+
+// inventory.devices[i].
+PciDevice DeviceFromJson(Reader d, const json& j, size_t i) {
+  PciDevice device;
+  device.pci_address = d.String(j, "pci_address");
+  if (!IsPciAddress(device.pci_address))
+    throw JsonFieldError{"inventory.devices[" + std::to_string(i) +
+                         "].pci_address: not dddd:bb:dd.f"};
+  device.vendor_id = static_cast<uint16_t>(d.HexField(j, "vendor_id", 16));
+  device.device_id = static_cast<uint16_t>(d.HexField(j, "device_id", 16));
+  device.subsystem_vendor_id = static_cast<uint16_t>(d.HexField(j, "subsystem_vendor_id", 16));
+  device.subsystem_device_id = static_cast<uint16_t>(d.HexField(j, "subsystem_device_id", 16));
+  device.class_code = d.HexField(j, "class_code", 24);
+  device.revision = static_cast<uint8_t>(d.HexField(j, "revision", 8));
+  device.kind = KindFromJson(d.String(j, "kind"), i);
+  device.vendor_name = d.String(j, "vendor");
+  device.model = d.String(j, "model");
+  const json& driver = d.Field(j, "driver", json::value_t::string, true);
+  if (!driver.is_null()) device.driver = driver.get<std::string>();
+  const json& group = d.Field(j, "iommu_group", json::value_t::number_unsigned, true);
+  if (!group.is_null()) device.iommu_group = group.get<int>();
+  device.numa_node = d.Field(j, "numa_node", json::value_t::number_integer).get<int>();
+  device.bars = BarsFromJson(d, j);
+  if (auto link = LinkFromJson(d, j)) device.link = *link;
+  device.upstream_bridges = d.Strings(j, "upstream_bridges");
+  const json& nodes = d.Field(j, "device_nodes", json::value_t::array);
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    device.device_nodes.push_back(
+        ParseNode(d.At(".device_nodes[" + std::to_string(n) + "]"), nodes[n]));
+  }
+  GpuFactsFromJson(d, j, device);
+  device.mig = ParseMig(d, j);
+  device.warnings = d.Strings(j, "warnings");
+  return device;
+}
+
+std::map<int, IommuGroup> IommuGroupsFromJson(const json& groups) {
+  std::map<int, IommuGroup> out;
+  for (const auto& [key, members] : groups.items()) {
+    auto number = ParseIntAttribute(key);
+    if (!number || *number < 0)
+      throw JsonFieldError{"inventory.iommu_groups: key \"" + key + "\" is not a group number"};
+    IommuGroup group{*number, {}};
+    if (!members.is_array())
+      throw JsonFieldError{"inventory.iommu_groups." + key + ": expected array"};
+    for (const auto& member : members) {
+      if (!member.is_string())
+        throw JsonFieldError{"inventory.iommu_groups." + key + ": expected strings"};
+      group.members.push_back(member.get<std::string>());
+    }
+    out.emplace(*number, std::move(group));
+  }
+  return out;
+}
+
+NvidiaDriver DriverFromJson(Reader dr, const json& driver) {
+  NvidiaDriver d;
+  d.version = dr.String(driver, "version");
+  const json& libraries = dr.Field(driver, "libraries", json::value_t::array);
+  for (size_t l = 0; l < libraries.size(); ++l) {
+    Reader lr = dr.At(".libraries[" + std::to_string(l) + "]");
+    d.libraries.push_back({lr.String(libraries[l], "path"), lr.String(libraries[l], "soname"),
+                           lr.String(libraries[l], "soname_link"),
+                           lr.String(libraries[l], "arch")});
+  }
+  d.binaries = dr.Strings(driver, "binaries");
+  d.firmware = dr.Strings(driver, "firmware");
+  d.ipc_sockets = dr.Strings(driver, "ipc_sockets");
+  return d;
+}
+
 }  // namespace
 
 std::string ToJson(const Inventory& inventory, int indent) {
@@ -287,109 +422,11 @@ Result<Inventory> FromJson(const std::string& text) {
     inventory.root = r.String(doc, "root");
     const json& devices = r.Field(doc, "devices", json::value_t::array);
     for (size_t i = 0; i < devices.size(); ++i) {
-      Reader d = r.At(".devices[" + std::to_string(i) + "]");
-      const json& j = devices[i];
-      PciDevice device;
-      device.pci_address = d.String(j, "pci_address");
-      if (!IsPciAddress(device.pci_address))
-        throw JsonFieldError{"inventory.devices[" + std::to_string(i) +
-                             "].pci_address: not dddd:bb:dd.f"};
-      device.vendor_id = static_cast<uint16_t>(d.HexField(j, "vendor_id", 16));
-      device.device_id = static_cast<uint16_t>(d.HexField(j, "device_id", 16));
-      device.subsystem_vendor_id = static_cast<uint16_t>(d.HexField(j, "subsystem_vendor_id", 16));
-      device.subsystem_device_id = static_cast<uint16_t>(d.HexField(j, "subsystem_device_id", 16));
-      device.class_code = d.HexField(j, "class_code", 24);
-      device.revision = static_cast<uint8_t>(d.HexField(j, "revision", 8));
-      std::string kind = d.String(j, "kind");
-      if (kind == "gpu")
-        device.kind = DeviceKind::kGpu;
-      else if (kind == "accelerator")
-        device.kind = DeviceKind::kAccelerator;
-      else if (kind == "nvswitch")
-        device.kind = DeviceKind::kNvSwitch;
-      else if (kind == "companion")
-        device.kind = DeviceKind::kCompanion;
-      else
-        throw JsonFieldError{"inventory.devices[" + std::to_string(i) + "].kind: unknown kind \"" +
-                             kind + "\""};
-      device.vendor_name = d.String(j, "vendor");
-      device.model = d.String(j, "model");
-      const json& driver = d.Field(j, "driver", json::value_t::string, true);
-      if (!driver.is_null()) device.driver = driver.get<std::string>();
-      const json& group = d.Field(j, "iommu_group", json::value_t::number_unsigned, true);
-      if (!group.is_null()) device.iommu_group = group.get<int>();
-      device.numa_node = d.Field(j, "numa_node", json::value_t::number_integer).get<int>();
-      const json& bars = d.Field(j, "bars", json::value_t::array);
-      for (size_t b = 0; b < bars.size(); ++b) {
-        Reader br = d.At(".bars[" + std::to_string(b) + "]");
-        Bar bar;
-        bar.index = br.Field(bars[b], "index", json::value_t::number_unsigned).get<int>();
-        auto hex64 = [&](const char* name) {
-          std::string t = br.String(bars[b], name);
-          if (t.rfind("0x", 0) != 0)
-            throw JsonFieldError{"bar " + std::string(name) + ": expected 0x-prefixed hex"};
-          return std::stoull(t.substr(2), nullptr, 16);
-        };
-        bar.start = hex64("start");
-        bar.size = br.Field(bars[b], "size", json::value_t::number_unsigned).get<uint64_t>();
-        bar.flags = hex64("flags");
-        device.bars.push_back(bar);
-      }
-      const json& link = d.Field(j, "link", json::value_t::object, true);
-      if (!link.is_null()) {
-        Reader lr = d.At(".link");
-        PcieLink l;
-        l.current_speed = lr.String(link, "current_speed");
-        l.current_width =
-            lr.Field(link, "current_width", json::value_t::number_unsigned).get<int>();
-        l.max_speed = lr.String(link, "max_speed");
-        l.max_width = lr.Field(link, "max_width", json::value_t::number_unsigned).get<int>();
-        device.link = l;
-      }
-      device.upstream_bridges = d.Strings(j, "upstream_bridges");
-      const json& nodes = d.Field(j, "device_nodes", json::value_t::array);
-      for (size_t n = 0; n < nodes.size(); ++n) {
-        device.device_nodes.push_back(
-            ParseNode(d.At(".device_nodes[" + std::to_string(n) + "]"), nodes[n]));
-      }
-      const json& uuid = d.Field(j, "gpu_uuid", json::value_t::string, true);
-      if (!uuid.is_null()) device.gpu_uuid = uuid.get<std::string>();
-      // Absent in snapshots written before they were reported.
-      if (j.is_object() && j.contains("product_name")) {
-        const json& name = d.Field(j, "product_name", json::value_t::string, true);
-        if (!name.is_null()) device.product_name = name.get<std::string>();
-      }
-      if (j.is_object() && j.contains("memory_bytes")) {
-        const json& memory = d.Field(j, "memory_bytes", json::value_t::number_unsigned, true);
-        if (!memory.is_null()) device.memory_bytes = memory.get<uint64_t>();
-      }
-      if (j.is_object() && j.contains("module_id")) {
-        const json& module = d.Field(j, "module_id", json::value_t::number_unsigned, true);
-        if (!module.is_null() && module.get<uint64_t>() > UINT32_MAX)
-          throw JsonFieldError{"module_id: larger than 32 bits"};
-        if (!module.is_null()) device.module_id = module.get<uint32_t>();
-      }
-      const json& minor = d.Field(j, "nvidia_minor", json::value_t::number_unsigned, true);
-      if (!minor.is_null()) device.nvidia_minor = minor.get<int>();
-      device.mig = ParseMig(d, j);
-      device.warnings = d.Strings(j, "warnings");
-      inventory.devices.push_back(std::move(device));
+      inventory.devices.push_back(
+          DeviceFromJson(r.At(".devices[" + std::to_string(i) + "]"), devices[i], i));
     }
-    const json& groups = r.Field(doc, "iommu_groups", json::value_t::object);
-    for (const auto& [key, members] : groups.items()) {
-      auto number = ParseIntAttribute(key);
-      if (!number || *number < 0)
-        throw JsonFieldError{"inventory.iommu_groups: key \"" + key + "\" is not a group number"};
-      IommuGroup group{*number, {}};
-      if (!members.is_array())
-        throw JsonFieldError{"inventory.iommu_groups." + key + ": expected array"};
-      for (const auto& member : members) {
-        if (!member.is_string())
-          throw JsonFieldError{"inventory.iommu_groups." + key + ": expected strings"};
-        group.members.push_back(member.get<std::string>());
-      }
-      inventory.iommu_groups.emplace(*number, std::move(group));
-    }
+    inventory.iommu_groups =
+        IommuGroupsFromJson(r.Field(doc, "iommu_groups", json::value_t::object));
     const json& shared = r.Field(doc, "shared_device_nodes", json::value_t::array);
     for (size_t n = 0; n < shared.size(); ++n) {
       Reader sr = r.At(".shared_device_nodes[" + std::to_string(n) + "]");
@@ -397,22 +434,7 @@ Result<Inventory> FromJson(const std::string& text) {
           {sr.String(shared[n], "role"), ParseNode(sr, shared[n])});
     }
     const json& driver = r.Field(doc, "nvidia_driver", json::value_t::object, true);
-    if (!driver.is_null()) {
-      Reader dr = r.At(".nvidia_driver");
-      NvidiaDriver d;
-      d.version = dr.String(driver, "version");
-      const json& libraries = dr.Field(driver, "libraries", json::value_t::array);
-      for (size_t l = 0; l < libraries.size(); ++l) {
-        Reader lr = dr.At(".libraries[" + std::to_string(l) + "]");
-        d.libraries.push_back({lr.String(libraries[l], "path"), lr.String(libraries[l], "soname"),
-                               lr.String(libraries[l], "soname_link"),
-                               lr.String(libraries[l], "arch")});
-      }
-      d.binaries = dr.Strings(driver, "binaries");
-      d.firmware = dr.Strings(driver, "firmware");
-      d.ipc_sockets = dr.Strings(driver, "ipc_sockets");
-      inventory.nvidia_driver = std::move(d);
-    }
+    if (!driver.is_null()) inventory.nvidia_driver = DriverFromJson(r.At(".nvidia_driver"), driver);
     inventory.warnings = r.Strings(doc, "warnings");
   } catch (const JsonFieldError& bad) {
     return InvalidArgument(bad.message);

@@ -67,35 +67,20 @@ void ReadPcieLink(const HostDirectory& dir, PciDevice& device) {
   device.link = link;
 }
 
-}  // namespace
+// A function that is not ours, kept for companion matching.
+struct ScannedFunction {
+  std::string address;
+  uint16_t vendor = 0;
+  uint32_t class_code = 0;
+  std::optional<int> iommu_group;
+};
 
-std::optional<DeviceKind> ClassifyPciFunction(uint16_t vendor_id, uint32_t class_code) {
-  uint32_t base_sub = class_code >> 8;
-  if (base_sub == 0x0300 || base_sub == 0x0302 || base_sub == 0x0380) return DeviceKind::kGpu;
-  if ((class_code >> 16) == 0x12) return DeviceKind::kAccelerator;
-  if (vendor_id == kNvidia && base_sub == 0x0680) return DeviceKind::kNvSwitch;
-  return std::nullopt;
-}
-
-PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
-  const std::string bus = "/sys/bus/pci/devices";
-  PciWalk walk;
-  auto names = host.ListDirectory(bus);
-  if (!names) {
-    // No PCI bus (containers, some VMs): an empty inventory, said once.
-    warnings.push_back(names.error().message);
-    return walk;
-  }
-
-  // Pass 1: read the class of every function; keep ours, remember all for companion matching.
-  struct Function {
-    std::string address;
-    uint16_t vendor = 0;
-    uint32_t class_code = 0;
-    std::optional<int> iommu_group;
-  };
-  std::vector<Function> others;
-  for (const std::string& name : *names) {
+// Pass 1: read the class of every function; keep ours in `walk`, return the others.
+std::vector<ScannedFunction> ScanPciFunctions(const HostRoot& host, const std::string& bus,
+                                              const std::vector<std::string>& names, PciWalk& walk,
+                                              std::vector<std::string>& warnings) {
+  std::vector<ScannedFunction> others;
+  for (const std::string& name : names) {
     if (!IsPciAddress(name)) {
       warnings.push_back(bus + "/" + name + ": not a PCI address, skipped");
       continue;
@@ -131,8 +116,11 @@ PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
     device.iommu_group = group;
     walk.devices.push_back(std::move(device));
   }
+  return others;
+}
 
-  // Pass 2: companions share an NVSwitch's IOMMU group or its slot (bus:device).
+// Pass 2: companions share an NVSwitch's IOMMU group or its slot (bus:device).
+void AddCompanions(const std::vector<ScannedFunction>& others, PciWalk& walk) {
   std::set<int> switch_groups;
   std::set<std::string> switch_slots;
   for (const auto& device : walk.devices) {
@@ -155,82 +143,113 @@ PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
       walk.devices.push_back(std::move(device));
     }
   }
+}
+
+// IDs, driver, NUMA node, BARs, link and upstream bridges; false when the directory is gone.
+bool ReadDeviceAttributes(const HostRoot& host, const std::string& dir_path, PciDevice& device) {
+  auto& w = device.warnings;
+  auto opened = host.OpenDirectory(dir_path);
+  if (!opened) {
+    w.push_back(opened.error().message);
+    return false;
+  }
+  const HostDirectory& dir = *opened;
+  if (auto v = ReadHex(dir, "device", 16, w)) device.device_id = static_cast<uint16_t>(*v);
+  if (auto v = ReadHex(dir, "subsystem_vendor", 16, w)) {
+    device.subsystem_vendor_id = static_cast<uint16_t>(*v);
+  }
+  if (auto v = ReadHex(dir, "subsystem_device", 16, w)) {
+    device.subsystem_device_id = static_cast<uint16_t>(*v);
+  }
+  if (auto v = ReadHex(dir, "revision", 8, w)) device.revision = static_cast<uint8_t>(*v);
+
+  if (auto target = dir.ReadLink("driver")) device.driver = BaseName(*target);
+
+  if (auto numa = dir.ReadAttribute("numa_node")) {
+    auto value = ParseIntAttribute(*numa);
+    if (value && *value >= -1) {
+      device.numa_node = *value;
+    } else {
+      w.push_back(dir_path + "/numa_node: " +
+                  (value ? "negative node " + std::to_string(*value) : value.error().message));
+    }
+  }
+
+  if (auto resource = dir.ReadFile("resource")) {
+    auto bars = ParseResourceFile(*resource);
+    if (bars) {
+      device.bars = std::move(*bars);
+    } else {
+      w.push_back(dir_path + "/resource: " + bars.error().message);
+    }
+  } else {
+    w.push_back(resource.error().message);
+  }
+
+  ReadPcieLink(dir, device);
+
+  auto real = host.Canonical(dir_path);
+  if (real) {
+    device.upstream_bridges = UpstreamBridges(*real, device.pci_address);
+  } else {
+    w.push_back(real.error().message);
+  }
+
+  if (!device.iommu_group && dir.Has("iommu_group")) {
+    w.push_back(dir_path + "/iommu_group: link does not name a group number");
+  }
+  return true;
+}
+
+// The device's IOMMU group and its members, once per group.
+void AddIommuGroup(const HostRoot& host, PciDevice& device, PciWalk& walk) {
+  if (!device.iommu_group || walk.iommu_groups.count(*device.iommu_group)) return;
+  int number = *device.iommu_group;
+  IommuGroup group{number, {}};
+  std::string members_dir = "/sys/kernel/iommu_groups/" + std::to_string(number) + "/devices";
+  auto members = host.ListDirectory(members_dir);
+  if (members) {
+    for (auto& member : *members) {
+      if (IsPciAddress(member)) group.members.push_back(member);
+    }
+  } else {
+    device.warnings.push_back(members.error().message);
+  }
+  if (std::find(group.members.begin(), group.members.end(), device.pci_address) ==
+      group.members.end()) {
+    group.members.push_back(device.pci_address);
+    std::sort(group.members.begin(), group.members.end());
+  }
+  walk.iommu_groups.emplace(number, std::move(group));
+}
+
+}  // namespace
+
+std::optional<DeviceKind> ClassifyPciFunction(uint16_t vendor_id, uint32_t class_code) {
+  uint32_t base_sub = class_code >> 8;
+  if (base_sub == 0x0300 || base_sub == 0x0302 || base_sub == 0x0380) return DeviceKind::kGpu;
+  if ((class_code >> 16) == 0x12) return DeviceKind::kAccelerator;
+  if (vendor_id == kNvidia && base_sub == 0x0680) return DeviceKind::kNvSwitch;
+  return std::nullopt;
+}
+
+PciWalk WalkPci(const HostRoot& host, std::vector<std::string>& warnings) {
+  const std::string bus = "/sys/bus/pci/devices";
+  PciWalk walk;
+  auto names = host.ListDirectory(bus);
+  if (!names) {
+    // No PCI bus (containers, some VMs): an empty inventory, said once.
+    warnings.push_back(names.error().message);
+    return walk;
+  }
+  std::vector<ScannedFunction> others = ScanPciFunctions(host, bus, *names, walk, warnings);
+  AddCompanions(others, walk);
   std::sort(walk.devices.begin(), walk.devices.end(),
             [](const PciDevice& a, const PciDevice& b) { return a.pci_address < b.pci_address; });
-
   // Pass 3: the rest of each device's attributes.
   for (PciDevice& device : walk.devices) {
-    std::string dir_path = bus + "/" + device.pci_address;
-    auto& w = device.warnings;
-    auto opened = host.OpenDirectory(dir_path);
-    if (!opened) {
-      w.push_back(opened.error().message);
-      continue;
-    }
-    const HostDirectory& dir = *opened;
-    if (auto v = ReadHex(dir, "device", 16, w)) device.device_id = static_cast<uint16_t>(*v);
-    if (auto v = ReadHex(dir, "subsystem_vendor", 16, w)) {
-      device.subsystem_vendor_id = static_cast<uint16_t>(*v);
-    }
-    if (auto v = ReadHex(dir, "subsystem_device", 16, w)) {
-      device.subsystem_device_id = static_cast<uint16_t>(*v);
-    }
-    if (auto v = ReadHex(dir, "revision", 8, w)) device.revision = static_cast<uint8_t>(*v);
-
-    if (auto target = dir.ReadLink("driver")) device.driver = BaseName(*target);
-
-    if (auto numa = dir.ReadAttribute("numa_node")) {
-      auto value = ParseIntAttribute(*numa);
-      if (value && *value >= -1) {
-        device.numa_node = *value;
-      } else {
-        w.push_back(dir_path + "/numa_node: " +
-                    (value ? "negative node " + std::to_string(*value) : value.error().message));
-      }
-    }
-
-    if (auto resource = dir.ReadFile("resource")) {
-      auto bars = ParseResourceFile(*resource);
-      if (bars) {
-        device.bars = std::move(*bars);
-      } else {
-        w.push_back(dir_path + "/resource: " + bars.error().message);
-      }
-    } else {
-      w.push_back(resource.error().message);
-    }
-
-    ReadPcieLink(dir, device);
-
-    auto real = host.Canonical(dir_path);
-    if (real) {
-      device.upstream_bridges = UpstreamBridges(*real, device.pci_address);
-    } else {
-      w.push_back(real.error().message);
-    }
-
-    if (!device.iommu_group && dir.Has("iommu_group")) {
-      w.push_back(dir_path + "/iommu_group: link does not name a group number");
-    }
-    if (device.iommu_group && !walk.iommu_groups.count(*device.iommu_group)) {
-      int number = *device.iommu_group;
-      IommuGroup group{number, {}};
-      std::string members_dir = "/sys/kernel/iommu_groups/" + std::to_string(number) + "/devices";
-      auto members = host.ListDirectory(members_dir);
-      if (members) {
-        for (auto& member : *members) {
-          if (IsPciAddress(member)) group.members.push_back(member);
-        }
-      } else {
-        w.push_back(members.error().message);
-      }
-      if (std::find(group.members.begin(), group.members.end(), device.pci_address) ==
-          group.members.end()) {
-        group.members.push_back(device.pci_address);
-        std::sort(group.members.begin(), group.members.end());
-      }
-      walk.iommu_groups.emplace(number, std::move(group));
-    }
+    if (ReadDeviceAttributes(host, bus + "/" + device.pci_address, device))
+      AddIommuGroup(host, device, walk);
   }
   return walk;
 }

@@ -158,8 +158,8 @@ void CheckLegacyEndpoint(const PciAdapter& a, Checks& c) {
   }
 }
 
-void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
-  const PciAdapter& a = plan.adapter;
+// The PCI Express device type: only endpoints can be assigned.
+void CheckDeviceType(const PciAdapter& a, Checks& c) {
   const DdaProperties& d = a.dda;
   if (!d.device_type) {
     c.Fail("device.type", "the snapshot has no PCI device type (DEVPKEY_PciDevice_DeviceType)",
@@ -181,6 +181,11 @@ void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
                ": conventional PCI, PCI-X, a bridge or a port",
            "only PCI Express endpoints can be assigned: use another GPU");
   }
+}
+
+// What keeps an assigned device isolated: no reserved memory region, an ACS path to the root.
+void CheckIsolationProperties(const PciAdapter& a, Checks& c) {
+  const DdaProperties& d = a.dda;
   if (!d.requires_reserved_memory_region) {
     c.Fail("device.reserved_memory",
            "the snapshot does not say whether the device requires a reserved memory region",
@@ -211,6 +216,11 @@ void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
            "unknown ACS-compatible-path-up value " + std::to_string(*d.acs_compatible_up_hierarchy),
            kRediscover);
   }
+}
+
+// Interrupts and MMIO: what the utility VM must give the device.
+void CheckDeviceResources(const HyperVGpuPlan& plan, Checks& c) {
+  const PciAdapter& a = plan.adapter;
   if (!a.interrupts) {
     c.Fail("device.interrupts",
            "the snapshot has no allocated interrupts for the device (it was disabled when "
@@ -238,6 +248,11 @@ void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
            "the snapshot has no memory ranges for the device: the MMIO gaps cannot be sized",
            kRediscover);
   }
+}
+
+// Dismounted from the host (or about to be), and its driver folder for the utility VM.
+void CheckDeviceState(const HyperVGpuPlan& plan, Checks& c) {
+  const PciAdapter& a = plan.adapter;
   if (a.problem_code != 0 && a.problem_code != kProblemDisabled) {
     c.Fail("device.dismounted",
            "the device node reports problem code " + std::to_string(a.problem_code),
@@ -262,8 +277,15 @@ void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
   }
 }
 
-void CheckContainerd(const Snapshot& s, const HyperVGpuPlan& plan, Checks& c) {
-  const auto& cd = s.hyperv_facts->containerd;
+void CheckDevice(const HyperVGpuPlan& plan, Checks& c) {
+  CheckDeviceType(plan.adapter, c);
+  CheckIsolationProperties(plan.adapter, c);
+  CheckDeviceResources(plan, c);
+  CheckDeviceState(plan, c);
+}
+
+// containerd 1.7 or later passes CRI devices (IDType://ID) to hcsshim; returns whether it is.
+bool CheckContainerdVersion(const std::optional<ContainerdHost>& cd, Checks& c) {
   std::vector<int> version = cd ? DottedNumbers(cd->version) : std::vector<int>{};
   bool new_enough = !version.empty() && AtLeast(version, kContainerdMinimum);
   if (!cd) {
@@ -279,12 +301,17 @@ void CheckContainerd(const Snapshot& s, const HyperVGpuPlan& plan, Checks& c) {
     c.Pass("containerd.version",
            "containerd " + Dotted(version) + " passes CRI devices (IDType://ID) to hcsshim");
   }
+  return new_enough;
+}
 
+// The runtime handler: declared in the config as runhcs with hypervisor isolation, or
+// containerd's built-in one. Returns its pod annotation allow-list when it is known.
+std::optional<std::vector<std::string>> CheckContainerdRuntime(
+    const std::optional<ContainerdHost>& cd, const HyperVGpuPlan& plan, bool new_enough,
+    Checks& c) {
   const std::string& handler = plan.runtime_handler;
   std::string table = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes." + handler + "]";
   const ContainerdRuntime* declared = nullptr;
-  std::vector<std::string> allow_list;
-  bool known = false;
   if (cd && cd->config_state == ConfigState::kRead) {
     for (const ContainerdRuntime& r : cd->runtimes) {
       if (r.name == handler) declared = &r;
@@ -317,14 +344,12 @@ void CheckContainerd(const Snapshot& s, const HyperVGpuPlan& plan, Checks& c) {
              "in " +
                  table);
     }
-    allow_list = declared->pod_annotations;
-    known = true;
+    return declared->pod_annotations;
   } else if (handler == kHyperVRuntimeHandler && new_enough) {
     c.Pass("containerd.runtime",
            "built in: containerd 1.7+ defines runhcs-wcow-hypervisor (io.containerd.runhcs.v1, "
            "SandboxIsolation 1) and the config does not redefine it");
-    allow_list = {kBuiltinPodAnnotations};
-    known = true;
+    return std::vector<std::string>{kBuiltinPodAnnotations};
   } else {
     c.Fail("containerd.runtime",
            "containerd's config does not declare the runtime " + Excerpt(handler),
@@ -332,19 +357,26 @@ void CheckContainerd(const Snapshot& s, const HyperVGpuPlan& plan, Checks& c) {
                " with runtime_type = \"io.containerd.runhcs.v1\", options.SandboxIsolation = 1 and "
                "pod_annotations = [\"io.microsoft.virtualmachine.*\"]");
   }
+  return std::nullopt;
+}
 
-  if (known) {
+// The runtime's allow-list must pass every pod annotation of the plan to hcsshim.
+void CheckPodAnnotations(const HyperVGpuPlan& plan,
+                         const std::optional<std::vector<std::string>>& allow_list, Checks& c) {
+  const std::string& handler = plan.runtime_handler;
+  std::string table = "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes." + handler + "]";
+  if (allow_list) {
     std::vector<std::string> dropped;
     for (const auto& [key, value] : plan.pod_annotations) {
-      if (!AllowListPasses(allow_list, key)) dropped.push_back(key);
+      if (!AllowListPasses(*allow_list, key)) dropped.push_back(key);
     }
     if (dropped.empty()) {
-      c.Pass("containerd.pod_annotations", "pod_annotations " + List(allow_list) + " pass all " +
+      c.Pass("containerd.pod_annotations", "pod_annotations " + List(*allow_list) + " pass all " +
                                                std::to_string(plan.pod_annotations.size()) +
                                                " pod annotations to hcsshim");
     } else {
       c.Fail("containerd.pod_annotations",
-             "pod_annotations " + List(allow_list) + " drop " + List(dropped),
+             "pod_annotations " + List(*allow_list) + " drop " + List(dropped),
              "add pod_annotations = [\"io.microsoft.virtualmachine.*\"] to " + table +
                  " and restart containerd");
     }
@@ -353,7 +385,10 @@ void CheckContainerd(const Snapshot& s, const HyperVGpuPlan& plan, Checks& c) {
            "the pod annotation allow-list of " + Excerpt(handler) + " is unknown",
            "see containerd.runtime");
   }
+}
 
+// hcsshim's shim, new enough for the kernel-driver annotation, with device-util.exe beside it.
+void CheckHcsshim(const std::optional<ContainerdHost>& cd, const HyperVGpuPlan& plan, Checks& c) {
   if (!cd || cd->shim_path.empty()) {
     c.Fail("hcsshim.version", "containerd-shim-runhcs-v1.exe was not found",
            "install hcsshim's containerd-shim-runhcs-v1.exe beside containerd.exe");
@@ -383,6 +418,14 @@ void CheckContainerd(const Snapshot& s, const HyperVGpuPlan& plan, Checks& c) {
                (plan.device_util_host_path.empty() ? std::string("the shim's folder")
                                                    : Excerpt(plan.device_util_host_path, 160)));
   }
+}
+
+void CheckContainerd(const Snapshot& s, const HyperVGpuPlan& plan, Checks& c) {
+  const auto& cd = s.hyperv_facts->containerd;
+  bool new_enough = CheckContainerdVersion(cd, c);
+  auto allow_list = CheckContainerdRuntime(cd, plan, new_enough, c);
+  CheckPodAnnotations(plan, allow_list, c);
+  CheckHcsshim(cd, plan, c);
 }
 
 void CheckImage(const Snapshot& s, const ImageInfo& image, Checks& c) {

@@ -86,27 +86,31 @@ std::string DefaultHyperVImage(uint32_t host_build) {
   return std::string("mcr.microsoft.com/windows/servercore:") + tag;
 }
 
-Result<HyperVGpuPlan> PlanHyperVGpu(const Snapshot& snapshot, const std::string& selector,
-                                    const HyperVGpuOptions& options) {
-  auto index = FindPciAdapter(snapshot, selector);
-  if (!index) return index.error();
-  HyperVGpuPlan plan;
-  plan.adapter_index = *index;
-  plan.adapter = snapshot.hyperv_facts->pci_adapters[*index];
+namespace {
+
+// The instance ID after its enumerator ("PCI\\" or "PCIP\\").
+std::string InstanceIdRest(const PciAdapter& a) {
+  return a.instance_id.substr(a.instance_id.find('\\') + 1);
+}
+
+// The names the assigned device goes by: its location path (for dismounting) and, once
+// dismounted, its PCIP instance ID (the container's device string).
+Status NameAssignedDevice(HyperVGpuPlan& plan) {
   const PciAdapter& a = plan.adapter;
+  const size_t index = plan.adapter_index;
   plan.location_path = a.PciLocationPath();
   if (plan.location_path.empty()) {
-    return FailedPrecondition("PCI adapter " + std::to_string(*index) + " (" +
+    return FailedPrecondition("PCI adapter " + std::to_string(index) + " (" +
                               Excerpt(a.instance_id) +
                               ") has no PCIROOT location path: Dismount-VMHostAssignableDevice "
                               "names the device by one");
   }
   // The path goes into PowerShell: it must be NAME(ARGS)#... and nothing else.
   if (auto ref = ParseDeviceString("vpci-location-path://" + plan.location_path); !ref) {
-    return ref.error().WithContext("PCI adapter " + std::to_string(*index));
+    return ref.error().WithContext("PCI adapter " + std::to_string(index));
   }
   // Dismounting re-enumerates the device under the PCIP enumerator with the rest of its ID.
-  std::string rest = a.instance_id.substr(a.instance_id.find('\\') + 1);
+  std::string rest = InstanceIdRest(a);
   plan.assigned_instance_id = "PCIP\\" + rest;
   // hcsshim reads a numeric last path element as a virtual function index.
   std::string last = rest.substr(rest.rfind('\\') + 1);
@@ -117,6 +121,49 @@ Result<HyperVGpuPlan> PlanHyperVGpu(const Snapshot& snapshot, const std::string&
   }
   plan.device_string = "vpci-instance-id://" + plan.assigned_instance_id;
   if (auto ref = ParseDeviceString(plan.device_string); !ref) return ref.error();
+  return Ok();
+}
+
+// DDA forbids dynamic memory: the utility VM's memory must be physically backed.
+void AddPodAnnotations(HyperVGpuPlan& plan) {
+  plan.pod_annotations[kAnnotationFullyPhysicallyBacked] = "true";
+  plan.pod_annotations[kAnnotationMemorySizeInMb] = std::to_string(plan.memory_mb);
+  if (plan.mmio) {
+    plan.pod_annotations[kAnnotationLowMmioGapInMb] = std::to_string(plan.mmio->low_gap_mb);
+    plan.pod_annotations[kAnnotationHighMmioBaseInMb] = std::to_string(plan.mmio->high_base_mb);
+    plan.pod_annotations[kAnnotationHighMmioGapInMb] = std::to_string(plan.mmio->high_gap_mb);
+  }
+  if (!plan.kernel_drivers.empty()) {
+    plan.pod_annotations[kAnnotationKernelDrivers] = plan.kernel_drivers;
+  }
+}
+
+// The host's PowerShell steps: dismount the GPU (unless it already is), and give it back.
+void AddHostSteps(HyperVGpuPlan& plan) {
+  std::string host_instance_id = "PCI\\" + InstanceIdRest(plan.adapter);
+  if (!plan.adapter.Dismounted()) {
+    plan.dismount_steps = {
+        "Disable-PnpDevice -InstanceId " + PowerShellLiteral(host_instance_id) + " -Confirm:$false",
+        "# -Force: needed unless the GPU's vendor installed a security mitigation driver",
+        "Dismount-VMHostAssignableDevice -Force -LocationPath " +
+            PowerShellLiteral(plan.location_path)};
+  }
+  plan.give_back_steps = {
+      "Mount-VMHostAssignableDevice -LocationPath " + PowerShellLiteral(plan.location_path),
+      "Enable-PnpDevice -InstanceId " + PowerShellLiteral(host_instance_id) + " -Confirm:$false"};
+}
+
+}  // namespace
+
+Result<HyperVGpuPlan> PlanHyperVGpu(const Snapshot& snapshot, const std::string& selector,
+                                    const HyperVGpuOptions& options) {
+  auto index = FindPciAdapter(snapshot, selector);
+  if (!index) return index.error();
+  HyperVGpuPlan plan;
+  plan.adapter_index = *index;
+  plan.adapter = snapshot.hyperv_facts->pci_adapters[*index];
+  const PciAdapter& a = plan.adapter;
+  if (auto named = NameAssignedDevice(plan); !named) return named.error();
 
   plan.image = options.image.empty() ? DefaultHyperVImage(snapshot.os.build) : options.image;
   if (auto info = ParseImageReference(plan.image); !info) return info.error();
@@ -141,30 +188,8 @@ Result<HyperVGpuPlan> PlanHyperVGpu(const Snapshot& snapshot, const std::string&
     std::string folder = Folder(containerd->shim_path);
     plan.device_util_host_path = (folder.empty() ? "" : folder + "\\") + "device-util.exe";
   }
-
-  // DDA forbids dynamic memory: the utility VM's memory must be physically backed.
-  plan.pod_annotations[kAnnotationFullyPhysicallyBacked] = "true";
-  plan.pod_annotations[kAnnotationMemorySizeInMb] = std::to_string(plan.memory_mb);
-  if (plan.mmio) {
-    plan.pod_annotations[kAnnotationLowMmioGapInMb] = std::to_string(plan.mmio->low_gap_mb);
-    plan.pod_annotations[kAnnotationHighMmioBaseInMb] = std::to_string(plan.mmio->high_base_mb);
-    plan.pod_annotations[kAnnotationHighMmioGapInMb] = std::to_string(plan.mmio->high_gap_mb);
-  }
-  if (!plan.kernel_drivers.empty()) {
-    plan.pod_annotations[kAnnotationKernelDrivers] = plan.kernel_drivers;
-  }
-
-  std::string host_instance_id = "PCI\\" + rest;
-  if (!a.Dismounted()) {
-    plan.dismount_steps = {
-        "Disable-PnpDevice -InstanceId " + PowerShellLiteral(host_instance_id) + " -Confirm:$false",
-        "# -Force: needed unless the GPU's vendor installed a security mitigation driver",
-        "Dismount-VMHostAssignableDevice -Force -LocationPath " +
-            PowerShellLiteral(plan.location_path)};
-  }
-  plan.give_back_steps = {
-      "Mount-VMHostAssignableDevice -LocationPath " + PowerShellLiteral(plan.location_path),
-      "Enable-PnpDevice -InstanceId " + PowerShellLiteral(host_instance_id) + " -Confirm:$false"};
+  AddPodAnnotations(plan);
+  AddHostSteps(plan);
   return plan;
 }
 

@@ -77,6 +77,80 @@ CompatibilityVerdict HyperVGpuVerdict(const CompatibilityRequest& r,
   return v;
 }
 
+// Process isolation shares the host kernel: the image must be of a build the host accepts. Fills
+// `v` and returns true when it is not.
+bool ProcessIsolationRefuses(uint32_t host, uint32_t image, CompatibilityVerdict& v) {
+  uint32_t low = host;
+  if (host >= kFlexibleFrom) {
+    low = kFlexibleFrom;
+    for (uint32_t ltsc : kLtscBuilds) {
+      if (ltsc < host) low = std::max(low, ltsc);
+    }
+  }
+  if (image < low) {
+    v.summary = "process isolation on host build " + std::to_string(host) +
+                " needs an image build " + Range(low, host) + "; image build " +
+                std::to_string(image) + " fails with 0xc0370101";
+    v.details.push_back(
+        "0xc0370101: \"The container operating system does not match the host operating "
+        "system\": a process-isolated container shares the host kernel, so its user mode must "
+        "come from a compatible build");
+    if (host < kFlexibleFrom) {
+      v.details.push_back(
+          "hosts before build 20348 (Windows Server 2022) accept only their own "
+          "build; from 20348 a host accepts images from the previous LTSC up to "
+          "its own build");
+    }
+    v.details.push_back("use an image for build " + std::to_string(host) +
+                        " or Hyper-V isolation (--isolation hyperv), which runs older images");
+    return true;
+  }
+  return false;
+}
+
+// A GPU in a Hyper-V-isolated container cannot be judged without the host's facts: what the
+// preflight would need.
+CompatibilityVerdict HyperVGpuWithoutFacts(uint32_t host) {
+  CompatibilityVerdict v;
+  v.summary =
+      "GPU with Hyper-V isolation is refused without the host's facts: pass --snapshot FILE "
+      "(a format-2 snapshot) to run the preflight";
+  v.details = {
+      "Microsoft does not support GPUs in Hyper-V-isolated containers; hcsshim can assign a "
+      "whole GPU to the container's utility VM (Discrete Device Assignment, no sharing)",
+      "host build " + std::to_string(kGpuHyperVFrom) +
+          " or later (this host: " + std::to_string(host) +
+          "), IOMMU and ACS, and a GPU that can be assigned: no "
+          "reserved memory region, an ACS-compatible path up, a PCI Express endpoint, MSI "
+          "interrupts",
+      "the GPU dismounted from the host (Dismount-VMHostAssignableDevice), so that it "
+      "appears as PCIP\\... and is passed as vpci-instance-id://PCIP\\...",
+      "pod annotations io.microsoft.virtualmachine.fullyphysicallybacked=true, MMIO gaps "
+      "sized from the GPU's BARs and io.microsoft.virtualmachine.kerneldrivers=<the driver "
+      "folder>, passed on by containerd 1.7+ (runtime handler runhcs-wcow-hypervisor), and "
+      "device-util.exe beside containerd-shim-runhcs-v1.exe",
+      "tessera windows hyperv-gpu generates the chain and tessera windows check-hyperv-gpu "
+      "checks it; process isolation shares GPUs with containers through DirectX instead"};
+  return v;
+}
+
+// GPU workloads need the DirectX runtime of the base image.
+void WarnAboutGpuBase(const CompatibilityRequest& r, uint32_t host, CompatibilityVerdict& v) {
+  if (r.image.base == "servercore") {
+    v.warnings.push_back(
+        "Microsoft documents GPU acceleration only for the full `windows` base image "
+        "(mcr.microsoft.com/windows, or mcr.microsoft.com/windows/server from ltsc2022); "
+        "servercore works for DirectX compute and CUDA on Windows Server 2025 (build 26100)" +
+        std::string(host < kServercoreGpuFrom ? "; this host is build " + std::to_string(host) +
+                                                    ", so expect missing DirectX components"
+                                              : ""));
+  } else if (r.image.base == "nanoserver") {
+    v.warnings.push_back(
+        "nanoserver carries no DirectX runtime: GPU workloads will not load; "
+        "use the `windows` (or `server`) base image");
+  }
+}
+
 }  // namespace
 
 std::optional<uint32_t> BuildForTag(const std::string& tag) {
@@ -148,56 +222,11 @@ CompatibilityVerdict CheckCompatibility(const CompatibilityRequest& r) {
                 std::to_string(host) + ": Windows never runs a newer image, in any isolation mode";
     return v;
   }
-  if (r.isolation == Isolation::kProcess) {
-    uint32_t low = host;
-    if (host >= kFlexibleFrom) {
-      low = kFlexibleFrom;
-      for (uint32_t ltsc : kLtscBuilds) {
-        if (ltsc < host) low = std::max(low, ltsc);
-      }
-    }
-    if (image < low) {
-      v.summary = "process isolation on host build " + std::to_string(host) +
-                  " needs an image build " + Range(low, host) + "; image build " +
-                  std::to_string(image) + " fails with 0xc0370101";
-      v.details.push_back(
-          "0xc0370101: \"The container operating system does not match the host operating "
-          "system\": a process-isolated container shares the host kernel, so its user mode must "
-          "come from a compatible build");
-      if (host < kFlexibleFrom) {
-        v.details.push_back(
-            "hosts before build 20348 (Windows Server 2022) accept only their own "
-            "build; from 20348 a host accepts images from the previous LTSC up to "
-            "its own build");
-      }
-      v.details.push_back("use an image for build " + std::to_string(host) +
-                          " or Hyper-V isolation (--isolation hyperv), which runs older images");
-      return v;
-    }
-  }
+  if (r.isolation == Isolation::kProcess && ProcessIsolationRefuses(host, image, v)) return v;
   if (r.gpu) {
     if (r.isolation == Isolation::kHyperV) {
       if (r.hyperv_gpu_preflight != nullptr) return HyperVGpuVerdict(r, *r.hyperv_gpu_preflight);
-      v.summary =
-          "GPU with Hyper-V isolation is refused without the host's facts: pass --snapshot FILE "
-          "(a format-2 snapshot) to run the preflight";
-      v.details = {
-          "Microsoft does not support GPUs in Hyper-V-isolated containers; hcsshim can assign a "
-          "whole GPU to the container's utility VM (Discrete Device Assignment, no sharing)",
-          "host build " + std::to_string(kGpuHyperVFrom) +
-              " or later (this host: " + std::to_string(host) +
-              "), IOMMU and ACS, and a GPU that can be assigned: no "
-              "reserved memory region, an ACS-compatible path up, a PCI Express endpoint, MSI "
-              "interrupts",
-          "the GPU dismounted from the host (Dismount-VMHostAssignableDevice), so that it "
-          "appears as PCIP\\... and is passed as vpci-instance-id://PCIP\\...",
-          "pod annotations io.microsoft.virtualmachine.fullyphysicallybacked=true, MMIO gaps "
-          "sized from the GPU's BARs and io.microsoft.virtualmachine.kerneldrivers=<the driver "
-          "folder>, passed on by containerd 1.7+ (runtime handler runhcs-wcow-hypervisor), and "
-          "device-util.exe beside containerd-shim-runhcs-v1.exe",
-          "tessera windows hyperv-gpu generates the chain and tessera windows check-hyperv-gpu "
-          "checks it; process isolation shares GPUs with containers through DirectX instead"};
-      return v;
+      return HyperVGpuWithoutFacts(host);
     }
     if (host < kGpuProcessFrom) {
       v.summary = "GPU acceleration in Windows containers needs host build " +
@@ -205,19 +234,7 @@ CompatibilityVerdict CheckCompatibility(const CompatibilityRequest& r) {
                   std::to_string(host);
       return v;
     }
-    if (r.image.base == "servercore") {
-      v.warnings.push_back(
-          "Microsoft documents GPU acceleration only for the full `windows` base image "
-          "(mcr.microsoft.com/windows, or mcr.microsoft.com/windows/server from ltsc2022); "
-          "servercore works for DirectX compute and CUDA on Windows Server 2025 (build 26100)" +
-          std::string(host < kServercoreGpuFrom ? "; this host is build " + std::to_string(host) +
-                                                      ", so expect missing DirectX components"
-                                                : ""));
-    } else if (r.image.base == "nanoserver") {
-      v.warnings.push_back(
-          "nanoserver carries no DirectX runtime: GPU workloads will not load; "
-          "use the `windows` (or `server`) base image");
-    }
+    WarnAboutGpuBase(r, host, v);
   }
   v.ok = true;
   v.summary = "ok: image build " + std::to_string(image) + " runs on host build " +

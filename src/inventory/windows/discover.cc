@@ -330,6 +330,69 @@ void ReadHcsSchema(Snapshot& s, std::vector<std::string>& warnings) {
 
 }  // namespace
 
+namespace {
+
+// DXCore's view of one hardware adapter: description, PCI IDs, driver version and kind.
+void ReadDxCoreAdapter(IDXCoreAdapter* adapter, Adapter& a) {
+  size_t size = 0;
+  if (SUCCEEDED(adapter->GetPropertySize(DXCoreAdapterProperty::DriverDescription, &size)) &&
+      size > 0) {
+    std::string description(size, '\0');
+    if (SUCCEEDED(adapter->GetProperty(DXCoreAdapterProperty::DriverDescription, size,
+                                       description.data()))) {
+      a.description = description.c_str();
+    }
+  }
+  if (adapter->IsPropertySupported(DXCoreAdapterProperty::HardwareIDParts)) {
+    DXCoreHardwareIDParts parts{};
+    adapter->GetProperty(DXCoreAdapterProperty::HardwareIDParts, sizeof(parts), &parts);
+    a.vendor_id = static_cast<uint16_t>(parts.vendorID);
+    a.device_id = static_cast<uint16_t>(parts.deviceID);
+    a.subsystem_id = (parts.subSystemID & 0xffff) << 16 | (parts.subVendorID & 0xffff);
+    a.revision = static_cast<uint8_t>(parts.revisionID);
+  } else {
+    DXCoreHardwareID id{};
+    adapter->GetProperty(DXCoreAdapterProperty::HardwareID, sizeof(id), &id);
+    a.vendor_id = static_cast<uint16_t>(id.vendorID);
+    a.device_id = static_cast<uint16_t>(id.deviceID);
+    a.subsystem_id = id.subSysID;
+    a.revision = static_cast<uint8_t>(id.revision);
+  }
+  uint64_t version = 0;
+  if (SUCCEEDED(
+          adapter->GetProperty(DXCoreAdapterProperty::DriverVersion, sizeof(version), &version))) {
+    a.driver_version = FormatDriverVersion(version);
+  }
+  bool flag = false;
+  if (SUCCEEDED(adapter->GetProperty(DXCoreAdapterProperty::IsIntegrated, sizeof(flag), &flag)))
+    a.integrated = flag;
+  flag = false;
+  if (SUCCEEDED(adapter->GetProperty(DXCoreAdapterProperty::IsDetachable, sizeof(flag), &flag)))
+    a.detachable = flag;
+  a.display = adapter->IsAttributeSupported(DXCORE_ADAPTER_ATTRIBUTE_D3D12_GRAPHICS);
+  a.compute = adapter->IsAttributeSupported(DXCORE_ADAPTER_ATTRIBUTE_D3D12_CORE_COMPUTE);
+}
+
+// What the adapter's device node says: IDs, driver, location paths, class, CopyToVm* values and
+// its DriverStore folder.
+void ReadAdapterDevNode(DEVINST inst, const LUID& luid, const std::string& who, Adapter& a,
+                        std::vector<std::string>& warnings) {
+  a.instance_id = DevNodeString(inst, DEVPKEY_Device_InstanceId);
+  a.driver_key = DevNodeString(inst, DEVPKEY_Device_Driver);
+  a.driver_service = DevNodeString(inst, DEVPKEY_Device_Service);
+  a.location_paths = DevNodeStrings(inst, DEVPKEY_Device_LocationPaths);
+  a.class_code = ClassCodeFromCompatibleIds(DevNodeStrings(inst, DEVPKEY_Device_CompatibleIds));
+  a.copy_to_vm = ReadCopyToVm(inst, warnings, who);
+  auto store = DriverStorePath(luid);
+  if (store.ok()) {
+    a.driver_store_path = *store;
+  } else {
+    warnings.push_back(who + ": DriverStore path unknown: " + store.error().message);
+  }
+}
+
+}  // namespace
+
 Result<Discovery> DiscoverHost() {
   Discovery d;
   ReadOs(d.snapshot, d.warnings);
@@ -368,43 +431,7 @@ Result<Discovery> DiscoverHost() {
     adapter->GetProperty(DXCoreAdapterProperty::InstanceLuid, sizeof(luid), &luid);
     a.luid = LuidValue(luid);
     std::string who = "adapter " + FormatLuid(a.luid);
-    size_t size = 0;
-    if (SUCCEEDED(adapter->GetPropertySize(DXCoreAdapterProperty::DriverDescription, &size)) &&
-        size > 0) {
-      std::string description(size, '\0');
-      if (SUCCEEDED(adapter->GetProperty(DXCoreAdapterProperty::DriverDescription, size,
-                                         description.data()))) {
-        a.description = description.c_str();
-      }
-    }
-    if (adapter->IsPropertySupported(DXCoreAdapterProperty::HardwareIDParts)) {
-      DXCoreHardwareIDParts parts{};
-      adapter->GetProperty(DXCoreAdapterProperty::HardwareIDParts, sizeof(parts), &parts);
-      a.vendor_id = static_cast<uint16_t>(parts.vendorID);
-      a.device_id = static_cast<uint16_t>(parts.deviceID);
-      a.subsystem_id = (parts.subSystemID & 0xffff) << 16 | (parts.subVendorID & 0xffff);
-      a.revision = static_cast<uint8_t>(parts.revisionID);
-    } else {
-      DXCoreHardwareID id{};
-      adapter->GetProperty(DXCoreAdapterProperty::HardwareID, sizeof(id), &id);
-      a.vendor_id = static_cast<uint16_t>(id.vendorID);
-      a.device_id = static_cast<uint16_t>(id.deviceID);
-      a.subsystem_id = id.subSysID;
-      a.revision = static_cast<uint8_t>(id.revision);
-    }
-    uint64_t version = 0;
-    if (SUCCEEDED(adapter->GetProperty(DXCoreAdapterProperty::DriverVersion, sizeof(version),
-                                       &version))) {
-      a.driver_version = FormatDriverVersion(version);
-    }
-    bool flag = false;
-    if (SUCCEEDED(adapter->GetProperty(DXCoreAdapterProperty::IsIntegrated, sizeof(flag), &flag)))
-      a.integrated = flag;
-    flag = false;
-    if (SUCCEEDED(adapter->GetProperty(DXCoreAdapterProperty::IsDetachable, sizeof(flag), &flag)))
-      a.detachable = flag;
-    a.display = adapter->IsAttributeSupported(DXCORE_ADAPTER_ATTRIBUTE_D3D12_GRAPHICS);
-    a.compute = adapter->IsAttributeSupported(DXCORE_ADAPTER_ATTRIBUTE_D3D12_CORE_COMPUTE);
+    ReadDxCoreAdapter(adapter, a);
     adapter->Release();
 
     auto node = devnodes.find(a.luid);
@@ -413,19 +440,7 @@ Result<Discovery> DiscoverHost() {
                            "): no device node carries its LUID; skipped");
       continue;
     }
-    DEVINST inst = node->second;
-    a.instance_id = DevNodeString(inst, DEVPKEY_Device_InstanceId);
-    a.driver_key = DevNodeString(inst, DEVPKEY_Device_Driver);
-    a.driver_service = DevNodeString(inst, DEVPKEY_Device_Service);
-    a.location_paths = DevNodeStrings(inst, DEVPKEY_Device_LocationPaths);
-    a.class_code = ClassCodeFromCompatibleIds(DevNodeStrings(inst, DEVPKEY_Device_CompatibleIds));
-    a.copy_to_vm = ReadCopyToVm(inst, d.warnings, who);
-    auto store = DriverStorePath(luid);
-    if (store.ok()) {
-      a.driver_store_path = *store;
-    } else {
-      d.warnings.push_back(who + ": DriverStore path unknown: " + store.error().message);
-    }
+    ReadAdapterDevNode(node->second, luid, who, a, d.warnings);
     if (a.instance_id.empty()) {
       d.warnings.push_back(who + ": device node has no instance ID; skipped");
       continue;

@@ -1,0 +1,331 @@
+#include "dra/plugin.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "backends/kubernetes/kubernetes.h"
+#include "common/untrusted_text.h"
+#include "dra/server.h"
+#include "fabricmanager/fabricmanager.h"
+
+namespace tessera::dra {
+namespace {
+
+const k8s::Resource kClaims{"/apis/resource.k8s.io/v1", "resourceclaims", true};
+const k8s::Resource kSlices{"/apis/resource.k8s.io/v1", "resourceslices", false};
+
+// kubelet gives a prepare call 45 s. One attempt of a claim GET gets 10 s, and the whole fetch
+// with its retries 20 s: a claim whose answer trickles fails on its own, well within kubelet's
+// call, and the answer is refused as it arrives once it passes the claim limit.
+constexpr std::chrono::milliseconds kClaimAttemptTime{10000};
+constexpr k8s::CallLimits kClaimFetch{kMaxClaimBytes, std::chrono::milliseconds(20000)};
+
+// Presence of each GPU's device nodes under the host root: a GPU whose node vanished (unbound,
+// fallen off the bus) is unhealthy.
+std::set<std::string> Unhealthy(const NodeDevices& node) {
+  std::set<std::string> out;
+  for (const auto& device : node.devices) {
+    for (const auto& n : device.edits.device_nodes) {
+      std::string path = n.host_path.empty() ? n.path : n.host_path;
+      struct stat st;
+      if (::stat(path.c_str(), &st) != 0) out.insert(device.pci_address);
+    }
+  }
+  return out;
+}
+
+// Replaces the live slice, its generation after the live one's: a restarted plugin continues
+// after it. Returns whether it was replaced (false: a 409, someone else wrote it).
+Result<bool> ReplaceSlice(k8s::Client& client, const Driver& driver, const std::string& name,
+                          const k8s::Json& live, SliceOptions options, int64_t* generation) {
+  const k8s::Json& pool = k8s::ObjectField(k8s::ObjectField(live, "spec"), "pool");
+  int64_t seen = 0;
+  if (auto it = pool.find("generation"); it != pool.end() && it->is_number_integer())
+    seen = std::clamp<int64_t>(it->get<int64_t>(), 0, INT64_MAX / 2);
+  options.generation = std::max(*generation, seen + 1);
+  std::string version = k8s::StringField(k8s::ObjectField(live, "metadata"), "resourceVersion");
+  auto body =
+      k8s::Json::parse(BuildResourceSlice(driver.node(), driver.Published(), options, version));
+  auto replaced = client.Replace(kSlices, "", name, body);
+  if (replaced) {
+    *generation = options.generation;
+    return true;
+  }
+  if (replaced.error().category != ErrorCategory::kFailedPrecondition) return replaced.error();
+  return false;
+}
+
+// Create or replace the slice; a 409 (someone else wrote it) re-reads and retries.
+Status PublishSlice(k8s::Client& client, const Driver& driver, int64_t* generation) {
+  const auto& config = driver.config();
+  std::string name = SliceName(config.driver, config.node_name);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    SliceOptions options{config.driver, config.node_name, *generation};
+    auto live = client.Get(kSlices, "", name);
+    if (!live && live.error().category != ErrorCategory::kNotFound) return live.error();
+    if (live) {
+      auto replaced = ReplaceSlice(client, driver, name, *live, options, generation);
+      if (!replaced) return replaced.error();
+      if (*replaced) return Ok();
+    } else {
+      auto body = k8s::Json::parse(BuildResourceSlice(driver.node(), driver.Published(), options));
+      auto created = client.Create(kSlices, "", body);
+      if (created) return Ok();
+      if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
+    }
+    spdlog::info("slice {}: conflict, re-reading", name);
+  }
+  return Unavailable("slice " + name + ": still conflicting after 5 attempts");
+}
+
+bool SocketPresent(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+// Shared NVSwitch mode: this node's one owner of partitions (claims hold them). Sets the
+// partitions `node_options` publishes.
+Result<std::shared_ptr<fabricmanager::PartitionActivator>> OpenNodeFabric(
+    const PluginOptions& options, const inventory::Inventory& inventory,
+    NodeOptions* node_options) {
+  auto address = fabricmanager::ParseFabricAddress(options.fabric_manager);
+  if (!address) return address.error().WithContext("--fabric-manager");
+  fabricmanager::FabricSetup setup;
+  setup.nvfm.library = options.nvfm_library;
+  setup.nvfm.address = *address;
+  if (!options.partition_table.empty()) {
+    auto table = fabricmanager::LoadPartitionTable(options.partition_table);
+    if (!table) return table.error().WithContext("--partition-table");
+    setup.table = std::move(*table);
+  }
+  setup.nvml_library = options.nvml_library;
+  for (const auto* gpu : inventory.Gpus())
+    setup.host_gpus.push_back(gpu->pci_address);
+  std::error_code made;
+  std::filesystem::create_directories(options.plugin_dir, made);
+  setup.ledger_path = options.plugin_dir + "/fabric-partitions.json";
+  auto opened = fabricmanager::OpenFabric(std::move(setup));
+  if (!opened) return opened.error().WithContext("--fabric-manager");
+  node_options->partitions = opened->table;
+  std::shared_ptr<fabricmanager::PartitionActivator> fabric = std::move(opened->activator);
+  spdlog::info("fabric manager: {}", fabric->Describe());
+  return fabric;
+}
+
+// Prepared claims keep their partitions; what nothing holds is deactivated. Every prepare and
+// unprepare goes through the fabric from then on.
+void AttachFabric(Driver& driver, std::shared_ptr<fabricmanager::PartitionActivator> fabric) {
+  auto prepared = driver.PreparedClaimUids();
+  std::set<std::string> alive(prepared.begin(), prepared.end());
+  if (auto reconciled =
+          fabric->Reconcile([&](const std::string& uid) { return alive.count(uid) > 0; });
+      !reconciled)
+    spdlog::error("fabric partitions: {}", reconciled.error().message);
+  driver.SetFabric(
+      {[fabric](const std::string& uid, const std::vector<std::string>& gpus) -> Status {
+         auto activated = fabric->Activate(uid, gpus);
+         if (!activated) return activated.error();
+         return Ok();
+       },
+       [fabric](const std::string& uid) { return fabric->Deactivate(uid); }});
+  fabric->StartWatch();
+}
+
+void LogRegistration(bool registered, const std::string& error) {
+  if (registered) {
+    spdlog::info("kubelet registered the plugin");
+  } else {
+    spdlog::error("kubelet refused the registration: {}", error);
+  }
+}
+
+}  // namespace
+
+// Destroyed in reverse: the servers first, then the driver they call, then the clients.
+struct KubeletPlugin::State {
+  PluginOptions options;
+  std::shared_ptr<fabricmanager::PartitionActivator> fabric;
+  // Prepares run at once, each GET on a connection of its own: a slow claim delays no other.
+  std::unique_ptr<k8s::Client> claims_client;
+  std::unique_ptr<k8s::Client> slices_client;
+  std::unique_ptr<Driver> driver;
+  std::string state_problem;  // the lease file's last problem, logged once
+  std::string dra_socket;
+  std::string reg_socket;
+  int64_t generation = 1;
+  bool slice_dirty = true;
+  std::chrono::steady_clock::time_point next_publish = std::chrono::steady_clock::now();
+  std::chrono::milliseconds backoff{200};
+  std::unique_ptr<SocketServer> dra_server;
+  std::unique_ptr<SocketServer> reg_server;
+
+  Result<NodeDevices> DescribeThisNode();
+  Status Connect();
+  Status LoadDriver(NodeDevices node);
+  Result<DeviceState> ReadState() const;
+  Status ServeSockets();
+  void RefreshState();
+  void PublishWhenDue();
+};
+
+Result<NodeDevices> KubeletPlugin::State::DescribeThisNode() {
+  inventory::ReadOptions read;
+  read.root = options.root;
+  read.nvml_library = options.nvml_library;  // MIG devices' profiles, UUIDs and sizes
+  auto inventory = inventory::ReadInventory(read);
+  if (!inventory) return inventory.error().WithContext("inventory of " + options.root);
+  NodeOptions node_options;
+  node_options.mode = options.cdi_mode;
+  if (!options.fabric_manager.empty()) {
+    auto opened = OpenNodeFabric(options, *inventory, &node_options);
+    if (!opened) return opened.error();
+    fabric = std::move(*opened);
+  }
+  auto node = DescribeNode(*inventory, node_options);
+  if (!node) return node.error();
+  for (const auto& warning : node->warnings)
+    spdlog::warn("{}", warning);
+  return node;
+}
+
+Status KubeletPlugin::State::Connect() {
+  auto client_config =
+      options.kubeconfig.empty() ? k8s::InClusterConfig() : k8s::LoadKubeconfig(options.kubeconfig);
+  if (!client_config) return client_config.error();
+  client_config->user_agent = "tessera-dra-plugin";
+  client_config->timeout = kClaimAttemptTime;
+  claims_client = std::make_unique<k8s::Client>(*client_config);
+  slices_client = std::make_unique<k8s::Client>(*client_config);
+  return Ok();
+}
+
+Status KubeletPlugin::State::LoadDriver(NodeDevices node) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.plugin_dir, ec);
+  std::filesystem::create_directories(options.registry_dir, ec);
+  std::filesystem::create_directories(options.cdi_dir, ec);
+  DriverConfig config{options.driver_name, options.node_name, options.cdi_dir, options.plugin_dir};
+  // The claim's bytes as the server sent them: the driver checks their size and nesting before it
+  // parses them, once.
+  k8s::Client* claims = claims_client.get();
+  driver = std::make_unique<Driver>(
+      config, std::move(node),
+      [claims](const std::string& ns, const std::string& name) -> Result<std::string> {
+        return claims->GetBytes(kClaims, ns, name, kClaimFetch);
+      });
+  auto loaded = driver->Load();
+  if (!loaded) return loaded.error();
+  for (const auto& dropped : *loaded)
+    spdlog::warn("{}", Excerpt(dropped, 600));
+  if (fabric) AttachFabric(*driver, fabric);
+  return Ok();
+}
+
+Result<DeviceState> KubeletPlugin::State::ReadState() const {
+  DeviceState state;
+  auto leases = deviceplugin::ReadLeaseFile(options.lease_file);
+  if (!leases) return leases.error();
+  state.leases = std::move(*leases);
+  state.unhealthy = Unhealthy(driver->node());
+  return state;
+}
+
+// The DRA socket first: kubelet dials the endpoint as soon as registration succeeds.
+Status KubeletPlugin::State::ServeSockets() {
+  if (!dra_server || !SocketPresent(dra_socket)) {
+    if (dra_server) spdlog::warn("{} was removed; serving it again", dra_socket);
+    dra_server.reset();
+    auto served = SocketServer::ServeDra(driver.get(), dra_socket);
+    if (!served) return served.error();
+    dra_server = std::move(*served);
+    spdlog::info("serving DRAPlugin v1, v1beta1 and DRAResourceHealth v1alpha1 on {}", dra_socket);
+  }
+  if (!reg_server || !SocketPresent(reg_socket)) {
+    if (reg_server) spdlog::warn("{} was removed; serving it again", reg_socket);
+    reg_server.reset();
+    PluginInfo info{options.driver_name, dra_socket};
+    auto served = SocketServer::ServeRegistration(info, LogRegistration, reg_socket);
+    if (!served) return served.error();
+    reg_server = std::move(*served);
+    spdlog::info("serving Registration on {}", reg_socket);
+  }
+  return Ok();
+}
+
+void KubeletPlugin::State::RefreshState() {
+  if (auto state = ReadState(); state) {
+    state_problem.clear();
+    if (driver->SetState(std::move(*state))) {
+      slice_dirty = true;
+      next_publish = std::chrono::steady_clock::now();
+      spdlog::info("published devices changed: {} of {}", driver->Published().size(),
+                   driver->node().devices.size());
+    }
+  } else if (state.error().message != state_problem) {
+    // Once per problem, not on every poll; the last good state stays in force.
+    state_problem = state.error().message;
+    spdlog::error("{}; keeping the last good leases", state_problem);
+  }
+}
+
+void KubeletPlugin::State::PublishWhenDue() {
+  if (!slice_dirty || std::chrono::steady_clock::now() < next_publish) return;
+  auto published = PublishSlice(*slices_client, *driver, &generation);
+  if (published) {
+    slice_dirty = false;
+    backoff = std::chrono::milliseconds(200);
+    spdlog::info("ResourceSlice {} generation {} published",
+                 SliceName(options.driver_name, options.node_name), generation);
+  } else {
+    spdlog::error("publish ResourceSlice: {}", published.error().message);
+    next_publish = std::chrono::steady_clock::now() + backoff;
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(10000));
+  }
+}
+
+KubeletPlugin::KubeletPlugin(std::unique_ptr<State> state) : state_(std::move(state)) {}
+KubeletPlugin::~KubeletPlugin() = default;
+
+Result<std::unique_ptr<KubeletPlugin>> KubeletPlugin::Start(const PluginOptions& options) {
+  auto state = std::make_unique<State>();
+  state->options = options;
+  auto node = state->DescribeThisNode();
+  if (!node) return node.error();
+  if (auto connected = state->Connect(); !connected) return connected.error();
+  if (auto loaded = state->LoadDriver(std::move(*node)); !loaded) return loaded.error();
+  if (auto first = state->ReadState(); first) {
+    state->driver->SetState(std::move(*first));
+  } else {
+    state->state_problem = first.error().message;
+    spdlog::error("{}", state->state_problem);
+  }
+  state->dra_socket = options.plugin_dir + "/dra.sock";
+  state->reg_socket = options.registry_dir + "/" + options.driver_name + "-reg.sock";
+  return std::unique_ptr<KubeletPlugin>(new KubeletPlugin(std::move(state)));
+}
+
+Status KubeletPlugin::Run(const std::atomic<bool>& stop) {
+  State& s = *state_;
+  s.next_publish = std::chrono::steady_clock::now();
+  while (!stop) {
+    if (auto served = s.ServeSockets(); !served) return served.error();
+    s.RefreshState();
+    s.PublishWhenDue();
+    std::this_thread::sleep_for(std::chrono::milliseconds(s.options.poll_ms));
+  }
+  s.reg_server.reset();
+  s.dra_server.reset();
+  ::unlink(s.reg_socket.c_str());
+  ::unlink(s.dra_socket.c_str());
+  return Ok();
+}
+
+}  // namespace tessera::dra

@@ -1,0 +1,42 @@
+// tessera-dra-plugin's command line: the options of the DRA kubelet plugin, its flags and their
+// checks.
+#pragma once
+
+#include <string>
+
+#include "cdi/cdi.h"
+#include "common/error.h"
+#include "dra/dra.h"
+
+namespace CLI {
+class App;
+}
+
+namespace tessera::dra {
+
+struct PluginOptions {
+  std::string node_name;  // empty: $NODE_NAME
+  std::string root = "/";
+  std::string kubeconfig;  // empty: in-cluster service account
+  std::string driver_name = kDefaultDriverName;
+  std::string registry_dir = "/var/lib/kubelet/plugins_registry";
+  std::string plugin_dir = "/var/lib/kubelet/plugins/gpu.tessera.dev";
+  std::string cdi_dir = "/var/run/cdi";
+  std::string lease_file = "/run/tessera/leases.json";
+  std::string mode = "auto";
+  std::string nvml_library = "libnvidia-ml.so.1";
+  int poll_ms = 200;
+  std::string fabric_manager;  // empty: no fabric manager
+  std::string nvfm_library = "libnvfm.so.1";
+  std::string partition_table;
+  std::string log_level = "info";
+  // Set by CompletePluginOptions from `mode`.
+  cdi::Mode cdi_mode = cdi::Mode::kAuto;
+};
+
+void AddPluginFlags(CLI::App& app, PluginOptions& options);
+
+// Takes the node name from $NODE_NAME when no flag gave it (required) and parses the mode.
+Status CompletePluginOptions(PluginOptions& options);
+
+}  // namespace tessera::dra
