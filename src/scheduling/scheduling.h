@@ -308,6 +308,9 @@ class Scheduler {
     std::array<bool, kMaxSize + 1> reserve_failed{};
   };
 
+  // One Schedule call: its state and steps (pass.cc).
+  class Pass;
+
   explicit Scheduler(SchedulerOptions options) : options_(options) {}
   void Added(const Pending& pending);
   void Removed(const Pending& pending);
