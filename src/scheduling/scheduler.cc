@@ -320,4 +320,433 @@ bool Scheduler::Finished(RequestId id, double now_s, double ended_s) {
   return true;
 }
 
+namespace {
+
+// The fleet's free masks with reserved GPUs taken out for the length of one pass, so the
+// placement policy never sees them; put back when the pass ends.
+class HiddenGpus {
+ public:
+  explicit HiddenGpus(Fleet& fleet) : fleet_(fleet), hidden_(fleet.node_count(), 0) {}
+  ~HiddenGpus() { ShowAll(); }
+  void ShowAll() {
+    for (int node : touched_) {
+      if (hidden_[node]) (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) | hidden_[node]);
+      hidden_[node] = 0;
+    }
+    touched_.clear();
+    total_ = 0;
+  }
+  // Hides the free GPUs of `mask` on `node`; returns how many were free.
+  int Hide(int node, GpuMask mask) {
+    const GpuMask free = fleet_.free_mask(node) & mask;
+    if (!free) return 0;
+    if (!hidden_[node]) touched_.push_back(node);
+    hidden_[node] |= free;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) & ~free);
+    total_ += MaskSize(free);
+    return MaskSize(free);
+  }
+  // Shows `mask`'s hidden GPUs on `node` for one placement attempt, then hides what is left.
+  bool PlaceWith(int node, GpuMask mask, int gpus, placement::Policy policy, Placement* out) {
+    const GpuMask shown = hidden_[node] & mask;
+    if (!shown) return false;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) | shown);
+    const bool placed = fleet_.TryPlace(gpus, policy, out);
+    const GpuMask still_free = fleet_.free_mask(node) & shown;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) & ~still_free);
+    total_ -= MaskSize(shown) - MaskSize(still_free);
+    hidden_[node] = (hidden_[node] & ~shown) | still_free;
+    return placed;
+  }
+  // Gives `mask`'s hidden GPUs on `node` back to the fleet for the rest of the pass.
+  void Show(int node, GpuMask mask) {
+    const GpuMask shown = hidden_[node] & mask;
+    if (!shown) return;
+    (void)fleet_.SetFreeMask(node, fleet_.free_mask(node) | shown);
+    hidden_[node] &= ~shown;
+    total_ -= MaskSize(shown);
+  }
+  GpuMask hidden(int node) const { return hidden_[node]; }
+  int total() const { return total_; }
+
+ private:
+  Fleet& fleet_;
+  std::vector<GpuMask> hidden_;
+  std::vector<int> touched_;
+  int total_ = 0;
+};
+
+// `gpus` GPUs on `node` out of `allowed` as the node's own chooser gives them (a whole partition,
+// the best-linked set, or the lowest GPUs); false when they do not fit.
+bool PlaceOnNode(const Fleet& fleet, int node, GpuMask allowed, int gpus, Placement* out) {
+  const auto& spec = fleet.node(node);
+  out->node = node;
+  out->partition_id.reset();
+  if (spec.partitions) {
+    const topology::PartitionChoice* choice = spec.partitions->Best(allowed, gpus);
+    if (!choice) return false;
+    out->gpus = choice->modules;
+    out->partition_id = choice->partition_id;
+    return true;
+  }
+  if (MaskSize(allowed) < gpus) return false;
+  if (spec.scorer) {
+    auto chosen = spec.scorer->Choose(allowed, gpus);
+    if (!chosen) return false;
+    out->gpus = *chosen;
+    return true;
+  }
+  out->gpus = 0;
+  for (int i = 0; i < gpus; ++i) {
+    const GpuMask low = allowed & (~allowed + 1);
+    out->gpus |= low;
+    allowed &= ~low;
+  }
+  return true;
+}
+
+// Whether `gpus` GPUs could be given on `node` from `free`.
+bool FitsIn(const Fleet& fleet, int node, GpuMask free, int gpus) {
+  const auto& spec = fleet.node(node);
+  if (spec.partitions) return spec.partitions->Best(free, gpus) != nullptr;
+  return MaskSize(free) >= gpus;
+}
+
+}  // namespace
+
+PassResult Scheduler::Schedule(Fleet& fleet, double now_s, bool report) {
+  Advance(now_s);
+  EnsureNodes(fleet);
+  PassResult result;
+  if (pending_.empty()) {
+    kept_.clear();
+    last_pass_.valid = false;  // the next arrival is a change
+    return result;
+  }
+  const bool fair = options_.mode == Mode::kFair;
+
+  HiddenGpus hidden(fleet);
+  std::vector<GpuMask> reserved(fleet.node_count(), 0);
+  int free_visible = fleet.free_gpus();
+  // Per size: 1 when nothing visible fits (stays true: a pass only takes GPUs away), and
+  // whether the size can ever be placed (-1 unknown).
+  std::array<bool, kMaxSize + 1> no_fit{};
+  // Per size: the earliest end that found no reserved GPUs to backfill into. A later request of
+  // that size ending no earlier finds none either: reserved GPUs a pass hides only ever come
+  // from capacity it could not use, and backfill only takes them away.
+  std::array<double, kMaxSize + 1> backfill_failed_end;
+  backfill_failed_end.fill(kUnknownTime);
+  std::array<int, kMaxSize + 1> placeable;
+  placeable.fill(-1);
+  int position = 0;
+
+  // Reservations of the last pass whose holders still wait keep their GPUs, with their time
+  // worked out again from what runs there now.
+  std::unordered_map<RequestId, int> held;  // holder -> index into result.reservations
+  std::vector<bool> released;               // per reservation: its holder started
+  // Fair: a tenancy above its share keeps no reservation while a tenancy further below its
+  // share waits; kept, the reservation would start its requests ahead of the fair order (a
+  // flood's reservations would hold every GPU that frees for it).
+  std::vector<bool> yields(tenancies_.size(), false);
+  if (fair) {
+    const std::vector<TenancyUsage> usage = Usage();
+    double lowest_waiting = kUnknownTime;
+    for (size_t t = 0; t < tenancies_.size(); ++t)
+      if (!tenancies_[t].queue.empty())
+        lowest_waiting = std::min(lowest_waiting, ShareKey(tenancies_[t], 0));
+    for (size_t t = 0; t < tenancies_.size(); ++t)
+      yields[t] = usage[t].share > usage[t].target && ShareKey(tenancies_[t], 0) > lowest_waiting;
+  }
+  for (const Reservation& kept : kept_) {
+    auto it = pending_.find(kept.holder);
+    if (it == pending_.end() || kept.node >= fleet.node_count()) continue;
+    const Tenancy& owner = tenancies_[it->second.tenancy];
+    if (fair && owner.in_use + owner.other_gpus + it->second.request.gpus > owner.policy.quota_gpus)
+      continue;
+    if (yields[it->second.tenancy]) continue;
+    if (kept.gpus & reserved[kept.node]) continue;
+    Reservation again = kept;
+    again.ready_s = now_s;
+    bool usable = true;
+    for (GpuMask m = kept.gpus; m; m &= m - 1) {
+      const int gpu = __builtin_ctzll(m);
+      if (gpu >= fleet.node(kept.node).gpu_count) {
+        usable = false;
+        break;
+      }
+      if ((fleet.free_mask(kept.node) >> gpu) & 1) continue;
+      const placement::GpuState state = fleet.state(kept.node, gpu);
+      if (state == placement::GpuState::kQuarantined || state == placement::GpuState::kDraining) {
+        usable = false;
+        break;
+      }
+      const bool known = state == placement::GpuState::kLeased && gpu_owner_[kept.node][gpu] != 0;
+      again.ready_s = std::max(again.ready_s, known ? gpu_ends_[kept.node][gpu] : kUnknownTime);
+    }
+    if (!usable) continue;
+    reserved[again.node] |= again.gpus;
+    free_visible -= hidden.Hide(again.node, again.gpus);
+    held[again.holder] = static_cast<int>(result.reservations.size());
+    result.reservations.push_back(again);
+    released.push_back(false);
+  }
+
+  auto admit = [&](Pending& pending, const Placement& placement, bool backfill) {
+    result.admitted.push_back({pending.request.id, placement, backfill});
+    const PendingRequest& r = pending.request;
+    free_visible -= backfill ? 0 : r.gpus;
+    Running running;
+    running.tenancy = pending.tenancy;
+    running.placement = placement;
+    running.gpus = r.gpus;
+    running.started_s = now_s;
+    running.ends_s = r.max_duration_s == kUnknownTime ? kUnknownTime : now_s + r.max_duration_s;
+    running.priority = r.priority;
+    running.preemptible = r.preemptible;
+    tenancies_[pending.tenancy].in_use += r.gpus;
+    SetGpuOwner(placement, running.ends_s, r.id);
+    running_.emplace(r.id, std::move(running));
+  };
+
+  // Holders whose reserved GPUs are free start first, on them, before anything else is walked:
+  // otherwise the next request of the same tenancy would reserve the GPUs they leave in the same
+  // pass, and a tenancy could hold a node from one of its requests to the next.
+  for (size_t i = 0; i < result.reservations.size(); ++i) {
+    Reservation& mine = result.reservations[i];
+    Pending& pending = pending_.at(mine.holder);
+    Placement placement;
+    if (!PlaceOnNode(fleet, mine.node, hidden.hidden(mine.node) & mine.gpus, pending.request.gpus,
+                     &placement)) {
+      continue;
+    }
+    ++result.decisions;
+    hidden.Show(mine.node, mine.gpus);
+    (void)fleet.SetFreeMask(mine.node, fleet.free_mask(mine.node) & ~placement.gpus);
+    reserved[mine.node] &= ~mine.gpus;
+    released[i] = true;
+    held.erase(mine.holder);
+    admit(pending, placement, false);
+    Removed(pending);
+    pending_.erase(mine.holder);
+  }
+  free_visible = fleet.free_gpus() - hidden.total();
+
+  // When the walk may stop (without report): once no pending request could start or reserve.
+  // Per size, what the walk found out (monotone while nothing is admitted: a pass only takes
+  // GPUs away and adds reservations); and per size how many tenancies not held back by their
+  // GPU quota have requests of that size waiting.
+  std::array<bool, kMaxSize + 1> reserve_failed{};
+  std::array<int, kMaxSize + 1> live_sizes{};
+  std::vector<int> live_up_to(tenancies_.size(), 0);  // per tenancy: its largest live size
+  auto count_live = [&](size_t t, int sign) {
+    const Tenancy& tenancy = tenancies_[t];
+    int up_to = kMaxSize;
+    if (fair && tenancy.policy.quota_gpus != kUnlimited)
+      up_to = static_cast<int>(
+          std::floor(tenancy.policy.quota_gpus - tenancy.in_use - tenancy.other_gpus + 1e-9));
+    up_to = std::clamp(up_to, 0, kMaxSize);
+    if (sign < 0) up_to = live_up_to[t];
+    for (int size = 1; size <= up_to; ++size)
+      if (tenancy.pending_by_size[size]) live_sizes[size] += sign;
+    live_up_to[t] = up_to;
+  };
+  if (!report) {
+    for (size_t t = 0; t < tenancies_.size(); ++t)
+      if (!tenancies_[t].queue.empty()) count_live(t, 1);
+  }
+  size_t holders_left = held.size();
+  auto may_change = [&]() {
+    if (holders_left > 0) return true;
+    const bool reservations_full =
+        static_cast<int>(result.reservations.size()) >= options_.max_reservations;
+    const int hidden_free = hidden.total();
+    double latest_ready = -kUnknownTime;
+    for (const Reservation& r : result.reservations)
+      if (r.ready_s != kUnknownTime) latest_ready = std::max(latest_ready, r.ready_s);
+    for (int size = 1; size <= kMaxSize; ++size) {
+      if (live_sizes[size] <= 0) continue;
+      if (size <= free_visible && !no_fit[size]) return true;
+      if (!reservations_full && !reserve_failed[size]) return true;
+      const auto& durations = limited_durations_[size];
+      if (hidden_free > 0 && !durations.empty() && size <= free_visible + hidden_free) {
+        const double ends = now_s + *durations.begin();
+        if (ends < backfill_failed_end[size] && ends <= latest_ready) return true;
+      }
+    }
+    return false;
+  };
+
+  // Dispatch order: a merge of the tenancies' own queues. Fair: the tenancy with the lowest
+  // (recent usage + GPUs in use + GPUs of its requests already passed in this walk) / weight
+  // goes next, so positions interleave as shares would fill. FIFO: lowest sequence first.
+  struct Cursor {
+    double key;
+    int tenancy;
+    bool operator>(const Cursor& other) const {
+      return key != other.key ? key > other.key : tenancy > other.tenancy;
+    }
+  };
+  std::priority_queue<Cursor, std::vector<Cursor>, std::greater<>> order;
+  std::vector<decltype(Tenancy::queue)::iterator> next(tenancies_.size());
+  std::vector<double> walked_gpus(tenancies_.size(), 0);
+  auto head_key = [&](int t) {
+    if (fair) return ShareKey(tenancies_[t], walked_gpus[t]);
+    return static_cast<double>(std::get<2>(*next[t]));
+  };
+  for (size_t t = 0; t < tenancies_.size(); ++t) {
+    next[t] = tenancies_[t].queue.begin();
+    if (next[t] != tenancies_[t].queue.end()) {
+      order.push({head_key(static_cast<int>(t)), static_cast<int>(t)});
+    }
+  }
+
+  while (!order.empty()) {
+    const int t = order.top().tenancy;
+    order.pop();
+    Tenancy& tenancy = tenancies_[t];
+    const auto entry = next[t]++;
+    const RequestId id = std::get<3>(*entry);
+    Pending& pending = pending_.at(id);
+    const int gpus = pending.request.gpus;
+    ++result.decisions;
+
+    Wait wait;
+    wait.id = id;
+    int& can = placeable[gpus];
+    if (can < 0) can = fleet.CanEverPlace(gpus).ok() ? 1 : 0;
+    bool admitted = false;
+    if (!can) {
+      wait.kind = WaitKind::kNeverPlaceable;
+      reserve_failed[gpus] = true;
+    } else if (fair && tenancy.in_use + tenancy.other_gpus + gpus > tenancy.policy.quota_gpus) {
+      wait.kind = WaitKind::kQuotaGpus;
+      wait.in_use = tenancy.in_use + tenancy.other_gpus;
+      wait.quota = tenancy.policy.quota_gpus;
+    } else if (auto own = held.find(id); own != held.end()) {
+      // A holder starts on its own reserved GPUs (or anywhere else that fits now), or keeps
+      // waiting for them.
+      --holders_left;
+      Reservation& mine = result.reservations[own->second];
+      mine.holder_tenancy = t;
+      mine.holder_walked_gpus = walked_gpus[t];
+      Placement placement;
+      admitted = hidden.PlaceWith(mine.node, mine.gpus, gpus, options_.placement, &placement) ||
+                 (!no_fit[gpus] && free_visible >= gpus &&
+                  fleet.TryPlace(gpus, options_.placement, &placement));
+      if (admitted) {
+        admit(pending, placement, false);
+        // Its reservation ends: what it did not use goes back to everyone.
+        reserved[mine.node] &= ~mine.gpus;
+        hidden.Show(mine.node, mine.gpus);
+        released[own->second] = true;
+        free_visible = fleet.free_gpus() - hidden.total();
+      } else {
+        wait.kind = WaitKind::kReservation;
+        wait.reservation = own->second;
+      }
+    } else {
+      Placement placement;
+      if (!no_fit[gpus]) {
+        if (free_visible >= gpus && fleet.TryPlace(gpus, options_.placement, &placement)) {
+          admit(pending, placement, false);
+          admitted = true;
+        } else {
+          no_fit[gpus] = true;
+        }
+      }
+      // Backfill into reserved GPUs: only a request that ends before the reservation needs them.
+      if (!admitted && hidden.total() > 0 && pending.request.max_duration_s != kUnknownTime &&
+          now_s + pending.request.max_duration_s < backfill_failed_end[gpus]) {
+        const double ends = now_s + pending.request.max_duration_s;
+        for (size_t i = 0; i < result.reservations.size() && !admitted; ++i) {
+          const Reservation& r = result.reservations[i];
+          if (r.ready_s == kUnknownTime || ends > r.ready_s) continue;
+          // Every reservation on that node this request would not delay.
+          GpuMask allowed = 0;
+          for (const Reservation& other : result.reservations) {
+            if (other.node == r.node && other.ready_s != kUnknownTime && ends <= other.ready_s)
+              allowed |= other.gpus;
+          }
+          if (!FitsIn(fleet, r.node, fleet.free_mask(r.node) | (hidden.hidden(r.node) & allowed),
+                      gpus))
+            continue;
+          if (hidden.PlaceWith(r.node, allowed, gpus, options_.placement, &placement)) {
+            admit(pending, placement, true);
+            admitted = true;
+          }
+        }
+        if (!admitted) backfill_failed_end[gpus] = std::min(backfill_failed_end[gpus], ends);
+      }
+      if (!admitted) {
+        Reservation reservation;
+        if (static_cast<int>(result.reservations.size()) < options_.max_reservations &&
+            ChooseReservation(fleet, gpus, reserved, now_s, &reservation)) {
+          reservation.holder = id;
+          reservation.holder_tenancy = t;
+          reservation.holder_walked_gpus = walked_gpus[t];
+          reserved[reservation.node] |= reservation.gpus;
+          free_visible -= hidden.Hide(reservation.node, reservation.gpus);
+          wait.kind = WaitKind::kReservation;
+          wait.reservation = static_cast<int>(result.reservations.size());
+          result.reservations.push_back(reservation);
+          released.push_back(false);
+        } else {
+          if (static_cast<int>(result.reservations.size()) < options_.max_reservations)
+            reserve_failed[gpus] = true;
+          wait.kind = WaitKind::kNoCapacity;
+          wait.free_gpus = free_visible;
+          // Reserved for someone else when it would fit with a reservation's GPUs shown.
+          for (size_t i = 0; i < result.reservations.size(); ++i) {
+            const Reservation& r = result.reservations[i];
+            if (FitsIn(fleet, r.node, fleet.free_mask(r.node) | hidden.hidden(r.node), gpus)) {
+              wait.kind = WaitKind::kReserved;
+              wait.reservation = static_cast<int>(i);
+              break;
+            }
+          }
+        }
+      }
+    }
+    if (!admitted) {
+      walked_gpus[t] += gpus;
+      wait.position = ++position;
+      if (report) result.waiting.push_back(wait);
+    } else {
+      if (!report) count_live(static_cast<size_t>(t), -1);
+      Removed(pending);
+      pending_.erase(id);
+      // Its start changed what is running: a reservation that could not be chosen before may
+      // be now, and its tenancy's room under its GPU quota shrank.
+      reserve_failed.fill(false);
+      if (!report && !tenancy.queue.empty()) count_live(static_cast<size_t>(t), 1);
+    }
+    if (next[t] != tenancy.queue.end()) order.push({head_key(t), t});
+    if (!report && !may_change()) {
+      result.stopped_early = !order.empty();
+      break;
+    }
+  }
+  last_pass_.valid = true;
+  last_pass_.now_s = now_s;
+  last_pass_.free_visible = fleet.free_gpus() - hidden.total();
+  last_pass_.free_hidden = hidden.total();
+  last_pass_.no_fit = no_fit;
+  last_pass_.backfill_failed_end = backfill_failed_end;
+  last_pass_.reserve_failed = reserve_failed;
+  hidden.ShowAll();
+  kept_.clear();
+  last_pass_.latest_ready_s = -kUnknownTime;
+  for (size_t i = 0; i < result.reservations.size(); ++i) {
+    if (released[i]) continue;
+    kept_.push_back(result.reservations[i]);
+    if (result.reservations[i].ready_s != kUnknownTime)
+      last_pass_.latest_ready_s =
+          std::max(last_pass_.latest_ready_s, result.reservations[i].ready_s);
+  }
+  if (options_.preemption) {
+    result.preemptions = ChoosePreemptions(fleet, result, reserved, now_s);
+  }
+  return result;
+}
+
 }  // namespace tessera::scheduling
