@@ -80,6 +80,9 @@ Result<std::pair<std::string, uint16_t>> ParseListen(std::string_view listen);
 
 // The OpenAPI 3 document describing every endpoint.
 const std::string& OpenApiJson();
+// The static part of that document (data/openapi.json, compiled in), before the token
+// endpoints and the scopes are added.
+const std::string& OpenApiBaseDocument();
 // The dashboard page (HTML with its script inline).
 const std::string& DashboardHtml();
 

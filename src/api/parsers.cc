@@ -1,6 +1,8 @@
 // Strict parsers of API bodies: text in, values out, every problem naming its field.
+#include <algorithm>
 #include <charconv>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -154,92 +156,141 @@ Result<sharing::Share> ParseShareRequest(const json& value) {
   return share;
 }
 
-}  // namespace
+// The fields of a container spec, one parser each: the value checked and set in the spec.
+Status SpecImage(const json& value, fleet::ContainerSpec& spec) {
+  if (!value.is_string()) return InvalidArgument("image: must be a string");
+  spec.image = value.get<std::string>();
+  if (auto problem = fleet::CheckImageReference(spec.image); !problem.empty())
+    return InvalidArgument("image: \"" + Excerpt(spec.image) + "\" " + problem);
+  return Ok();
+}
 
-Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
-  auto parsed = ParseObject(body, false);
-  if (!parsed) return parsed.error();
-  const json& doc = *parsed;
-  fleet::ContainerSpec spec;
-  for (const auto& [key, value] : doc.items()) {
-    if (key == "image") {
-      if (!value.is_string()) return InvalidArgument("image: must be a string");
-      spec.image = value.get<std::string>();
-      if (auto problem = fleet::CheckImageReference(spec.image); !problem.empty())
-        return InvalidArgument("image: \"" + Excerpt(spec.image) + "\" " + problem);
-    } else if (key == "tenancy") {
-      if (!value.is_string()) return InvalidArgument("tenancy: must be a string");
-      spec.tenancy = value.get<std::string>();
-      if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
-        return InvalidArgument("tenancy: \"" + Excerpt(spec.tenancy) + "\" " + problem);
-    } else if (key == "gpus") {
-      auto gpus = JsonIntInRange(value, "gpus", 0, fleet::kMaxGpusPerContainer);
-      if (!gpus) return gpus.error();
-      spec.gpus = static_cast<int>(*gpus);
-    } else if (key == "isolation") {
-      if (!value.is_string()) return InvalidArgument("isolation: must be a string");
-      auto isolation = fleet::ParseIsolation(value.get<std::string>());
-      if (!isolation) return InvalidArgument("isolation: want \"runc\", \"gvisor\" or \"kata\"");
-      spec.isolation = *isolation;
-    } else if (key == "command") {
-      if (!value.is_array()) return InvalidArgument("command: must be an array of strings");
-      if (value.size() > kMaxArgs)
-        return InvalidArgument("command: more than " + std::to_string(kMaxArgs) + " arguments");
-      for (size_t i = 0; i < value.size(); ++i) {
-        if (!value[i].is_string())
-          return InvalidArgument("command[" + std::to_string(i) + "]: must be a string");
-        auto arg = value[i].get<std::string>();
-        if (arg.size() > kMaxArg || arg.find('\0') != std::string::npos)
-          return InvalidArgument("command[" + std::to_string(i) + "]: too long or contains NUL");
-        spec.command.push_back(std::move(arg));
-      }
-    } else if (key == "env") {
-      auto env = StringMap(value, "env", false, kMaxEnv, kMaxEnvValue);
-      if (!env) return env.error();
-      for (const auto& [name, text] : *env) {
-        if (auto problem = CheckEnvName(name); !problem.empty())
-          return InvalidArgument("env." + name + ": name " + problem);
-        if (text.find('\0') != std::string::npos)
-          return InvalidArgument("env." + name + ": contains NUL");
-      }
-      spec.env = std::move(*env);
-    } else if (key == "network") {
-      auto network = tenancy::NetworkModeFromJson(value, "network");
-      if (!network) return network.error();
-      spec.network = *network;
-    } else if (key == "volumes") {
-      auto volumes = tenancy::VolumeRequestsFromJson(value, "volumes");
-      if (!volumes) return volumes.error();
-      spec.volumes = std::move(*volumes);
-    } else if (key == "priority") {
-      // The tenancy's maxPriority bounds it further when it is submitted.
-      auto priority =
-          JsonIntInRange(value, "priority", scheduling::kMinPriority, scheduling::kMaxPriority);
-      if (!priority) return priority.error();
-      spec.priority = static_cast<int>(*priority);
-    } else if (key == "maxDurationSeconds") {
-      auto limit = JsonIntInRange(value, "maxDurationSeconds", 1,
-                                  static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds));
-      if (!limit) return limit.error();
-      spec.max_duration_s = *limit;
-    } else if (key == "preemptible") {
-      if (!value.is_boolean()) return InvalidArgument("preemptible: must be true or false");
-      spec.preemptible = value.get<bool>();
-    } else if (key == "mig") {
-      auto mig = ParseMigRequest(value);
-      if (!mig) return mig.error();
-      spec.mig = std::move(*mig);
-    } else if (key == "share") {
-      auto share = ParseShareRequest(value);
-      if (!share) return share.error();
-      spec.share = *share;
-    } else {
-      return InvalidArgument(Excerpt(key) +
-                             ": unknown field (image, tenancy, gpus, mig, share, isolation, "
-                             "command, env, network, volumes, priority, maxDurationSeconds, "
-                             "preemptible)");
-    }
+Status SpecTenancy(const json& value, fleet::ContainerSpec& spec) {
+  if (!value.is_string()) return InvalidArgument("tenancy: must be a string");
+  spec.tenancy = value.get<std::string>();
+  if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
+    return InvalidArgument("tenancy: \"" + Excerpt(spec.tenancy) + "\" " + problem);
+  return Ok();
+}
+
+Status SpecGpus(const json& value, fleet::ContainerSpec& spec) {
+  auto gpus = JsonIntInRange(value, "gpus", 0, fleet::kMaxGpusPerContainer);
+  if (!gpus) return gpus.error();
+  spec.gpus = static_cast<int>(*gpus);
+  return Ok();
+}
+
+Status SpecIsolation(const json& value, fleet::ContainerSpec& spec) {
+  if (!value.is_string()) return InvalidArgument("isolation: must be a string");
+  auto isolation = fleet::ParseIsolation(value.get<std::string>());
+  if (!isolation) return InvalidArgument("isolation: want \"runc\", \"gvisor\" or \"kata\"");
+  spec.isolation = *isolation;
+  return Ok();
+}
+
+Status SpecCommand(const json& value, fleet::ContainerSpec& spec) {
+  if (!value.is_array()) return InvalidArgument("command: must be an array of strings");
+  if (value.size() > kMaxArgs)
+    return InvalidArgument("command: more than " + std::to_string(kMaxArgs) + " arguments");
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (!value[i].is_string())
+      return InvalidArgument("command[" + std::to_string(i) + "]: must be a string");
+    auto arg = value[i].get<std::string>();
+    if (arg.size() > kMaxArg || arg.find('\0') != std::string::npos)
+      return InvalidArgument("command[" + std::to_string(i) + "]: too long or contains NUL");
+    spec.command.push_back(std::move(arg));
   }
+  return Ok();
+}
+
+Status SpecEnv(const json& value, fleet::ContainerSpec& spec) {
+  auto env = StringMap(value, "env", false, kMaxEnv, kMaxEnvValue);
+  if (!env) return env.error();
+  for (const auto& [name, text] : *env) {
+    if (auto problem = CheckEnvName(name); !problem.empty())
+      return InvalidArgument("env." + name + ": name " + problem);
+    if (text.find('\0') != std::string::npos)
+      return InvalidArgument("env." + name + ": contains NUL");
+  }
+  spec.env = std::move(*env);
+  return Ok();
+}
+
+Status SpecNetwork(const json& value, fleet::ContainerSpec& spec) {
+  auto network = tenancy::NetworkModeFromJson(value, "network");
+  if (!network) return network.error();
+  spec.network = *network;
+  return Ok();
+}
+
+Status SpecVolumes(const json& value, fleet::ContainerSpec& spec) {
+  auto volumes = tenancy::VolumeRequestsFromJson(value, "volumes");
+  if (!volumes) return volumes.error();
+  spec.volumes = std::move(*volumes);
+  return Ok();
+}
+
+// The tenancy's maxPriority bounds it further when it is submitted.
+Status SpecPriority(const json& value, fleet::ContainerSpec& spec) {
+  auto priority =
+      JsonIntInRange(value, "priority", scheduling::kMinPriority, scheduling::kMaxPriority);
+  if (!priority) return priority.error();
+  spec.priority = static_cast<int>(*priority);
+  return Ok();
+}
+
+Status SpecMaxDuration(const json& value, fleet::ContainerSpec& spec) {
+  auto limit = JsonIntInRange(value, "maxDurationSeconds", 1,
+                              static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds));
+  if (!limit) return limit.error();
+  spec.max_duration_s = *limit;
+  return Ok();
+}
+
+Status SpecPreemptible(const json& value, fleet::ContainerSpec& spec) {
+  if (!value.is_boolean()) return InvalidArgument("preemptible: must be true or false");
+  spec.preemptible = value.get<bool>();
+  return Ok();
+}
+
+Status SpecMig(const json& value, fleet::ContainerSpec& spec) {
+  auto mig = ParseMigRequest(value);
+  if (!mig) return mig.error();
+  spec.mig = std::move(*mig);
+  return Ok();
+}
+
+Status SpecShare(const json& value, fleet::ContainerSpec& spec) {
+  auto share = ParseShareRequest(value);
+  if (!share) return share.error();
+  spec.share = *share;
+  return Ok();
+}
+
+struct SpecField {
+  std::string_view name;
+  Status (*parse)(const json& value, fleet::ContainerSpec& spec);
+};
+
+constexpr SpecField kSpecFields[] = {
+    {"image", SpecImage},
+    {"tenancy", SpecTenancy},
+    {"gpus", SpecGpus},
+    {"isolation", SpecIsolation},
+    {"command", SpecCommand},
+    {"env", SpecEnv},
+    {"network", SpecNetwork},
+    {"volumes", SpecVolumes},
+    {"priority", SpecPriority},
+    {"maxDurationSeconds", SpecMaxDuration},
+    {"preemptible", SpecPreemptible},
+    {"mig", SpecMig},
+    {"share", SpecShare},
+};
+
+// What the fields say together: the required ones, GPUs asked one way only, and the isolation
+// each way runs with.
+Status CheckSpecAsAWhole(const fleet::ContainerSpec& spec) {
   if (spec.image.empty()) return InvalidArgument("image: required");
   if (spec.tenancy.empty()) return InvalidArgument("tenancy: required");
   if (spec.mig.count > 0) {
@@ -264,6 +315,27 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
     return InvalidArgument("body: image, command, env and volumes add up to " +
                            std::to_string(bytes) + " bytes, more than " +
                            std::to_string(kMaxSpecBytes));
+  return Ok();
+}
+
+}  // namespace
+
+Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
+  auto parsed = ParseObject(body, false);
+  if (!parsed) return parsed.error();
+  fleet::ContainerSpec spec;
+  for (const auto& [key, value] : parsed->items()) {
+    const auto field = std::find_if(std::begin(kSpecFields), std::end(kSpecFields),
+                                    [&key](const SpecField& f) { return f.name == key; });
+    if (field == std::end(kSpecFields)) {
+      return InvalidArgument(Excerpt(key) +
+                             ": unknown field (image, tenancy, gpus, mig, share, isolation, "
+                             "command, env, network, volumes, priority, maxDurationSeconds, "
+                             "preemptible)");
+    }
+    if (auto set = field->parse(value, spec); !set) return set.error();
+  }
+  if (auto whole = CheckSpecAsAWhole(spec); !whole) return whole.error();
   return spec;
 }
 

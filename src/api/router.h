@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "serve/service.h"
 
@@ -39,6 +40,23 @@ class LatencyHistogram {
 struct Admission {
   std::optional<Response> answer;
   std::optional<serve::Caller> caller;
+};
+
+// A request on its way through Router::Handle to the route that answers it.
+struct RoutedRequest {
+  const Request& request;
+  http::verb method;  // HEAD is answered as GET
+  std::string target;
+  std::vector<std::string> parts;  // the path's segments
+  std::string query;               // after '?', undecoded
+  std::string request_id;
+  serve::Caller caller;  // set once the request is past the public routes
+  // Answers with the request ID; a mutating request's refusal is recorded in the audit trail
+  // before it is sent (its success was recorded with its change).
+  Respond respond;
+  // Answers with the request ID only: after the change was recorded (a tenancy's network made
+  // after its record).
+  Respond unaudited;
 };
 
 class Router {
@@ -80,6 +98,39 @@ class Router {
   Respond AuditRefusals(const serve::Caller& caller, serve::AuditSubject subject, Respond respond);
   // Runs Service::PrepareTenancy on the blocking pool, then answers `response` (or its error).
   void PrepareThenRespond(const std::string& tenancy, Respond respond, Response response);
+
+  // Handle's steps: name the request and wrap its answer, refuse a query string where none is
+  // taken, answer the routes that need no token (true when answered), then the /v1 resources.
+  RoutedRequest StartRoute(const Request& request, const std::optional<serve::Caller>& admitted,
+                           Respond respond);
+  bool CheckNoQuery(RoutedRequest& route) const;
+  bool AnswerPublic(RoutedRequest& route, bool admitted);
+  void RouteResource(RoutedRequest& route);
+  // One per resource family, each in its routes_*.cc; a path they do not know is answered 404.
+  void RouteTenancies(RoutedRequest& route);  // /v1/tenancies[/{name}[/storage|usage|tokens]]
+  void ListTenancies(RoutedRequest& route);
+  void RouteTenancy(RoutedRequest& route);
+  void PutTenancy(RoutedRequest& route);
+  void DeleteTenancy(RoutedRequest& route);
+  void RouteStorage(RoutedRequest& route);
+  void ReportUsage(RoutedRequest& route);
+  void CreateTenancyToken(RoutedRequest& route);
+  void RouteTokens(RoutedRequest& route);  // /v1/tokens[/{id}]
+  void ListTokens(RoutedRequest& route);
+  void RevokeToken(RoutedRequest& route);
+  void RotateAdminToken(RoutedRequest& route);  // /v1/admin-token:rotate
+  void RouteContainers(RoutedRequest& route);   // /v1/containers[/{id}[/logs]]
+  void ListContainers(RoutedRequest& route);
+  void SubmitContainer(RoutedRequest& route);
+  void RouteContainer(RoutedRequest& route);
+  void ContainerLogs(RoutedRequest& route);
+  void RouteGpus(RoutedRequest& route);  // /v1/gpus[/{id}/{action}], /v1/leases
+  void ListGpus(RoutedRequest& route);
+  void GpuAction(RoutedRequest& route);
+  void Telemetry(RoutedRequest& route);  // /v1/telemetry
+  void Dashboard(RoutedRequest& route);  // /v1/dashboard
+  void Audit(RoutedRequest& route);      // /v1/audit
+  void Queue(RoutedRequest& route);      // /v1/queue
 
   serve::Service* service_;
   const bool metrics_aggregate_public_;

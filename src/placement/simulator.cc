@@ -29,10 +29,7 @@ double Round6(double value) {
   return std::round(value * 1e6) / 1e6;
 }
 
-}  // namespace
-
-Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
-                                  const SimulationOptions& options) {
+Status CheckTrace(const std::vector<Request>& requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     if (!(r.arrival_s >= 0) || !std::isfinite(r.arrival_s) || !(r.duration_s > 0) ||
@@ -41,6 +38,101 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
                              ": needs arrival_s >= 0, duration_s > 0 and gpus >= 1");
     }
   }
+  return Ok();
+}
+
+// One simulation run over a trace sorted by arrival: the fleet, the departures to come and,
+// with a queue, the requests waiting.
+class TraceRun {
+ public:
+  TraceRun(Fleet& fleet, const std::vector<Request>& requests, const SimulationOptions& options,
+           SimulationResult& result)
+      : fleet_(fleet), requests_(requests), options_(options), result_(result), meter_(requests) {}
+
+  // Request `i` arrives: what left by then leaves first, then it is placed, queued or rejected.
+  void Arrive(size_t i) {
+    const Request& r = requests_[i];
+    result_.offered_gpu_hours += r.gpus * r.duration_s / 3600.0;
+    ++result_.requests_by_size[r.gpus];
+    DepartUntil(r.arrival_s);
+    meter_.Advance(r.arrival_s);
+    int& can = possible_[std::min(r.gpus, 64)];
+    if (can < 0) can = fleet_.CanEverPlace(r.gpus).ok() ? 1 : 0;
+    if (!can) {
+      ++result_.never_placeable;
+      ++result_.rejected;
+      return;
+    }
+    Placement placement;
+    ++result_.decisions;
+    // With a queue, arrivals wait behind earlier requests of the same or smaller size only
+    // through backfill; an arrival that fits now is placed now.
+    if (fleet_.TryPlace(r.gpus, options_.policy, &placement)) {
+      Admit(i, placement, r.arrival_s);
+    } else if (options_.queue) {
+      waiting_.push_back(i);
+    } else {
+      ++result_.rejected;
+    }
+  }
+  // Everything left runs to its end; what still waits could never start.
+  void Finish() {
+    DepartUntil(INFINITY);
+    result_.rejected += static_cast<int64_t>(waiting_.size());
+    meter_.Finish(requests_, result_);
+  }
+
+ private:
+  void Admit(size_t index, const Placement& placement, double now) {
+    const Request& r = requests_[index];
+    ++result_.admitted;
+    ++result_.admitted_by_size[r.gpus];
+    result_.served_gpu_hours += r.gpus * r.duration_s / 3600.0;
+    if (options_.start_times) (*options_.start_times)[index] = now;
+    meter_.Started(r.gpus, now - r.arrival_s);
+    departures_.push({now + r.duration_s, sequence_++, placement, r.gpus});
+  }
+  void DrainQueue(double now) {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      Placement placement;
+      ++result_.decisions;
+      if (fleet_.TryPlace(requests_[*it].gpus, options_.policy, &placement)) {
+        Admit(*it, placement, now);
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Departures at or before `time`, each followed by a try of the queue.
+  void DepartUntil(double time) {
+    while (!departures_.empty() && departures_.top().time <= time) {
+      Departure d = departures_.top();
+      departures_.pop();
+      meter_.Advance(d.time);
+      meter_.Ended(d.gpus);
+      (void)fleet_.Release(d.placement);
+      if (options_.queue && !waiting_.empty()) DrainQueue(d.time);
+    }
+  }
+
+  Fleet& fleet_;
+  const std::vector<Request>& requests_;
+  const SimulationOptions& options_;
+  SimulationResult& result_;
+  SimulationMeter meter_;
+  std::priority_queue<Departure, std::vector<Departure>, Later> departures_;
+  std::deque<size_t> waiting_;
+  int64_t sequence_ = 0;
+  std::vector<int> possible_ =
+      std::vector<int>(65, -1);  // per size: 1 placeable, 0 never, -1 unknown
+};
+
+}  // namespace
+
+Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
+                                  const SimulationOptions& options) {
+  if (auto checked = CheckTrace(requests); !checked) return checked.error();
   std::stable_sort(requests.begin(), requests.end(),
                    [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
 
@@ -53,74 +145,10 @@ Result<SimulationResult> Simulate(Fleet fleet, std::vector<Request> requests,
   if (options.start_times) options.start_times->assign(requests.size(), NAN);
   if (requests.empty()) return result;
 
-  SimulationMeter meter(requests);
-
-  std::priority_queue<Departure, std::vector<Departure>, Later> departures;
-  std::deque<size_t> waiting;
-  int64_t sequence = 0;
-  std::vector<int> possible(65, -1);  // per size: 1 placeable, 0 never, -1 unknown
-
-  auto admit = [&](size_t index, const Placement& placement, double now) {
-    const Request& r = requests[index];
-    ++result.admitted;
-    ++result.admitted_by_size[r.gpus];
-    result.served_gpu_hours += r.gpus * r.duration_s / 3600.0;
-    if (options.start_times) (*options.start_times)[index] = now;
-    meter.Started(r.gpus, now - r.arrival_s);
-    departures.push({now + r.duration_s, sequence++, placement, r.gpus});
-  };
-  auto drain_queue = [&](double now) {
-    for (auto it = waiting.begin(); it != waiting.end();) {
-      Placement placement;
-      ++result.decisions;
-      if (fleet.TryPlace(requests[*it].gpus, options.policy, &placement)) {
-        admit(*it, placement, now);
-        it = waiting.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  };
-  auto depart_until = [&](double time, bool inclusive) {
-    while (!departures.empty() &&
-           (inclusive ? departures.top().time <= time : departures.top().time < time)) {
-      Departure d = departures.top();
-      departures.pop();
-      meter.Advance(d.time);
-      meter.Ended(d.gpus);
-      (void)fleet.Release(d.placement);
-      if (options.queue && !waiting.empty()) drain_queue(d.time);
-    }
-  };
-
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const Request& r = requests[i];
-    result.offered_gpu_hours += r.gpus * r.duration_s / 3600.0;
-    ++result.requests_by_size[r.gpus];
-    depart_until(r.arrival_s, true);
-    meter.Advance(r.arrival_s);
-    int& can = possible[std::min(r.gpus, 64)];
-    if (can < 0) can = fleet.CanEverPlace(r.gpus).ok() ? 1 : 0;
-    if (!can) {
-      ++result.never_placeable;
-      ++result.rejected;
-      continue;
-    }
-    Placement placement;
-    ++result.decisions;
-    // With a queue, arrivals wait behind earlier requests of the same or smaller size only
-    // through backfill; an arrival that fits now is placed now.
-    if (fleet.TryPlace(r.gpus, options.policy, &placement)) {
-      admit(i, placement, r.arrival_s);
-    } else if (options.queue) {
-      waiting.push_back(i);
-    } else {
-      ++result.rejected;
-    }
-  }
-  depart_until(INFINITY, true);
-  result.rejected += static_cast<int64_t>(waiting.size());  // could never start
-  meter.Finish(requests, result);
+  TraceRun run(fleet, requests, options, result);
+  for (size_t i = 0; i < requests.size(); ++i)
+    run.Arrive(i);
+  run.Finish();
   return result;
 }
 

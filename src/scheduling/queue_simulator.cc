@@ -151,11 +151,7 @@ Result<placement::SimulationResult> SimulateFair(placement::Fleet fleet,
   return result;
 }
 
-}  // namespace
-
-Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet, std::vector<Request> requests,
-                                            const QueueSimulationOptions& options) {
-  if (auto valid = ValidateSchedulerOptions(options.scheduler); !valid) return valid.error();
+Status CheckTenantTrace(const std::vector<Request>& requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
     if (!(r.arrival_s >= 0) || !std::isfinite(r.arrival_s) || !(r.duration_s > 0) ||
@@ -164,89 +160,110 @@ Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet, std::vector<
                              ": needs arrival_s >= 0, duration_s > 0 and gpus 1..64");
     }
   }
-  std::stable_sort(requests.begin(), requests.end(),
-                   [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
-  QueueSimulationResult out;
-  out.scheduling = ModeName(options.scheduler.mode);
-  std::vector<double> starts;
-  if (options.scheduler.mode == Mode::kFifo) {
-    placement::SimulationOptions sim;
-    sim.policy = options.scheduler.placement;
-    sim.queue = true;
-    sim.start_times = &starts;
-    auto base = placement::Simulate(std::move(fleet), requests, sim);
-    if (!base) return base.error();
-    out.base = std::move(*base);
-  } else {
-    auto base = SimulateFair(std::move(fleet), requests, options, starts);
-    if (!base) return base.error();
-    out.base = std::move(*base);
-  }
+  return Ok();
+}
 
-  // Per tenancy: waits of admitted requests, served GPU-hours, and how long it had a request
-  // waiting within the arrival window (for "stayed backlogged").
-  struct Accumulator {
-    TenancyStats stats;
-    std::vector<double> waits;
-    std::map<int, std::vector<double>> waits_by_size;
-    std::vector<std::pair<double, int>> backlog_events;  // (time, +1 arrival / -1 start)
-  };
-  std::map<std::string, Accumulator> tenants;
+// The run in the scheduler's mode: each request's start time (NaN: never started) in `starts`.
+Result<placement::SimulationResult> RunTrace(placement::Fleet fleet,
+                                             const std::vector<Request>& requests,
+                                             const QueueSimulationOptions& options,
+                                             std::vector<double>& starts) {
+  if (options.scheduler.mode != Mode::kFifo)
+    return SimulateFair(std::move(fleet), requests, options, starts);
+  placement::SimulationOptions sim;
+  sim.policy = options.scheduler.placement;
+  sim.queue = true;
+  sim.start_times = &starts;
+  return placement::Simulate(std::move(fleet), requests, sim);
+}
+
+// Per tenancy: waits of admitted requests, served GPU-hours, and how long it had a request
+// waiting within the arrival window (for "stayed backlogged").
+struct TenancyTally {
+  TenancyStats stats;
+  std::vector<double> waits;
   std::map<int, std::vector<double>> waits_by_size;
-  // Shares are of the GPU-time leased within the arrival window, while tenancies compete; after
-  // it the queue only drains, and every tenancy ends up with all it asked for.
-  const double window_start = requests.empty() ? 0 : requests.front().arrival_s;
-  const double window_end = requests.empty() ? 0 : requests.back().arrival_s;
+  std::vector<std::pair<double, int>> backlog_events;  // (time, +1 arrival / -1 start)
+};
+
+// What the run's start times say, per tenancy and per size. Shares are of the GPU-time leased
+// within the arrival window, while tenancies compete; after it the queue only drains, and every
+// tenancy ends up with all it asked for.
+struct RunTally {
+  std::map<std::string, TenancyTally> tenants;
+  std::map<int, std::vector<double>> waits_by_size;
+  double window_start = 0;
+  double window_end = 0;
   std::map<std::string, double> window_gpu_seconds, offered_window_gpu_seconds;
   double window_total = 0;
-  auto inside_window = [&](double from, double to) {
+
+  double InsideWindow(double from, double to) const {
     return std::max(0.0, std::min(to, window_end) - std::max(from, window_start));
-  };
+  }
+};
+
+RunTally TallyRun(const std::vector<Request>& requests, const std::vector<double>& starts) {
+  RunTally tally;
+  tally.window_start = requests.empty() ? 0 : requests.front().arrival_s;
+  tally.window_end = requests.empty() ? 0 : requests.back().arrival_s;
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
-    Accumulator& a = tenants[r.tenancy];
+    TenancyTally& a = tally.tenants[r.tenancy];
     ++a.stats.requests;
     a.backlog_events.push_back({r.arrival_s, +1});
-    offered_window_gpu_seconds[r.tenancy] +=
-        r.gpus * inside_window(r.arrival_s, r.arrival_s + r.duration_s);
+    tally.offered_window_gpu_seconds[r.tenancy] +=
+        r.gpus * tally.InsideWindow(r.arrival_s, r.arrival_s + r.duration_s);
     if (std::isnan(starts[i])) continue;
     ++a.stats.admitted;
     const double wait = starts[i] - r.arrival_s;
     a.waits.push_back(wait);
     a.waits_by_size[r.gpus].push_back(wait);
-    waits_by_size[r.gpus].push_back(wait);
+    tally.waits_by_size[r.gpus].push_back(wait);
     a.stats.gpu_hours += r.gpus * r.duration_s / 3600.0;
-    const double inside = inside_window(starts[i], starts[i] + r.duration_s);
-    window_gpu_seconds[r.tenancy] += r.gpus * inside;
-    window_total += r.gpus * inside;
+    const double inside = tally.InsideWindow(starts[i], starts[i] + r.duration_s);
+    tally.window_gpu_seconds[r.tenancy] += r.gpus * inside;
+    tally.window_total += r.gpus * inside;
     a.backlog_events.push_back({starts[i], -1});
   }
+  return tally;
+}
+
+// Time with at least one request waiting, clipped to the arrival window. A start at the same
+// instant as its arrival sorts first (-1 < +1) and so adds no time.
+double BackloggedSeconds(std::vector<std::pair<double, int>>& events, double window_start,
+                         double window_end) {
+  std::sort(events.begin(), events.end());
+  int waiting = 0;
+  double backlogged = 0, since = 0;
+  for (const auto& [time, delta] : events) {
+    if (waiting > 0) {
+      backlogged += std::max(0.0, std::min(time, window_end) - std::max(since, window_start));
+    }
+    waiting += delta;
+    since = time;
+  }
+  return backlogged;
+}
+
+// Each tenancy's figures into `out`, with the backlogged ones and Jain's index of their
+// weighted shares.
+void Summarize(RunTally& tally, const QueueSimulationOptions& options, QueueSimulationResult& out) {
   std::vector<double> normalized;
-  for (auto& [name, a] : tenants) {
+  for (auto& [name, a] : tally.tenants) {
     TenancyStats& s = a.stats;
-    s.share = window_total > 0 ? window_gpu_seconds[name] / window_total : 0;
+    s.share = tally.window_total > 0 ? tally.window_gpu_seconds[name] / tally.window_total : 0;
     s.wait_max_s = a.waits.empty() ? 0 : *std::max_element(a.waits.begin(), a.waits.end());
     s.wait_p50_s = Percentile(a.waits, 0.50);
     s.wait_p95_s = Percentile(a.waits, 0.95);
     for (auto& [size, waits] : a.waits_by_size)
       s.wait_p95_s_by_size[size] = Percentile(waits, 0.95);
-    // Time with at least one request waiting, clipped to the arrival window. A start at the same
-    // instant as its arrival sorts first (-1 < +1) and so adds no time.
-    std::sort(a.backlog_events.begin(), a.backlog_events.end());
-    int waiting = 0;
-    double backlogged = 0, since = 0;
-    for (const auto& [time, delta] : a.backlog_events) {
-      if (waiting > 0) {
-        backlogged += std::max(0.0, std::min(time, window_end) - std::max(since, window_start));
-      }
-      waiting += delta;
-      since = time;
-    }
-    const double window = window_end - window_start;
+    const double backlogged =
+        BackloggedSeconds(a.backlog_events, tally.window_start, tally.window_end);
+    const double window = tally.window_end - tally.window_start;
     s.backlogged_fraction = window > 0 ? std::min(1.0, backlogged / window) : 0;
     // Backlogged: it got clearly less GPU-time in the window than it offered (it would have had
     // with no wait at all).
-    if (window_gpu_seconds[name] < 0.95 * offered_window_gpu_seconds[name]) {
+    if (tally.window_gpu_seconds[name] < 0.95 * tally.offered_window_gpu_seconds[name]) {
       out.backlogged.push_back(name);
       auto policy = options.tenancies.find(name);
       const double weight = policy == options.tenancies.end() ? 1 : policy->second.weight;
@@ -254,9 +271,27 @@ Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet, std::vector<
     }
     out.per_tenancy[name] = s;
   }
-  for (auto& [size, waits] : waits_by_size)
+  for (auto& [size, waits] : tally.waits_by_size)
     out.wait_p95_s_by_size[size] = Percentile(waits, 0.95);
   out.jain_fairness = JainIndex(normalized);
+}
+
+}  // namespace
+
+Result<QueueSimulationResult> SimulateQueue(placement::Fleet fleet, std::vector<Request> requests,
+                                            const QueueSimulationOptions& options) {
+  if (auto valid = ValidateSchedulerOptions(options.scheduler); !valid) return valid.error();
+  if (auto checked = CheckTenantTrace(requests); !checked) return checked.error();
+  std::stable_sort(requests.begin(), requests.end(),
+                   [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
+  QueueSimulationResult out;
+  out.scheduling = ModeName(options.scheduler.mode);
+  std::vector<double> starts;
+  auto base = RunTrace(std::move(fleet), requests, options, starts);
+  if (!base) return base.error();
+  out.base = std::move(*base);
+  RunTally tally = TallyRun(requests, starts);
+  Summarize(tally, options, out);
   return out;
 }
 

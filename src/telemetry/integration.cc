@@ -84,6 +84,369 @@ struct PerHolder {
   bool present = false;
 };
 
+// What one pass knows of processes: their start and container, and so their holder.
+class ProcessOwners {
+ public:
+  ProcessOwners(const PidContainers& pids, const Directory& directory)
+      : pids_(pids), index_(directory) {}
+
+  const PidInfo& Info(uint32_t pid) const {
+    static const PidInfo kGone;
+    auto it = pids_.find(pid);
+    return it == pids_.end() ? kGone : it->second;
+  }
+  // A live process's holder; a PID that is gone is nobody's.
+  int HolderOf(uint32_t pid) {
+    auto cached = holder_of_pid_.find(pid);
+    if (cached != holder_of_pid_.end()) return cached->second;
+    const PidInfo& info = Info(pid);
+    const int holder = info.start_ms < 0 ? kNobody : index_.Find(info.container);
+    holder_of_pid_.emplace(pid, holder);
+    return holder;
+  }
+  // A sample (at `timestamp_us`) from before its PID's process started was another process's.
+  bool Stale(uint32_t pid, uint64_t timestamp_us) const {
+    const PidInfo& info = Info(pid);
+    return info.start_ms < 0 || static_cast<uint64_t>(info.start_ms) * 1000 >= timestamp_us;
+  }
+
+ private:
+  const PidContainers& pids_;
+  const HolderIndex index_;
+  std::unordered_map<uint32_t, int> holder_of_pid_;
+};
+
+// One GPU's part of the pass: its reading, its cursor, and what each holder (or kNobody) used.
+struct GpuIntegration {
+  const GpuReading& reading;
+  GpuCursor& cursor;
+  GpuSnapshot& snapshot;
+  ProcessOwners& owners;
+  // This GPU's time: when it was read (its energy counter with it), else the pass's.
+  int64_t gpu_ms = 0;
+  bool first_pass = false;
+  int64_t from_ms = 0;
+  double dt_s = 0;
+  uint64_t memory_total = 0;
+  std::unordered_map<int, PerHolder> per;  // holder (or kNobody) on this GPU
+
+  PerHolder& Slot(int holder) {
+    PerHolder& entry = per[holder];
+    entry.present = true;
+    return entry;
+  }
+};
+
+// (timestamp, pid) -> SM %.
+using SampleMap = std::map<std::pair<uint64_t, uint32_t>, uint32_t>;
+// pid -> (timestamp, SM %) of its newest sample.
+using NewestSamples = std::unordered_map<uint32_t, std::pair<uint64_t, double>>;
+
+// The GPU's memory: the board's, else its MIG instances' together, else the largest any board has.
+uint64_t MemoryTotal(const GpuReading& reading) {
+  uint64_t memory_total = reading.memory_total.value_or(0);
+  if (memory_total == 0)
+    for (const auto& instance : reading.mig_instances)
+      memory_total += instance.memory_total;
+  if (memory_total == 0) memory_total = kMaxBoardMemory;
+  return memory_total;
+}
+
+// Memory: each process at most the GPU's, all of them together too.
+void AttributeMemory(GpuIntegration& g, double max_gap_s) {
+  Clamps& clamps = g.snapshot.clamps;
+  const auto& processes = g.reading.processes;
+  std::vector<uint64_t> held_bytes;
+  held_bytes.reserve(processes.size());
+  double bytes_sum = 0;
+  for (const auto& process : processes) {
+    uint64_t bytes = process.used_bytes.value_or(0);
+    if (bytes > g.memory_total) {
+      bytes = g.memory_total;
+      ++clamps.memory_over_total;
+    }
+    held_bytes.push_back(bytes);
+    bytes_sum += static_cast<double>(bytes);
+  }
+  double memory_scale = 1.0;
+  if (bytes_sum > static_cast<double>(g.memory_total)) {
+    memory_scale = static_cast<double>(g.memory_total) / bytes_sum;
+    ++clamps.memory_over_total;
+  }
+  for (size_t i = 0; i < processes.size(); ++i) {
+    const auto& process = processes[i];
+    const uint64_t bytes = static_cast<uint64_t>(static_cast<double>(held_bytes[i]) * memory_scale);
+    PerHolder& entry = g.Slot(g.owners.HolderOf(process.pid));
+    entry.gpu.processes++;
+    entry.gpu.memory_bytes += bytes;
+    entry.gpu.process_list.push_back({process.pid, bytes});
+    if (g.first_pass) continue;
+    // Held since the previous pass, or since it started when that was later; a process whose
+    // start nobody knows (it is gone) at most max_gap.
+    const PidInfo& info = g.owners.Info(process.pid);
+    const double held_s =
+        info.start_ms >= 0
+            ? std::max<int64_t>(0, g.gpu_ms - std::max(g.from_ms, info.start_ms)) / 1000.0
+            : std::min(g.dt_s, max_gap_s);
+    entry.gpu.delta.memory_gib_seconds += static_cast<double>(bytes) / kGiB * held_s;
+  }
+}
+
+// The samples newer than the cursor and not from the future (those wait for a later pass); a
+// pair listed twice counts once.
+SampleMap CollectSamples(GpuIntegration& g) {
+  const uint64_t gpu_us = static_cast<uint64_t>(std::max<int64_t>(0, g.gpu_ms)) * 1000;
+  SampleMap samples;
+  for (const auto& sample : g.reading.samples) {
+    if (sample.timestamp_us <= g.cursor.sample_us || sample.timestamp_us > gpu_us) continue;
+    auto [it, inserted] = samples.try_emplace({sample.timestamp_us, sample.pid}, sample.sm_percent);
+    if (inserted) continue;
+    ++g.snapshot.clamps.duplicate_samples;
+    it->second = std::max(it->second, sample.sm_percent);
+  }
+  return samples;
+}
+
+// The driver's period; without it, the closest spacing of distinct timestamps seen here.
+uint64_t SamplePeriodUs(const GpuIntegration& g, const SampleMap& samples) {
+  uint64_t period_us = std::min(g.reading.sample_period_us, kMaxSamplePeriodUs);
+  if (period_us != 0) return period_us;
+  uint64_t previous = g.cursor.sample_us, closest = 0;
+  for (const auto& [key, sm] : samples) {
+    if (previous != 0 && key.first > previous && (closest == 0 || key.first - previous < closest))
+      closest = key.first - previous;
+    previous = key.first;
+  }
+  if (closest == 0) closest = static_cast<uint64_t>(g.dt_s * 1e6);
+  return std::min(closest == 0 ? kMaxSamplePeriodUs : closest, kMaxSamplePeriodUs);
+}
+
+// SM use of whole GPUs, from per-process samples: each covers one sample period. Returns the
+// newest sample's timestamp (the cursor's, when none is newer); `newest` gets each PID's.
+uint64_t AttributeSamples(GpuIntegration& g, const SampleMap& samples, uint64_t period_us,
+                          NewestSamples& newest_of) {
+  uint64_t newest = g.cursor.sample_us;
+  uint64_t previous = g.cursor.sample_us;
+  for (auto it = samples.begin(); it != samples.end();) {
+    // One sample period: its processes' SM use together at most the whole GPU.
+    const uint64_t ts = it->first.first;
+    auto end = it;
+    double sum = 0;
+    for (; end != samples.end() && end->first.first == ts; ++end)
+      sum += end->second;
+    const double scale = sum > 100.0 ? 100.0 / sum : 1.0;
+    if (sum > 100.0) ++g.snapshot.clamps.sm_over_gpu;
+    // It covers the driver's period, never more than the time since the previous sample.
+    const uint64_t covered_us = previous == 0 ? period_us : std::min(period_us, ts - previous);
+    for (; it != end; ++it) {
+      const uint32_t pid = it->first.second;
+      const double sm = it->second * scale;
+      const bool stale = g.owners.Stale(pid, ts);
+      if (stale) ++g.snapshot.clamps.stale_samples;
+      const int holder = stale ? kNobody : g.owners.HolderOf(pid);
+      auto& last = newest_of[pid];
+      if (ts >= last.first) last = {ts, sm};
+      // The first pass only sets the cursor: what came before it was nobody's to count.
+      if (!g.first_pass)
+        g.Slot(holder).sm_seconds += static_cast<double>(covered_us) / 1e6 * sm / 100.0;
+    }
+    previous = ts;
+    newest = std::max(newest, ts);
+  }
+  return newest;
+}
+
+// The SM % now: each process's newest sample.
+void AddCurrentSm(GpuIntegration& g, const NewestSamples& newest_of) {
+  for (const auto& [pid, last] : newest_of) {
+    const bool stale = g.owners.Stale(pid, last.first);
+    g.Slot(stale ? kNobody : g.owners.HolderOf(pid)).gpu.sm_percent += last.second;
+    g.snapshot.sm_percent += last.second;
+  }
+}
+
+// MIG: each GPU instance's SM use in GPU units, to its processes by their memory (one holder
+// per instance in practice), to nobody when it has none.
+void AttributeMigInstances(GpuIntegration& g) {
+  for (const auto& instance : g.reading.mig_instances) {
+    if (!instance.sm_percent) continue;
+    const double gpu_percent = std::clamp(*instance.sm_percent, 0.0, 100.0) * instance.share;
+    g.snapshot.sm_percent += gpu_percent;
+    std::vector<std::pair<int, double>> weights;
+    double total = 0;
+    for (const auto& process : g.reading.processes) {
+      if (process.gpu_instance_id != instance.gpu_instance_id ||
+          process.compute_instance_id != instance.compute_instance_id)
+        continue;
+      const double weight =
+          static_cast<double>(std::min(process.used_bytes.value_or(0), g.memory_total)) + 1.0;
+      weights.emplace_back(g.owners.HolderOf(process.pid), weight);
+      total += weight;
+    }
+    if (weights.empty()) weights.emplace_back(kNobody, total = 1.0);
+    for (const auto& [holder, weight] : weights) {
+      PerHolder& entry = g.Slot(holder);
+      entry.gpu.sm_percent += gpu_percent * weight / total;
+      entry.sm_seconds += g.dt_s * gpu_percent / 100.0 * weight / total;
+    }
+  }
+}
+
+// Processes too short for any sample, from accounting: nobody can say whose they were (their
+// /proc entry is gone, its PID perhaps another process's now), so they count on the GPU as
+// unattributed. Each ended process once: it ended after the previous counted pass.
+void AttributeEnded(GpuIntegration& g, const NewestSamples& newest_of) {
+  if (g.first_pass) return;
+  for (const auto& ended : g.reading.ended) {
+    if (ended.running || newest_of.count(ended.pid)) continue;
+    const uint64_t end_us = ended.start_us + ended.time_ms * 1000;
+    if (end_us <= static_cast<uint64_t>(g.cursor.sampled_ms) * 1000 ||
+        end_us > static_cast<uint64_t>(g.gpu_ms) * 1000)
+      continue;
+    PerHolder& entry = g.Slot(kNobody);
+    const double seconds = static_cast<double>(ended.time_ms) / 1000.0;
+    entry.sm_seconds += seconds * std::min(ended.gpu_percent.value_or(0), 100u) / 100.0;
+    entry.gpu.delta.memory_gib_seconds +=
+        seconds *
+        static_cast<double>(std::min(ended.max_memory_bytes.value_or(0), g.memory_total)) / kGiB;
+  }
+}
+
+// Energy: the counter's delta over the interval since the cursor, at most what the board may
+// draw in it. A counter that went back (the driver reloaded) or jumped past that is refused: a
+// new baseline, nothing charged. Returns the joules charged; the cursor takes the counter.
+double MeasureEnergy(GpuIntegration& g) {
+  const GpuReading& reading = g.reading;
+  if (!reading.energy_mj) return 0;
+  double joules = 0;
+  const double limit_w = reading.power_limit_mw && *reading.power_limit_mw > 0
+                             ? *reading.power_limit_mw / 1000.0
+                             : kMaxBoardWatts;
+  const double bound = limit_w * g.dt_s;
+  Clamps& clamps = g.snapshot.clamps;
+  if (g.cursor.energy_mj > 0 && !g.first_pass) {
+    if (*reading.energy_mj < g.cursor.energy_mj) {
+      ++clamps.energy_refused;
+      g.snapshot.refused.push_back("energy counter went back from " +
+                                   std::to_string(g.cursor.energy_mj) + " to " +
+                                   std::to_string(*reading.energy_mj) + " mJ");
+    } else {
+      const double delta = static_cast<double>(*reading.energy_mj - g.cursor.energy_mj) / 1000.0;
+      if (delta > bound * kEnergyTolerance) {
+        ++clamps.energy_refused;
+        char why[160];
+        std::snprintf(why, sizeof why, "energy counter rose %.0f J in %.3f s (limit %.0f W)", delta,
+                      g.dt_s, limit_w);
+        g.snapshot.refused.push_back(why);
+      } else if (delta > bound) {
+        ++clamps.energy_over_limit;
+        joules = bound;
+      } else {
+        joules = delta;
+      }
+    }
+  }
+  g.cursor.energy_mj = *reading.energy_mj;
+  return joules;
+}
+
+// The busy part of `joules` (the share of the interval the SMs were in use) split by
+// SM-seconds; the idle part by allocation: each holder of this GPU its share, for the part of
+// the interval it held it; what nobody holds (a free GPU, free MIG slices) is nobody's.
+void SplitEnergy(GpuIntegration& g, const Directory& directory, double joules,
+                 double sm_seconds_total) {
+  const double dt_s = g.dt_s;
+  const double busy = dt_s > 0 ? std::clamp(sm_seconds_total / dt_s, 0.0, 1.0) : 0.0;
+  const double active = joules * busy;
+  const double idle = joules - active;
+  if (sm_seconds_total > 0) {
+    for (auto& [holder, entry] : g.per)
+      entry.gpu.delta.energy_joules += active * entry.sm_seconds / sm_seconds_total;
+  }
+  const std::string& pci = g.reading.identity.pci_address;
+  double allocated = 0;
+  std::vector<std::pair<int, double>> shares;
+  for (size_t i = 0; i < directory.holders.size(); ++i) {
+    const Holder& holder = directory.holders[i];
+    auto it = holder.gpus.find(pci);
+    if (it == holder.gpus.end() || it->second <= 0) continue;
+    const double held =
+        dt_s > 0 ? std::clamp((g.gpu_ms - std::max(g.from_ms, holder.since_ms)) / 1000.0 / dt_s,
+                              0.0, 1.0)
+                 : 1.0;
+    shares.emplace_back(static_cast<int>(i), it->second * held);
+    allocated += it->second;
+  }
+  const double scale = allocated > 1.0 ? 1.0 / allocated : 1.0;
+  double given = 0;
+  for (const auto& [holder, share] : shares) {
+    g.Slot(holder).gpu.delta.energy_joules += idle * share * scale;
+    given += idle * share * scale;
+  }
+  g.Slot(kNobody).gpu.delta.energy_joules += std::max(0.0, idle - given);
+}
+
+// Each holder's use of this GPU into the pass's result (holder_slot: holder index -> its
+// readings, in the order holders first appear); nobody's into the GPU's unattributed figures.
+void CollectHolders(GpuIntegration& g, std::vector<int>& holder_slot, PassResult& result) {
+  GpuSnapshot& snapshot = g.snapshot;
+  for (auto& [holder, entry] : g.per) {
+    entry.gpu.pci_address = g.reading.identity.pci_address;
+    entry.gpu.sm_percent = std::min(entry.gpu.sm_percent, 100.0);
+    if (holder == kNobody) {
+      snapshot.unattributed_processes += entry.gpu.processes;
+      snapshot.unattributed_memory += entry.gpu.memory_bytes;
+      snapshot.unattributed_sm_percent += entry.gpu.sm_percent;
+      snapshot.unattributed += entry.gpu.delta;
+      continue;
+    }
+    int& at = holder_slot[static_cast<size_t>(holder)];
+    if (at < 0) {
+      at = static_cast<int>(result.holders.size());
+      result.holders.push_back(HolderReading{static_cast<size_t>(holder), {}, {}});
+    }
+    auto& out = result.holders[static_cast<size_t>(at)];
+    out.delta += entry.gpu.delta;
+    out.gpus.push_back(std::move(entry.gpu));
+  }
+}
+
+// One GPU that answered: its memory, SM use and energy to holders, its cursor moved on.
+void IntegrateGpu(GpuIntegration& g, const Directory& directory, double max_gap_s,
+                  std::vector<int>& holder_slot, PassResult& result) {
+  AttributeMemory(g, max_gap_s);
+  // SM use: per-process samples (whole GPUs), GPM per GPU instance (MIG).
+  const SampleMap samples = CollectSamples(g);
+  NewestSamples newest_of;
+  const uint64_t newest = AttributeSamples(g, samples, SamplePeriodUs(g, samples), newest_of);
+  AddCurrentSm(g, newest_of);
+  AttributeMigInstances(g);
+  g.snapshot.sm_percent = std::min(g.snapshot.sm_percent, 100.0);
+  AttributeEnded(g, newest_of);
+
+  double sm_seconds_total = 0;
+  for (auto& [holder, entry] : g.per) {
+    entry.gpu.delta.sm_seconds = entry.sm_seconds;
+    sm_seconds_total += entry.sm_seconds;
+  }
+  const double joules = MeasureEnergy(g);
+  if (g.dt_s > 0 && joules > 0)
+    g.snapshot.power_watts = joules / g.dt_s;
+  else if (g.reading.power_mw)
+    g.snapshot.power_watts = *g.reading.power_mw / 1000.0;
+  if (joules > 0) SplitEnergy(g, directory, joules, sm_seconds_total);
+
+  // Holders that hold this GPU show up even while idle.
+  for (size_t i = 0; i < directory.holders.size(); ++i)
+    if (directory.holders[i].gpus.count(g.reading.identity.pci_address))
+      g.Slot(static_cast<int>(i));
+
+  CollectHolders(g, holder_slot, result);
+  g.cursor.sample_us = newest;
+  g.cursor.sampled_ms = g.gpu_ms;
+  g.snapshot.cursor = g.cursor;
+}
+
 }  // namespace
 
 Clamps& Clamps::operator+=(const Clamps& other) {
@@ -101,301 +464,34 @@ PassResult Integrate(const std::vector<GpuReading>& readings, const PidContainer
                      const IntegrationOptions& options) {
   PassResult result;
   result.time_ms = now_ms;
-  const HolderIndex index(directory);
+  ProcessOwners owners(pids, directory);
   const double max_gap_s = std::chrono::duration<double>(options.max_gap).count();
-  static const PidInfo kGone;
-  auto info_of = [&](uint32_t pid) -> const PidInfo& {
-    auto it = pids.find(pid);
-    return it == pids.end() ? kGone : it->second;
-  };
-  std::unordered_map<uint32_t, int> holder_of_pid;
-  // A live process's holder; a PID that is gone is nobody's.
-  auto holder_of = [&](uint32_t pid) {
-    auto cached = holder_of_pid.find(pid);
-    if (cached != holder_of_pid.end()) return cached->second;
-    const PidInfo& info = info_of(pid);
-    const int holder = info.start_ms < 0 ? kNobody : index.Find(info.container);
-    holder_of_pid.emplace(pid, holder);
-    return holder;
-  };
   // Holder index -> its readings, in the order holders first appear.
   std::vector<int> holder_slot(directory.holders.size(), -1);
-
   for (const GpuReading& reading : readings) {
-    const std::string& pci = reading.identity.pci_address;
     GpuSnapshot snapshot;
     snapshot.reading = reading;
-    GpuCursor& cursor = cursors[pci];
+    GpuCursor& cursor = cursors[reading.identity.pci_address];
     if (reading.lost) {
       snapshot.cursor = cursor;
       result.gpus.push_back(std::move(snapshot));
       continue;
     }
-    Clamps& clamps = snapshot.clamps;
-    // This GPU's time: when it was read (its energy counter with it), else the pass's.
     const int64_t gpu_ms = reading.read_ms > 0 ? reading.read_ms : now_ms;
     const bool first_pass = cursor.sampled_ms <= 0;
-    const int64_t from_ms = cursor.sampled_ms;
-    const double dt_s = first_pass ? 0.0 : std::max<int64_t>(0, gpu_ms - from_ms) / 1000.0;
-    std::unordered_map<int, PerHolder> per;  // holder (or kNobody) on this GPU
-    auto slot = [&](int holder) -> PerHolder& {
-      PerHolder& entry = per[holder];
-      entry.present = true;
-      return entry;
+    GpuIntegration g{
+        .reading = reading,
+        .cursor = cursor,
+        .snapshot = snapshot,
+        .owners = owners,
+        .gpu_ms = gpu_ms,
+        .first_pass = first_pass,
+        .from_ms = cursor.sampled_ms,
+        .dt_s = first_pass ? 0.0 : std::max<int64_t>(0, gpu_ms - cursor.sampled_ms) / 1000.0,
+        .memory_total = MemoryTotal(reading),
+        .per = {},
     };
-
-    // Memory: each process at most the GPU's, all of them together too.
-    uint64_t memory_total = reading.memory_total.value_or(0);
-    if (memory_total == 0)
-      for (const auto& instance : reading.mig_instances)
-        memory_total += instance.memory_total;
-    if (memory_total == 0) memory_total = kMaxBoardMemory;
-    std::vector<uint64_t> held_bytes;
-    held_bytes.reserve(reading.processes.size());
-    double bytes_sum = 0;
-    for (const auto& process : reading.processes) {
-      uint64_t bytes = process.used_bytes.value_or(0);
-      if (bytes > memory_total) {
-        bytes = memory_total;
-        ++clamps.memory_over_total;
-      }
-      held_bytes.push_back(bytes);
-      bytes_sum += static_cast<double>(bytes);
-    }
-    double memory_scale = 1.0;
-    if (bytes_sum > static_cast<double>(memory_total)) {
-      memory_scale = static_cast<double>(memory_total) / bytes_sum;
-      ++clamps.memory_over_total;
-    }
-    for (size_t i = 0; i < reading.processes.size(); ++i) {
-      const auto& process = reading.processes[i];
-      const uint64_t bytes =
-          static_cast<uint64_t>(static_cast<double>(held_bytes[i]) * memory_scale);
-      PerHolder& entry = slot(holder_of(process.pid));
-      entry.gpu.processes++;
-      entry.gpu.memory_bytes += bytes;
-      entry.gpu.process_list.push_back({process.pid, bytes});
-      if (first_pass) continue;
-      // Held since the previous pass, or since it started when that was later; a process whose
-      // start nobody knows (it is gone) at most max_gap.
-      const PidInfo& info = info_of(process.pid);
-      const double held_s =
-          info.start_ms >= 0
-              ? std::max<int64_t>(0, gpu_ms - std::max(from_ms, info.start_ms)) / 1000.0
-              : std::min(dt_s, max_gap_s);
-      entry.gpu.delta.memory_gib_seconds += static_cast<double>(bytes) / kGiB * held_s;
-    }
-
-    // SM use: per-process samples (whole GPUs), GPM per GPU instance (MIG).
-    const uint64_t gpu_us = static_cast<uint64_t>(std::max<int64_t>(0, gpu_ms)) * 1000;
-    uint64_t newest = cursor.sample_us;
-    // (timestamp, pid) -> SM %, newer than the cursor and not from the future (those wait for a
-    // later pass); a pair listed twice counts once.
-    std::map<std::pair<uint64_t, uint32_t>, uint32_t> samples;
-    for (const auto& sample : reading.samples) {
-      if (sample.timestamp_us <= cursor.sample_us || sample.timestamp_us > gpu_us) continue;
-      auto [it, inserted] =
-          samples.try_emplace({sample.timestamp_us, sample.pid}, sample.sm_percent);
-      if (inserted) continue;
-      ++clamps.duplicate_samples;
-      it->second = std::max(it->second, sample.sm_percent);
-    }
-    // The driver's period; without it, the closest spacing of distinct timestamps seen here.
-    uint64_t period_us = std::min(reading.sample_period_us, kMaxSamplePeriodUs);
-    if (period_us == 0) {
-      uint64_t previous = cursor.sample_us, closest = 0;
-      for (const auto& [key, sm] : samples) {
-        if (previous != 0 && key.first > previous &&
-            (closest == 0 || key.first - previous < closest))
-          closest = key.first - previous;
-        previous = key.first;
-      }
-      if (closest == 0) closest = static_cast<uint64_t>(dt_s * 1e6);
-      period_us = std::min(closest == 0 ? kMaxSamplePeriodUs : closest, kMaxSamplePeriodUs);
-    }
-    std::unordered_map<uint32_t, std::pair<uint64_t, double>> latest;  // pid -> (ts, sm)
-    uint64_t previous = cursor.sample_us;
-    for (auto it = samples.begin(); it != samples.end();) {
-      // One sample period: its processes' SM use together at most the whole GPU.
-      const uint64_t ts = it->first.first;
-      auto end = it;
-      double sum = 0;
-      for (; end != samples.end() && end->first.first == ts; ++end)
-        sum += end->second;
-      const double scale = sum > 100.0 ? 100.0 / sum : 1.0;
-      if (sum > 100.0) ++clamps.sm_over_gpu;
-      // It covers the driver's period, never more than the time since the previous sample.
-      const uint64_t covered_us = previous == 0 ? period_us : std::min(period_us, ts - previous);
-      for (; it != end; ++it) {
-        const uint32_t pid = it->first.second;
-        const double sm = it->second * scale;
-        const PidInfo& info = info_of(pid);
-        // A sample from before its PID's process started was another process's.
-        const bool stale = info.start_ms < 0 || static_cast<uint64_t>(info.start_ms) * 1000 >= ts;
-        if (stale) ++clamps.stale_samples;
-        const int holder = stale ? kNobody : holder_of(pid);
-        auto& last = latest[pid];
-        if (ts >= last.first) last = {ts, sm};
-        // The first pass only sets the cursor: what came before it was nobody's to count.
-        if (!first_pass)
-          slot(holder).sm_seconds += static_cast<double>(covered_us) / 1e6 * sm / 100.0;
-      }
-      previous = ts;
-      newest = std::max(newest, ts);
-    }
-    for (const auto& [pid, last] : latest) {
-      const PidInfo& info = info_of(pid);
-      const bool stale =
-          info.start_ms < 0 || static_cast<uint64_t>(info.start_ms) * 1000 >= last.first;
-      slot(stale ? kNobody : holder_of(pid)).gpu.sm_percent += last.second;
-      snapshot.sm_percent += last.second;
-    }
-    for (const auto& instance : reading.mig_instances) {
-      if (!instance.sm_percent) continue;
-      // The instance's SM use in GPU units, to its processes by their memory (one holder per
-      // instance in practice), to nobody when it has none.
-      const double gpu_percent = std::clamp(*instance.sm_percent, 0.0, 100.0) * instance.share;
-      snapshot.sm_percent += gpu_percent;
-      std::vector<std::pair<int, double>> weights;
-      double total = 0;
-      for (const auto& process : reading.processes) {
-        if (process.gpu_instance_id != instance.gpu_instance_id ||
-            process.compute_instance_id != instance.compute_instance_id)
-          continue;
-        const double weight =
-            static_cast<double>(std::min(process.used_bytes.value_or(0), memory_total)) + 1.0;
-        weights.emplace_back(holder_of(process.pid), weight);
-        total += weight;
-      }
-      if (weights.empty()) weights.emplace_back(kNobody, total = 1.0);
-      for (const auto& [holder, weight] : weights) {
-        PerHolder& entry = slot(holder);
-        entry.gpu.sm_percent += gpu_percent * weight / total;
-        entry.sm_seconds += dt_s * gpu_percent / 100.0 * weight / total;
-      }
-    }
-    snapshot.sm_percent = std::min(snapshot.sm_percent, 100.0);
-
-    // Processes too short for any sample, from accounting: nobody can say whose they were (their
-    // /proc entry is gone, its PID perhaps another process's now), so they count on the GPU as
-    // unattributed. Each ended process once: it ended after the previous counted pass.
-    if (!first_pass) {
-      for (const auto& ended : reading.ended) {
-        if (ended.running || latest.count(ended.pid)) continue;
-        const uint64_t end_us = ended.start_us + ended.time_ms * 1000;
-        if (end_us <= static_cast<uint64_t>(cursor.sampled_ms) * 1000 ||
-            end_us > static_cast<uint64_t>(gpu_ms) * 1000)
-          continue;
-        PerHolder& entry = slot(kNobody);
-        const double seconds = static_cast<double>(ended.time_ms) / 1000.0;
-        entry.sm_seconds += seconds * std::min(ended.gpu_percent.value_or(0), 100u) / 100.0;
-        entry.gpu.delta.memory_gib_seconds +=
-            seconds *
-            static_cast<double>(std::min(ended.max_memory_bytes.value_or(0), memory_total)) / kGiB;
-      }
-    }
-
-    double sm_seconds_total = 0;
-    for (auto& [holder, entry] : per) {
-      entry.gpu.delta.sm_seconds = entry.sm_seconds;
-      sm_seconds_total += entry.sm_seconds;
-    }
-
-    // Energy: the counter's delta over the interval since the cursor, at most what the board
-    // may draw in it. A counter that went back (the driver reloaded) or jumped past that is
-    // refused: a new baseline, nothing charged.
-    double joules = 0;
-    if (reading.energy_mj) {
-      const double limit_w = reading.power_limit_mw && *reading.power_limit_mw > 0
-                                 ? *reading.power_limit_mw / 1000.0
-                                 : kMaxBoardWatts;
-      const double bound = limit_w * dt_s;
-      if (cursor.energy_mj > 0 && !first_pass) {
-        if (*reading.energy_mj < cursor.energy_mj) {
-          ++clamps.energy_refused;
-          snapshot.refused.push_back("energy counter went back from " +
-                                     std::to_string(cursor.energy_mj) + " to " +
-                                     std::to_string(*reading.energy_mj) + " mJ");
-        } else {
-          const double delta = static_cast<double>(*reading.energy_mj - cursor.energy_mj) / 1000.0;
-          if (delta > bound * kEnergyTolerance) {
-            ++clamps.energy_refused;
-            char why[160];
-            std::snprintf(why, sizeof why, "energy counter rose %.0f J in %.3f s (limit %.0f W)",
-                          delta, dt_s, limit_w);
-            snapshot.refused.push_back(why);
-          } else if (delta > bound) {
-            ++clamps.energy_over_limit;
-            joules = bound;
-          } else {
-            joules = delta;
-          }
-        }
-      }
-      cursor.energy_mj = *reading.energy_mj;
-    }
-    if (dt_s > 0 && joules > 0)
-      snapshot.power_watts = joules / dt_s;
-    else if (reading.power_mw)
-      snapshot.power_watts = *reading.power_mw / 1000.0;
-    if (joules > 0) {
-      const double busy = dt_s > 0 ? std::clamp(sm_seconds_total / dt_s, 0.0, 1.0) : 0.0;
-      const double active = joules * busy;
-      const double idle = joules - active;
-      if (sm_seconds_total > 0) {
-        for (auto& [holder, entry] : per)
-          entry.gpu.delta.energy_joules += active * entry.sm_seconds / sm_seconds_total;
-      }
-      // Idle energy by allocation: each holder of this GPU its share, for the part of the
-      // interval it held it; what nobody holds (a free GPU, free MIG slices) is nobody's.
-      double allocated = 0;
-      std::vector<std::pair<int, double>> shares;
-      for (size_t i = 0; i < directory.holders.size(); ++i) {
-        const Holder& holder = directory.holders[i];
-        auto it = holder.gpus.find(pci);
-        if (it == holder.gpus.end() || it->second <= 0) continue;
-        const double held =
-            dt_s > 0 ? std::clamp((gpu_ms - std::max(from_ms, holder.since_ms)) / 1000.0 / dt_s,
-                                  0.0, 1.0)
-                     : 1.0;
-        shares.emplace_back(static_cast<int>(i), it->second * held);
-        allocated += it->second;
-      }
-      const double scale = allocated > 1.0 ? 1.0 / allocated : 1.0;
-      double given = 0;
-      for (const auto& [holder, share] : shares) {
-        slot(holder).gpu.delta.energy_joules += idle * share * scale;
-        given += idle * share * scale;
-      }
-      slot(kNobody).gpu.delta.energy_joules += std::max(0.0, idle - given);
-    }
-
-    // Holders that hold this GPU show up even while idle.
-    for (size_t i = 0; i < directory.holders.size(); ++i)
-      if (directory.holders[i].gpus.count(pci)) slot(static_cast<int>(i));
-
-    for (auto& [holder, entry] : per) {
-      entry.gpu.pci_address = pci;
-      entry.gpu.sm_percent = std::min(entry.gpu.sm_percent, 100.0);
-      if (holder == kNobody) {
-        snapshot.unattributed_processes += entry.gpu.processes;
-        snapshot.unattributed_memory += entry.gpu.memory_bytes;
-        snapshot.unattributed_sm_percent += entry.gpu.sm_percent;
-        snapshot.unattributed += entry.gpu.delta;
-        continue;
-      }
-      int& at = holder_slot[static_cast<size_t>(holder)];
-      if (at < 0) {
-        at = static_cast<int>(result.holders.size());
-        result.holders.push_back(HolderReading{static_cast<size_t>(holder), {}, {}});
-      }
-      auto& out = result.holders[static_cast<size_t>(at)];
-      out.delta += entry.gpu.delta;
-      out.gpus.push_back(std::move(entry.gpu));
-    }
-    cursor.sample_us = newest;
-    cursor.sampled_ms = gpu_ms;
-    snapshot.cursor = cursor;
+    IntegrateGpu(g, directory, max_gap_s, holder_slot, result);
     result.gpus.push_back(std::move(snapshot));
   }
   for (auto& holder : result.holders)

@@ -189,6 +189,186 @@ std::string HolderLabels(const Holder& holder) {
 
 constexpr const char* kOtherLabels = R"(pod="",namespace="",container="_other",tenancy="")";
 
+// A GPU's readings clamped or refused since this process started, by kind.
+void RenderClamps(Writer& writer, const std::string& labels, const Clamps& c) {
+  for (const auto& [kind, count] :
+       {std::pair<const char*, uint64_t>{"duplicate_sample", c.duplicate_samples},
+        {"sm_over_gpu", c.sm_over_gpu},
+        {"memory_over_total", c.memory_over_total},
+        {"energy_over_limit", c.energy_over_limit},
+        {"energy_refused", c.energy_refused},
+        {"stale_sample", c.stale_samples}})
+    writer.Sample(kClamped, labels + ",reading=\"" + kind + "\"", static_cast<double>(count));
+}
+
+// A GPU that answered: its gauges, its energy counter, its last Xid and what nobody holds.
+void RenderGpuReadings(Writer& writer, const std::string& labels, const GpuSnapshot& gpu) {
+  const GpuReading& r = gpu.reading;
+  if (r.gpu_percent && !r.mig) writer.Sample(kGpuUtil, labels, *r.gpu_percent);
+  if (r.memory_percent && !r.mig) writer.Sample(kMemCopyUtil, labels, *r.memory_percent);
+  if (r.memory_used) writer.Sample(kFbUsed, labels, std::floor(*r.memory_used / kMiB));
+  if (r.memory_used && r.memory_total)
+    writer.Sample(kFbFree, labels,
+                  std::floor(static_cast<double>(*r.memory_total -
+                                                 std::min(*r.memory_total, *r.memory_used)) /
+                             kMiB));
+  if (gpu.power_watts > 0 || r.power_mw) writer.Sample(kPower, labels, gpu.power_watts);
+  if (r.energy_mj) writer.Sample(kEnergy, labels, static_cast<double>(*r.energy_mj));
+  if (r.temperature_c) writer.Sample(kTemp, labels, *r.temperature_c);
+  if (!r.xids.empty()) writer.Sample(kXid, labels, static_cast<double>(r.xids.back()));
+  writer.Sample(kUnattributedProcesses, labels, gpu.unattributed_processes);
+  writer.Sample(kUnattributedMemory, labels, static_cast<double>(gpu.unattributed_memory));
+  if (!r.mig) writer.Sample(kUnattributedSm, labels, gpu.unattributed_sm_percent);
+}
+
+void RenderMigInstances(Writer& writer, const std::string& labels, const GpuReading& r) {
+  for (const auto& instance : r.mig_instances) {
+    std::string mig =
+        labels + ",GPU_I_ID=\"" + std::to_string(instance.gpu_instance_id) + "\",GPU_I_PROFILE=\"";
+    AppendEscaped(mig, instance.profile);
+    mig += '"';
+    writer.Sample(kFbUsed, mig, std::floor(instance.memory_used / kMiB));
+    writer.Sample(
+        kFbFree, mig,
+        std::floor(static_cast<double>(instance.memory_total -
+                                       std::min(instance.memory_total, instance.memory_used)) /
+                   kMiB));
+    if (instance.sm_percent) writer.Sample(kSmActive, mig, *instance.sm_percent / 100.0);
+  }
+}
+
+// Every GPU's series; returns each GPU's labels by PCI address.
+std::map<std::string, std::string> RenderGpus(Writer& writer, const std::vector<GpuSnapshot>& gpus,
+                                              const std::map<std::string, Clamps>& clamps,
+                                              const std::string& hostname) {
+  std::map<std::string, std::string> labels_of_gpu;
+  for (const auto& gpu : gpus) {
+    const GpuReading& r = gpu.reading;
+    const std::string labels = GpuLabels(r.identity, hostname);
+    labels_of_gpu[r.identity.pci_address] = labels;
+    writer.Sample(kGpuLost, labels, r.lost ? 1 : 0);
+    if (auto it = clamps.find(r.identity.pci_address); it != clamps.end())
+      RenderClamps(writer, labels, it->second);
+    if (r.lost) continue;
+    RenderGpuReadings(writer, labels, gpu);
+    RenderMigInstances(writer, labels, r);
+  }
+  return labels_of_gpu;
+}
+
+// A holder seen recently: who, and its figures on each GPU.
+struct RecentHolder {
+  const Holder* holder;
+  const std::vector<HolderGpu>* gpus;
+};
+
+// Most active first (SM %, then memory); equals keep their order.
+void SortByActivity(std::vector<RecentHolder>& order) {
+  auto activity = [](const RecentHolder& seen) {
+    double sm = 0, memory = 0;
+    for (const auto& gpu : *seen.gpus) {
+      sm += gpu.sm_percent;
+      memory += static_cast<double>(gpu.memory_bytes);
+    }
+    return std::pair(sm, memory);
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const RecentHolder& a, const RecentHolder& b) {
+    return activity(a) > activity(b);
+  });
+}
+
+// The holder series of one Render: per GPU held (three on a MIG GPU, four on others) and the
+// three counters.
+class HolderSeriesWriter {
+ public:
+  HolderSeriesWriter(Writer& writer, const std::vector<GpuSnapshot>& gpus,
+                     std::map<std::string, std::string> labels_of_gpu, const std::string& hostname)
+      : writer_(writer), labels_of_gpu_(std::move(labels_of_gpu)) {
+    for (const auto& gpu : gpus)
+      mig_of_gpu_[gpu.reading.identity.pci_address] = gpu.reading.mig;
+    std::string escaped;
+    AppendEscaped(escaped, hostname);
+    host_ = ",Hostname=\"" + escaped + "\"";
+  }
+  const std::string& host() const { return host_; }
+
+  size_t SeriesOf(const RecentHolder& seen) {
+    size_t n = 3;  // the three counters
+    for (const auto& gpu : *seen.gpus)
+      n += mig_of_gpu_[gpu.pci_address] ? 3 : 4;
+    return n;
+  }
+  // How many of `order` get their own series within `max_series`; the rest go to _other.
+  size_t ShownCount(const std::vector<RecentHolder>& order, size_t gpu_count, size_t max_series) {
+    size_t total = 0;
+    for (const auto& seen : order)
+      total += SeriesOf(seen);
+    if (total <= max_series) return order.size();
+    // Room for _other's own series: every GPU's four, and its three counters.
+    const size_t reserve = gpu_count * 4 + 3;
+    const size_t budget = max_series > reserve ? max_series - reserve : 0;
+    size_t used = 0, shown = 0;
+    while (shown < order.size() && used + SeriesOf(order[shown]) <= budget)
+      used += SeriesOf(order[shown++]);
+    return shown;
+  }
+  // One holder's series; returns how many.
+  size_t RenderHolder(const RecentHolder& seen, const Usage& total) {
+    const std::string holder = HolderLabels(*seen.holder);
+    for (const auto& gpu : *seen.gpus) {
+      auto labels = labels_of_gpu_.find(gpu.pci_address);
+      if (labels == labels_of_gpu_.end()) continue;
+      GpuSamples(labels->second + "," + holder, gpu);
+    }
+    Counters(holder + host_, total);
+    return SeriesOf(seen);
+  }
+  // The holders past the cap summed per GPU into container="_other"; returns how many series.
+  size_t RenderOther(const std::vector<RecentHolder>& rest,
+                     const std::map<std::string, HolderTotals>& totals) {
+    std::map<std::string, HolderGpu> other;  // by PCI address
+    Usage other_total;
+    for (const auto& seen : rest) {
+      for (const auto& gpu : *seen.gpus) {
+        HolderGpu& sum = other[gpu.pci_address];
+        sum.pci_address = gpu.pci_address;
+        sum.processes += gpu.processes;
+        sum.memory_bytes += gpu.memory_bytes;
+        sum.sm_percent += gpu.sm_percent;
+      }
+      if (auto it = totals.find(seen.holder->key); it != totals.end())
+        other_total += it->second.total;
+    }
+    size_t rendered = 0;
+    for (const auto& [pci, gpu] : other) {
+      auto labels = labels_of_gpu_.find(pci);
+      if (labels == labels_of_gpu_.end()) continue;
+      GpuSamples(labels->second + "," + kOtherLabels, gpu);
+      rendered += mig_of_gpu_[pci] ? 3 : 4;
+    }
+    Counters(std::string(kOtherLabels) + host_, other_total);
+    return rendered + 3;
+  }
+
+ private:
+  void GpuSamples(const std::string& labels, const HolderGpu& gpu) {
+    if (!mig_of_gpu_[gpu.pci_address]) writer_.Sample(kGpuUtil, labels, gpu.sm_percent);
+    writer_.Sample(kFbUsed, labels, std::floor(gpu.memory_bytes / kMiB));
+    writer_.Sample(kHolderSm, labels, gpu.sm_percent);
+    writer_.Sample(kHolderProcesses, labels, gpu.processes);
+  }
+  void Counters(const std::string& labels, const Usage& usage) {
+    writer_.Sample(kHolderSmSeconds, labels, usage.sm_seconds);
+    writer_.Sample(kHolderMemorySeconds, labels, usage.memory_gib_seconds);
+    writer_.Sample(kHolderEnergy, labels, usage.energy_joules);
+  }
+
+  Writer& writer_;
+  const std::map<std::string, std::string> labels_of_gpu_;  // by PCI address
+  std::map<std::string, bool> mig_of_gpu_;
+  std::string host_;
+};
+
 }  // namespace
 
 void NodeMetrics::Update(const PassResult& pass, const Directory& directory) {
@@ -220,146 +400,27 @@ std::vector<std::string> NodeMetrics::keys() const {
 std::string NodeMetrics::Render(const std::map<std::string, HolderTotals>& totals,
                                 int64_t now_ms) const {
   Writer writer;
-  std::map<std::string, std::string> labels_of_gpu;  // by PCI address
-  for (const auto& gpu : gpus_) {
-    const GpuReading& r = gpu.reading;
-    const std::string labels = GpuLabels(r.identity, options_.hostname);
-    labels_of_gpu[r.identity.pci_address] = labels;
-    writer.Sample(kGpuLost, labels, r.lost ? 1 : 0);
-    if (auto it = clamps_.find(r.identity.pci_address); it != clamps_.end()) {
-      const Clamps& c = it->second;
-      for (const auto& [kind, count] :
-           {std::pair<const char*, uint64_t>{"duplicate_sample", c.duplicate_samples},
-            {"sm_over_gpu", c.sm_over_gpu},
-            {"memory_over_total", c.memory_over_total},
-            {"energy_over_limit", c.energy_over_limit},
-            {"energy_refused", c.energy_refused},
-            {"stale_sample", c.stale_samples}})
-        writer.Sample(kClamped, labels + ",reading=\"" + kind + "\"", static_cast<double>(count));
-    }
-    if (r.lost) continue;
-    if (r.gpu_percent && !r.mig) writer.Sample(kGpuUtil, labels, *r.gpu_percent);
-    if (r.memory_percent && !r.mig) writer.Sample(kMemCopyUtil, labels, *r.memory_percent);
-    if (r.memory_used) writer.Sample(kFbUsed, labels, std::floor(*r.memory_used / kMiB));
-    if (r.memory_used && r.memory_total)
-      writer.Sample(kFbFree, labels,
-                    std::floor(static_cast<double>(*r.memory_total -
-                                                   std::min(*r.memory_total, *r.memory_used)) /
-                               kMiB));
-    if (gpu.power_watts > 0 || r.power_mw) writer.Sample(kPower, labels, gpu.power_watts);
-    if (r.energy_mj) writer.Sample(kEnergy, labels, static_cast<double>(*r.energy_mj));
-    if (r.temperature_c) writer.Sample(kTemp, labels, *r.temperature_c);
-    if (!r.xids.empty()) writer.Sample(kXid, labels, static_cast<double>(r.xids.back()));
-    writer.Sample(kUnattributedProcesses, labels, gpu.unattributed_processes);
-    writer.Sample(kUnattributedMemory, labels, static_cast<double>(gpu.unattributed_memory));
-    if (!r.mig) writer.Sample(kUnattributedSm, labels, gpu.unattributed_sm_percent);
-    for (const auto& instance : r.mig_instances) {
-      std::string mig = labels + ",GPU_I_ID=\"" + std::to_string(instance.gpu_instance_id) +
-                        "\",GPU_I_PROFILE=\"";
-      AppendEscaped(mig, instance.profile);
-      mig += '"';
-      writer.Sample(kFbUsed, mig, std::floor(instance.memory_used / kMiB));
-      writer.Sample(
-          kFbFree, mig,
-          std::floor(static_cast<double>(instance.memory_total -
-                                         std::min(instance.memory_total, instance.memory_used)) /
-                     kMiB));
-      if (instance.sm_percent) writer.Sample(kSmActive, mig, *instance.sm_percent / 100.0);
-    }
-  }
-
+  HolderSeriesWriter holders(writer, gpus_, RenderGpus(writer, gpus_, clamps_, options_.hostname),
+                             options_.hostname);
   // Holders, most active first, up to the cap; the rest summed per GPU into _other.
-  std::vector<const Seen*> order;
+  std::vector<RecentHolder> order;
   order.reserve(seen_.size());
   for (const auto& [key, seen] : seen_)
     if (now_ms - seen.last_ms <= options_.linger_ms || seen.last_ms == now_ms)
-      order.push_back(&seen);
-  auto activity = [](const Seen* seen) {
-    double sm = 0, memory = 0;
-    for (const auto& gpu : seen->gpus) {
-      sm += gpu.sm_percent;
-      memory += static_cast<double>(gpu.memory_bytes);
-    }
-    return std::pair(sm, memory);
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](const Seen* a, const Seen* b) { return activity(a) > activity(b); });
-  std::map<std::string, bool> mig_of_gpu;
-  for (const auto& gpu : gpus_)
-    mig_of_gpu[gpu.reading.identity.pci_address] = gpu.reading.mig;
-  auto series_of = [&](const Seen* seen) {
-    size_t n = 3;  // the three counters
-    for (const auto& gpu : seen->gpus)
-      n += mig_of_gpu[gpu.pci_address] ? 3 : 4;
-    return n;
-  };
-  size_t total = 0;
-  for (const Seen* seen : order)
-    total += series_of(seen);
-  size_t shown = order.size();
-  if (total > options_.max_series) {
-    // Room for _other's own series: every GPU's four, and its three counters.
-    const size_t reserve = gpus_.size() * 4 + 3;
-    const size_t budget = options_.max_series > reserve ? options_.max_series - reserve : 0;
-    size_t used = 0;
-    shown = 0;
-    while (shown < order.size() && used + series_of(order[shown]) <= budget)
-      used += series_of(order[shown++]);
-  }
-  const std::string host = ",Hostname=\"" + [&] {
-    std::string escaped;
-    AppendEscaped(escaped, options_.hostname);
-    return escaped;
-  }() + "\"";
-  auto gpu_samples = [&](const std::string& labels, const HolderGpu& gpu) {
-    if (!mig_of_gpu[gpu.pci_address]) writer.Sample(kGpuUtil, labels, gpu.sm_percent);
-    writer.Sample(kFbUsed, labels, std::floor(gpu.memory_bytes / kMiB));
-    writer.Sample(kHolderSm, labels, gpu.sm_percent);
-    writer.Sample(kHolderProcesses, labels, gpu.processes);
-  };
-  auto counters = [&](const std::string& labels, const Usage& usage) {
-    writer.Sample(kHolderSmSeconds, labels, usage.sm_seconds);
-    writer.Sample(kHolderMemorySeconds, labels, usage.memory_gib_seconds);
-    writer.Sample(kHolderEnergy, labels, usage.energy_joules);
-  };
+      order.push_back({&seen.holder, &seen.gpus});
+  SortByActivity(order);
+  const size_t shown = holders.ShownCount(order, gpus_.size(), options_.max_series);
   size_t rendered = 0;
   for (size_t i = 0; i < shown; ++i) {
-    const Seen* seen = order[i];
-    const std::string holder = HolderLabels(seen->holder);
-    for (const auto& gpu : seen->gpus) {
-      auto labels = labels_of_gpu.find(gpu.pci_address);
-      if (labels == labels_of_gpu.end()) continue;
-      gpu_samples(labels->second + "," + holder, gpu);
-    }
-    auto it = totals.find(seen->holder.key);
-    counters(holder + host, it == totals.end() ? Usage{} : it->second.total);
-    rendered += series_of(seen);
+    auto it = totals.find(order[i].holder->key);
+    rendered += holders.RenderHolder(order[i], it == totals.end() ? Usage{} : it->second.total);
   }
-  if (shown < order.size()) {
-    std::map<std::string, HolderGpu> other;  // by PCI address
-    Usage other_total;
-    for (size_t i = shown; i < order.size(); ++i) {
-      for (const auto& gpu : order[i]->gpus) {
-        HolderGpu& sum = other[gpu.pci_address];
-        sum.pci_address = gpu.pci_address;
-        sum.processes += gpu.processes;
-        sum.memory_bytes += gpu.memory_bytes;
-        sum.sm_percent += gpu.sm_percent;
-      }
-      if (auto it = totals.find(order[i]->holder.key); it != totals.end())
-        other_total += it->second.total;
-    }
-    for (const auto& [pci, gpu] : other) {
-      auto labels = labels_of_gpu.find(pci);
-      if (labels == labels_of_gpu.end()) continue;
-      gpu_samples(labels->second + "," + kOtherLabels, gpu);
-      rendered += mig_of_gpu[pci] ? 3 : 4;
-    }
-    counters(std::string(kOtherLabels) + host, other_total);
-    rendered += 3;
-  }
-  writer.Sample(kHolderSeries, host.substr(1), static_cast<double>(rendered));
-  writer.Sample(kHoldersFolded, host.substr(1), static_cast<double>(order.size() - shown));
+  if (shown < order.size())
+    rendered += holders.RenderOther(
+        {order.begin() + static_cast<std::ptrdiff_t>(shown), order.end()}, totals);
+  const std::string host = holders.host().substr(1);
+  writer.Sample(kHolderSeries, host, static_cast<double>(rendered));
+  writer.Sample(kHoldersFolded, host, static_cast<double>(order.size() - shown));
   last_holder_series_ = rendered;
   return writer.Text();
 }
