@@ -48,70 +48,78 @@ std::vector<Preemption> Scheduler::ChoosePreemptions(const placement::Fleet& fle
   for (size_t r = 0; r < pass.reservations.size(); ++r) {
     const Reservation& reservation = pass.reservations[r];
     if (reservation.ready_s <= now_s) continue;  // its GPUs are free already
-    auto holder_it = pending_.find(reservation.holder);
-    if (holder_it == pending_.end()) continue;
-    const Pending& holder = holder_it->second;
-    const int gpus = holder.request.gpus;
-    auto eligible = [&](RequestId victim_id) {
-      auto it = running_.find(victim_id);
-      if (it == running_.end() || !it->second.preemptible) return false;
-      if (taken_victims.count(victim_id)) return false;
-      const Running& victim = it->second;
-      if (victim.tenancy == holder.tenancy) return victim.priority < holder.request.priority;
-      if (victim.priority < holder.request.priority) return true;
-      return over[holder.tenancy] < 0 && over[victim.tenancy] > 0;
-    };
-    struct Choice {
-      int victim_gpus = 0;
-      double lost_gpu_seconds = 0;
-      int node = -1;
-      std::vector<RequestId> victims;
-    };
-    std::optional<Choice> best;
-    auto consider = [&](int node, GpuMask mask) {
-      if (!mask) return;
-      // Other reservations' GPUs stay theirs; this reservation's own are fine to use.
-      const GpuMask others = reserved[node] & ~(node == reservation.node ? reservation.gpus : 0);
-      if (mask & others) return;
-      Choice choice;
-      choice.node = node;
-      for (GpuMask m = mask & ~fleet.free_mask(node); m; m &= m - 1) {
-        const int gpu = __builtin_ctzll(m);
-        const RequestId owner = gpu_owner_[node][gpu];
-        if (owner == 0 || !eligible(owner)) return;
-        if (std::find(choice.victims.begin(), choice.victims.end(), owner) ==
-            choice.victims.end()) {
-          const Running& victim = running_.at(owner);
-          choice.victims.push_back(owner);
-          choice.victim_gpus += victim.gpus;
-          choice.lost_gpu_seconds += victim.gpus * (now_s - victim.started_s);
-        }
-      }
-      if (choice.victims.empty()) return;
-      if (!best || choice.victim_gpus < best->victim_gpus ||
-          (choice.victim_gpus == best->victim_gpus &&
-           choice.lost_gpu_seconds < best->lost_gpu_seconds)) {
-        best = std::move(choice);
-      }
-    };
-    for (int node = 0; node < fleet.node_count(); ++node) {
-      const placement::NodeSpec& spec = fleet.node(node);
-      if (spec.gpu_count < gpus) continue;
-      if (spec.partitions) {
-        for (int index = 0; index < spec.partitions->partition_count(); ++index) {
-          const GpuMask mask = spec.partitions->partition_mask(index);
-          if (MaskSize(mask) == gpus) consider(node, mask);
-        }
-      } else {
-        consider(node, NoTableSet(fleet, node, gpus, reserved[node]));
-      }
-    }
-    if (!best) continue;
-    for (RequestId victim : best->victims)
+    auto victims = ChooseVictims(fleet, reservation, reserved, now_s, over, taken_victims);
+    if (victims.empty()) continue;
+    for (RequestId victim : victims)
       taken_victims.insert(victim);
-    out.push_back({reservation.holder, std::move(best->victims)});
+    out.push_back({reservation.holder, std::move(victims)});
   }
   return out;
+}
+
+std::vector<RequestId> Scheduler::ChooseVictims(
+    const placement::Fleet& fleet, const Reservation& reservation,
+    const std::vector<GpuMask>& reserved, double now_s, const std::vector<double>& over,
+    const std::unordered_set<RequestId>& taken_victims) const {
+  auto holder_it = pending_.find(reservation.holder);
+  if (holder_it == pending_.end()) return {};
+  const Pending& holder = holder_it->second;
+  const int gpus = holder.request.gpus;
+  auto eligible = [&](RequestId victim_id) {
+    auto it = running_.find(victim_id);
+    if (it == running_.end() || !it->second.preemptible) return false;
+    if (taken_victims.count(victim_id)) return false;
+    const Running& victim = it->second;
+    if (victim.tenancy == holder.tenancy) return victim.priority < holder.request.priority;
+    if (victim.priority < holder.request.priority) return true;
+    return over[holder.tenancy] < 0 && over[victim.tenancy] > 0;
+  };
+  struct Choice {
+    int victim_gpus = 0;
+    double lost_gpu_seconds = 0;
+    int node = -1;
+    std::vector<RequestId> victims;
+  };
+  std::optional<Choice> best;
+  auto consider = [&](int node, GpuMask mask) {
+    if (!mask) return;
+    // Other reservations' GPUs stay theirs; this reservation's own are fine to use.
+    const GpuMask others = reserved[node] & ~(node == reservation.node ? reservation.gpus : 0);
+    if (mask & others) return;
+    Choice choice;
+    choice.node = node;
+    for (GpuMask m = mask & ~fleet.free_mask(node); m; m &= m - 1) {
+      const int gpu = __builtin_ctzll(m);
+      const RequestId owner = gpu_owner_[node][gpu];
+      if (owner == 0 || !eligible(owner)) return;
+      if (std::find(choice.victims.begin(), choice.victims.end(), owner) == choice.victims.end()) {
+        const Running& victim = running_.at(owner);
+        choice.victims.push_back(owner);
+        choice.victim_gpus += victim.gpus;
+        choice.lost_gpu_seconds += victim.gpus * (now_s - victim.started_s);
+      }
+    }
+    if (choice.victims.empty()) return;
+    if (!best || choice.victim_gpus < best->victim_gpus ||
+        (choice.victim_gpus == best->victim_gpus &&
+         choice.lost_gpu_seconds < best->lost_gpu_seconds)) {
+      best = std::move(choice);
+    }
+  };
+  for (int node = 0; node < fleet.node_count(); ++node) {
+    const placement::NodeSpec& spec = fleet.node(node);
+    if (spec.gpu_count < gpus) continue;
+    if (spec.partitions) {
+      for (int index = 0; index < spec.partitions->partition_count(); ++index) {
+        const GpuMask mask = spec.partitions->partition_mask(index);
+        if (MaskSize(mask) == gpus) consider(node, mask);
+      }
+    } else {
+      consider(node, NoTableSet(fleet, node, gpus, reserved[node]));
+    }
+  }
+  if (!best) return {};
+  return std::move(best->victims);
 }
 
 }  // namespace tessera::scheduling

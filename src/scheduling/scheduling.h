@@ -29,6 +29,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/error.h"
@@ -308,6 +309,9 @@ class Scheduler {
     std::array<bool, kMaxSize + 1> reserve_failed{};
   };
 
+  // One Schedule call: its state and steps (pass.cc).
+  class Pass;
+
   explicit Scheduler(SchedulerOptions options) : options_(options) {}
   void Added(const Pending& pending);
   void Removed(const Pending& pending);
@@ -326,6 +330,13 @@ class Scheduler {
   std::vector<Preemption> ChoosePreemptions(const placement::Fleet& fleet, const PassResult& pass,
                                             const std::vector<placement::GpuMask>& reserved,
                                             double now_s) const;
+  // The running requests to stop so that `reservation`'s holder starts now (the fewest GPUs,
+  // then the least work lost), none of them in `taken_victims`; empty when none may be.
+  std::vector<RequestId> ChooseVictims(const placement::Fleet& fleet,
+                                       const Reservation& reservation,
+                                       const std::vector<placement::GpuMask>& reserved,
+                                       double now_s, const std::vector<double>& over,
+                                       const std::unordered_set<RequestId>& taken_victims) const;
 
   SchedulerOptions options_;
   double tau_s_ = 0;  // half-life / ln 2
