@@ -83,14 +83,12 @@ std::vector<DashboardGroup> GroupsOf(const std::vector<size_t>& members,
   return groups;
 }
 
-}  // namespace
-
-DashboardView BuildDashboardLocked(const Model& model, const Caller& caller, const Gauges* gauges) {
-  DashboardView view;
-  view.time_ms = fleet::NowMs();
-  if (gauges) view.telemetry_ms = gauges->time_ms;
-  if (model.queue) view.scheduling = scheduling::ModeName(model.queue->options().mode);
-  view.containers = model.container_counts;
+// mu held: every GPU as the caller may see it, counted by state; returns their indices in
+// view.gpus by GPU ID.
+std::unordered_map<std::string, size_t> AddDashboardGpusLocked(const Model& model,
+                                                               const Caller& caller,
+                                                               const Gauges* gauges,
+                                                               DashboardView& view) {
   view.gpus.reserve(model.gpus.size());
   std::unordered_map<std::string, size_t> index_of;  // GPU ID -> index in view.gpus
   index_of.reserve(model.gpus.size());
@@ -107,26 +105,31 @@ DashboardView BuildDashboardLocked(const Model& model, const Caller& caller, con
     index_of.emplace(gpu.id(), view.gpus.size());
     view.gpus.push_back(std::move(entry));
   }
+  return index_of;
+}
 
-  // Nodes: this host (embedded), or the fleet's nodes by name; GPUs of a node that no longer
-  // publishes itself stay under its name.
-  std::vector<bool> placed(view.gpus.size(), false);
-  if (!model.options.fleet) {
-    const auto* table = model.options.partition_table ? &*model.options.partition_table : nullptr;
-    std::unordered_map<std::string, int> module_of_pci;
-    if (table)
-      for (const auto& [module, pci] : table->pci_addresses)
-        module_of_pci[pci] = module;
-    std::vector<size_t> members;
-    for (size_t i = 0; i < view.gpus.size(); ++i) {
-      if (!view.gpus[i].record.node.empty()) continue;
-      if (auto it = module_of_pci.find(view.gpus[i].record.pci_address); it != module_of_pci.end())
-        view.gpus[i].module = it->second;
-      members.push_back(i);
-      placed[i] = true;
-    }
-    if (!members.empty()) view.nodes.push_back({"", GroupsOf(members, table, view)});
+// mu held: this host's GPUs (embedded mode) as one node, by its partition table's modules.
+void AddHostNodeLocked(const Model& model, DashboardView& view, std::vector<bool>& placed) {
+  const auto* table = model.options.partition_table ? &*model.options.partition_table : nullptr;
+  std::unordered_map<std::string, int> module_of_pci;
+  if (table)
+    for (const auto& [module, pci] : table->pci_addresses)
+      module_of_pci[pci] = module;
+  std::vector<size_t> members;
+  for (size_t i = 0; i < view.gpus.size(); ++i) {
+    if (!view.gpus[i].record.node.empty()) continue;
+    if (auto it = module_of_pci.find(view.gpus[i].record.pci_address); it != module_of_pci.end())
+      view.gpus[i].module = it->second;
+    members.push_back(i);
+    placed[i] = true;
   }
+  if (!members.empty()) view.nodes.push_back({"", GroupsOf(members, table, view)});
+}
+
+// mu held: the fleet's nodes by name, each with the GPUs it publishes not shown yet.
+void AddFleetNodesLocked(const Model& model,
+                         const std::unordered_map<std::string, size_t>& index_of,
+                         DashboardView& view, std::vector<bool>& placed) {
   std::vector<const Model::Node*> nodes;
   for (const auto& node : model.nodes)
     nodes.push_back(&node);
@@ -145,48 +148,76 @@ DashboardView BuildDashboardLocked(const Model& model, const Caller& caller, con
     const auto* table = node->planner ? &node->planner->table() : nullptr;
     if (!members.empty()) view.nodes.push_back({node->name, GroupsOf(members, table, view)});
   }
+}
+
+// mu held: tenancies the caller sees, with the queue's share and the latest telemetry. The
+// queue knows tenancies by incarnation; only those that exist are shown, by name.
+void AddDashboardTenanciesLocked(const Model& model, const Caller& caller, const Gauges* gauges,
+                                 DashboardView& view) {
+  std::unordered_map<std::string, const fleet::Tenancy*> by_uid;
+  for (const auto& [name, tenancy] : model.tenancies)
+    by_uid[tenancy.uid] = &tenancy;
+  for (const auto& usage : model.queue->Usage()) {
+    auto tenancy = by_uid.find(usage.name);
+    if (tenancy == by_uid.end() || !caller.Sees(*tenancy->second)) continue;
+    DashboardTenancy entry;
+    entry.share.name = tenancy->second->name;
+    entry.share.policy = model.queue->GetTenancy(usage.name);
+    entry.share.policy.quota_pending = model.queue->PendingQuotaOf(usage.name);
+    entry.share.gpus_in_use = usage.in_use;
+    entry.share.mig_gpus_in_use = usage.other_gpus;
+    entry.share.pending = usage.pending;
+    entry.share.share = usage.share;
+    entry.share.target = usage.target;
+    if (gauges) {
+      if (auto it = gauges->tenancies.find(entry.share.name); it != gauges->tenancies.end())
+        entry.gauges = it->second;
+    }
+    view.tenancies.push_back(std::move(entry));
+  }
+}
+
+// mu held: how many wait now, the whole queue's or the tenant's own.
+size_t DashboardQueueTotalLocked(const Model& model, const Caller& caller) {
+  size_t total = 0;
+  if (caller.admin) {
+    total = model.queue->pending_count();
+    for (const auto& [uid, count] : model.mig_waiting)
+      total += static_cast<size_t>(count);
+    for (const auto& [uid, count] : model.share_waiting)
+      total += static_cast<size_t>(count);
+  } else if (!caller.tenancy_uid.empty()) {
+    total = static_cast<size_t>(model.queue->PendingOf(caller.tenancy_uid) +
+                                model.MigPendingOf(caller.tenancy_uid) +
+                                model.SharePendingOf(caller.tenancy_uid));
+  }
+  return total;
+}
+
+}  // namespace
+
+DashboardView BuildDashboardLocked(const Model& model, const Caller& caller, const Gauges* gauges) {
+  DashboardView view;
+  view.time_ms = fleet::NowMs();
+  if (gauges) view.telemetry_ms = gauges->time_ms;
+  if (model.queue) view.scheduling = scheduling::ModeName(model.queue->options().mode);
+  view.containers = model.container_counts;
+  const auto index_of = AddDashboardGpusLocked(model, caller, gauges, view);
+
+  // Nodes: this host (embedded), or the fleet's nodes by name; GPUs of a node that no longer
+  // publishes itself stay under its name.
+  std::vector<bool> placed(view.gpus.size(), false);
+  if (!model.options.fleet) AddHostNodeLocked(model, view, placed);
+  AddFleetNodesLocked(model, index_of, view, placed);
   std::map<std::string, std::vector<size_t>> vanished;
   for (size_t i = 0; i < view.gpus.size(); ++i)
     if (!placed[i]) vanished[view.gpus[i].record.node].push_back(i);
   for (auto& [name, members] : vanished)
     view.nodes.push_back({name, GroupsOf(members, nullptr, view)});
 
-  // Tenancies the caller sees, with the queue's share and the latest telemetry. The queue knows
-  // tenancies by incarnation; only those that exist are shown, by name.
   if (model.queue) {
-    std::unordered_map<std::string, const fleet::Tenancy*> by_uid;
-    for (const auto& [name, tenancy] : model.tenancies)
-      by_uid[tenancy.uid] = &tenancy;
-    for (const auto& usage : model.queue->Usage()) {
-      auto tenancy = by_uid.find(usage.name);
-      if (tenancy == by_uid.end() || !caller.Sees(*tenancy->second)) continue;
-      DashboardTenancy entry;
-      entry.share.name = tenancy->second->name;
-      entry.share.policy = model.queue->GetTenancy(usage.name);
-      entry.share.policy.quota_pending = model.queue->PendingQuotaOf(usage.name);
-      entry.share.gpus_in_use = usage.in_use;
-      entry.share.mig_gpus_in_use = usage.other_gpus;
-      entry.share.pending = usage.pending;
-      entry.share.share = usage.share;
-      entry.share.target = usage.target;
-      if (gauges) {
-        if (auto it = gauges->tenancies.find(entry.share.name); it != gauges->tenancies.end())
-          entry.gauges = it->second;
-      }
-      view.tenancies.push_back(std::move(entry));
-    }
-    // How many wait now: the whole queue, or the tenant's own.
-    if (caller.admin) {
-      view.queue_total = model.queue->pending_count();
-      for (const auto& [uid, count] : model.mig_waiting)
-        view.queue_total += static_cast<size_t>(count);
-      for (const auto& [uid, count] : model.share_waiting)
-        view.queue_total += static_cast<size_t>(count);
-    } else if (!caller.tenancy_uid.empty()) {
-      view.queue_total = static_cast<size_t>(model.queue->PendingOf(caller.tenancy_uid) +
-                                             model.MigPendingOf(caller.tenancy_uid) +
-                                             model.SharePendingOf(caller.tenancy_uid));
-    }
+    AddDashboardTenanciesLocked(model, caller, gauges, view);
+    view.queue_total = DashboardQueueTotalLocked(model, caller);
   }
   return view;
 }

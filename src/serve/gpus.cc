@@ -294,75 +294,9 @@ void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction acti
   if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto* gpu = model_.FindGpu(gpu_id);
   if (!gpu) return done(NotFound("GPU " + gpu_id + " not found"));
-  const std::string& pci_address = gpu_id;
   std::vector<Mutation> mutations;
-  const LeaseState state = gpu->state;
-  const bool held = state == LeaseState::kReserved || state == LeaseState::kActive;
-  switch (action) {
-    case GpuAction::kDrain:
-      if (state == LeaseState::kFree) {
-        model_.SetGpuState(*gpu, LeaseState::kDraining,
-                           reason.empty() ? "drained by an operator" : reason, mutations);
-      } else if (gpu->leased()) {
-        gpu->drain_requested = true;
-        mutations.push_back(*gpu);
-      }
-      break;
-    case GpuAction::kUndrain:
-      if (state == LeaseState::kDraining) {
-        model_.SetGpuState(*gpu, LeaseState::kFree, "", mutations);
-        model_.reschedule = true;
-      } else if (gpu->leased()) {
-        gpu->drain_requested = false;
-        mutations.push_back(*gpu);
-      } else if (state == LeaseState::kQuarantined) {
-        return done(FailedPrecondition("GPU " + pci_address +
-                                       " is quarantined, not draining; release it instead"));
-      }
-      break;
-    case GpuAction::kQuarantine:
-      if (state == LeaseState::kFree || state == LeaseState::kDraining) {
-        model_.SetGpuState(*gpu, LeaseState::kQuarantined,
-                           reason.empty() ? "quarantined by an operator" : reason, mutations);
-      } else if (gpu->leased()) {
-        gpu->quarantine_requested = true;
-        mutations.push_back(*gpu);
-      }
-      break;
-    case GpuAction::kRelease:
-      if (state == LeaseState::kQuarantined || state == LeaseState::kDraining) {
-        // The operator vouches for the firmware as it is now: it becomes the new baseline (on
-        // another node, the backend's check keeps its own).
-        if (gpu->node.empty()) {
-          auto digest = firmware::HashOptionRom(model_.options.root, gpu->pci_address);
-          if (!digest) return done(digest.error());
-          gpu->firmware_baseline = *digest;
-        }
-        gpu->drain_requested = gpu->quarantine_requested = false;
-        model_.SetGpuState(*gpu, LeaseState::kFree, "", mutations);
-        model_.reschedule = true;
-      } else if (held) {
-        // End the lease the normal way: stop the holder (every slice's, in MIG mode); the last
-        // exit runs the check.
-        std::set<std::string> holders = {gpu->container_id};
-        for (const auto& slice : gpu->mig_slices)
-          if (!slice.container_id.empty()) holders.insert(slice.container_id);
-        for (const auto& holder : holders) {
-          auto it = model_.containers.find(holder);
-          if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||
-              it->second.stop_requested)
-            continue;
-          it->second.stop_requested = true;
-          mutations.push_back(it->second);
-          if (it->second.state == ContainerState::kRunning) model_.to_stop.push_back(it->first);
-        }
-      } else if (state == LeaseState::kReleasing || state == LeaseState::kChecking) {
-        return done(FailedPrecondition("GPU " + pci_address + " is " +
-                                       fleet::LeaseStateName(state) +
-                                       "; its firmware check decides what comes next"));
-      }
-      break;
-  }
+  if (auto status = ApplyActionLocked(gpu_id, *gpu, action, reason, mutations); !status)
+    return done(status.error());
   model_.QueueChanged();
   model_.scheduler_wake.notify_one();
   GpuRecord result = *gpu;
@@ -373,6 +307,87 @@ void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction acti
     if (!status) return done(status.error());
     done(result);
   });
+}
+
+Status Gpus::ApplyActionLocked(const std::string& gpu_id, GpuRecord& gpu, GpuAction action,
+                               const std::string& reason, std::vector<Mutation>& mutations) {
+  const LeaseState state = gpu.state;
+  switch (action) {
+    case GpuAction::kDrain:
+      if (state == LeaseState::kFree) {
+        model_.SetGpuState(gpu, LeaseState::kDraining,
+                           reason.empty() ? "drained by an operator" : reason, mutations);
+      } else if (gpu.leased()) {
+        gpu.drain_requested = true;
+        mutations.push_back(gpu);
+      }
+      break;
+    case GpuAction::kUndrain:
+      if (state == LeaseState::kDraining) {
+        model_.SetGpuState(gpu, LeaseState::kFree, "", mutations);
+        model_.reschedule = true;
+      } else if (gpu.leased()) {
+        gpu.drain_requested = false;
+        mutations.push_back(gpu);
+      } else if (state == LeaseState::kQuarantined) {
+        return FailedPrecondition("GPU " + gpu_id +
+                                  " is quarantined, not draining; release it instead");
+      }
+      break;
+    case GpuAction::kQuarantine:
+      if (state == LeaseState::kFree || state == LeaseState::kDraining) {
+        model_.SetGpuState(gpu, LeaseState::kQuarantined,
+                           reason.empty() ? "quarantined by an operator" : reason, mutations);
+      } else if (gpu.leased()) {
+        gpu.quarantine_requested = true;
+        mutations.push_back(gpu);
+      }
+      break;
+    case GpuAction::kRelease:
+      return ReleaseLocked(gpu_id, gpu, mutations);
+  }
+  return Ok();
+}
+
+Status Gpus::ReleaseLocked(const std::string& gpu_id, GpuRecord& gpu,
+                           std::vector<Mutation>& mutations) {
+  const LeaseState state = gpu.state;
+  const bool held = state == LeaseState::kReserved || state == LeaseState::kActive;
+  if (state == LeaseState::kQuarantined || state == LeaseState::kDraining) {
+    // The operator vouches for the firmware as it is now: it becomes the new baseline (on
+    // another node, the backend's check keeps its own).
+    if (gpu.node.empty()) {
+      auto digest = firmware::HashOptionRom(model_.options.root, gpu.pci_address);
+      if (!digest) return digest.error();
+      gpu.firmware_baseline = *digest;
+    }
+    gpu.drain_requested = gpu.quarantine_requested = false;
+    model_.SetGpuState(gpu, LeaseState::kFree, "", mutations);
+    model_.reschedule = true;
+  } else if (held) {
+    StopHoldersLocked(gpu, mutations);
+  } else if (state == LeaseState::kReleasing || state == LeaseState::kChecking) {
+    return FailedPrecondition("GPU " + gpu_id + " is " + fleet::LeaseStateName(state) +
+                              "; its firmware check decides what comes next");
+  }
+  return Ok();
+}
+
+void Gpus::StopHoldersLocked(const GpuRecord& gpu, std::vector<Mutation>& mutations) {
+  // End the lease the normal way: stop the holder (every slice's, in MIG mode); the last
+  // exit runs the check.
+  std::set<std::string> holders = {gpu.container_id};
+  for (const auto& slice : gpu.mig_slices)
+    if (!slice.container_id.empty()) holders.insert(slice.container_id);
+  for (const auto& holder : holders) {
+    auto it = model_.containers.find(holder);
+    if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||
+        it->second.stop_requested)
+      continue;
+    it->second.stop_requested = true;
+    mutations.push_back(it->second);
+    if (it->second.state == ContainerState::kRunning) model_.to_stop.push_back(it->first);
+  }
 }
 
 }  // namespace tessera::serve

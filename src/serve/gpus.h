@@ -43,6 +43,15 @@ class Gpus {
              Done<fleet::GpuRecord> done);
 
  private:
+  // Admin's steps, mu held: the action's change of the lease of GPU `gpu_id` (or the refusal to
+  // make it).
+  Status ApplyActionLocked(const std::string& gpu_id, fleet::GpuRecord& gpu, GpuAction action,
+                           const std::string& reason, std::vector<fleet::Mutation>& mutations);
+  // A quarantined or draining GPU is free again (its firmware now the baseline); a held one's
+  // holders are stopped.
+  Status ReleaseLocked(const std::string& gpu_id, fleet::GpuRecord& gpu,
+                       std::vector<fleet::Mutation>& mutations);
+  void StopHoldersLocked(const fleet::GpuRecord& gpu, std::vector<fleet::Mutation>& mutations);
   void RebuildFleetLocked();
   Status CheckFleetRequestLocked(int gpus) const;
 

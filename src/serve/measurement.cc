@@ -29,6 +29,136 @@ std::string Escaped(const std::string& value) {
   return out;
 }
 
+// Per-GPU errors, lost GPUs and what the pass refused to charge.
+void LogPassProblems(const telemetry::PassResult& pass) {
+  for (const auto& gpu : pass.gpus) {
+    for (const auto& error : gpu.reading.errors)
+      spdlog::debug("telemetry: GPU {}: {}", gpu.reading.identity.pci_address, error);
+    if (gpu.reading.lost)
+      spdlog::warn("telemetry: GPU {} is lost", gpu.reading.identity.pci_address);
+    for (const auto& refused : gpu.refused)
+      spdlog::warn("telemetry: GPU {}: {}: nothing charged", gpu.reading.identity.pci_address,
+                   refused);
+  }
+}
+
+// The GPUs' gauges of the dashboard from a pass (the tenancies' are added as holders are read).
+std::shared_ptr<Gauges> GaugesOf(const telemetry::PassResult& pass, int64_t now_ms) {
+  auto gauges = std::make_shared<Gauges>();
+  gauges->time_ms = now_ms;
+  for (const auto& gpu : pass.gpus) {
+    const auto& r = gpu.reading;
+    GpuGauges g;
+    g.lost = r.lost;
+    if (r.gpu_percent && !r.mig) g.util_percent = *r.gpu_percent;
+    // A GPU in MIG mode has no GPU_UTIL: its instances' SM use (GPM) stands for it.
+    if (r.mig) g.util_percent = std::min(100.0, gpu.sm_percent);
+    g.memory_used = r.memory_used;
+    g.memory_total = r.memory_total;
+    if (gpu.power_watts > 0 || r.power_mw) g.power_watts = gpu.power_watts;
+    gauges->gpus[r.identity.pci_address] = g;
+  }
+  return gauges;
+}
+
+// Power over the time each GPU's energy was measured over (a pass after a stall or a restart
+// covers more than one interval): the seconds between a GPU's previous read and this one.
+struct MeasuredSpan {
+  const std::map<std::string, int64_t>& previous_ms;
+  const telemetry::Cursors& cursors;
+  double interval_s;
+
+  double SecondsOf(const std::string& pci) const {
+    auto before = previous_ms.find(pci);
+    auto after = cursors.find(pci);
+    if (before == previous_ms.end() || before->second <= 0 || after == cursors.end())
+      return interval_s;
+    const double seconds = (after->second.sampled_ms - before->second) / 1000.0;
+    return seconds > 0 ? seconds : interval_s;
+  }
+};
+
+// One holder's reading added to its tenancy's gauges and to its tenancy series'.
+void AddHolderGauges(const telemetry::HolderReading& reading, const MeasuredSpan& span,
+                     TenancyGauges& tenancy, TenancyGauges& series) {
+  for (const auto& gpu : reading.gpus) {
+    tenancy.sm_percent += gpu.sm_percent;
+    tenancy.memory_bytes += gpu.memory_bytes;
+    series.sm_percent += gpu.sm_percent;
+    series.memory_bytes += gpu.memory_bytes;
+  }
+  for (const auto& gpu : reading.gpus) {
+    const double watts = gpu.delta.energy_joules / span.SecondsOf(gpu.pci_address);
+    tenancy.power_watts += watts;
+    series.power_watts += watts;
+  }
+}
+
+std::string SeriesLabels(const TenancySeriesKey& key) {
+  return "tenancy=\"" + Escaped(std::get<0>(key)) + "\",gpu_model=\"" + Escaped(std::get<1>(key)) +
+         "\",mode=\"" + Escaped(std::get<2>(key)) + "\"";
+}
+
+// The tenancy series' gauges of the last pass, in the exposition format.
+void RenderTenancyGauges(const std::map<TenancySeriesKey, TenancyGauges>& tenancy_now,
+                         std::string& out) {
+  char line[512];
+  struct Gauge {
+    const char* name;
+    const char* help;
+    double (*value)(const TenancyGauges&);
+  };
+  for (const Gauge& gauge :
+       {Gauge{"tessera_tenancy_sm_utilization",
+              "SM use of a tenancy's processes now, in GPUs (1: one GPU's SMs busy).",
+              [](const TenancyGauges& g) { return g.sm_percent / 100.0; }},
+        Gauge{"tessera_tenancy_gpu_memory_bytes", "GPU memory a tenancy's processes hold now.",
+              [](const TenancyGauges& g) { return static_cast<double>(g.memory_bytes); }},
+        Gauge{"tessera_tenancy_power_watts",
+              "GPU power of a tenancy's containers in the last pass (busy by SM share, idle by "
+              "allocation).",
+              [](const TenancyGauges& g) { return g.power_watts; }}}) {
+    if (tenancy_now.empty()) break;
+    out += std::string("# HELP ") + gauge.name + " " + gauge.help + "\n# TYPE " + gauge.name +
+           " gauge\n";
+    for (const auto& [key, g] : tenancy_now) {
+      std::snprintf(line, sizeof line, "%s{%s} %.15g\n", gauge.name, SeriesLabels(key).c_str(),
+                    gauge.value(g));
+      out += line;
+    }
+  }
+}
+
+// The tenancy series' measured counters, in the exposition format.
+void RenderTenancyCounters(const std::map<TenancySeriesKey, fleet::MeasuredUsage>& counters,
+                           std::string& out) {
+  char line[512];
+  struct Counter {
+    const char* name;
+    const char* help;
+    double fleet::MeasuredUsage::*field;
+  };
+  for (const Counter& counter :
+       {Counter{"tessera_tenancy_sm_seconds_total",
+                "Measured SM-seconds of a tenancy's containers (one GPU's SMs busy for a second: "
+                "1).",
+                &fleet::MeasuredUsage::sm_seconds},
+        Counter{"tessera_tenancy_memory_gib_seconds_total",
+                "Measured GPU memory of a tenancy's containers, GiB-seconds.",
+                &fleet::MeasuredUsage::memory_gib_seconds},
+        Counter{"tessera_tenancy_energy_joules_total",
+                "GPU energy of a tenancy's containers: busy part by SM share, idle by allocation.",
+                &fleet::MeasuredUsage::energy_joules}}) {
+    out += std::string("# HELP ") + counter.name + " " + counter.help + "\n# TYPE " + counter.name +
+           " counter\n";
+    for (const auto& [key, usage] : counters) {
+      std::snprintf(line, sizeof line, "%s{%s} %.3f\n", counter.name, SeriesLabels(key).c_str(),
+                    usage.*(counter.field));
+      out += line;
+    }
+  }
+}
+
 }  // namespace
 
 void Measurement::Seed(const std::vector<fleet::TelemetryCursor>& cursors) {
@@ -158,6 +288,33 @@ void Measurement::Pass() {
     for (const auto& gpu : model_.gpus)
       if (gpu.node.empty()) model_of_gpu[gpu.pci_address] = gpu.model;
   }
+  ResolveRuntimeIds(directory);
+
+  const int64_t now_ms = fleet::NowMs();
+  std::map<std::string, int64_t> previous_ms;  // each GPU's previous read
+  for (const auto& [pci, cursor] : cursors_)
+    previous_ms[pci] = cursor.sampled_ms;
+  telemetry::PassResult pass = collector_->Collect(directory, cursors_, now_ms);
+  const auto& cost = collector_->last_cost();
+  spdlog::debug("telemetry: pass {:.2f} ms CPU ({:.2f} ms in NVML), {} cgroups read",
+                cost.cpu_seconds * 1e3, cost.nvml_seconds * 1e3, cost.cgroup_reads);
+  LogPassProblems(pass);
+
+  auto gauges = GaugesOf(pass, now_ms);
+  std::map<TenancySeriesKey, TenancyGauges> tenancy_now;
+  {
+    std::lock_guard lock(model_.mu);
+    tenancy_now = RecordPassLocked(pass, directory, model_of_gpu, previous_ms, *gauges);
+  }
+  std::lock_guard lock(mu_);
+  node_metrics_->Update(pass, directory);
+  last_pass_ = std::move(pass);
+  last_directory_ = std::move(directory);
+  gauges_ = std::move(gauges);
+  tenancy_now_ = std::move(tenancy_now);
+}
+
+void Measurement::ResolveRuntimeIds(telemetry::Directory& directory) {
   // podman's ID of each new holder (a small file the backend wrote), outside the model's lock.
   std::set<std::string> current;
   for (auto& holder : directory.holders) {
@@ -169,103 +326,47 @@ void Measurement::Pass() {
     holder.runtime_id = *id;
   }
   std::erase_if(runtime_ids_, [&](const auto& entry) { return !current.count(entry.first); });
+}
 
-  const int64_t now_ms = fleet::NowMs();
-  std::map<std::string, int64_t> previous_ms;  // each GPU's previous read
-  for (const auto& [pci, cursor] : cursors_)
-    previous_ms[pci] = cursor.sampled_ms;
-  telemetry::PassResult pass = collector_->Collect(directory, cursors_, now_ms);
-  const auto& cost = collector_->last_cost();
-  spdlog::debug("telemetry: pass {:.2f} ms CPU ({:.2f} ms in NVML), {} cgroups read",
-                cost.cpu_seconds * 1e3, cost.nvml_seconds * 1e3, cost.cgroup_reads);
-  for (const auto& gpu : pass.gpus) {
-    for (const auto& error : gpu.reading.errors)
-      spdlog::debug("telemetry: GPU {}: {}", gpu.reading.identity.pci_address, error);
-    if (gpu.reading.lost)
-      spdlog::warn("telemetry: GPU {} is lost", gpu.reading.identity.pci_address);
-    for (const auto& refused : gpu.refused)
-      spdlog::warn("telemetry: GPU {}: {}: nothing charged", gpu.reading.identity.pci_address,
-                   refused);
-  }
-
-  auto gauges = std::make_shared<Gauges>();
-  gauges->time_ms = now_ms;
-  for (const auto& gpu : pass.gpus) {
-    const auto& r = gpu.reading;
-    GpuGauges g;
-    g.lost = r.lost;
-    if (r.gpu_percent && !r.mig) g.util_percent = *r.gpu_percent;
-    // A GPU in MIG mode has no GPU_UTIL: its instances' SM use (GPM) stands for it.
-    if (r.mig) g.util_percent = std::min(100.0, gpu.sm_percent);
-    g.memory_used = r.memory_used;
-    g.memory_total = r.memory_total;
-    if (gpu.power_watts > 0 || r.power_mw) g.power_watts = gpu.power_watts;
-    gauges->gpus[r.identity.pci_address] = g;
-  }
-  // Power over the time each GPU's energy was measured over (a pass after a stall or a restart
-  // covers more than one interval).
-  const double interval_s =
-      std::chrono::duration<double>(model_.options.telemetry.interval).count();
-  auto seconds_of = [&](const std::string& pci) {
-    auto before = previous_ms.find(pci);
-    auto after = cursors_.find(pci);
-    if (before == previous_ms.end() || before->second <= 0 || after == cursors_.end())
-      return interval_s;
-    const double seconds = (after->second.sampled_ms - before->second) / 1000.0;
-    return seconds > 0 ? seconds : interval_s;
-  };
+std::map<TenancySeriesKey, TenancyGauges> Measurement::RecordPassLocked(
+    const telemetry::PassResult& pass, const telemetry::Directory& directory,
+    std::map<std::string, std::string>& model_of_gpu,
+    const std::map<std::string, int64_t>& previous_ms, Gauges& gauges) {
+  const MeasuredSpan span{previous_ms, cursors_,
+                          std::chrono::duration<double>(model_.options.telemetry.interval).count()};
+  // The measured use goes into the containers' records, and the GPUs' cursors with it, in one
+  // commit: after a kill -9 the store holds both from the same pass.
   std::map<TenancySeriesKey, TenancyGauges> tenancy_now;
-  {
-    // The measured use goes into the containers' records, and the GPUs' cursors with it, in one
-    // commit: after a kill -9 the store holds both from the same pass.
-    std::lock_guard lock(model_.mu);
-    std::vector<fleet::Mutation> mutations;
-    for (const auto& reading : pass.holders) {
-      const auto& holder = directory.holders[reading.holder];
-      auto it = model_.containers.find(holder.key);
-      // A container that ended during the pass keeps what it had (one interval at most lost).
-      if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
-        continue;
-      auto& container = it->second;
-      const std::string gpu_model =
-          holder.gpus.empty() ? "" : model_of_gpu[holder.gpus.begin()->first];
-      TenancyGauges& t = gauges->tenancies[holder.tenancy];
-      TenancyGauges& series = tenancy_now[{holder.tenancy, gpu_model, holder.mode}];
-      for (const auto& gpu : reading.gpus) {
-        t.sm_percent += gpu.sm_percent;
-        t.memory_bytes += gpu.memory_bytes;
-        series.sm_percent += gpu.sm_percent;
-        series.memory_bytes += gpu.memory_bytes;
-      }
-      for (const auto& gpu : reading.gpus) {
-        const double watts = gpu.delta.energy_joules / seconds_of(gpu.pci_address);
-        t.power_watts += watts;
-        series.power_watts += watts;
-      }
-      // Measured from its first pass on (zeros included: it was measured).
-      if (container.measured && reading.delta.empty()) continue;
-      if (!container.measured) container.measured = fleet::MeasuredUsage{};
-      *container.measured += reading.delta;
-      model_.meter.Measured(container.tenancy_uid, container.id, *container.measured);
-      mutations.push_back(container);
-    }
-    for (const auto& gpu : pass.gpus) {
-      if (gpu.reading.lost) continue;
-      fleet::TelemetryCursor cursor{gpu.reading.identity.pci_address, gpu.cursor.sample_us,
-                                    gpu.cursor.energy_mj, gpu.cursor.sampled_ms};
-      model_.telemetry_cursors[cursor.gpu] = cursor;
-      mutations.push_back(std::move(cursor));
-    }
-    model_.Commit(std::move(mutations), [](Status status) {
-      if (!status) spdlog::error("telemetry: store: {}", status.error().message);
-    });
+  std::vector<fleet::Mutation> mutations;
+  for (const auto& reading : pass.holders) {
+    const auto& holder = directory.holders[reading.holder];
+    auto it = model_.containers.find(holder.key);
+    // A container that ended during the pass keeps what it had (one interval at most lost).
+    if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
+      continue;
+    auto& container = it->second;
+    const std::string gpu_model =
+        holder.gpus.empty() ? "" : model_of_gpu[holder.gpus.begin()->first];
+    AddHolderGauges(reading, span, gauges.tenancies[holder.tenancy],
+                    tenancy_now[{holder.tenancy, gpu_model, holder.mode}]);
+    // Measured from its first pass on (zeros included: it was measured).
+    if (container.measured && reading.delta.empty()) continue;
+    if (!container.measured) container.measured = fleet::MeasuredUsage{};
+    *container.measured += reading.delta;
+    model_.meter.Measured(container.tenancy_uid, container.id, *container.measured);
+    mutations.push_back(container);
   }
-  std::lock_guard lock(mu_);
-  node_metrics_->Update(pass, directory);
-  last_pass_ = std::move(pass);
-  last_directory_ = std::move(directory);
-  gauges_ = std::move(gauges);
-  tenancy_now_ = std::move(tenancy_now);
+  for (const auto& gpu : pass.gpus) {
+    if (gpu.reading.lost) continue;
+    fleet::TelemetryCursor cursor{gpu.reading.identity.pci_address, gpu.cursor.sample_us,
+                                  gpu.cursor.energy_mj, gpu.cursor.sampled_ms};
+    model_.telemetry_cursors[cursor.gpu] = cursor;
+    mutations.push_back(std::move(cursor));
+  }
+  model_.Commit(std::move(mutations), [](Status status) {
+    if (!status) spdlog::error("telemetry: store: {}", status.error().message);
+  });
+  return tenancy_now;
 }
 
 std::shared_ptr<const Gauges> Measurement::gauges() const {
@@ -287,28 +388,7 @@ void Measurement::RenderMetrics(std::string& out) const {
   std::map<std::string, telemetry::HolderTotals> totals;
   {
     std::lock_guard lock(model_.mu);
-    std::map<std::string, std::string> current;  // uid -> name
-    for (const auto& [name, tenancy] : model_.tenancies)
-      current[tenancy.uid] = name;
-    counters = model_.meter.EndedMeasured(current);
-    std::set<std::string> running;
-    for (const auto& gpu : model_.gpus) {
-      // Every holder: the lease's, each MIG slice's and each share's.
-      std::vector<const std::string*> holders = {&gpu.container_id};
-      for (const auto& slice : gpu.mig_slices)
-        holders.push_back(&slice.container_id);
-      for (const auto& share : gpu.shares)
-        holders.push_back(&share.container_id);
-      for (const auto* id : holders) {
-        if (id->empty() || !running.insert(*id).second) continue;
-        auto it = model_.containers.find(*id);
-        if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
-          continue;
-        const auto& c = it->second;
-        if (c.measured && current.count(c.tenancy_uid))
-          counters[{c.spec.tenancy, gpu.model, ModeOf(c)}] += *c.measured;
-      }
-    }
+    counters = TenancyCountersLocked();
     for (const auto& key : shown) {
       auto it = model_.containers.find(key);
       if (it == model_.containers.end()) continue;
@@ -317,60 +397,35 @@ void Measurement::RenderMetrics(std::string& out) const {
   }
   std::lock_guard lock(mu_);
   if (node_metrics_) out += node_metrics_->Render(totals, fleet::NowMs());
-  char line[512];
-  auto labels = [](const TenancySeriesKey& key) {
-    return "tenancy=\"" + Escaped(std::get<0>(key)) + "\",gpu_model=\"" +
-           Escaped(std::get<1>(key)) + "\",mode=\"" + Escaped(std::get<2>(key)) + "\"";
-  };
-  struct Gauge {
-    const char* name;
-    const char* help;
-    double (*value)(const TenancyGauges&);
-  };
-  for (const Gauge& gauge :
-       {Gauge{"tessera_tenancy_sm_utilization",
-              "SM use of a tenancy's processes now, in GPUs (1: one GPU's SMs busy).",
-              [](const TenancyGauges& g) { return g.sm_percent / 100.0; }},
-        Gauge{"tessera_tenancy_gpu_memory_bytes", "GPU memory a tenancy's processes hold now.",
-              [](const TenancyGauges& g) { return static_cast<double>(g.memory_bytes); }},
-        Gauge{"tessera_tenancy_power_watts",
-              "GPU power of a tenancy's containers in the last pass (busy by SM share, idle by "
-              "allocation).",
-              [](const TenancyGauges& g) { return g.power_watts; }}}) {
-    if (tenancy_now_.empty()) break;
-    out += std::string("# HELP ") + gauge.name + " " + gauge.help + "\n# TYPE " + gauge.name +
-           " gauge\n";
-    for (const auto& [key, g] : tenancy_now_) {
-      std::snprintf(line, sizeof line, "%s{%s} %.15g\n", gauge.name, labels(key).c_str(),
-                    gauge.value(g));
-      out += line;
-    }
-  }
+  RenderTenancyGauges(tenancy_now_, out);
   if (counters.empty()) return;
-  struct Counter {
-    const char* name;
-    const char* help;
-    double fleet::MeasuredUsage::*field;
-  };
-  for (const Counter& counter :
-       {Counter{"tessera_tenancy_sm_seconds_total",
-                "Measured SM-seconds of a tenancy's containers (one GPU's SMs busy for a second: "
-                "1).",
-                &fleet::MeasuredUsage::sm_seconds},
-        Counter{"tessera_tenancy_memory_gib_seconds_total",
-                "Measured GPU memory of a tenancy's containers, GiB-seconds.",
-                &fleet::MeasuredUsage::memory_gib_seconds},
-        Counter{"tessera_tenancy_energy_joules_total",
-                "GPU energy of a tenancy's containers: busy part by SM share, idle by allocation.",
-                &fleet::MeasuredUsage::energy_joules}}) {
-    out += std::string("# HELP ") + counter.name + " " + counter.help + "\n# TYPE " + counter.name +
-           " counter\n";
-    for (const auto& [key, usage] : counters) {
-      std::snprintf(line, sizeof line, "%s{%s} %.3f\n", counter.name, labels(key).c_str(),
-                    usage.*(counter.field));
-      out += line;
+  RenderTenancyCounters(counters, out);
+}
+
+std::map<TenancySeriesKey, fleet::MeasuredUsage> Measurement::TenancyCountersLocked() const {
+  std::map<std::string, std::string> current;  // uid -> name
+  for (const auto& [name, tenancy] : model_.tenancies)
+    current[tenancy.uid] = name;
+  auto counters = model_.meter.EndedMeasured(current);
+  std::set<std::string> running;
+  for (const auto& gpu : model_.gpus) {
+    // Every holder: the lease's, each MIG slice's and each share's.
+    std::vector<const std::string*> holders = {&gpu.container_id};
+    for (const auto& slice : gpu.mig_slices)
+      holders.push_back(&slice.container_id);
+    for (const auto& share : gpu.shares)
+      holders.push_back(&share.container_id);
+    for (const auto* id : holders) {
+      if (id->empty() || !running.insert(*id).second) continue;
+      auto it = model_.containers.find(*id);
+      if (it == model_.containers.end() || it->second.state != fleet::ContainerState::kRunning)
+        continue;
+      const auto& c = it->second;
+      if (c.measured && current.count(c.tenancy_uid))
+        counters[{c.spec.tenancy, gpu.model, ModeOf(c)}] += *c.measured;
     }
   }
+  return counters;
 }
 
 std::string Measurement::PassJson(const Caller& caller) const {

@@ -60,6 +60,17 @@ class Measurement {
  private:
   void Loop();
   telemetry::Directory DirectoryLocked();  // model_.mu held
+  // Pass's steps. podman's ID of each new holder (outside the model's lock).
+  void ResolveRuntimeIds(telemetry::Directory& directory);
+  // model_.mu held: the pass's measured use into the containers' records and the GPUs' cursors
+  // (one commit), the tenancies' gauges into `gauges` (power over the time since each GPU's
+  // `previous_ms` read); returns the tenancy series' gauges.
+  std::map<TenancySeriesKey, TenancyGauges> RecordPassLocked(
+      const telemetry::PassResult& pass, const telemetry::Directory& directory,
+      std::map<std::string, std::string>& model_of_gpu,
+      const std::map<std::string, int64_t>& previous_ms, Gauges& gauges);
+  // model_.mu held: measured usage per tenancy series, ended runs' and running containers'.
+  std::map<TenancySeriesKey, fleet::MeasuredUsage> TenancyCountersLocked() const;
 
   Model& model_;
   backends::ContainerBackend& backend_;

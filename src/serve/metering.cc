@@ -93,6 +93,22 @@ void AddToSeries(UsageReport& report, int64_t step_ms, double gpus, int64_t star
   }
 }
 
+// A run's measured use within the window (its figures taken as even over the run).
+std::optional<fleet::MeasuredUsage> MeasuredInWindow(
+    const std::optional<fleet::MeasuredUsage>& measured, int64_t started_ms, int64_t finished_ms,
+    int64_t from_ms, int64_t to_ms) {
+  if (!measured) return std::nullopt;
+  return MeasuredWithin(*measured, started_ms, finished_ms, from_ms, to_ms);
+}
+
+// The first of the ended runs (by finished_ms) that finished at or after `ms`.
+size_t FirstFinishedAtOrAfter(const std::vector<fleet::UsageRecord>& ended, int64_t ms) {
+  return static_cast<size_t>(
+      std::lower_bound(ended.begin(), ended.end(), ms,
+                       [](const fleet::UsageRecord& r, int64_t t) { return r.finished_ms < t; }) -
+      ended.begin());
+}
+
 }  // namespace
 
 Meter::Incarnation& Meter::IncarnationLocked(const std::string& uid, const std::string& name) {
@@ -237,50 +253,76 @@ UsageReport Meter::Report(const std::vector<std::string>& uids, int64_t from_ms,
 
 void Meter::ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_t to_ms,
                          int64_t now_ms, int64_t step_ms, UsageReport& report) const {
-  // A run's measured use within the window (its figures taken as even over the run).
-  auto within = [&](const std::optional<fleet::MeasuredUsage>& measured, int64_t started_ms,
-                    int64_t finished_ms) -> std::optional<fleet::MeasuredUsage> {
-    if (!measured) return std::nullopt;
-    return MeasuredWithin(*measured, started_ms, finished_ms, from_ms, to_ms);
-  };
+  size_t listed = ReportRunningLocked(incarnation, from_ms, to_ms, now_ms, step_ms, report);
+  const auto& ended = incarnation.ended;
+  const EndedWindow w = EndedWindowOf(ended, incarnation.longest_ms, from_ms, to_ms);
+  const size_t after = AddEndedUsageLocked(incarnation, w, from_ms, to_ms, report);
+  // The series: every run in the window, bucket by bucket.
+  if (step_ms > 0) {
+    for (size_t i = w.i0; i < w.straddle_to; ++i) {
+      const auto& r = ended[i];
+      if (r.started_ms < to_ms)
+        AddToSeries(report, step_ms, r.gpus, r.started_ms, r.finished_ms, r.measured);
+    }
+  }
+  report.containers_total += (w.i1 - w.i0) + after;
+  // The latest ended first, as far as the listing goes.
+  for (size_t i = w.straddle_to; i-- > w.i0 && listed < UsageReport::kMaxContainers;) {
+    const auto& r = ended[i];
+    if (r.started_ms >= to_ms) continue;
+    ++listed;
+    report.containers.push_back(
+        {r.container_id, r.gpus, r.started_ms, r.finished_ms,
+         OverlapGpuMs(r.gpus, r.started_ms, r.finished_ms, from_ms, to_ms) / 1000.0,
+         MeasuredInWindow(r.measured, r.started_ms, r.finished_ms, from_ms, to_ms)});
+  }
+}
+
+Meter::EndedWindow Meter::EndedWindowOf(const std::vector<fleet::UsageRecord>& ended,
+                                        int64_t longest, int64_t from_ms, int64_t to_ms) {
+  // No run lasted longer than longest_ms: one that ended at or after `t + longest_ms` started at
+  // or after `t`. That bounds the runs that straddle `from` or `to` to two short ranges.
+  EndedWindow w;
+  w.i0 = FirstFinishedAtOrAfter(ended, from_ms);                // ended inside or after the window
+  w.i1 = std::max(w.i0, FirstFinishedAtOrAfter(ended, to_ms));  // ... at or after `to`
+  w.straddle_from = std::min(
+      w.i1,
+      FirstFinishedAtOrAfter(ended, from_ms > INT64_MAX - longest ? INT64_MAX : from_ms + longest));
+  w.straddle_to = std::max(
+      w.i1,
+      FirstFinishedAtOrAfter(ended, to_ms > INT64_MAX - longest ? INT64_MAX : to_ms + longest));
+  return w;
+}
+
+size_t Meter::ReportRunningLocked(const Incarnation& incarnation, int64_t from_ms, int64_t to_ms,
+                                  int64_t now_ms, int64_t step_ms, UsageReport& report) const {
   size_t listed = 0;
   // Every container that held GPUs in the window is listed, a zero-length one included.
   for (const auto& [id, run] : incarnation.running) {
     if (run.started_ms >= to_ms || now_ms < from_ms) continue;
     const double gpu_ms = OverlapGpuMs(run.gpus, run.started_ms, now_ms, from_ms, to_ms);
     report.gpu_seconds += gpu_ms / 1000.0;
-    const auto measured = within(run.measured, run.started_ms, now_ms);
+    const auto measured = MeasuredInWindow(run.measured, run.started_ms, now_ms, from_ms, to_ms);
     if (measured) AddMeasured(report.measured, *measured);
     AddToSeries(report, step_ms, run.gpus, run.started_ms, now_ms, run.measured);
     report.containers_total++;
     if (listed++ < UsageReport::kMaxContainers)
       report.containers.push_back({id, run.gpus, run.started_ms, 0, gpu_ms / 1000.0, measured});
   }
+  return listed;
+}
+
+size_t Meter::AddEndedUsageLocked(const Incarnation& incarnation, const EndedWindow& w,
+                                  int64_t from_ms, int64_t to_ms, UsageReport& report) const {
   const auto& ended = incarnation.ended;
   const auto& prefix = incarnation.prefix_gpu_ms;
-  auto first_finished_at_or_after = [&](int64_t ms) {
-    return static_cast<size_t>(
-        std::lower_bound(ended.begin(), ended.end(), ms,
-                         [](const fleet::UsageRecord& r, int64_t t) { return r.finished_ms < t; }) -
-        ended.begin());
-  };
-  // No run lasted longer than longest_ms: one that ended at or after `t + longest_ms` started at
-  // or after `t`. That bounds the runs that straddle `from` or `to` to two short ranges.
-  const int64_t longest = incarnation.longest_ms;
-  const size_t i0 = first_finished_at_or_after(from_ms);  // ended inside or after the window
-  const size_t i1 = std::max(i0, first_finished_at_or_after(to_ms));  // ... at or after `to`
-  const size_t straddle_from = std::min(
-      i1,
-      first_finished_at_or_after(from_ms > INT64_MAX - longest ? INT64_MAX : from_ms + longest));
-  const size_t straddle_to = std::max(
-      i1, first_finished_at_or_after(to_ms > INT64_MAX - longest ? INT64_MAX : to_ms + longest));
   // Runs that ended in [from, to): whole, less what ran before `from`; measured use the same way.
-  double gpu_ms = prefix[i1] - prefix[i0];
+  double gpu_ms = prefix[w.i1] - prefix[w.i0];
   const auto& measured_runs = incarnation.prefix_measured_runs;
   std::optional<fleet::MeasuredUsage> measured;
-  if (measured_runs[i1] > measured_runs[i0])
-    measured = Minus(incarnation.prefix_measured[i1], incarnation.prefix_measured[i0]);
-  for (size_t i = i0; i < straddle_from; ++i) {
+  if (measured_runs[w.i1] > measured_runs[w.i0])
+    measured = Minus(incarnation.prefix_measured[w.i1], incarnation.prefix_measured[w.i0]);
+  for (size_t i = w.i0; i < w.straddle_from; ++i) {
     const auto& r = ended[i];
     if (r.started_ms >= from_ms) continue;
     gpu_ms -= r.gpus * static_cast<double>(from_ms - r.started_ms);
@@ -290,34 +332,17 @@ void Meter::ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_
   }
   // Runs that ended at or after `to` and started before it.
   size_t after = 0;
-  for (size_t i = i1; i < straddle_to; ++i) {
+  for (size_t i = w.i1; i < w.straddle_to; ++i) {
     const auto& r = ended[i];
     if (r.started_ms >= to_ms) continue;
     gpu_ms += OverlapGpuMs(r.gpus, r.started_ms, r.finished_ms, from_ms, to_ms);
-    if (auto part = within(r.measured, r.started_ms, r.finished_ms)) AddMeasured(measured, *part);
+    if (auto part = MeasuredInWindow(r.measured, r.started_ms, r.finished_ms, from_ms, to_ms))
+      AddMeasured(measured, *part);
     ++after;
   }
   report.gpu_seconds += gpu_ms / 1000.0;
   if (measured) AddMeasured(report.measured, *measured);
-  // The series: every run in the window, bucket by bucket.
-  if (step_ms > 0) {
-    for (size_t i = i0; i < straddle_to; ++i) {
-      const auto& r = ended[i];
-      if (r.started_ms < to_ms)
-        AddToSeries(report, step_ms, r.gpus, r.started_ms, r.finished_ms, r.measured);
-    }
-  }
-  report.containers_total += (i1 - i0) + after;
-  // The latest ended first, as far as the listing goes.
-  for (size_t i = straddle_to; i-- > i0 && listed < UsageReport::kMaxContainers;) {
-    const auto& r = ended[i];
-    if (r.started_ms >= to_ms) continue;
-    ++listed;
-    report.containers.push_back(
-        {r.container_id, r.gpus, r.started_ms, r.finished_ms,
-         OverlapGpuMs(r.gpus, r.started_ms, r.finished_ms, from_ms, to_ms) / 1000.0,
-         within(r.measured, r.started_ms, r.finished_ms)});
-  }
+  return after;
 }
 
 }  // namespace tessera::serve

@@ -114,6 +114,21 @@ class Meter {
   bool AddLocked(const fleet::UsageRecord& record);
   void ReportLocked(const Incarnation& incarnation, int64_t from_ms, int64_t to_ms, int64_t now_ms,
                     int64_t step_ms, UsageReport& report) const;
+  // ReportLocked's steps. Where a window [from, to) falls in the ended runs: [i0, i1) ended
+  // inside it, [i0, straddle_from) may have started before `from`, [i1, straddle_to) ended at or
+  // after `to` and may have started before it.
+  struct EndedWindow {
+    size_t i0 = 0, i1 = 0, straddle_from = 0, straddle_to = 0;
+  };
+  static EndedWindow EndedWindowOf(const std::vector<fleet::UsageRecord>& ended, int64_t longest,
+                                   int64_t from_ms, int64_t to_ms);
+  // The running containers' part; returns how many were in the window.
+  size_t ReportRunningLocked(const Incarnation& incarnation, int64_t from_ms, int64_t to_ms,
+                             int64_t now_ms, int64_t step_ms, UsageReport& report) const;
+  // The ended runs' GPU time and measured use within the window (`window`: where it falls in
+  // incarnation.ended); returns how many ended at or after `to_ms` and started before it.
+  size_t AddEndedUsageLocked(const Incarnation& incarnation, const EndedWindow& window,
+                             int64_t from_ms, int64_t to_ms, UsageReport& report) const;
 
   mutable std::mutex mu_;  // guards everything below
   std::unordered_map<std::string, Incarnation> by_uid_;

@@ -248,16 +248,7 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
     MigLeftWaiting(container);
   if (container.spec.share && container.state == ContainerState::kPending && !container.started)
     ShareLeftWaiting(container);
-  // A stop the scheduler decided (duration limit, preemption) set its reason already.
-  const bool stop_reason = container.stop_requested && !container.reason.empty();
-  if (info.failed) {
-    SetContainerState(container, ContainerState::kFailed);
-    if (!stop_reason) container.reason = info.reason;
-  } else {
-    SetContainerState(container, ContainerState::kExited);
-    container.exit_code = info.exit_code;
-    if (container.stop_requested && !stop_reason) container.reason = "stopped by request";
-  }
+  MarkEnded(container, info);
   // Billing follows the runtime: the end it reports (an exit while the service was down), never
   // later than now nor before the start; nothing at all when it says the container never ran.
   const int64_t now_ms = fleet::NowMs();
@@ -265,30 +256,7 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
   if (container.started_ms > 0) finished_ms = std::max(finished_ms, container.started_ms);
   container.finished_ms = finished_ms;
   const bool ran = container.started_ms > 0 && !info.never_started;
-  const int64_t ended_ms = ran ? finished_ms : container.started_ms;
-  const double gpus = fleet::GpuEquivalents(container);
-  if (queue) {
-    const auto request = RequestIdOf(container.id);
-    const double now_s = static_cast<double>(now_ms) / 1000.0;
-    queue->Cancel(request);
-    // Fair share is charged as the bill is: up to the end the runtime reports. A run nobody
-    // counted (it ended while the service was down) is charged now.
-    // MIG slices and shares are counted beside the queue (AddMigUse), by their fraction.
-    const bool beside_queue = container.spec.mig.count > 0 || container.spec.share.has_value();
-    // A share on a GPU its tenancy pays whole is corrected with the hold, when it ends
-    // (ReleaseShare).
-    const bool corrected_later =
-        container.spec.share && share_holds.whole_gpu(container.spec.share->mode);
-    if (!queue->Finished(request, now_s, static_cast<double>(ended_ms) / 1000.0) && ran &&
-        !beside_queue && gpus > 0)
-      queue->ChargePast(QueueTenancy(container), gpus,
-                        static_cast<double>(container.started_ms) / 1000.0,
-                        static_cast<double>(finished_ms) / 1000.0);
-    if (beside_queue && !corrected_later && container.started_ms > 0 && ended_ms < now_ms)
-      queue->ChargePast(QueueTenancy(container), -gpus, static_cast<double>(ended_ms) / 1000.0,
-                        now_s);
-    QueueChanged();
-  }
+  if (queue) ChargeEnded(container, now_ms, ran);
   const std::string outcome =
       std::string(fleet::ContainerStateName(container.state)) +
       (container.exit_code ? " with code " + std::to_string(*container.exit_code) : "") +
@@ -310,6 +278,49 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
   }
   ReleaseGpus(container, out);
   out.push_back(container);
+  MeterEnded(container, ran, out);
+}
+
+void Model::MarkEnded(ContainerRecord& container, const backends::ExitInfo& info) {
+  // A stop the scheduler decided (duration limit, preemption) set its reason already.
+  const bool stop_reason = container.stop_requested && !container.reason.empty();
+  if (info.failed) {
+    SetContainerState(container, ContainerState::kFailed);
+    if (!stop_reason) container.reason = info.reason;
+  } else {
+    SetContainerState(container, ContainerState::kExited);
+    container.exit_code = info.exit_code;
+    if (container.stop_requested && !stop_reason) container.reason = "stopped by request";
+  }
+}
+
+void Model::ChargeEnded(const ContainerRecord& container, int64_t now_ms, bool ran) {
+  const int64_t finished_ms = container.finished_ms;
+  const int64_t ended_ms = ran ? finished_ms : container.started_ms;
+  const double gpus = fleet::GpuEquivalents(container);
+  const auto request = RequestIdOf(container.id);
+  const double now_s = static_cast<double>(now_ms) / 1000.0;
+  queue->Cancel(request);
+  // Fair share is charged as the bill is: up to the end the runtime reports. A run nobody
+  // counted (it ended while the service was down) is charged now.
+  // MIG slices and shares are counted beside the queue (AddMigUse), by their fraction.
+  const bool beside_queue = container.spec.mig.count > 0 || container.spec.share.has_value();
+  // A share on a GPU its tenancy pays whole is corrected with the hold, when it ends
+  // (ReleaseShare).
+  const bool corrected_later =
+      container.spec.share && share_holds.whole_gpu(container.spec.share->mode);
+  if (!queue->Finished(request, now_s, static_cast<double>(ended_ms) / 1000.0) && ran &&
+      !beside_queue && gpus > 0)
+    queue->ChargePast(QueueTenancy(container), gpus,
+                      static_cast<double>(container.started_ms) / 1000.0,
+                      static_cast<double>(finished_ms) / 1000.0);
+  if (beside_queue && !corrected_later && container.started_ms > 0 && ended_ms < now_ms)
+    queue->ChargePast(QueueTenancy(container), -gpus, static_cast<double>(ended_ms) / 1000.0,
+                      now_s);
+  QueueChanged();
+}
+
+void Model::MeterEnded(const ContainerRecord& container, bool ran, std::vector<Mutation>& out) {
   std::string gpu_model;
   if (!container.gpus.empty())
     if (const auto* gpu = FindGpu(container.gpus.front())) gpu_model = gpu->model;

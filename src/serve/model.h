@@ -237,6 +237,16 @@ class Model {
   static tenancy::StorageEntitlements StorageOf(const fleet::Tenancy& record);
 
  private:
+  // FinishContainer's steps. Its end state and reason as `info` says (a stop the scheduler
+  // decided keeps its own reason).
+  void MarkEnded(fleet::ContainerRecord& container, const backends::ExitInfo& info);
+  // The queue forgets it, and fair share is charged up to the end the runtime reported (its
+  // finished_ms; `ran`: false when it never started).
+  void ChargeEnded(const fleet::ContainerRecord& container, int64_t now_ms, bool ran);
+  // Its usage record for the same commit that releases its GPUs, or, when it never ran, the
+  // meter stops counting it.
+  void MeterEnded(const fleet::ContainerRecord& container, bool ran,
+                  std::vector<fleet::Mutation>& out);
   void WriteLeaseFile();
   void ReleaseMigSlices(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                         std::vector<fleet::Mutation>& out);

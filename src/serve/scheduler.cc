@@ -76,75 +76,22 @@ void Scheduler::Loop() {
   // A zero interval would spin.
   const auto sweep_interval =
       std::max(model_.options.retention.sweep_interval, std::chrono::milliseconds(10));
-  // While the store cannot write: how often what it could not write is tried again.
-  constexpr auto kRetryInterval = std::chrono::seconds(1);
   next_sweep_ = std::chrono::steady_clock::now();
   adopted_ = false;
   while (!stopping_) {
-    // Duration limits are wall-clock times (they survive restarts); the sweep is monotonic. A
-    // limit armed while this waits (a start returning) wakes it to wait again until then.
-    auto until = next_sweep_;
-    if (!deadlines_.empty()) {
-      const auto in = std::chrono::milliseconds(deadlines_.begin()->first - fleet::NowMs());
-      until = std::min(until, std::chrono::steady_clock::now() +
-                                  std::max(in, std::chrono::milliseconds::zero()));
-    }
-    const bool failing = model_.store.WriteFailure().has_value();
-    if (failing || !model_.unsaved.empty()) until = std::min(until, next_retry_);
-    limits_changed_ = false;
-    model_.scheduler_wake.wait_until(lock, until, [this, failing] {
-      return stopping_ || limits_changed_ || !model_.exits.empty() || !model_.to_stop.empty() ||
-             (!failing && model_.reschedule &&
-              (!model_.pending.empty() || !model_.mig_pending.empty() ||
-               !model_.share_pending.empty() || model_.queue->pending_count() > 0)) ||
-             std::chrono::steady_clock::now() >= next_sweep_ ||
-             (!deadlines_.empty() && fleet::NowMs() >= deadlines_.begin()->first);
-    });
+    const bool failing = WaitForWorkLocked(lock);
     if (stopping_) break;
-    const auto now = std::chrono::steady_clock::now();
-    // What the store could not write is written again (a write that succeeds also tells the
-    // store it can write again); until then nothing new is decided that would need a write.
-    if ((failing || !model_.unsaved.empty()) && now >= next_retry_) {
-      model_.RetryUnsaved();
-      next_retry_ = now + kRetryInterval;
-    }
-    const bool writable = !model_.store.WriteFailure();
-    if (now >= next_sweep_) {
-      if (writable) {
-        SweepRetentionLocked();
-        ExpireAuditLocked();
-      }
-      next_sweep_ = now + sweep_interval;
-    }
-    std::vector<Mutation> mutations;
-    while (!model_.exits.empty()) {
-      Model::ExitEvent event = std::move(model_.exits.front());
-      model_.exits.pop_front();
-      // The backend may report an exit before its Start returned (a container that ends at
-      // once): applied after the start, so the container and its GPUs pass through running.
-      if (model_.starting.count(event.id)) {
-        model_.early_exits[event.id] = std::move(event.info);
-        continue;
-      }
-      auto it = model_.containers.find(event.id);
-      if (it != model_.containers.end()) model_.FinishContainer(it->second, event.info, mutations);
-    }
-    if (!mutations.empty()) {
-      model_.reschedule = true;
-      model_.Commit(std::move(mutations), nullptr);
-      mutations.clear();
-    }
+    const bool writable = RetryAndSweepLocked(failing, sweep_interval);
+    ApplyExitsLocked();
     placement::Fleet* fleet = SyncFleetLocked();
     if (fleet && (!adopted_ || adopted_nodes_ != model_.placement_nodes)) {
       AdoptRunningLocked();
       model_.reschedule = true;
       model_.QueueChanged();
     }
+    std::vector<Mutation> mutations;
     EnforceLimitsLocked(mutations);
-    if (!mutations.empty()) {
-      model_.Commit(std::move(mutations), nullptr);
-      mutations.clear();
-    }
+    if (!mutations.empty()) model_.Commit(std::move(mutations), nullptr);
     while (!model_.to_stop.empty()) {
       StopOnPoolLocked(model_.to_stop.front());
       model_.to_stop.pop_front();
@@ -162,35 +109,104 @@ void Scheduler::Loop() {
                                      [this] { return stopping_; });
       continue;
     }
-    // Containers without GPUs never wait for GPUs: they start in submission order at once.
-    std::vector<std::string> to_start;
-    for (const auto& id : model_.pending) {
-      auto found = model_.containers.find(id);
-      if (found == model_.containers.end() || found->second.state != ContainerState::kPending ||
-          found->second.started)
-        continue;
-      found->second.started = true;
-      mutations.push_back(found->second);
-      to_start.push_back(id);
-    }
-    model_.pending.clear();
-    model_.reserved_gpus.clear();
-    if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
-    PlaceMigLocked(&mutations, &to_start, nullptr);
-    PlaceSharesLocked(&mutations, &to_start, nullptr);
-    ++model_.passes;
-    model_.QueueChanged();
-    if (!mutations.empty()) {
-      // They start once their placement is durable; a placement the store could not write
-      // never starts. Busy until then.
-      model_.busy++;
-      model_.Commit(std::move(mutations), [this, to_start = std::move(to_start)](Status status) {
-        std::lock_guard lock(model_.mu);
-        model_.busy--;
-        StartPlacedLocked(to_start, status);
-      });
-    }
+    PlacePendingLocked(fleet);
     model_.idle.notify_all();
+  }
+}
+
+bool Scheduler::WaitForWorkLocked(std::unique_lock<std::mutex>& lock) {
+  // Duration limits are wall-clock times (they survive restarts); the sweep is monotonic. A
+  // limit armed while this waits (a start returning) wakes it to wait again until then.
+  auto until = next_sweep_;
+  if (!deadlines_.empty()) {
+    const auto in = std::chrono::milliseconds(deadlines_.begin()->first - fleet::NowMs());
+    until = std::min(
+        until, std::chrono::steady_clock::now() + std::max(in, std::chrono::milliseconds::zero()));
+  }
+  const bool failing = model_.store.WriteFailure().has_value();
+  if (failing || !model_.unsaved.empty()) until = std::min(until, next_retry_);
+  limits_changed_ = false;
+  model_.scheduler_wake.wait_until(lock, until, [this, failing] {
+    return stopping_ || limits_changed_ || !model_.exits.empty() || !model_.to_stop.empty() ||
+           (!failing && model_.reschedule &&
+            (!model_.pending.empty() || !model_.mig_pending.empty() ||
+             !model_.share_pending.empty() || model_.queue->pending_count() > 0)) ||
+           std::chrono::steady_clock::now() >= next_sweep_ ||
+           (!deadlines_.empty() && fleet::NowMs() >= deadlines_.begin()->first);
+  });
+  return failing;
+}
+
+bool Scheduler::RetryAndSweepLocked(bool failing, std::chrono::milliseconds sweep_interval) {
+  // While the store cannot write: how often what it could not write is tried again.
+  constexpr auto kRetryInterval = std::chrono::seconds(1);
+  const auto now = std::chrono::steady_clock::now();
+  // What the store could not write is written again (a write that succeeds also tells the
+  // store it can write again); until then nothing new is decided that would need a write.
+  if ((failing || !model_.unsaved.empty()) && now >= next_retry_) {
+    model_.RetryUnsaved();
+    next_retry_ = now + kRetryInterval;
+  }
+  const bool writable = !model_.store.WriteFailure();
+  if (now >= next_sweep_) {
+    if (writable) {
+      SweepRetentionLocked();
+      ExpireAuditLocked();
+    }
+    next_sweep_ = now + sweep_interval;
+  }
+  return writable;
+}
+
+void Scheduler::ApplyExitsLocked() {
+  std::vector<Mutation> mutations;
+  while (!model_.exits.empty()) {
+    Model::ExitEvent event = std::move(model_.exits.front());
+    model_.exits.pop_front();
+    // The backend may report an exit before its Start returned (a container that ends at
+    // once): applied after the start, so the container and its GPUs pass through running.
+    if (model_.starting.count(event.id)) {
+      model_.early_exits[event.id] = std::move(event.info);
+      continue;
+    }
+    auto it = model_.containers.find(event.id);
+    if (it != model_.containers.end()) model_.FinishContainer(it->second, event.info, mutations);
+  }
+  if (!mutations.empty()) {
+    model_.reschedule = true;
+    model_.Commit(std::move(mutations), nullptr);
+  }
+}
+
+void Scheduler::PlacePendingLocked(placement::Fleet* fleet) {
+  std::vector<Mutation> mutations;
+  // Containers without GPUs never wait for GPUs: they start in submission order at once.
+  std::vector<std::string> to_start;
+  for (const auto& id : model_.pending) {
+    auto found = model_.containers.find(id);
+    if (found == model_.containers.end() || found->second.state != ContainerState::kPending ||
+        found->second.started)
+      continue;
+    found->second.started = true;
+    mutations.push_back(found->second);
+    to_start.push_back(id);
+  }
+  model_.pending.clear();
+  model_.reserved_gpus.clear();
+  if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
+  PlaceMigLocked(&mutations, &to_start, nullptr);
+  PlaceSharesLocked(&mutations, &to_start, nullptr);
+  ++model_.passes;
+  model_.QueueChanged();
+  if (!mutations.empty()) {
+    // They start once their placement is durable; a placement the store could not write
+    // never starts. Busy until then.
+    model_.busy++;
+    model_.Commit(std::move(mutations), [this, to_start = std::move(to_start)](Status status) {
+      std::lock_guard lock(model_.mu);
+      model_.busy--;
+      StartPlacedLocked(to_start, status);
+    });
   }
 }
 
@@ -217,6 +233,62 @@ void Scheduler::StartPlacedLocked(const std::vector<std::string>& ids, const Sta
   }
   model_.idle.notify_all();
 }
+
+namespace {
+
+// The queue's waiting requests as a pass on `fleet` (a copy) would leave them, with places and
+// reasons (without the lock: on a snapshot of the queue, which is freed once read).
+void AddQueueWaits(std::optional<scheduling::Scheduler::Snapshot>& snapshot,
+                   placement::Fleet& fleet, double now_s,
+                   const std::unordered_map<std::string, std::string>& names, size_t beside,
+                   Model::QueueReport& report) {
+  scheduling::Scheduler queue = scheduling::Scheduler::FromSnapshot(*snapshot);
+  snapshot.reset();
+  const auto pass = queue.Schedule(fleet, now_s, /*report=*/true);
+  report.entries.reserve(pass.waiting.size() + beside);
+  for (const auto& wait : pass.waiting) {
+    const scheduling::PendingRequest* request = queue.Request(wait.id);
+    if (!request) continue;
+    QueueEntry entry;
+    entry.id = ContainerIdOf(wait.id);
+    entry.tenancy_uid = queue.TenancyOf(wait.id);
+    auto name = names.find(entry.tenancy_uid);
+    entry.tenancy = name != names.end()                      ? name->second
+                    : entry.tenancy_uid.starts_with("name:") ? entry.tenancy_uid.substr(5)
+                                                             : entry.tenancy_uid;
+    entry.gpus = request->gpus;
+    entry.priority = request->priority;
+    entry.position = wait.position;
+    entry.reason = queue.Describe(wait, pass, fleet, ContainerIdOf);
+    if (wait.kind == scheduling::WaitKind::kReserved && wait.reservation >= 0 &&
+        wait.reservation < static_cast<int>(pass.reservations.size()))
+      entry.reserved_for_uid = queue.TenancyOf(pass.reservations[wait.reservation].holder);
+    entry.created_ms = std::llround(request->submitted_s * 1000.0);
+    report.entries.push_back(std::move(entry));
+  }
+}
+
+// MIG requests wait beside the queue (their places follow its), then shares of a GPU; the
+// report's indices by container and by tenancy follow.
+void FinishQueueReport(std::vector<QueueEntry>& mig_waiting, std::vector<QueueEntry>& share_waiting,
+                       Model::QueueReport& report) {
+  const int base = static_cast<int>(report.entries.size());
+  for (auto& entry : mig_waiting) {
+    entry.position += base;
+    report.entries.push_back(std::move(entry));
+  }
+  const int after_mig = static_cast<int>(report.entries.size());
+  for (auto& entry : share_waiting) {
+    entry.position += after_mig;
+    report.entries.push_back(std::move(entry));
+  }
+  for (size_t i = 0; i < report.entries.size(); ++i) {
+    report.index.emplace(report.entries[i].id, i);
+    report.by_tenancy[report.entries[i].tenancy_uid].push_back(i);
+  }
+}
+
+}  // namespace
 
 void Scheduler::ReportLoop() {
   std::unique_lock lock(model_.mu);
@@ -253,48 +325,10 @@ void Scheduler::ReportLoop() {
     const double now_s = static_cast<double>(fleet::NowMs()) / 1000.0;
     const auto locked_for = std::chrono::steady_clock::now() - began;
     lock.unlock();
-    if (snapshot) {
-      scheduling::Scheduler queue = scheduling::Scheduler::FromSnapshot(*snapshot);
-      snapshot.reset();
-      const auto pass = queue.Schedule(*fleet_copy, now_s, /*report=*/true);
-      report->entries.reserve(pass.waiting.size() + mig_waiting.size() + share_waiting.size());
-      for (const auto& wait : pass.waiting) {
-        const scheduling::PendingRequest* request = queue.Request(wait.id);
-        if (!request) continue;
-        QueueEntry entry;
-        entry.id = ContainerIdOf(wait.id);
-        entry.tenancy_uid = queue.TenancyOf(wait.id);
-        auto name = names.find(entry.tenancy_uid);
-        entry.tenancy = name != names.end()                      ? name->second
-                        : entry.tenancy_uid.starts_with("name:") ? entry.tenancy_uid.substr(5)
-                                                                 : entry.tenancy_uid;
-        entry.gpus = request->gpus;
-        entry.priority = request->priority;
-        entry.position = wait.position;
-        entry.reason = queue.Describe(wait, pass, *fleet_copy, ContainerIdOf);
-        if (wait.kind == scheduling::WaitKind::kReserved && wait.reservation >= 0 &&
-            wait.reservation < static_cast<int>(pass.reservations.size()))
-          entry.reserved_for_uid = queue.TenancyOf(pass.reservations[wait.reservation].holder);
-        entry.created_ms = std::llround(request->submitted_s * 1000.0);
-        report->entries.push_back(std::move(entry));
-      }
-    }
-    // MIG requests wait beside the queue: their places follow its.
-    const int base = static_cast<int>(report->entries.size());
-    for (auto& entry : mig_waiting) {
-      entry.position += base;
-      report->entries.push_back(std::move(entry));
-    }
-    // Then shares of a GPU, beside the queue too.
-    const int after_mig = static_cast<int>(report->entries.size());
-    for (auto& entry : share_waiting) {
-      entry.position += after_mig;
-      report->entries.push_back(std::move(entry));
-    }
-    for (size_t i = 0; i < report->entries.size(); ++i) {
-      report->index.emplace(report->entries[i].id, i);
-      report->by_tenancy[report->entries[i].tenancy_uid].push_back(i);
-    }
+    if (snapshot)
+      AddQueueWaits(snapshot, *fleet_copy, now_s, names, mig_waiting.size() + share_waiting.size(),
+                    *report);
+    FinishQueueReport(mig_waiting, share_waiting, *report);
     const auto spent = std::chrono::steady_clock::now() - began;
     std::shared_ptr<const Model::QueueReport> old = std::move(report);
     lock.lock();

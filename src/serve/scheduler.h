@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -57,6 +58,17 @@ class Scheduler {
 
  private:
   void Loop();
+  // Loop's steps, mu held. Waits (releasing mu) until there is work or a timer falls due;
+  // returns whether the store could not write when the wait began.
+  bool WaitForWorkLocked(std::unique_lock<std::mutex>& lock);
+  // What the store could not write is tried again, and the retention sweep runs when due;
+  // returns whether the store can write.
+  bool RetryAndSweepLocked(bool failing, std::chrono::milliseconds sweep_interval);
+  // Reported exits end their containers (those still starting end after their start).
+  void ApplyExitsLocked();
+  // A placement pass: containers without GPUs, the queue's pass on `fleet` (when there is
+  // one), MIG slices and shares; what was placed starts once it is durable.
+  void PlacePendingLocked(placement::Fleet* fleet);
   // mu held. The placement model the queue schedules on, its free GPUs made those of the lease
   // records: this host as one node (embedded mode) or the fleet's nodes; null when there is none.
   placement::Fleet* SyncFleetLocked();

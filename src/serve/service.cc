@@ -85,33 +85,56 @@ Status Service::Load(Host host) {
   auto snapshot = model_.store.Load();
   if (!snapshot) return snapshot.error();
   std::lock_guard lock(model_.mu);
+  const std::set<std::string> incarnations = LoadTenanciesLocked(*snapshot);
+  // The latest moment the service is known to have run: what it last wrote. A container that
+  // vanished while it was down is billed no further than that.
+  last_alive_ms_ = 0;
+  LoadUsageLocked(*snapshot);
+  LoadContainersLocked(snapshot->containers, incarnations);
+  std::vector<Mutation> mutations;
+  if (auto status = MergeHostGpusLocked(*snapshot, host.gpus, mutations); !status) return status;
+  AttachMigHoldersLocked();
+  AttachShareHoldersLocked();
+  if (auto status = model_.store.CommitAndWait(std::move(mutations)); !status) return status;
+  return Ok();
+}
+
+void Service::SeenAlive(int64_t ms) {
+  last_alive_ms_ = std::max(last_alive_ms_, ms);
+}
+
+std::set<std::string> Service::LoadTenanciesLocked(fleet::StoreSnapshot& snapshot) {
   std::set<std::string> incarnations;  // of the tenancies that exist
-  for (auto& tenancy : snapshot->tenancies) {
+  for (auto& tenancy : snapshot.tenancies) {
     incarnations.insert(tenancy.uid);
     (void)model_.queue->SetTenancy(tenancy.uid, PolicyOf(tenancy));
     model_.tenancies[tenancy.name] = std::move(tenancy);
   }
-  for (auto& token : snapshot->tokens)
+  for (auto& token : snapshot.tokens)
     model_.tokens[token.sha256] = std::move(token);
-  for (auto& id : snapshot->retired_ids)
+  for (auto& id : snapshot.retired_ids)
     model_.retired_ids.insert(std::move(id));
-  // The latest moment the service is known to have run: what it last wrote. A container that
-  // vanished while it was down is billed no further than that.
-  last_alive_ms_ = 0;
-  auto seen = [this](int64_t ms) { last_alive_ms_ = std::max(last_alive_ms_, ms); };
+  return incarnations;
+}
+
+void Service::LoadUsageLocked(fleet::StoreSnapshot& snapshot) {
   // Recent usage (fair share) is rebuilt from the bills: the queue's time starts now.
   model_.queue->Advance(static_cast<double>(fleet::NowMs()) / 1000.0);
-  for (const auto& usage : snapshot->usage) {
-    seen(usage.finished_ms);
+  for (const auto& usage : snapshot.usage) {
+    SeenAlive(usage.finished_ms);
     model_.queue->ChargePast(
         usage.tenancy_uid.empty() ? "name:" + usage.tenancy : usage.tenancy_uid, usage.gpus,
         static_cast<double>(usage.started_ms) / 1000.0,
         static_cast<double>(usage.finished_ms) / 1000.0);
   }
-  model_.meter.Load(std::move(snapshot->usage));
-  measurement_.Seed(snapshot->cursors);
-  for (auto& container : snapshot->containers) {
-    seen(std::max({container.created_ms, container.started_ms, container.finished_ms}));
+  model_.meter.Load(std::move(snapshot.usage));
+  measurement_.Seed(snapshot.cursors);
+}
+
+void Service::LoadContainersLocked(std::vector<ContainerRecord>& containers,
+                                   const std::set<std::string>& incarnations) {
+  for (auto& container : containers) {
+    SeenAlive(std::max({container.created_ms, container.started_ms, container.finished_ms}));
     if (container.state == ContainerState::kPending && !container.started) {
       if (container.spec.gpus > 0) {
         if (auto queued = model_.queue->Enqueue(PendingRequestOf(container)); !queued)
@@ -136,14 +159,18 @@ Status Service::Load(Host host) {
       if (it != model_.idempotency.end() && it->second == id) model_.idempotency.erase(it);
     }
   }
+}
+
+Status Service::MergeHostGpusLocked(fleet::StoreSnapshot& snapshot,
+                                    std::vector<GpuRecord>& host_gpus,
+                                    std::vector<Mutation>& mutations) {
   std::map<std::string, GpuRecord> stored;  // by ID
-  for (auto& gpu : snapshot->gpus) {
-    seen(gpu.updated_ms);
+  for (auto& gpu : snapshot.gpus) {
+    SeenAlive(gpu.updated_ms);
     std::string key = gpu.id();
     stored.emplace(std::move(key), std::move(gpu));
   }
-  std::vector<Mutation> mutations;
-  for (auto& gpu : host.gpus) {
+  for (auto& gpu : host_gpus) {
     auto it = stored.find(gpu.id());
     if (it != stored.end()) {
       GpuRecord merged = it->second;
@@ -156,29 +183,11 @@ Status Service::Load(Host host) {
       merged.memory_bytes = gpu.memory_bytes;
       merged.uuid = gpu.uuid;
       model_.gpus.push_back(std::move(merged));
-    } else if (auto baseline = snapshot->firmware_baselines.find(gpu.id());
-               baseline != snapshot->firmware_baselines.end()) {
-      // Its baseline is in the store but its lease record is not: the store lost the record.
-      // Recording its ROM now as a baseline would accept whatever firmware it has now.
-      return FailedPrecondition(
-          "store: GPU " + gpu.id() + " has a firmware baseline (" + baseline->second +
-          ") but no lease record: rows are missing from the store, and it is not served. "
-          "Restore a backup of the store, or, once the GPU's firmware is known to be good, "
-          "delete its baseline row (sqlite3 tessera.db \"DELETE FROM firmware_baselines WHERE "
-          "pci_address = '" +
-          gpu.pci_address + "'\") to have it recorded again");
+    } else if (auto baseline = snapshot.firmware_baselines.find(gpu.id());
+               baseline != snapshot.firmware_baselines.end()) {
+      return MissingLeaseRecord(gpu, baseline->second);
     } else {
-      // First sight of this GPU: its option ROM now is the baseline later checks compare with.
-      auto digest = firmware::HashOptionRom(model_.options.root, gpu.pci_address);
-      gpu.state = LeaseState::kFree;
-      if (digest) {
-        gpu.firmware_baseline = *digest;
-      } else {
-        gpu.state = LeaseState::kQuarantined;
-        gpu.reason = "no firmware baseline: " + digest.error().message;
-      }
-      gpu.updated_ms = fleet::NowMs();
-      model_.gpus.push_back(gpu);
+      AddNewHostGpuLocked(gpu);
     }
     mutations.push_back(model_.gpus.back());
   }
@@ -192,10 +201,33 @@ Status Service::Load(Host host) {
     }
     spdlog::warn("GPU {} is in the store but not on the host", id);
   }
-  AttachMigHoldersLocked();
-  AttachShareHoldersLocked();
-  if (auto status = model_.store.CommitAndWait(std::move(mutations)); !status) return status;
   return Ok();
+}
+
+Error Service::MissingLeaseRecord(const GpuRecord& gpu, const std::string& baseline) {
+  // Its baseline is in the store but its lease record is not: the store lost the record.
+  // Recording its ROM now as a baseline would accept whatever firmware it has now.
+  return FailedPrecondition(
+      "store: GPU " + gpu.id() + " has a firmware baseline (" + baseline +
+      ") but no lease record: rows are missing from the store, and it is not served. "
+      "Restore a backup of the store, or, once the GPU's firmware is known to be good, "
+      "delete its baseline row (sqlite3 tessera.db \"DELETE FROM firmware_baselines WHERE "
+      "pci_address = '" +
+      gpu.pci_address + "'\") to have it recorded again");
+}
+
+void Service::AddNewHostGpuLocked(GpuRecord& gpu) {
+  // First sight of this GPU: its option ROM now is the baseline later checks compare with.
+  auto digest = firmware::HashOptionRom(model_.options.root, gpu.pci_address);
+  gpu.state = LeaseState::kFree;
+  if (digest) {
+    gpu.firmware_baseline = *digest;
+  } else {
+    gpu.state = LeaseState::kQuarantined;
+    gpu.reason = "no firmware baseline: " + digest.error().message;
+  }
+  gpu.updated_ms = fleet::NowMs();
+  model_.gpus.push_back(gpu);
 }
 
 void Service::AttachMigHoldersLocked() {
@@ -278,17 +310,57 @@ void Service::AttachShareHoldersLocked() {
 }
 
 void Service::Reconcile() {
-  auto listed = backend_->List();
   std::map<std::string, backends::BackendContainer> present;
-  if (listed) {
-    for (auto& container : *listed) {
-      std::string id = container.id;
-      present.emplace(std::move(id), std::move(container));
+  const bool listed = ListBackendContainers(present);
+  InspectEndedWhileDown(present);
+  std::vector<std::pair<std::string, bool>> to_watch;
+  std::vector<std::string> orphans;
+  {
+    std::lock_guard lock(model_.mu);
+    std::vector<Mutation> mutations;
+    for (const auto& id : model_.container_order) {
+      auto& container = model_.containers.at(id);
+      if (fleet::IsTerminal(container.state) || !container.started) continue;
+      if (!listed) {
+        to_watch.emplace_back(id, true);
+        continue;
+      }
+      ReconcileContainerLocked(container, present, to_watch, mutations);
     }
-  } else {
+    for (const auto& [id, container] : present) {
+      auto known = model_.containers.find(id);
+      // Unknown: started by a submission that was never acknowledged. Known but not started:
+      // its start was under way when the service died, and its `started` mark was not yet
+      // durable; it is placed and started afresh, so this copy must go.
+      if (known == model_.containers.end() || !known->second.started) orphans.push_back(id);
+    }
+    ReleaseStaleLeasesLocked(mutations);
+    model_.reschedule = true;
+    model_.Commit(std::move(mutations), nullptr);
+  }
+  (void)model_.store.CommitAndWait({});
+  WatchReconciled(to_watch);
+  for (const auto& id : orphans) {
+    spdlog::warn("reconcile: removing container {} that the store does not hold as running", id);
+    (void)backend_->Remove(id);
+  }
+}
+
+bool Service::ListBackendContainers(std::map<std::string, backends::BackendContainer>& present) {
+  auto listed = backend_->List();
+  if (!listed) {
     spdlog::warn("reconcile: backend {} cannot list containers: {}", backend_->name(),
                  listed.error().message);
+    return false;
   }
+  for (auto& container : *listed) {
+    std::string id = container.id;
+    present.emplace(std::move(id), std::move(container));
+  }
+  return true;
+}
+
+void Service::InspectEndedWhileDown(std::map<std::string, backends::BackendContainer>& present) {
   // Those that ended while the service was down: their runtime's own record of when (the list
   // may give whole seconds only). Asked without the lock.
   std::vector<std::string> ended_while_down;
@@ -315,75 +387,63 @@ void Service::Reconcile() {
     if (inspected->started_ms > 0) container.started_ms = inspected->started_ms;
     container.never_started = inspected->never_started;
   }
-  std::vector<std::pair<std::string, bool>> to_watch;
-  std::vector<std::string> orphans;
-  {
-    std::lock_guard lock(model_.mu);
-    std::vector<Mutation> mutations;
-    for (const auto& id : model_.container_order) {
-      auto& container = model_.containers.at(id);
-      if (fleet::IsTerminal(container.state) || !container.started) continue;
-      auto it = present.find(id);
-      if (!listed) {
-        to_watch.emplace_back(id, true);
-        continue;
-      }
-      if (it == present.end()) {
-        // Nobody can say when it ended: billed no further than the service is known to have
-        // run, never for the time it was down.
-        backends::ExitInfo info{
-            std::nullopt, true,
-            "vanished from backend " + backend_->name() + " while the service was down"};
-        info.finished_ms = std::max(last_alive_ms_, container.started_ms);
-        model_.FinishContainer(container, info, mutations);
-      } else if (it->second.state == backends::BackendState::kExited) {
-        // It ended while the service was down: billed to the end its runtime reports.
-        backends::ExitInfo info{it->second.exit_code, false, ""};
-        info.finished_ms = it->second.finished_ms;
-        info.never_started = it->second.never_started;
-        model_.FinishContainer(container, info, mutations);
-      } else {
-        if (container.state == ContainerState::kPending) {
-          model_.SetContainerState(container, ContainerState::kRunning);
-          // Its start was under way when the service died: it runs from now on as far as
-          // anyone can tell (metering and duration limits count from here).
-          if (!container.started_ms) container.started_ms = fleet::NowMs();
-          model_.MeterStarted(container);
-          model_.ShareStarted(container, mutations);
-          for (const auto& pci : container.gpus)
-            if (auto* gpu = model_.FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
-              model_.SetGpuState(*gpu, LeaseState::kActive, "", mutations);
-          mutations.push_back(container);
-        }
-        // Created but not started: the service died while podman was starting it.
-        to_watch.emplace_back(id, it->second.state != backends::BackendState::kCreated);
-      }
+}
+
+void Service::ReconcileContainerLocked(
+    ContainerRecord& container, const std::map<std::string, backends::BackendContainer>& present,
+    std::vector<std::pair<std::string, bool>>& to_watch, std::vector<Mutation>& mutations) {
+  const std::string& id = container.id;
+  auto it = present.find(id);
+  if (it == present.end()) {
+    // Nobody can say when it ended: billed no further than the service is known to have
+    // run, never for the time it was down.
+    backends::ExitInfo info{
+        std::nullopt, true,
+        "vanished from backend " + backend_->name() + " while the service was down"};
+    info.finished_ms = std::max(last_alive_ms_, container.started_ms);
+    model_.FinishContainer(container, info, mutations);
+  } else if (it->second.state == backends::BackendState::kExited) {
+    // It ended while the service was down: billed to the end its runtime reports.
+    backends::ExitInfo info{it->second.exit_code, false, ""};
+    info.finished_ms = it->second.finished_ms;
+    info.never_started = it->second.never_started;
+    model_.FinishContainer(container, info, mutations);
+  } else {
+    if (container.state == ContainerState::kPending) {
+      model_.SetContainerState(container, ContainerState::kRunning);
+      // Its start was under way when the service died: it runs from now on as far as
+      // anyone can tell (metering and duration limits count from here).
+      if (!container.started_ms) container.started_ms = fleet::NowMs();
+      model_.MeterStarted(container);
+      model_.ShareStarted(container, mutations);
+      for (const auto& pci : container.gpus)
+        if (auto* gpu = model_.FindGpu(pci); gpu && gpu->state == LeaseState::kReserved)
+          model_.SetGpuState(*gpu, LeaseState::kActive, "", mutations);
+      mutations.push_back(container);
     }
-    for (const auto& [id, container] : present) {
-      auto known = model_.containers.find(id);
-      // Unknown: started by a submission that was never acknowledged. Known but not started:
-      // its start was under way when the service died, and its `started` mark was not yet
-      // durable; it is placed and started afresh, so this copy must go.
-      if (known == model_.containers.end() || !known->second.started) orphans.push_back(id);
-    }
-    // GPUs whose lease outlived its container, or whose check was cut short.
-    for (auto& gpu : model_.gpus) {
-      if (!gpu.leased()) continue;
-      auto it = model_.containers.find(gpu.container_id);
-      bool holder_done = it == model_.containers.end() || fleet::IsTerminal(it->second.state);
-      // In MIG mode the lease lasts while any slice is held; a shared GPU's while any share is.
-      if (gpu.mig_enabled && gpu.HasMigHolders()) holder_done = false;
-      if (!gpu.shares.empty()) holder_done = false;
-      if ((gpu.state == LeaseState::kReserved || gpu.state == LeaseState::kActive) && holder_done) {
-        model_.SetGpuState(gpu, LeaseState::kReleasing, "", mutations);
-      }
-      if (gpu.state == LeaseState::kReleasing || gpu.state == LeaseState::kChecking)
-        model_.to_check.push_back(gpu.id());
-    }
-    model_.reschedule = true;
-    model_.Commit(std::move(mutations), nullptr);
+    // Created but not started: the service died while podman was starting it.
+    to_watch.emplace_back(id, it->second.state != backends::BackendState::kCreated);
   }
-  (void)model_.store.CommitAndWait({});
+}
+
+void Service::ReleaseStaleLeasesLocked(std::vector<Mutation>& mutations) {
+  // GPUs whose lease outlived its container, or whose check was cut short.
+  for (auto& gpu : model_.gpus) {
+    if (!gpu.leased()) continue;
+    auto it = model_.containers.find(gpu.container_id);
+    bool holder_done = it == model_.containers.end() || fleet::IsTerminal(it->second.state);
+    // In MIG mode the lease lasts while any slice is held; a shared GPU's while any share is.
+    if (gpu.mig_enabled && gpu.HasMigHolders()) holder_done = false;
+    if (!gpu.shares.empty()) holder_done = false;
+    if ((gpu.state == LeaseState::kReserved || gpu.state == LeaseState::kActive) && holder_done) {
+      model_.SetGpuState(gpu, LeaseState::kReleasing, "", mutations);
+    }
+    if (gpu.state == LeaseState::kReleasing || gpu.state == LeaseState::kChecking)
+      model_.to_check.push_back(gpu.id());
+  }
+}
+
+void Service::WatchReconciled(const std::vector<std::pair<std::string, bool>>& to_watch) {
   for (const auto& [id, started] : to_watch) {
     auto on_exit = [this](const std::string& cid, const backends::ExitInfo& info) {
       model_.OnExit(cid, info);
@@ -394,10 +454,6 @@ void Service::Reconcile() {
       info.never_started = !started;  // a created container that could not be started
       model_.OnExit(id, info);
     }
-  }
-  for (const auto& id : orphans) {
-    spdlog::warn("reconcile: removing container {} that the store does not hold as running", id);
-    (void)backend_->Remove(id);
   }
 }
 

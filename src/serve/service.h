@@ -18,8 +18,10 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -186,11 +188,43 @@ class Service {
   Status CheckReserve() const;
 
   Status Load(Host host);
+  // Load's steps, mu held. last_alive_ms_ moves on to each moment a record shows.
+  void SeenAlive(int64_t ms);
+  // Tenancies, tokens and retired IDs; returns the incarnations of the tenancies that exist.
+  std::set<std::string> LoadTenanciesLocked(fleet::StoreSnapshot& snapshot);
+  // The bills (and the queue's recent usage rebuilt from them) and the measurement cursors.
+  void LoadUsageLocked(fleet::StoreSnapshot& snapshot);
+  // Containers, pending ones back in their queues; keys of deleted incarnations are dropped.
+  void LoadContainersLocked(std::vector<fleet::ContainerRecord>& containers,
+                            const std::set<std::string>& incarnations);
+  // The host's GPUs merged with their stored records (new ones get their firmware baseline),
+  // each one's record in `mutations`; stored GPUs of nodes not yet heard from are kept.
+  Status MergeHostGpusLocked(fleet::StoreSnapshot& snapshot,
+                             std::vector<fleet::GpuRecord>& host_gpus,
+                             std::vector<fleet::Mutation>& mutations);
+  static Error MissingLeaseRecord(const fleet::GpuRecord& gpu, const std::string& baseline);
+  void AddNewHostGpuLocked(fleet::GpuRecord& gpu);
   // mu held: the slices of GPUs in MIG mode, and the shares of shared GPUs, get their holders
   // from the container records.
   void AttachMigHoldersLocked();
   void AttachShareHoldersLocked();
   void Reconcile();
+  // Reconcile's steps. The backend's containers by ID; false when it cannot list them.
+  bool ListBackendContainers(std::map<std::string, backends::BackendContainer>& present);
+  // Those that ended while the service was down get their end from the runtime's own record
+  // (asked without the lock).
+  void InspectEndedWhileDown(std::map<std::string, backends::BackendContainer>& present);
+  // mu held: a started container that has not ended, as the backend lists it: finished, or
+  // running (and to be watched: `to_watch` says whether it was started, not only created).
+  void ReconcileContainerLocked(fleet::ContainerRecord& container,
+                                const std::map<std::string, backends::BackendContainer>& present,
+                                std::vector<std::pair<std::string, bool>>& to_watch,
+                                std::vector<fleet::Mutation>& mutations);
+  // mu held: GPUs whose lease outlived its container are released, and those releasing or
+  // checking are checked again.
+  void ReleaseStaleLeasesLocked(std::vector<fleet::Mutation>& mutations);
+  // Watches (or resumes) the containers still running; one that cannot be is ended.
+  void WatchReconciled(const std::vector<std::pair<std::string, bool>>& to_watch);
 
   ServiceOptions options_;
   int64_t last_alive_ms_ = 0;  // the latest moment the store shows the service ran (Load)

@@ -61,6 +61,151 @@ double ChargedOn(const Model& model, const GpuRecord& gpu) {
   return sum;
 }
 
+// One share pass's state: every GPU's view, and what the walk has placed so far.
+struct SharePass {
+  explicit SharePass(const sharing::PlacementRules& rules) : rules(rules), index(rules) {}
+
+  sharing::PlacementRules rules;
+  sharing::PlacementIndex index;
+  // The report says why each waits, which takes every GPU's view (ChooseGpu's reasons); only a
+  // dry walk keeps them.
+  std::vector<sharing::SharedGpu> views;
+  // GPUs each tenancy incarnation holds, whole, slices and shares, for its GPU quota.
+  std::map<std::string, double> in_use;
+  // Per GPU placed on in this walk: its shares' charged parts (ChargedPart's `others`).
+  std::map<size_t, double> charged;
+  // The report's reasons by request shape and tenancy, until the next placement changes them.
+  std::map<std::tuple<int, uint64_t, int, std::string>, std::string> reasons;
+};
+
+// Where one share would go: its GPU, the part charged for it and what it adds to its tenancy's
+// GPUs in use; a non-empty reason when it waits instead.
+struct ShareChoice {
+  std::optional<size_t> gpu;
+  double part = 0, use = 0;
+  std::string reason;
+};
+
+// The GPU a share takes now, or why it waits (explained in full only when `explain`, for the
+// queue report).
+ShareChoice ChooseShareGpu(const Model& model, SharePass& pass, const ContainerRecord& container,
+                           bool explain) {
+  const sharing::Share& share = *container.spec.share;
+  const std::string key = QueueTenancy(container);
+  ShareChoice choice;
+  choice.gpu = pass.index.Choose(share, container.tenancy_uid);
+  if (choice.gpu) {
+    const GpuRecord& gpu = model.gpus[*choice.gpu];
+    auto others = pass.charged.find(*choice.gpu);
+    if (others == pass.charged.end())
+      others = pass.charged.emplace(*choice.gpu, ChargedOn(model, gpu)).first;
+    choice.part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes), others->second,
+                              model.share_holds.whole_gpu(share.mode));
+    choice.use = model.share_holds.UseJoining(
+        share.mode, pass.index.Holds(*choice.gpu, container.tenancy_uid), choice.part);
+    const int quota = model.queue->GetTenancy(key).quota_gpus;
+    if (quota != scheduling::kUnlimited && pass.in_use[key] + choice.use > quota + 1e-9)
+      choice.reason = QuotaWaitReason(pass.in_use[key], quota);
+  } else if (explain) {
+    auto [it, fresh] = pass.reasons.try_emplace({static_cast<int>(share.mode), share.memory_bytes,
+                                                 share.compute_percent, container.tenancy_uid});
+    if (fresh) {
+      auto why = sharing::ChooseGpu(pass.views, share, container.tenancy_uid, pass.rules);
+      it->second =
+          why ? "waiting: room on a GPU" : "waiting: room on a GPU: " + why.error().message;
+    }
+    choice.reason = it->second;
+  } else {
+    choice.reason = "waiting: room on a GPU";
+  }
+  return choice;
+}
+
+// The walk counts a share it placed: the GPU's room, its charged parts and its tenancy's use
+// (and, in a dry walk, the views the next reasons are drawn from).
+void CountShareTaken(const Model& model, SharePass& pass, const ContainerRecord& container,
+                     const ShareChoice& choice, bool dry) {
+  const size_t chosen = *choice.gpu;
+  pass.index.Add(chosen, *container.spec.share, container.tenancy_uid);
+  if (dry) {
+    pass.views[chosen].held.push_back(*container.spec.share);
+    pass.views[chosen].tenancy_uid = model.gpus[chosen].shares.empty()
+                                         ? container.tenancy_uid
+                                         : model.gpus[chosen].shares.front().tenancy_uid;
+    pass.reasons.clear();
+  }
+  pass.charged[chosen] += choice.part;
+  pass.in_use[QueueTenancy(container)] += choice.use;
+}
+
+// A waiting share's entry in the queue report.
+QueueEntry ShareWaitEntry(const ContainerRecord& container, int position, std::string reason) {
+  QueueEntry entry;
+  entry.id = container.id;
+  entry.tenancy = container.spec.tenancy;
+  entry.tenancy_uid = container.tenancy_uid;
+  entry.share = *container.spec.share;
+  entry.priority = container.spec.priority;
+  entry.position = position;
+  entry.reason = std::move(reason);
+  entry.created_ms = container.created_ms;
+  return entry;
+}
+
+// Whether `id` names a share container that still waits to be placed (mu held).
+bool ShareStillPendingLocked(const Model& model, const std::string& id) {
+  auto it = model.containers.find(id);
+  return it != model.containers.end() && it->second.state == ContainerState::kPending &&
+         !it->second.started && it->second.spec.share;
+}
+
+// mu held: the share takes its room on the chosen GPU (the first share leases the GPU whole).
+void LeaseShareLocked(Model& model, ContainerRecord& container, const ShareChoice& choice,
+                      std::vector<Mutation>& out) {
+  const std::string& tenancy = container.spec.tenancy;
+  const sharing::Share& share = *container.spec.share;
+  GpuRecord& gpu = model.gpus[*choice.gpu];
+  gpu.shares.push_back({container.id, tenancy, container.tenancy_uid, share});
+  if (gpu.state == LeaseState::kFree) {
+    // The first share leases the whole GPU; the last one's release checks it.
+    gpu.tenancy = tenancy;
+    gpu.container_id = container.id;
+    model.SetGpuState(gpu, LeaseState::kReserved, "", out);
+  }
+  container.gpus = {gpu.id()};
+  container.share_gpus = choice.part;
+  container.enforcement = sharing::EnforcementName(
+      sharing::EnforcementOf(share.mode, static_cast<bool>(model.options.sharing.measure)));
+  model.ShareLeftWaiting(container);
+  model.AddMigUse(QueueTenancy(container), choice.use);
+  container.started = true;
+  container.reason.clear();
+  const double waited = static_cast<double>(fleet::NowMs() - container.created_ms) / 1000.0;
+  model.meter.ObserveWait(container.tenancy_uid, tenancy, waited);
+  spdlog::info(
+      "container {}: placed (a {} share {} / {}% of GPU {}, tenancy {}, {:.3f} GPUs of its own, "
+      "its tenancy's GPUs in use +{:.3f}, enforcement {}) after {:.3f} s",
+      container.id, sharing::ModeName(share.mode), sharing::FormatMemory(share.memory_bytes),
+      share.compute_percent, gpu.id(), tenancy, choice.part, choice.use, container.enforcement,
+      waited);
+  out.push_back(container);
+}
+
+// mu held: the share list keeps those still waiting, in submission order (the list was in it,
+// less what left).
+void KeepWaitingSharesLocked(Model& model, const std::unordered_set<std::string>& placed) {
+  std::deque<std::string> still;
+  for (const auto& id : model.share_pending) {
+    if (placed.count(id) || !ShareStillPendingLocked(model, id)) continue;
+    still.push_back(id);
+  }
+  if (!std::is_sorted(still.begin(), still.end(), [&model](const auto& a, const auto& b) {
+        return model.container_position.at(a) < model.container_position.at(b);
+      }))
+    model.SortBySubmission(still);
+  model.share_pending = std::move(still);
+}
+
 }  // namespace
 
 bool ShareMightStartLocked(const Model& model, const ContainerRecord& container) {
@@ -95,142 +240,45 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
   // report's share part).
   const bool dry = out == nullptr;
   if (model_.share_pending.empty()) return;
-  const auto rules = RulesOf(model_);
-  sharing::PlacementIndex index(rules);
-  // The report says why each waits, which takes every GPU's view (ChooseGpu's reasons).
-  std::vector<sharing::SharedGpu> views;
-  if (dry) views.reserve(model_.gpus.size());
+  SharePass pass(RulesOf(model_));
+  if (dry) pass.views.reserve(model_.gpus.size());
   for (size_t i = 0; i < model_.gpus.size(); ++i) {
     auto view = ShareViewOf(model_.gpus[i], model_.reserved_gpus.count(i) > 0);
-    index.Set(i, view);
-    if (dry) views.push_back(std::move(view));
+    pass.index.Set(i, view);
+    if (dry) pass.views.push_back(std::move(view));
   }
-  if (!dry && !index.AnyRoom()) {
+  if (!dry && !pass.index.AnyRoom()) {
     // No GPU has room for any share: none is tried.
     model_.DropStalePending(model_.share_pending, model_.share_waiting);
     return;
   }
   std::vector<ContainerRecord*> pending;
   pending.reserve(model_.share_pending.size());
-  for (const auto& id : model_.share_pending) {
-    auto it = model_.containers.find(id);
-    if (it == model_.containers.end() || it->second.state != ContainerState::kPending ||
-        it->second.started || !it->second.spec.share)
-      continue;
-    pending.push_back(&it->second);
-  }
+  for (const auto& id : model_.share_pending)
+    if (ShareStillPendingLocked(model_, id)) pending.push_back(&model_.containers.at(id));
   RequestOrder order(std::move(pending), *model_.queue);
-  // GPUs each tenancy incarnation holds, whole, slices and shares, for its GPU quota.
-  std::map<std::string, double> in_use;
   for (const auto& usage : model_.queue->Usage())
-    in_use[usage.name] = usage.in_use + usage.other_gpus;
-  // Per GPU placed on in this walk: its shares' charged parts (ChargedPart's `others`).
-  std::map<size_t, double> charged;
-  // The report's reasons by request shape and tenancy, until the next placement changes them.
-  std::map<std::tuple<int, uint64_t, int, std::string>, std::string> reasons;
+    pass.in_use[usage.name] = usage.in_use + usage.other_gpus;
 
   std::unordered_set<std::string> placed;
   while (ContainerRecord* container = order.Next()) {
-    const std::string& tenancy = container->spec.tenancy;
-    const std::string key = QueueTenancy(*container);
-    const sharing::Share& share = *container->spec.share;
-    std::string reason;
-    const auto chosen = index.Choose(share, container->tenancy_uid);
-    double part = 0, use = 0;
-    if (chosen) {
-      const GpuRecord& gpu = model_.gpus[*chosen];
-      auto others = charged.find(*chosen);
-      if (others == charged.end()) others = charged.emplace(*chosen, ChargedOn(model_, gpu)).first;
-      part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes), others->second,
-                         model_.share_holds.whole_gpu(share.mode));
-      use = model_.share_holds.UseJoining(share.mode, index.Holds(*chosen, container->tenancy_uid),
-                                          part);
-      const int quota = model_.queue->GetTenancy(key).quota_gpus;
-      if (quota != scheduling::kUnlimited && in_use[key] + use > quota + 1e-9)
-        reason = QuotaWaitReason(in_use[key], quota);
-    } else if (waiting) {
-      auto [it, fresh] = reasons.try_emplace({static_cast<int>(share.mode), share.memory_bytes,
-                                              share.compute_percent, container->tenancy_uid});
-      if (fresh) {
-        auto why = sharing::ChooseGpu(views, share, container->tenancy_uid, rules);
-        it->second =
-            why ? "waiting: room on a GPU" : "waiting: room on a GPU: " + why.error().message;
-      }
-      reason = it->second;
-    } else {
-      reason = "waiting: room on a GPU";
-    }
-    if (!reason.empty()) {
-      if (waiting) {
-        QueueEntry entry;
-        entry.id = container->id;
-        entry.tenancy = tenancy;
-        entry.tenancy_uid = container->tenancy_uid;
-        entry.share = share;
-        entry.priority = container->spec.priority;
-        entry.position = static_cast<int>(waiting->size()) + 1;
-        entry.reason = std::move(reason);
-        entry.created_ms = container->created_ms;
-        waiting->push_back(std::move(entry));
-      }
+    ShareChoice choice = ChooseShareGpu(model_, pass, *container, waiting != nullptr);
+    if (!choice.reason.empty()) {
+      if (waiting)
+        waiting->push_back(ShareWaitEntry(*container, static_cast<int>(waiting->size()) + 1,
+                                          std::move(choice.reason)));
       continue;
     }
-    index.Add(*chosen, share, container->tenancy_uid);
-    if (dry) {
-      views[*chosen].held.push_back(share);
-      views[*chosen].tenancy_uid = model_.gpus[*chosen].shares.empty()
-                                       ? container->tenancy_uid
-                                       : model_.gpus[*chosen].shares.front().tenancy_uid;
-      reasons.clear();
-    }
-    charged[*chosen] += part;
-    in_use[key] += use;
-    order.Placed(use);
+    CountShareTaken(model_, pass, *container, choice, dry);
+    order.Placed(choice.use);
     if (dry) continue;
     if (may_place_ && !may_place_()) return;
-    GpuRecord& gpu = model_.gpus[*chosen];
-    gpu.shares.push_back({container->id, tenancy, container->tenancy_uid, share});
-    if (gpu.state == LeaseState::kFree) {
-      // The first share leases the whole GPU; the last one's release checks it.
-      gpu.tenancy = tenancy;
-      gpu.container_id = container->id;
-      model_.SetGpuState(gpu, LeaseState::kReserved, "", *out);
-    }
-    container->gpus = {gpu.id()};
-    container->share_gpus = part;
-    container->enforcement = sharing::EnforcementName(
-        sharing::EnforcementOf(share.mode, static_cast<bool>(model_.options.sharing.measure)));
-    model_.ShareLeftWaiting(*container);
-    model_.AddMigUse(key, use);
-    container->started = true;
-    container->reason.clear();
+    LeaseShareLocked(model_, *container, choice, *out);
     placed.insert(container->id);
-    const double waited = static_cast<double>(fleet::NowMs() - container->created_ms) / 1000.0;
-    model_.meter.ObserveWait(container->tenancy_uid, tenancy, waited);
-    spdlog::info(
-        "container {}: placed (a {} share {} / {}% of GPU {}, tenancy {}, {:.3f} GPUs of its own, "
-        "its tenancy's GPUs in use +{:.3f}, enforcement {}) after {:.3f} s",
-        container->id, sharing::ModeName(share.mode), sharing::FormatMemory(share.memory_bytes),
-        share.compute_percent, gpu.id(), tenancy, part, use, container->enforcement, waited);
-    out->push_back(*container);
     to_start->push_back(container->id);
   }
   if (dry) return;
-  // Those still waiting, in submission order: the list was in it, less what left.
-  std::deque<std::string> still;
-  for (const auto& id : model_.share_pending) {
-    auto it = model_.containers.find(id);
-    if (placed.count(id) || it == model_.containers.end() ||
-        it->second.state != ContainerState::kPending || it->second.started ||
-        !it->second.spec.share)
-      continue;
-    still.push_back(id);
-  }
-  if (!std::is_sorted(still.begin(), still.end(), [this](const auto& a, const auto& b) {
-        return model_.container_position.at(a) < model_.container_position.at(b);
-      }))
-    model_.SortBySubmission(still);
-  model_.share_pending = std::move(still);
+  KeepWaitingSharesLocked(model_, placed);
 }
 
 }  // namespace tessera::serve

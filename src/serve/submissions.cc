@@ -39,131 +39,27 @@ void FillQueuePlace(const Caller& caller, const Model::QueueReport* report,
 
 void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
                          std::string idempotency_key, Done<SubmitResult> done) {
-  if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
-    return done(InvalidArgument("tenancy: \"" + spec.tenancy + "\" " + problem));
-  if (!caller.admin && caller.tenancy != spec.tenancy)
-    return done(NotFound("tenancy " + spec.tenancy + " not found"));
-  if (spec.gpus < 0 || spec.gpus > fleet::kMaxGpusPerContainer)
-    return done(InvalidArgument("gpus: must be 0.." + std::to_string(fleet::kMaxGpusPerContainer)));
-  const bool mig = spec.mig.count > 0;
-  if (mig) {
-    // The API's parser checked these already; a submission from elsewhere is held to them too.
-    if (spec.gpus > 0) return done(InvalidArgument("mig: asks for MIG slices instead of gpus"));
-    if (spec.isolation != fleet::Isolation::kRunc)
-      return done(InvalidArgument("mig: MIG slices run with isolation runc only"));
-    if (spec.mig.count > fleet::kMaxMigSlicesPerContainer ||
-        !fleet::CheckMigProfileName(spec.mig.profile).empty())
-      return done(InvalidArgument("mig: not a valid MIG request"));
-    if (auto status = gpus_.CheckMigRequest(spec.mig); !status) return done(status.error());
-  }
-  if (spec.gpus > 0) {
-    if (auto status = gpus_.CheckRequest(spec.gpus); !status) return done(status.error());
-  }
-  const bool share = spec.share.has_value();
-  if (share) {
-    if (spec.gpus > 0 || mig)
-      return done(InvalidArgument("share: asks for a share of one GPU instead of gpus or mig"));
-    if (auto status = sharing::CheckShare(*spec.share); !status)
-      return done(status.error().WithContext("share"));
-    if (auto status = backend_.CheckShare(spec.isolation); !status) return done(status.error());
-    if (auto status = gpus_.CheckShareRequest(*spec.share); !status) return done(status.error());
-  }
-  if (auto status = backend_.CheckIsolation(spec.isolation, mig || share ? 1 : spec.gpus); !status)
-    return done(status.error());
+  if (auto status = CheckSpec(caller, spec); !status) return done(status.error());
   auto random = fleet::RandomHex(8);
   if (!random) return done(random.error());
 
   std::unique_lock lock(model_.mu);
   if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto tenancy_it = model_.tenancies.find(spec.tenancy);
-  // A token outliving its incarnation (deleted while this request was under way) acts for none.
-  if (!caller.admin && (tenancy_it == model_.tenancies.end() || !caller.Sees(tenancy_it->second)))
-    return done(NotFound("tenancy " + spec.tenancy + " not found"));
-  if (!spec.volumes.empty()) {
-    // 403 naming the volume for anything the tenancy is not entitled to (the backend resolves
-    // again at start, in case the entitlement is withdrawn in between).
-    auto resolved = tenancy::ResolveVolumes(spec.tenancy,
-                                            tenancy_it == model_.tenancies.end()
-                                                ? tenancy::StorageEntitlements{}
-                                                : Model::StorageOf(tenancy_it->second),
-                                            spec.volumes);
-    if (!resolved) return done(resolved.error());
-  }
-  // Keys are scoped to the incarnation; a tenancy the admin's submission creates has none yet.
-  if (!idempotency_key.empty() && tenancy_it != model_.tenancies.end()) {
-    auto it = model_.idempotency.find(tenancy_it->second.uid + '\n' + idempotency_key);
-    if (it != model_.idempotency.end()) {
-      const auto& existing = model_.containers.at(it->second);
-      if (existing.spec != spec)
-        return done(AlreadyExists("Idempotency-Key \"" + idempotency_key +
-                                  "\" was used for a different request (container " + existing.id +
-                                  ")"));
-      // The first submission may still be in flight: answer after it is durable too (and not
-      // at all as accepted when it failed and was taken back).
-      // Not a change, yet a request: its record says it was answered with the earlier one.
-      model_.store.Commit(
-          {AuditOf(caller, {"container.create", "container", existing.id, spec.tenancy}, "ok",
-                   "replayed (Idempotency-Key)")},
-          [this, done = std::move(done), id = existing.id](Status status) {
-            if (!status) return done(status.error());
-            std::unique_lock lock(model_.mu);
-            auto found = model_.containers.find(id);
-            if (found == model_.containers.end()) {
-              lock.unlock();
-              return done(Unavailable("container " + id + " was not recorded"));
-            }
-            SubmitResult result{found->second, true};
-            lock.unlock();
-            done(std::move(result));
-          });
-      return;
-    }
-  }
-  const bool queued = spec.gpus > 0 && model_.queue;
+  const fleet::Tenancy* known =
+      tenancy_it == model_.tenancies.end() ? nullptr : &tenancy_it->second;
+  if (auto status = CheckTenancyLocked(caller, spec, known); !status) return done(status.error());
+  if (AnswerRepeatLocked(caller, spec, idempotency_key, known, done)) return;
   // The queue's key of the tenancy; one this submission creates has nothing queued and the
   // default policy ("" is no key of the queue's).
-  const std::string known_uid = tenancy_it == model_.tenancies.end() ? "" : tenancy_it->second.uid;
-  // GPU containers join the queue (MIG and share requests wait beside it): the priority within
-  // the tenancy's bound, and the pending quota (the default one unless its policy sets another)
-  // checked under the lock, counting submissions not yet durable, so concurrent submissions
-  // cannot pass it together.
-  if ((queued || mig || share) && model_.queue) {
-    const std::string& uid = known_uid;
-    const auto policy = model_.queue->GetTenancy(uid);
-    if (spec.priority > policy.max_priority)
-      return done(PermissionDenied("priority: " + std::to_string(spec.priority) +
-                                   " is above tenancy " + spec.tenancy + "'s maxPriority " +
-                                   std::to_string(policy.max_priority)));
-    auto unconfirmed = model_.unconfirmed.find(uid);
-    const int pending = model_.queue->PendingOf(uid) + model_.MigPendingOf(uid) +
-                        model_.SharePendingOf(uid) +
-                        (unconfirmed == model_.unconfirmed.end() ? 0 : unconfirmed->second);
-    const int quota = model_.queue->PendingQuotaOf(uid);
-    if (pending >= quota)
-      return done(FailedPrecondition(std::string(kQuotaRefusal) + std::to_string(pending) + "/" +
-                                     std::to_string(quota) + " requests pending"));
-    if (queued) {
-      auto request = PendingRequestOf(spec, "", fleet::NowMs());
-      request.tenancy = uid;
-      if (auto status = model_.queue->CheckSubmit(request); !status) return done(status.error());
-    }
-  }
+  if (auto status = CheckPendingLocked(spec, known ? known->uid : ""); !status)
+    return done(status.error());
   std::vector<Mutation> mutations;
   auto tenancy = model_.EnsureTenancy(spec.tenancy, mutations);
   if (!tenancy) return done(tenancy.error());
   const std::string uid = (*tenancy)->uid;
   ContainerRecord container;
-  // With a key the ID is derived from it: replicas that take the same retried request at once
-  // write the same record. An ID retention retired is never given again: the key's next
-  // generation is.
-  if (idempotency_key.empty()) {
-    container.id = "c-" + *random;
-  } else {
-    for (uint32_t generation = 0;; ++generation) {
-      container.id = fleet::IdempotentContainerId(uid, idempotency_key, generation);
-      if (!model_.retired_ids.count(container.id)) break;
-    }
-  }
+  container.id = NewContainerIdLocked(uid, idempotency_key, *random);
   if (model_.containers.count(container.id))
     return done(AlreadyExists("Idempotency-Key \"" + idempotency_key +
                               "\" was used before (container " + container.id + ")"));
@@ -180,30 +76,161 @@ void Submissions::Submit(const Caller& caller, fleet::ContainerSpec spec,
   // Nothing acts on it before its record is durable: it joins the queue (or starts) from the
   // commit's callback, and leaves the model again if the commit fails.
   ++model_.unconfirmed[uid];
-  model_.Commit(std::move(mutations), [this, done = std::move(done),
-                                       container = std::move(container)](Status status) mutable {
-    std::unique_lock lock(model_.mu);
-    if (auto it = model_.unconfirmed.find(container.tenancy_uid);
-        it != model_.unconfirmed.end() && --it->second <= 0)
-      model_.unconfirmed.erase(it);
-    auto found = model_.containers.find(container.id);
-    if (!status) {
-      // Never acknowledged, never run: gone from memory as from the store.
-      if (found != model_.containers.end() && !found->second.started) {
-        model_.RemoveContainer(container.id);
-        model_.unsaved.containers.erase(container.id);
-        // Its record goes too: the refusal is recorded in its place.
-        std::erase_if(model_.unsaved.audit, [&container](const fleet::AuditRecord& record) {
-          return record.object_id == container.id && record.action == "container.create";
-        });
-      }
-      lock.unlock();
-      return done(status.error());
+  model_.Commit(std::move(mutations),
+                [this, done = std::move(done), container = std::move(container)](
+                    Status status) mutable { Settle(std::move(container), status, done); });
+}
+
+Status Submissions::CheckSpec(const Caller& caller, const fleet::ContainerSpec& spec) const {
+  if (auto problem = fleet::CheckTenancyName(spec.tenancy); !problem.empty())
+    return InvalidArgument("tenancy: \"" + spec.tenancy + "\" " + problem);
+  if (!caller.admin && caller.tenancy != spec.tenancy)
+    return NotFound("tenancy " + spec.tenancy + " not found");
+  if (spec.gpus < 0 || spec.gpus > fleet::kMaxGpusPerContainer)
+    return InvalidArgument("gpus: must be 0.." + std::to_string(fleet::kMaxGpusPerContainer));
+  const bool mig = spec.mig.count > 0;
+  if (mig) {
+    // The API's parser checked these already; a submission from elsewhere is held to them too.
+    if (spec.gpus > 0) return InvalidArgument("mig: asks for MIG slices instead of gpus");
+    if (spec.isolation != fleet::Isolation::kRunc)
+      return InvalidArgument("mig: MIG slices run with isolation runc only");
+    if (spec.mig.count > fleet::kMaxMigSlicesPerContainer ||
+        !fleet::CheckMigProfileName(spec.mig.profile).empty())
+      return InvalidArgument("mig: not a valid MIG request");
+    if (auto status = gpus_.CheckMigRequest(spec.mig); !status) return status.error();
+  }
+  if (spec.gpus > 0) {
+    if (auto status = gpus_.CheckRequest(spec.gpus); !status) return status.error();
+  }
+  const bool share = spec.share.has_value();
+  if (share) {
+    if (spec.gpus > 0 || mig)
+      return InvalidArgument("share: asks for a share of one GPU instead of gpus or mig");
+    if (auto status = sharing::CheckShare(*spec.share); !status)
+      return status.error().WithContext("share");
+    if (auto status = backend_.CheckShare(spec.isolation); !status) return status.error();
+    if (auto status = gpus_.CheckShareRequest(*spec.share); !status) return status.error();
+  }
+  if (auto status = backend_.CheckIsolation(spec.isolation, mig || share ? 1 : spec.gpus); !status)
+    return status.error();
+  return Ok();
+}
+
+Status Submissions::CheckTenancyLocked(const Caller& caller, const fleet::ContainerSpec& spec,
+                                       const fleet::Tenancy* known) const {
+  // A token outliving its incarnation (deleted while this request was under way) acts for none.
+  if (!caller.admin && (!known || !caller.Sees(*known)))
+    return NotFound("tenancy " + spec.tenancy + " not found");
+  if (!spec.volumes.empty()) {
+    // 403 naming the volume for anything the tenancy is not entitled to (the backend resolves
+    // again at start, in case the entitlement is withdrawn in between).
+    auto resolved = tenancy::ResolveVolumes(
+        spec.tenancy, known ? Model::StorageOf(*known) : tenancy::StorageEntitlements{},
+        spec.volumes);
+    if (!resolved) return resolved.error();
+  }
+  return Ok();
+}
+
+bool Submissions::AnswerRepeatLocked(const Caller& caller, const fleet::ContainerSpec& spec,
+                                     const std::string& idempotency_key,
+                                     const fleet::Tenancy* known, Done<SubmitResult>& done) {
+  // Keys are scoped to the incarnation; a tenancy the admin's submission creates has none yet.
+  if (idempotency_key.empty() || !known) return false;
+  auto it = model_.idempotency.find(known->uid + '\n' + idempotency_key);
+  if (it == model_.idempotency.end()) return false;
+  const auto& existing = model_.containers.at(it->second);
+  if (existing.spec != spec) {
+    done(AlreadyExists("Idempotency-Key \"" + idempotency_key +
+                       "\" was used for a different request (container " + existing.id + ")"));
+    return true;
+  }
+  // The first submission may still be in flight: answer after it is durable too (and not
+  // at all as accepted when it failed and was taken back).
+  // Not a change, yet a request: its record says it was answered with the earlier one.
+  model_.store.Commit({AuditOf(caller, {"container.create", "container", existing.id, spec.tenancy},
+                               "ok", "replayed (Idempotency-Key)")},
+                      [this, done = std::move(done), id = existing.id](Status status) {
+                        if (!status) return done(status.error());
+                        std::unique_lock lock(model_.mu);
+                        auto found = model_.containers.find(id);
+                        if (found == model_.containers.end()) {
+                          lock.unlock();
+                          return done(Unavailable("container " + id + " was not recorded"));
+                        }
+                        SubmitResult result{found->second, true};
+                        lock.unlock();
+                        done(std::move(result));
+                      });
+  return true;
+}
+
+Status Submissions::CheckPendingLocked(const fleet::ContainerSpec& spec,
+                                       const std::string& uid) const {
+  const bool mig = spec.mig.count > 0;
+  const bool share = spec.share.has_value();
+  const bool queued = spec.gpus > 0 && model_.queue;
+  // GPU containers join the queue (MIG and share requests wait beside it): the priority within
+  // the tenancy's bound, and the pending quota (the default one unless its policy sets another)
+  // checked under the lock, counting submissions not yet durable, so concurrent submissions
+  // cannot pass it together.
+  if (!(queued || mig || share) || !model_.queue) return Ok();
+  const auto policy = model_.queue->GetTenancy(uid);
+  if (spec.priority > policy.max_priority)
+    return PermissionDenied("priority: " + std::to_string(spec.priority) + " is above tenancy " +
+                            spec.tenancy + "'s maxPriority " + std::to_string(policy.max_priority));
+  auto unconfirmed = model_.unconfirmed.find(uid);
+  const int pending = model_.queue->PendingOf(uid) + model_.MigPendingOf(uid) +
+                      model_.SharePendingOf(uid) +
+                      (unconfirmed == model_.unconfirmed.end() ? 0 : unconfirmed->second);
+  const int quota = model_.queue->PendingQuotaOf(uid);
+  if (pending >= quota)
+    return FailedPrecondition(std::string(kQuotaRefusal) + std::to_string(pending) + "/" +
+                              std::to_string(quota) + " requests pending");
+  if (queued) {
+    auto request = PendingRequestOf(spec, "", fleet::NowMs());
+    request.tenancy = uid;
+    if (auto status = model_.queue->CheckSubmit(request); !status) return status.error();
+  }
+  return Ok();
+}
+
+std::string Submissions::NewContainerIdLocked(const std::string& uid,
+                                              const std::string& idempotency_key,
+                                              const std::string& random) const {
+  // With a key the ID is derived from it: replicas that take the same retried request at once
+  // write the same record. An ID retention retired is never given again: the key's next
+  // generation is.
+  if (idempotency_key.empty()) return "c-" + random;
+  for (uint32_t generation = 0;; ++generation) {
+    auto id = fleet::IdempotentContainerId(uid, idempotency_key, generation);
+    if (!model_.retired_ids.count(id)) return id;
+  }
+}
+
+void Submissions::Settle(ContainerRecord container, const Status& status,
+                         const Done<SubmitResult>& done) {
+  std::unique_lock lock(model_.mu);
+  if (auto it = model_.unconfirmed.find(container.tenancy_uid);
+      it != model_.unconfirmed.end() && --it->second <= 0)
+    model_.unconfirmed.erase(it);
+  auto found = model_.containers.find(container.id);
+  if (!status) {
+    // Never acknowledged, never run: gone from memory as from the store.
+    if (found != model_.containers.end() && !found->second.started) {
+      model_.RemoveContainer(container.id);
+      model_.unsaved.containers.erase(container.id);
+      // Its record goes too: the refusal is recorded in its place.
+      std::erase_if(model_.unsaved.audit, [&container](const fleet::AuditRecord& record) {
+        return record.object_id == container.id && record.action == "container.create";
+      });
     }
-    if (found != model_.containers.end()) Admit(found->second);
     lock.unlock();
-    done(SubmitResult{std::move(container), false});
-  });
+    return done(status.error());
+  }
+  if (found != model_.containers.end()) Admit(found->second);
+  lock.unlock();
+  done(SubmitResult{std::move(container), false});
 }
 
 void Submissions::Admit(const ContainerRecord& container) {

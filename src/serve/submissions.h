@@ -30,6 +30,27 @@ class Submissions {
   QueueView Queue(const Caller& caller) const;
 
  private:
+  // The request on its own (no lock): well formed, and within what the fleet and the backend
+  // can serve.
+  Status CheckSpec(const Caller& caller, const fleet::ContainerSpec& spec) const;
+  // mu held: the caller still acts for the tenancy (`known`, null when it does not exist yet)
+  // and the tenancy is entitled to the volumes asked for.
+  Status CheckTenancyLocked(const Caller& caller, const fleet::ContainerSpec& spec,
+                            const fleet::Tenancy* known) const;
+  // mu held: true when the Idempotency-Key was used before and `done` is (or will be) answered
+  // from that submission; false leaves `done` untouched.
+  bool AnswerRepeatLocked(const Caller& caller, const fleet::ContainerSpec& spec,
+                          const std::string& idempotency_key, const fleet::Tenancy* known,
+                          Done<SubmitResult>& done);
+  // mu held: the priority and the pending quota of tenancy `uid` ("" for one not yet created)
+  // allow one more waiting request.
+  Status CheckPendingLocked(const fleet::ContainerSpec& spec, const std::string& uid) const;
+  // mu held: a fresh ID, or the one the Idempotency-Key derives (past retired generations).
+  std::string NewContainerIdLocked(const std::string& uid, const std::string& idempotency_key,
+                                   const std::string& random) const;
+  // Takes mu: once the submission's commit is done, admits it or takes it back, then answers.
+  void Settle(fleet::ContainerRecord container, const Status& status,
+              const Done<SubmitResult>& done);
   // mu held: a submission whose record is durable joins the queue (or the containers that start
   // at once), and a pass is due when it could change one.
   void Admit(const fleet::ContainerRecord& container);
