@@ -20,12 +20,13 @@
 #include <filesystem>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/atomic_file.h"
 #include "common/untrusted_text.h"
 #include "dra/dra.h"
 #include "dra/server.h"
 #include "fabricmanager/fabricmanager.h"
+#include "kubernetes/client.h"
+#include "kubernetes/kubeconfig.h"
 
 namespace {
 

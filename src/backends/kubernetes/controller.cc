@@ -1,13 +1,16 @@
 // Tenancy and GPU lease controllers. Both are level-triggered and idempotent: each call looks at
 // what is live and moves it one step towards what should be, so a restart or a missed watch
 // event only delays convergence.
+#include "backends/kubernetes/controller.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <ctime>
 
 #include "backends/kubernetes/claims.h"
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {
@@ -158,14 +161,6 @@ Result<LeaseSpec> CheckedLease(Client& client, const LeaseSpec& spec, std::strin
 }
 
 }  // namespace
-
-std::vector<std::string> DevicesToCheck(const LeaseSpec& lease) {
-  std::vector<std::string> out = lease.gpu_ids;
-  out.insert(out.end(), lease.allocated_devices.begin(), lease.allocated_devices.end());
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
 
 std::string AllocationDifference(const LeaseSpec& lease) {
   if (lease.allocated_devices.empty()) return {};

@@ -1,6 +1,8 @@
 // The CustomResourceDefinitions of group tessera.dev (cluster-scoped, v1alpha1). deploy/crds/
 // holds the same objects as YAML; a test keeps them equal.
-#include "backends/kubernetes/kubernetes.h"
+
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "backends/kubernetes/objects.h"
 #include "scheduling/scheduling.h"
 
 namespace tessera::k8s {

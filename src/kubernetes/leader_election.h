@@ -19,8 +19,8 @@
 #include <string>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/error.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

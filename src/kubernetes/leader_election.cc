@@ -1,4 +1,4 @@
-#include "backends/kubernetes/leader_election.h"
+#include "kubernetes/leader_election.h"
 
 #include <spdlog/spdlog.h>
 
