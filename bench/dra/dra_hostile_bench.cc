@@ -12,10 +12,10 @@
 #include <future>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "deviceplugin/plugin_process.h"
 #include "dra/dra.h"
 #include "dra/dra_kubelet.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
 

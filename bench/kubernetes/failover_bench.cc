@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/kubernetes/kubernetes_backend.h"
+#include "backends/kubernetes/node_gpus.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
 #include "serve/serve_process.h"

@@ -16,9 +16,10 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
 #include "client/client.h"
 #include "inventory/inventory.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/lease_sync_process.h"
 #include "serve/serve_process.h"

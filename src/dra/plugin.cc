@@ -11,7 +11,8 @@
 #include <set>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "kubernetes/client.h"
+#include "kubernetes/kubeconfig.h"
 #include "common/untrusted_text.h"
 #include "dra/server.h"
 #include "fabricmanager/fabricmanager.h"

@@ -13,10 +13,10 @@
 #include <functional>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/atomic_file.h"
 #include "deviceplugin/plugin_process.h"
 #include "dra/dra_kubelet.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
 

@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "kubernetes/client.h"
+#include "kubernetes/kubeconfig.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <string_view>
 
-#include "backends/kubernetes/responses.h"
+#include "backends/kubernetes/node_gpus.h"
 #include "common/pci_address.h"
 #include "deviceplugin/deviceplugin.h"
+#include "kubernetes/responses.h"
+#include "nodeagent/lease_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tessera;

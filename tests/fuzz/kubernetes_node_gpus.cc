@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/node_gpus.h"
+#include "kubernetes/client.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "backends/kubernetes/responses.h"
+#include "kubernetes/responses.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;

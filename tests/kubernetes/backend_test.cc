@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "backends/kubernetes/kubernetes_backend.h"
+#include "backends/kubernetes/objects.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/wait.h"
 

@@ -7,7 +7,9 @@
 #include <fstream>
 #include <map>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
+#include "nodeagent/lease_file.h"
 #include "support/fixture_host.h"
 
 namespace tessera::k8s {

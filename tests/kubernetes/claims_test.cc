@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/kubernetes/objects.h"
+#include "nodeagent/lease_file.h"
+
 namespace tessera::k8s {
 namespace {
 

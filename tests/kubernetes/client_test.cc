@@ -1,6 +1,8 @@
 // The API client's wire behaviour against a scripted API server on a real socket: auth headers,
 // TLS with a generated CA and client certificates, error categories, 409/429/5xx handling,
 // watch resume after the stream ends and relist after 410 Gone. Plus kubeconfig parsing.
+#include "kubernetes/client.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,8 +10,10 @@
 #include <fstream>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/controller.h"
+#include "backends/kubernetes/objects.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/kubeconfig.h"
 #include "support/fixture_host.h"
 #include "support/hostile_files.h"
 #include "support/wait.h"

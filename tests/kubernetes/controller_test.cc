@@ -1,10 +1,14 @@
 // Tenancy controller and GPU lease flow against the scripted API server: objects created,
 // idempotent second pass, drift repaired, NFS PV/PVCs in pv mode, and the lease state machine
 // (reserved → active → checking + Job → free | quarantined).
+#include "backends/kubernetes/controller.h"
+
 #include <gtest/gtest.h>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
+#include "nodeagent/lease_file.h"
 
 namespace tessera::k8s {
 namespace {

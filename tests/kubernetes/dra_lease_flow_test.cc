@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "backends/kubernetes/claims.h"
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/controller.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 
 namespace tessera::k8s {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/kubernetes/node_gpus.h"
 #include "inventory/inventory.h"
 #include "support/fixture_host.h"
 

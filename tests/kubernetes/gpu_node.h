@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "kubernetes/client.h"
 
 namespace tessera::testing {
 

@@ -1,7 +1,7 @@
 // The leader elector against the scripted API server: it creates the coordination.k8s.io/v1
 // Lease, renews it, leaves it alone while another identity holds it, takes it over once its
 // holder stops renewing (leaseTransitions counts the handover), and steps down on a 409.
-#include "backends/kubernetes/leader_election.h"
+#include "kubernetes/leader_election.h"
 
 #include <gtest/gtest.h>
 

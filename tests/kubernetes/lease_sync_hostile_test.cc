@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/pci_address.h"
 #include "deviceplugin/deviceplugin.h"
 #include "deviceplugin/plugin_process.h"
 #include "inventory/inventory.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
 #include "support/hostile_files.h"

@@ -10,9 +10,12 @@
 #include <algorithm>
 #include <fstream>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/controller.h"
+#include "backends/kubernetes/node_gpus.h"
+#include "backends/kubernetes/objects.h"
 #include "client/client.h"
 #include "inventory/inventory.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/lease_sync_process.h"
 #include "podresources/podresources_kubelet.h"

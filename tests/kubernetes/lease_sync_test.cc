@@ -10,8 +10,10 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/node_gpus.h"
+#include "backends/kubernetes/objects.h"
 #include "inventory/inventory.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "support/fixture_host.h"
 #include "support/wait.h"

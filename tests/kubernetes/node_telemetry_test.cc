@@ -3,7 +3,7 @@
 // cgroup): /metrics with dcgm-exporter's names and the Pod's labels, `tessera top` on the node
 // endpoint, and the lease's measured use kept in its status across kill -9 of the agent:
 // exactly the samples and the energy the stand-in served after the first pass, none twice.
-#include "backends/kubernetes/node_telemetry.h"
+#include "nodeagent/node_telemetry.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -20,9 +20,10 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
 #include "client/client.h"
 #include "common/file_descriptor.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/lease_sync_process.h"
 #include "support/fake_nvml_state.h"

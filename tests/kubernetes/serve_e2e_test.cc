@@ -13,6 +13,8 @@
 
 #include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/kubernetes_backend.h"
+#include "backends/kubernetes/node_gpus.h"
+#include "backends/kubernetes/objects.h"
 #include "inventory/inventory.h"
 #include "kubernetes/fake_apiserver.h"
 #include "serve/serve_process.h"

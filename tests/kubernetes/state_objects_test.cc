@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/kubernetes/audit_objects.h"
+#include "backends/kubernetes/objects.h"
 
 namespace tessera::k8s {
 namespace {

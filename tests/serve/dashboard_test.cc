@@ -14,10 +14,11 @@
 #include <functional>
 #include <set>
 
-#include "backends/kubernetes/kubernetes.h"
-#include "backends/kubernetes/node_telemetry.h"
+#include "backends/kubernetes/node_gpus.h"
 #include "inventory/inventory.h"
+#include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
+#include "nodeagent/node_telemetry.h"
 #include "serve/container_wait.h"
 #include "serve/serve_process.h"
 #include "support/cdp_client.h"

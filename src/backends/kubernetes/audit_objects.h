@@ -12,9 +12,9 @@
 #include <string>
 #include <string_view>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/error.h"
 #include "fleet/fleet.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {
@@ -378,6 +379,14 @@ Json BuildFirmwareCheckJob(const LeaseSpec& lease, const FirmwareCheckOptions& o
                                           {"hostPath",
                                            {{"path", options.baseline_dir},
                                             {"type", "DirectoryOrCreate"}}}}})}}}}}}}};
+}
+
+std::vector<std::string> DevicesToCheck(const LeaseSpec& lease) {
+  std::vector<std::string> out = lease.gpu_ids;
+  out.insert(out.end(), lease.allocated_devices.begin(), lease.allocated_devices.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace tessera::k8s

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "backends/kubernetes/objects.h"
 #include "common/untrusted_text.h"
 
 namespace tessera::k8s {

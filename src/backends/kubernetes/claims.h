@@ -14,7 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "backends/kubernetes/audit_objects.h"
+#include "backends/kubernetes/objects.h"
 #include "backends/kubernetes/state_objects.h"
 #include "common/untrusted_text.h"
 

@@ -15,9 +15,9 @@
 #include <optional>
 #include <string>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/error.h"
 #include "fleet/fleet.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

@@ -1,13 +1,16 @@
 // Tenancy and GPU lease controllers. Both are level-triggered and idempotent: each call looks at
 // what is live and moves it one step towards what should be, so a restart or a missed watch
 // event only delays convergence.
+#include "backends/kubernetes/controller.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <ctime>
 
 #include "backends/kubernetes/claims.h"
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {
@@ -158,14 +161,6 @@ Result<LeaseSpec> CheckedLease(Client& client, const LeaseSpec& spec, std::strin
 }
 
 }  // namespace
-
-std::vector<std::string> DevicesToCheck(const LeaseSpec& lease) {
-  std::vector<std::string> out = lease.gpu_ids;
-  out.insert(out.end(), lease.allocated_devices.begin(), lease.allocated_devices.end());
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
 
 std::string AllocationDifference(const LeaseSpec& lease) {
   if (lease.allocated_devices.empty()) return {};
@@ -320,94 +315,108 @@ Result<Json> StartPod(Client& client, const PodRequest& request,
   return live;
 }
 
+namespace {
+
+// An active lease: stays active while its Pod runs (recording how kubelet's or the scheduler's
+// allocation differs from the lease, and deleting a Pod whose pinned claim got other GPUs);
+// once the Pod finished or is gone, its firmware check Job starts and the lease is checking.
+Result<std::string> ReconcileActiveLease(Client& client, const Json& lease, const LeaseSpec& spec,
+                                         const FirmwareCheckOptions& options) {
+  // The device plugin path: kubelet picks the IDs, so a difference from the lease is recorded
+  // as soon as the node agent reports it, and the check below covers both sides.
+  std::string difference = AllocationDifference(spec);
+  // The DRA path: the scheduler allocates the pinned claim; anything but the leased GPUs fails
+  // the container (its Pod is deleted) and is recorded.
+  std::string mismatch;
+  auto checked = CheckedLease(client, spec, &mismatch);
+  if (!checked) return checked.error();
+  if (!mismatch.empty()) difference = mismatch;
+  auto pod = client.Get(Resource::Pods(), spec.pod_namespace, spec.pod_name);
+  std::string why;
+  if (!pod) {
+    if (pod.error().category != ErrorCategory::kNotFound) return pod.error();
+    why = "pod " + spec.pod_name + " gone";
+  } else {
+    std::string phase = (*pod).value("status", Json::object()).value("phase", "");
+    if (phase != "Succeeded" && phase != "Failed" && !mismatch.empty()) {
+      spdlog::warn("k8s: lease {}: {}; deleting pod {}/{}", spec.name, mismatch, spec.pod_namespace,
+                   spec.pod_name);
+      auto deleted = client.Delete(Resource::Pods(), spec.pod_namespace, spec.pod_name);
+      if (!deleted && deleted.error().category != ErrorCategory::kNotFound) return deleted.error();
+      if (auto s = PatchLeaseStatus(client, spec.name, "active", mismatch); !s) return s.error();
+      return std::string("active");
+    }
+    if (phase != "Succeeded" && phase != "Failed") {
+      if (!difference.empty() &&
+          lease.value("status", Json::object()).value("reason", "") != difference) {
+        spdlog::warn("k8s: lease {}: {}", spec.name, difference);
+        if (auto s = PatchLeaseStatus(client, spec.name, "active", difference); !s)
+          return s.error();
+      }
+      return std::string("active");
+    }
+    why = "pod " + spec.pod_name + " " + phase;
+  }
+  if (!difference.empty()) why += "; " + difference;
+  auto job = EnsureObject(client, Resource::Jobs(), options.namespace_,
+                          BuildFirmwareCheckJob(*checked, options));
+  if (!job) return job.error();
+  if (auto s = PatchLeaseStatus(client, spec.name, "checking", why + "; firmware check running",
+                                FirmwareCheckJobName(spec.name));
+      !s)
+    return s.error();
+  return std::string("checking");
+}
+
+// A lease under check: its Job (created again when missing) decides free or quarantined, and
+// the pinned claim goes once the check is over.
+Result<std::string> ReconcileCheckingLease(Client& client, const LeaseSpec& spec,
+                                           const FirmwareCheckOptions& options) {
+  const std::string job_name = FirmwareCheckJobName(spec.name);
+  auto job = client.Get(Resource::Jobs(), options.namespace_, job_name);
+  if (!job) {
+    if (job.error().category != ErrorCategory::kNotFound) return job.error();
+    std::string mismatch;
+    auto checked = CheckedLease(client, spec, &mismatch);
+    if (!checked) return checked.error();
+    auto created = client.Create(Resource::Jobs(), options.namespace_,
+                                 BuildFirmwareCheckJob(*checked, options));
+    if (!created && created.error().category != ErrorCategory::kAlreadyExists)
+      return created.error();
+    return std::string("checking");
+  }
+  const Json& status = (*job).value("status", Json::object());
+  std::string next;
+  std::string reason;
+  if (status.value("succeeded", 0) > 0) {
+    next = "free";
+    reason = "firmware check passed";
+  } else if (status.value("failed", 0) > 0) {
+    next = "quarantined";
+    reason = "firmware check failed (job " + job_name + ")";
+  } else {
+    return std::string("checking");
+  }
+  if (auto s = PatchLeaseStatus(client, spec.name, next, reason, job_name); !s) return s.error();
+  if (next == "free") (void)client.Delete(Resource::Jobs(), options.namespace_, job_name);
+  // The Pod is gone and its devices were checked: the pinned claim has served its purpose.
+  if (!spec.claim_name.empty()) {
+    auto deleted = client.Delete(ResourceClaims(), spec.pod_namespace, spec.claim_name);
+    if (!deleted && deleted.error().category != ErrorCategory::kNotFound)
+      spdlog::warn("k8s: lease {}: delete claim {}: {}", spec.name, spec.claim_name,
+                   deleted.error().message);
+  }
+  return next;
+}
+
+}  // namespace
+
 Result<std::string> ReconcileLease(Client& client, const Json& lease,
                                    const FirmwareCheckOptions& options) {
   LeaseSpec spec = LeaseSpecOf(lease);
   std::string state = lease.value("status", Json::object()).value("state", "reserved");
-  if (state == "active") {
-    // The device plugin path: kubelet picks the IDs, so a difference from the lease is recorded
-    // as soon as the node agent reports it, and the check below covers both sides.
-    std::string difference = AllocationDifference(spec);
-    // The DRA path: the scheduler allocates the pinned claim; anything but the leased GPUs fails
-    // the container (its Pod is deleted) and is recorded.
-    std::string mismatch;
-    auto checked = CheckedLease(client, spec, &mismatch);
-    if (!checked) return checked.error();
-    if (!mismatch.empty()) difference = mismatch;
-    auto pod = client.Get(Resource::Pods(), spec.pod_namespace, spec.pod_name);
-    std::string why;
-    if (!pod) {
-      if (pod.error().category != ErrorCategory::kNotFound) return pod.error();
-      why = "pod " + spec.pod_name + " gone";
-    } else {
-      std::string phase = (*pod).value("status", Json::object()).value("phase", "");
-      if (phase != "Succeeded" && phase != "Failed" && !mismatch.empty()) {
-        spdlog::warn("k8s: lease {}: {}; deleting pod {}/{}", spec.name, mismatch,
-                     spec.pod_namespace, spec.pod_name);
-        auto deleted = client.Delete(Resource::Pods(), spec.pod_namespace, spec.pod_name);
-        if (!deleted && deleted.error().category != ErrorCategory::kNotFound)
-          return deleted.error();
-        if (auto s = PatchLeaseStatus(client, spec.name, "active", mismatch); !s) return s.error();
-        return state;
-      }
-      if (phase != "Succeeded" && phase != "Failed") {
-        if (!difference.empty() &&
-            lease.value("status", Json::object()).value("reason", "") != difference) {
-          spdlog::warn("k8s: lease {}: {}", spec.name, difference);
-          if (auto s = PatchLeaseStatus(client, spec.name, "active", difference); !s)
-            return s.error();
-        }
-        return state;
-      }
-      why = "pod " + spec.pod_name + " " + phase;
-    }
-    if (!difference.empty()) why += "; " + difference;
-    auto job = EnsureObject(client, Resource::Jobs(), options.namespace_,
-                            BuildFirmwareCheckJob(*checked, options));
-    if (!job) return job.error();
-    if (auto s = PatchLeaseStatus(client, spec.name, "checking", why + "; firmware check running",
-                                  FirmwareCheckJobName(spec.name));
-        !s)
-      return s.error();
-    return std::string("checking");
-  }
-  if (state == "checking") {
-    const std::string job_name = FirmwareCheckJobName(spec.name);
-    auto job = client.Get(Resource::Jobs(), options.namespace_, job_name);
-    if (!job) {
-      if (job.error().category != ErrorCategory::kNotFound) return job.error();
-      std::string mismatch;
-      auto checked = CheckedLease(client, spec, &mismatch);
-      if (!checked) return checked.error();
-      auto created = client.Create(Resource::Jobs(), options.namespace_,
-                                   BuildFirmwareCheckJob(*checked, options));
-      if (!created && created.error().category != ErrorCategory::kAlreadyExists)
-        return created.error();
-      return state;
-    }
-    const Json& status = (*job).value("status", Json::object());
-    std::string next;
-    std::string reason;
-    if (status.value("succeeded", 0) > 0) {
-      next = "free";
-      reason = "firmware check passed";
-    } else if (status.value("failed", 0) > 0) {
-      next = "quarantined";
-      reason = "firmware check failed (job " + job_name + ")";
-    } else {
-      return state;
-    }
-    if (auto s = PatchLeaseStatus(client, spec.name, next, reason, job_name); !s) return s.error();
-    if (next == "free") (void)client.Delete(Resource::Jobs(), options.namespace_, job_name);
-    // The Pod is gone and its devices were checked: the pinned claim has served its purpose.
-    if (!spec.claim_name.empty()) {
-      auto deleted = client.Delete(ResourceClaims(), spec.pod_namespace, spec.claim_name);
-      if (!deleted && deleted.error().category != ErrorCategory::kNotFound)
-        spdlog::warn("k8s: lease {}: delete claim {}: {}", spec.name, spec.claim_name,
-                     deleted.error().message);
-    }
-    return next;
-  }
+  if (state == "active") return ReconcileActiveLease(client, lease, spec, options);
+  if (state == "checking") return ReconcileCheckingLease(client, spec, options);
   return state;
 }
 

@@ -1,6 +1,8 @@
 // The CustomResourceDefinitions of group tessera.dev (cluster-scoped, v1alpha1). deploy/crds/
 // holds the same objects as YAML; a test keeps them equal.
-#include "backends/kubernetes/kubernetes.h"
+
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {
@@ -88,19 +90,11 @@ Json TenancyCrd() {
   return Crd("tenancies", "tenancy", "Tenancy", Json::array({"tn"}), schema, columns);
 }
 
-Json GpuLeaseCrd() {
-  Json states = Json::array();
-  for (const char* s : kLeaseStates)
-    states.push_back(s);
-  Json schema = {
-      {"type", "object"},
-      {"required", Json::array({"spec"})},
-      {"properties",
-       {{"apiVersion", Str()},
-        {"kind", Str()},
-        {"metadata", {{"type", "object"}}},
-        {"spec",
-         {{"type", "object"},
+namespace {
+
+// GpuLease.spec: which GPUs of which node a tenancy holds, and for which Pod.
+Json GpuLeaseSpecSchema() {
+  return {{"type", "object"},
           {"required", Json::array({"tenancy", "node", "gpuIds"})},
           {"properties",
            {{"tenancy", Str()},
@@ -111,9 +105,49 @@ Json GpuLeaseCrd() {
               {"items", {{"type", "string"}, {"description", "PCI address"}}}}},
             {"resource", Str()},
             {"podRef",
-             {{"type", "object"}, {"properties", {{"namespace", Str()}, {"name", Str()}}}}}}}}},
-        {"status",
+             {{"type", "object"}, {"properties", {{"namespace", Str()}, {"name", Str()}}}}}}}};
+}
+
+// GpuLease.status.measured: the node agent's running totals and per-GPU cursors and gauges.
+Json GpuLeaseMeasuredSchema() {
+  Json cursor = {{"type", "object"},
+                 {"properties",
+                  {{"sampleUs", {{"type", "integer"}, {"minimum", 0}}},
+                   {"energyMj", {{"type", "integer"}, {"minimum", 0}}},
+                   {"sampledMs", {{"type", "integer"}, {"minimum", 0}}}}}};
+  Json gauges = {{"type", "object"},
+                 {"properties",
+                  {{"utilPercent", {{"type", "number"}, {"minimum", 0}, {"maximum", 100}}},
+                   {"memoryUsed", {{"type", "integer"}, {"minimum", 0}}},
+                   {"memoryTotal", {{"type", "integer"}, {"minimum", 0}}},
+                   {"powerWatts", {{"type", "number"}, {"minimum", 0}}}}}};
+  return {
+      {"type", "object"},
+      {"description",
+       "what the node agent measured of the Pod's GPU processes (NVML, attributed by "
+       "cgroup): SM-seconds, GPU memory GiB-seconds, energy, and per GPU the cursor of "
+       "the last counted pass, written in one patch so a restarted agent counts nothing "
+       "twice"},
+      {"properties",
+       {{"smSeconds", {{"type", "number"}, {"minimum", 0}}},
+        {"memoryGibSeconds", {{"type", "number"}, {"minimum", 0}}},
+        {"energyJoules", {{"type", "number"}, {"minimum", 0}}},
+        {"updatedMs", {{"type", "integer"}, {"minimum", 0}}},
+        {"cursors", {{"type", "object"}, {"maxProperties", 64}, {"additionalProperties", cursor}}},
+        {"gauges",
          {{"type", "object"},
+          {"description", "the last pass's figures of each of its GPUs"},
+          {"maxProperties", 64},
+          {"additionalProperties", gauges}}}}}};
+}
+
+// GpuLease.status: the lease state machine, its check Job, the pinned claim, what kubelet gave
+// the Pod and what the node agent measured.
+Json GpuLeaseStatusSchema() {
+  Json states = Json::array();
+  for (const char* s : kLeaseStates)
+    states.push_back(s);
+  return {{"type", "object"},
           {"properties",
            {{"state", {{"type", "string"}, {"enum", states}}},
             {"reason", Str()},
@@ -131,39 +165,21 @@ Json GpuLeaseCrd() {
                 {"description",
                  "a device kubelet gave the Pod (PodResources): PCI address, or the raw device "
                  "ID when the node does not know it"}}}}},
-            {"measured",
-             {{"type", "object"},
-              {"description",
-               "what the node agent measured of the Pod's GPU processes (NVML, attributed by "
-               "cgroup): SM-seconds, GPU memory GiB-seconds, energy, and per GPU the cursor of "
-               "the last counted pass, written in one patch so a restarted agent counts nothing "
-               "twice"},
-              {"properties",
-               {{"smSeconds", {{"type", "number"}, {"minimum", 0}}},
-                {"memoryGibSeconds", {{"type", "number"}, {"minimum", 0}}},
-                {"energyJoules", {{"type", "number"}, {"minimum", 0}}},
-                {"updatedMs", {{"type", "integer"}, {"minimum", 0}}},
-                {"cursors",
-                 {{"type", "object"},
-                  {"maxProperties", 64},
-                  {"additionalProperties",
-                   {{"type", "object"},
-                    {"properties",
-                     {{"sampleUs", {{"type", "integer"}, {"minimum", 0}}},
-                      {"energyMj", {{"type", "integer"}, {"minimum", 0}}},
-                      {"sampledMs", {{"type", "integer"}, {"minimum", 0}}}}}}}}},
-                {"gauges",
-                 {{"type", "object"},
-                  {"description", "the last pass's figures of each of its GPUs"},
-                  {"maxProperties", 64},
-                  {"additionalProperties",
-                   {{"type", "object"},
-                    {"properties",
-                     {{"utilPercent", {{"type", "number"}, {"minimum", 0}, {"maximum", 100}}},
-                      {"memoryUsed", {{"type", "integer"}, {"minimum", 0}}},
-                      {"memoryTotal", {{"type", "integer"}, {"minimum", 0}}},
-                      {"powerWatts", {{"type", "number"}, {"minimum", 0}}}}}}}}}}}}},
-            {"lastTransitionTime", {{"type", "string"}, {"format", "date-time"}}}}}}}}}};
+            {"measured", GpuLeaseMeasuredSchema()},
+            {"lastTransitionTime", {{"type", "string"}, {"format", "date-time"}}}}}};
+}
+
+}  // namespace
+
+Json GpuLeaseCrd() {
+  Json schema = {{"type", "object"},
+                 {"required", Json::array({"spec"})},
+                 {"properties",
+                  {{"apiVersion", Str()},
+                   {"kind", Str()},
+                   {"metadata", {{"type", "object"}}},
+                   {"spec", GpuLeaseSpecSchema()},
+                   {"status", GpuLeaseStatusSchema()}}}};
   Json columns = Json::array(
       {Column("Tenancy", "string", ".spec.tenancy"), Column("Node", "string", ".spec.node"),
        Column("GPUs", "string", ".spec.gpuIds"), Column("State", "string", ".status.state"),

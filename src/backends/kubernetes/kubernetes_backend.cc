@@ -18,6 +18,9 @@
 #include <optional>
 #include <thread>
 
+#include "backends/kubernetes/controller.h"
+#include "backends/kubernetes/node_gpus.h"
+#include "backends/kubernetes/objects.h"
 #include "backends/kubernetes/state_objects.h"
 #include "common/untrusted_text.h"
 

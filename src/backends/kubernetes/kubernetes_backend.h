@@ -12,7 +12,9 @@
 
 #include "backends/backend.h"
 #include "backends/kubernetes/claims.h"
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/node_gpus.h"
+#include "backends/kubernetes/objects.h"
+#include "kubernetes/client.h"
 
 namespace tessera::backends {
 

@@ -1,8 +1,10 @@
 // The node GPU inventory annotation: what the node agent publishes on its Node and what the
 // control plane places from. Pure: values in, text or JSON out.
+#include "backends/kubernetes/node_gpus.h"
+
 #include <algorithm>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

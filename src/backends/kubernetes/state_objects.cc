@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "backends/kubernetes/objects.h"
 #include "scheduling/scheduling.h"
 
 namespace tessera::k8s {
@@ -195,6 +196,117 @@ Json GpuContainerObject(const fleet::ContainerRecord& c) {
           {"status", status}};
 }
 
+namespace {
+
+std::string ContainerField(const char* name) {
+  return std::string("GpuContainer ") + name;
+}
+
+#define TESSERA_TAKE(target, expr)    \
+  {                                   \
+    auto taken = (expr);              \
+    if (!taken) return taken.error(); \
+    target = std::move(*taken);       \
+  }
+
+// What the tenant submitted: identity, image, GPUs, isolation, network, command, env, volumes.
+Status ReadSubmittedSpec(const Json& spec, fleet::ContainerRecord& c) {
+  TESSERA_TAKE(c.id, Text(spec, "id", ContainerField("spec.id")));
+  if (c.id.empty()) return InvalidArgument(ContainerField("spec.id") + ": missing");
+  TESSERA_TAKE(c.spec.tenancy, Text(spec, "tenancy", ContainerField("spec.tenancy")));
+  if (auto problem = fleet::CheckTenancyName(c.spec.tenancy); !problem.empty())
+    return InvalidArgument(ContainerField("spec.tenancy") + ": " + problem);
+  TESSERA_TAKE(c.tenancy_uid, Text(spec, "tenancyUid", ContainerField("spec.tenancyUid")));
+  TESSERA_TAKE(c.spec.image, Text(spec, "image", ContainerField("spec.image")));
+  TESSERA_TAKE(c.idempotency_key,
+               Text(spec, "idempotencyKey", ContainerField("spec.idempotencyKey")));
+  const Json gpus = spec.value("gpus", Json(0));
+  if (!gpus.is_number_integer() || gpus.get<int64_t>() < 0 ||
+      gpus.get<int64_t>() > fleet::kMaxGpusPerContainer)
+    return InvalidArgument(ContainerField("spec.gpus") + ": want 0.." +
+                           std::to_string(fleet::kMaxGpusPerContainer));
+  c.spec.gpus = gpus.get<int>();
+  std::string text;
+  TESSERA_TAKE(text, Text(spec, "isolation", ContainerField("spec.isolation")));
+  TESSERA_TAKE(c.spec.isolation, fleet::ParseIsolation(text.empty() ? "runc" : text));
+  TESSERA_TAKE(text, Text(spec, "network", ContainerField("spec.network")));
+  TESSERA_TAKE(c.spec.network, tenancy::ParseNetworkMode(text.empty() ? "tenancy" : text));
+  TESSERA_TAKE(c.spec.command, Texts(spec, "command", ContainerField("spec.command")));
+  if (spec.contains("env")) {
+    const Json& env = spec["env"];
+    if (!env.is_object() || env.size() > kMaxItems)
+      return InvalidArgument(ContainerField("spec.env") + ": want an object of bounded size");
+    for (auto it = env.begin(); it != env.end(); ++it) {
+      if (!it.value().is_string() || it.key().size() > kMaxField ||
+          it.value().get_ref<const std::string&>().size() > kMaxField)
+        return InvalidArgument(ContainerField("spec.env") + ": want bounded strings");
+      c.spec.env[it.key()] = it.value().get<std::string>();
+    }
+  }
+  if (spec.contains("volumes")) {
+    TESSERA_TAKE(c.spec.volumes, tenancy::VolumeRequestsFromJson(spec["volumes"], "volumes"));
+  }
+  return Ok();
+}
+
+// How the scheduler treats it: priority, duration limit, preemptible; a stop asked; when.
+Status ReadSchedulingSpec(const Json& spec, fleet::ContainerRecord& c) {
+  const Json priority = spec.value("priority", Json(0));
+  if (!priority.is_number_integer() || priority.get<int64_t>() < scheduling::kMinPriority ||
+      priority.get<int64_t>() > scheduling::kMaxPriority)
+    return InvalidArgument(ContainerField("spec.priority") + ": want " +
+                           std::to_string(scheduling::kMinPriority) + ".." +
+                           std::to_string(scheduling::kMaxPriority));
+  c.spec.priority = priority.get<int>();
+  const Json max_duration = spec.value("maxDurationSeconds", Json(0));
+  if (!max_duration.is_number_integer() || max_duration.get<int64_t>() < 0 ||
+      max_duration.get<int64_t>() > static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds))
+    return InvalidArgument(ContainerField("spec.maxDurationSeconds") + ": out of range");
+  c.spec.max_duration_s = max_duration.get<int64_t>();
+  const Json preemptible = spec.value("preemptible", Json(false));
+  if (!preemptible.is_boolean())
+    return InvalidArgument(ContainerField("spec.preemptible") + ": not a boolean");
+  c.spec.preemptible = preemptible.get<bool>();
+  const Json stop = spec.value("stopRequested", Json(false));
+  if (!stop.is_boolean())
+    return InvalidArgument(ContainerField("spec.stopRequested") + ": not a boolean");
+  c.stop_requested = stop.get<bool>();
+  TESSERA_TAKE(c.created_ms, UnixMs(spec, "createdTime", ContainerField("spec.createdTime")));
+  return Ok();
+}
+
+// What became of it: state, GPUs, exit code, reason, times, measured usage.
+Status ReadContainerStatus(const Json& status, fleet::ContainerRecord& c) {
+  std::string text;
+  TESSERA_TAKE(text, Text(status, "state", ContainerField("status.state")));
+  TESSERA_TAKE(c.state, fleet::ParseContainerState(text.empty() ? "pending" : text));
+  const Json started = status.value("started", Json(false));
+  if (!started.is_boolean())
+    return InvalidArgument(ContainerField("status.started") + ": not a boolean");
+  c.started = started.get<bool>();
+  TESSERA_TAKE(c.gpus, Texts(status, "gpus", ContainerField("status.gpus")));
+  if (status.contains("exitCode")) {
+    if (!status["exitCode"].is_number_integer() || status["exitCode"].get<int64_t>() < -255 ||
+        status["exitCode"].get<int64_t>() > 255)
+      return InvalidArgument(ContainerField("status.exitCode") + ": not an exit code");
+    c.exit_code = status["exitCode"].get<int>();
+  }
+  TESSERA_TAKE(c.reason, Text(status, "reason", ContainerField("status.reason")));
+  TESSERA_TAKE(c.started_ms, UnixMs(status, "startedTime", ContainerField("status.startedTime")));
+  TESSERA_TAKE(c.finished_ms,
+               UnixMs(status, "finishedTime", ContainerField("status.finishedTime")));
+  if (status.contains("measured")) {
+    fleet::MeasuredUsage measured;
+    TESSERA_TAKE(measured, MeasuredOf(status, "measured", ContainerField("status.measured")));
+    c.measured = measured;
+  }
+  return Ok();
+}
+
+#undef TESSERA_TAKE
+
+}  // namespace
+
 Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
   if (!object.is_object() || !object.value("spec", Json()).is_object())
     return InvalidArgument("GpuContainer: no spec");
@@ -202,88 +314,9 @@ Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
   const Json status = object.value("status", Json::object());
   if (!status.is_object()) return InvalidArgument("GpuContainer status: not an object");
   fleet::ContainerRecord c;
-  auto field = [](const char* name) { return std::string("GpuContainer ") + name; };
-#define TESSERA_TAKE(target, expr)    \
-  {                                   \
-    auto taken = (expr);              \
-    if (!taken) return taken.error(); \
-    target = std::move(*taken);       \
-  }
-  TESSERA_TAKE(c.id, Text(spec, "id", field("spec.id")));
-  if (c.id.empty()) return InvalidArgument(field("spec.id") + ": missing");
-  TESSERA_TAKE(c.spec.tenancy, Text(spec, "tenancy", field("spec.tenancy")));
-  if (auto problem = fleet::CheckTenancyName(c.spec.tenancy); !problem.empty())
-    return InvalidArgument(field("spec.tenancy") + ": " + problem);
-  TESSERA_TAKE(c.tenancy_uid, Text(spec, "tenancyUid", field("spec.tenancyUid")));
-  TESSERA_TAKE(c.spec.image, Text(spec, "image", field("spec.image")));
-  TESSERA_TAKE(c.idempotency_key, Text(spec, "idempotencyKey", field("spec.idempotencyKey")));
-  const Json gpus = spec.value("gpus", Json(0));
-  if (!gpus.is_number_integer() || gpus.get<int64_t>() < 0 ||
-      gpus.get<int64_t>() > fleet::kMaxGpusPerContainer)
-    return InvalidArgument(field("spec.gpus") + ": want 0.." +
-                           std::to_string(fleet::kMaxGpusPerContainer));
-  c.spec.gpus = gpus.get<int>();
-  std::string text;
-  TESSERA_TAKE(text, Text(spec, "isolation", field("spec.isolation")));
-  TESSERA_TAKE(c.spec.isolation, fleet::ParseIsolation(text.empty() ? "runc" : text));
-  TESSERA_TAKE(text, Text(spec, "network", field("spec.network")));
-  TESSERA_TAKE(c.spec.network, tenancy::ParseNetworkMode(text.empty() ? "tenancy" : text));
-  TESSERA_TAKE(c.spec.command, Texts(spec, "command", field("spec.command")));
-  if (spec.contains("env")) {
-    const Json& env = spec["env"];
-    if (!env.is_object() || env.size() > kMaxItems)
-      return InvalidArgument(field("spec.env") + ": want an object of bounded size");
-    for (auto it = env.begin(); it != env.end(); ++it) {
-      if (!it.value().is_string() || it.key().size() > kMaxField ||
-          it.value().get_ref<const std::string&>().size() > kMaxField)
-        return InvalidArgument(field("spec.env") + ": want bounded strings");
-      c.spec.env[it.key()] = it.value().get<std::string>();
-    }
-  }
-  if (spec.contains("volumes")) {
-    TESSERA_TAKE(c.spec.volumes, tenancy::VolumeRequestsFromJson(spec["volumes"], "volumes"));
-  }
-  const Json priority = spec.value("priority", Json(0));
-  if (!priority.is_number_integer() || priority.get<int64_t>() < scheduling::kMinPriority ||
-      priority.get<int64_t>() > scheduling::kMaxPriority)
-    return InvalidArgument(field("spec.priority") + ": want " +
-                           std::to_string(scheduling::kMinPriority) + ".." +
-                           std::to_string(scheduling::kMaxPriority));
-  c.spec.priority = priority.get<int>();
-  const Json max_duration = spec.value("maxDurationSeconds", Json(0));
-  if (!max_duration.is_number_integer() || max_duration.get<int64_t>() < 0 ||
-      max_duration.get<int64_t>() > static_cast<int64_t>(scheduling::kMaxDurationLimitSeconds))
-    return InvalidArgument(field("spec.maxDurationSeconds") + ": out of range");
-  c.spec.max_duration_s = max_duration.get<int64_t>();
-  const Json preemptible = spec.value("preemptible", Json(false));
-  if (!preemptible.is_boolean())
-    return InvalidArgument(field("spec.preemptible") + ": not a boolean");
-  c.spec.preemptible = preemptible.get<bool>();
-  const Json stop = spec.value("stopRequested", Json(false));
-  if (!stop.is_boolean()) return InvalidArgument(field("spec.stopRequested") + ": not a boolean");
-  c.stop_requested = stop.get<bool>();
-  TESSERA_TAKE(c.created_ms, UnixMs(spec, "createdTime", field("spec.createdTime")));
-  TESSERA_TAKE(text, Text(status, "state", field("status.state")));
-  TESSERA_TAKE(c.state, fleet::ParseContainerState(text.empty() ? "pending" : text));
-  const Json started = status.value("started", Json(false));
-  if (!started.is_boolean()) return InvalidArgument(field("status.started") + ": not a boolean");
-  c.started = started.get<bool>();
-  TESSERA_TAKE(c.gpus, Texts(status, "gpus", field("status.gpus")));
-  if (status.contains("exitCode")) {
-    if (!status["exitCode"].is_number_integer() || status["exitCode"].get<int64_t>() < -255 ||
-        status["exitCode"].get<int64_t>() > 255)
-      return InvalidArgument(field("status.exitCode") + ": not an exit code");
-    c.exit_code = status["exitCode"].get<int>();
-  }
-  TESSERA_TAKE(c.reason, Text(status, "reason", field("status.reason")));
-  TESSERA_TAKE(c.started_ms, UnixMs(status, "startedTime", field("status.startedTime")));
-  TESSERA_TAKE(c.finished_ms, UnixMs(status, "finishedTime", field("status.finishedTime")));
-  if (status.contains("measured")) {
-    fleet::MeasuredUsage measured;
-    TESSERA_TAKE(measured, MeasuredOf(status, "measured", field("status.measured")));
-    c.measured = measured;
-  }
-#undef TESSERA_TAKE
+  if (auto read = ReadSubmittedSpec(spec, c); !read) return read.error();
+  if (auto read = ReadSchedulingSpec(spec, c); !read) return read.error();
+  if (auto read = ReadContainerStatus(status, c); !read) return read.error();
   return c;
 }
 

@@ -10,9 +10,9 @@
 
 #include <string>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/error.h"
 #include "fleet/fleet.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

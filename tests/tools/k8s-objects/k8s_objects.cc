@@ -9,10 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/kubernetes/claims.h"
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/objects.h"
 #include "backends/kubernetes/state_objects.h"
 #include "dra/dra.h"
 #include "inventory/inventory.h"
+#include "kubernetes/client.h"
 #include "support/fixture_host.h"
 #include "topology/topology.h"
 

@@ -1,5 +1,6 @@
 // Typed reads of the API server's JSON that never throw.
-#include "backends/kubernetes/kubernetes.h"
+
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {

@@ -19,8 +19,8 @@
 #include <string>
 #include <thread>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/error.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 
@@ -62,6 +62,15 @@ class LeaderElector {
  private:
   void Loop();
   LeaseAttempt TryAcquireOrRenew();
+  // The steps of an attempt: no Lease yet; a Lease read (taken or renewed unless another
+  // replica holds it); the record a won attempt leaves.
+  LeaseAttempt CreateLease(std::chrono::steady_clock::time_point attempt_start,
+                           const std::string& now);
+  LeaseAttempt TakeLease(Json lease, std::chrono::steady_clock::time_point attempt_start,
+                         const std::string& now);
+  bool HeldByOther(const Json& spec, std::chrono::steady_clock::time_point attempt_start);
+  void RecordLeading(std::chrono::steady_clock::time_point attempt_start, const std::string& now);
+  long long LeaseDurationSeconds() const;
 
   Client client_;
   const LeaderElectionOptions options_;

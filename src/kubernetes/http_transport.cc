@@ -3,7 +3,7 @@
 // deadline and a watch notices `stop` while the server is silent (either one closes the socket,
 // which completes the pending operation with an error), and requests on different threads never
 // wait for each other: a lock is held only to take or return an idle connection.
-#include "backends/kubernetes/http_transport.h"
+#include "kubernetes/http_transport.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>

@@ -3,16 +3,17 @@
 // within a per-call deadline, per-call body limits, list+watch with resourceVersion resume and
 // a relist on 410 Gone, as the Kubernetes API concepts document describes. What the server
 // sends is decoded in responses.cc.
+#include "kubernetes/client.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <thread>
 
-#include "backends/kubernetes/http_transport.h"
-#include "backends/kubernetes/kubernetes.h"
-#include "backends/kubernetes/responses.h"
 #include "common/bounded_file.h"
 #include "common/untrusted_text.h"
+#include "kubernetes/http_transport.h"
+#include "kubernetes/responses.h"
 
 namespace tessera::k8s {
 namespace {

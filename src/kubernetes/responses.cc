@@ -1,4 +1,4 @@
-#include "backends/kubernetes/responses.h"
+#include "kubernetes/responses.h"
 
 #include <spdlog/spdlog.h>
 

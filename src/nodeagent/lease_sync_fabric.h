@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/node_gpus.h"
 #include "fabricmanager/fabricmanager.h"
+#include "kubernetes/client.h"
 #include "podresources/podresources.h"
 
 namespace tessera::k8s {

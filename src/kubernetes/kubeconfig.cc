@@ -1,11 +1,13 @@
 // kubeconfig (YAML, parsed with yaml-cpp) and in-cluster service-account configuration.
+#include "kubernetes/kubeconfig.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 
-#include "backends/kubernetes/kubernetes.h"
 #include "common/bounded_file.h"
 #include "common/bounded_yaml.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {

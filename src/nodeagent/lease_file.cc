@@ -2,11 +2,15 @@
 // the DRA plugin read. Every field comes from the API server, so each is checked or bounded
 // here; the file's readers refuse a whole file over one bad key, and a refused file keeps the
 // last good leases, so a bad lease must never reach it.
+#include "nodeagent/lease_file.h"
+
 #include <algorithm>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "backends/kubernetes/node_gpus.h"
+#include "backends/kubernetes/objects.h"
 #include "common/pci_address.h"
 #include "common/untrusted_text.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 namespace {

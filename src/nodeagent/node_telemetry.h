@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "kubernetes/client.h"
 #include "telemetry/telemetry.h"
 
 namespace tessera::k8s {

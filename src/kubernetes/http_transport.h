@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

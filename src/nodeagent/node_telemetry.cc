@@ -1,6 +1,6 @@
 // The node agent's telemetry: Pods of this node, the collector loop, durable per-lease measured
 // use in GpuLease status, and the /metrics endpoint. See node_telemetry.h.
-#include "backends/kubernetes/node_telemetry.h"
+#include "nodeagent/node_telemetry.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,6 +1,10 @@
-#include "backends/kubernetes/lease_sync_fabric.h"
+#include "nodeagent/lease_sync_fabric.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "backends/kubernetes/node_gpus.h"
+#include "nodeagent/agent_loops.h"
 
 namespace tessera::k8s {
 
@@ -41,3 +45,35 @@ std::vector<std::string> SyncPartitions(
 }
 
 }  // namespace tessera::k8s
+
+namespace tessera::nodeagent {
+
+void SyncPartitionsLoop(fabricmanager::PartitionActivator& fabric, const LeaseSyncOptions& options,
+                        const std::optional<topology::PartitionTable>& table, NodeLeases& leases,
+                        const std::atomic<bool>& stop) {
+  k8s::NodeGpus gpus;
+  if (auto read = ReadNodeGpus(options.root, table)) gpus = std::move(*read);
+  std::string last_problem;
+  while (!stop) {
+    bool synced = false;
+    auto snapshot = leases.Snapshot(&synced);
+    std::string problem;
+    if (synced) {
+      auto pods = podresources::List(options.pod_resources_socket, std::chrono::seconds(5));
+      if (!pods) {
+        problem = pods.error().message;
+      } else {
+        auto held = k8s::LeasedPodDevices(snapshot, *pods, gpus);
+        for (const auto& line : k8s::SyncPartitions(fabric, held))
+          problem += (problem.empty() ? "" : "; ") + line;
+      }
+    }
+    if (!problem.empty() && problem != last_problem)
+      std::fprintf(stderr, "tessera-lease-sync: partitions: %s\n", problem.c_str());
+    last_problem = problem;
+    SleepUnlessStopped(stop, std::chrono::milliseconds(options.fabric_interval_ms),
+                       std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace tessera::nodeagent

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "backends/kubernetes/kubernetes.h"
+#include "kubernetes/client.h"
 
 namespace tessera::k8s {
 

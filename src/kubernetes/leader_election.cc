@@ -1,4 +1,4 @@
-#include "backends/kubernetes/leader_election.h"
+#include "kubernetes/leader_election.h"
 
 #include <spdlog/spdlog.h>
 
@@ -73,59 +73,76 @@ LeaseAttempt LeaderElector::TryAcquireOrRenew() {
   // The renewal counts from before the request: the server may have written it at any point
   // up to the answer, and the deadline must not outlast the Lease as others see it.
   const auto attempt_start = Clock::now();
-  const long long duration_s =
-      std::chrono::duration_cast<std::chrono::seconds>(options_.lease_duration).count();
   const std::string now = MicroTimeNow();
   auto live = client_.Get(Resource::Leases(), options_.ns, options_.name);
-  Json lease;
-  if (!live) {
-    if (live.error().category != ErrorCategory::kNotFound) {
-      spdlog::warn("leader election: get Lease {}/{}: {}", options_.ns, options_.name,
-                   live.error().message);
-      return LeaseAttempt::kError;
-    }
-    lease = {{"apiVersion", "coordination.k8s.io/v1"},
-             {"kind", "Lease"},
-             {"metadata", {{"name", options_.name}, {"namespace", options_.ns}}},
-             {"spec",
-              {{"holderIdentity", options_.identity},
-               {"leaseDurationSeconds", duration_s},
-               {"acquireTime", now},
-               {"renewTime", now},
-               {"leaseTransitions", 0}}}};
-    auto created = client_.Create(Resource::Leases(), options_.ns, lease);
-    if (!created) {
-      // AlreadyExists: another replica created it first.
-      return created.error().category == ErrorCategory::kAlreadyExists ? LeaseAttempt::kConflict
-                                                                       : LeaseAttempt::kError;
-    }
-    std::lock_guard lock(mu_);
-    observed_holder_ = options_.identity;
-    observed_renew_ = now;
-    observed_at_ = attempt_start;
-    valid_until_ = attempt_start + options_.renew_deadline;
-    return LeaseAttempt::kLeading;
+  if (live) return TakeLease(std::move(*live), attempt_start, now);
+  if (live.error().category != ErrorCategory::kNotFound) {
+    spdlog::warn("leader election: get Lease {}/{}: {}", options_.ns, options_.name,
+                 live.error().message);
+    return LeaseAttempt::kError;
   }
-  lease = std::move(*live);
-  Json spec = lease.value("spec", Json::object());
+  return CreateLease(attempt_start, now);
+}
+
+long long LeaderElector::LeaseDurationSeconds() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(options_.lease_duration).count();
+}
+
+void LeaderElector::RecordLeading(std::chrono::steady_clock::time_point attempt_start,
+                                  const std::string& now) {
+  std::lock_guard lock(mu_);
+  observed_holder_ = options_.identity;
+  observed_renew_ = now;
+  observed_at_ = attempt_start;
+  valid_until_ = attempt_start + options_.renew_deadline;
+}
+
+LeaseAttempt LeaderElector::CreateLease(std::chrono::steady_clock::time_point attempt_start,
+                                        const std::string& now) {
+  Json lease = {{"apiVersion", "coordination.k8s.io/v1"},
+                {"kind", "Lease"},
+                {"metadata", {{"name", options_.name}, {"namespace", options_.ns}}},
+                {"spec",
+                 {{"holderIdentity", options_.identity},
+                  {"leaseDurationSeconds", LeaseDurationSeconds()},
+                  {"acquireTime", now},
+                  {"renewTime", now},
+                  {"leaseTransitions", 0}}}};
+  auto created = client_.Create(Resource::Leases(), options_.ns, lease);
+  if (!created) {
+    // AlreadyExists: another replica created it first.
+    return created.error().category == ErrorCategory::kAlreadyExists ? LeaseAttempt::kConflict
+                                                                     : LeaseAttempt::kError;
+  }
+  RecordLeading(attempt_start, now);
+  return LeaseAttempt::kLeading;
+}
+
+bool LeaderElector::HeldByOther(const Json& spec,
+                                std::chrono::steady_clock::time_point attempt_start) {
   const std::string holder = spec.value("holderIdentity", "");
   const std::string renewed = spec.value("renewTime", "");
-  long long held_for_s = spec.value("leaseDurationSeconds", duration_s);
-  {
-    std::lock_guard lock(mu_);
-    if (holder != observed_holder_ || renewed != observed_renew_) {
-      observed_holder_ = holder;
-      observed_renew_ = renewed;
-      observed_at_ = attempt_start;
-    }
-    // Someone else holds it and has renewed within its duration, as this replica's clock sees it.
-    if (!holder.empty() && holder != options_.identity &&
-        attempt_start < observed_at_ + std::chrono::seconds(held_for_s))
-      return LeaseAttempt::kHeldByOther;
+  long long held_for_s = spec.value("leaseDurationSeconds", LeaseDurationSeconds());
+  std::lock_guard lock(mu_);
+  if (holder != observed_holder_ || renewed != observed_renew_) {
+    observed_holder_ = holder;
+    observed_renew_ = renewed;
+    observed_at_ = attempt_start;
   }
+  // Someone else holds it and has renewed within its duration, as this replica's clock sees it.
+  return !holder.empty() && holder != options_.identity &&
+         attempt_start < observed_at_ + std::chrono::seconds(held_for_s);
+}
+
+LeaseAttempt LeaderElector::TakeLease(Json lease,
+                                      std::chrono::steady_clock::time_point attempt_start,
+                                      const std::string& now) {
+  Json spec = lease.value("spec", Json::object());
+  if (HeldByOther(spec, attempt_start)) return LeaseAttempt::kHeldByOther;
+  const std::string holder = spec.value("holderIdentity", "");
   const bool ours = holder == options_.identity;
   spec["holderIdentity"] = options_.identity;
-  spec["leaseDurationSeconds"] = duration_s;
+  spec["leaseDurationSeconds"] = LeaseDurationSeconds();
   spec["renewTime"] = now;
   if (!ours) {
     spec["acquireTime"] = now;
@@ -145,11 +162,7 @@ LeaseAttempt LeaderElector::TryAcquireOrRenew() {
                  updated.error().message);
     return LeaseAttempt::kError;
   }
-  std::lock_guard lock(mu_);
-  observed_holder_ = options_.identity;
-  observed_renew_ = now;
-  observed_at_ = attempt_start;
-  valid_until_ = attempt_start + options_.renew_deadline;
+  RecordLeading(attempt_start, now);
   return LeaseAttempt::kLeading;
 }
 

@@ -1,0 +1,52 @@
+// The GPUs of a node as the node agent publishes them on its Node object, and as the control
+// plane reads them back to place across nodes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "kubernetes/client.h"
+
+namespace tessera::k8s {
+
+// The node agent publishes its node's GPUs on the Node object under this annotation (compact
+// JSON, see NodeGpusAnnotation); the control plane places across every node that has it.
+inline constexpr const char* kNodeGpusAnnotation = "tessera.dev/gpus";
+
+struct NodeGpu {
+  std::string pci_address;  // "0000:18:00.0": with the node name, the GPU's identity
+  std::string uuid;         // "GPU-…" when the NVIDIA driver reports one, else empty
+  std::string model;
+  int numa_node = -1;
+  std::vector<std::string> upstream_bridges;  // nearest first: same-switch scoring
+  friend bool operator==(const NodeGpu&, const NodeGpu&) = default;
+};
+
+struct NodeGpus {
+  std::string node;           // the Node's name (not in the annotation itself)
+  std::vector<NodeGpu> gpus;  // PCI order = topology index on the node
+  // The node's NVLink fabric partition table (as topology::ParsePartitionTable reads it, with
+  // this node's module ID -> PCI address map), when it runs in partition mode; null otherwise.
+  Json partition_table;
+  friend bool operator==(const NodeGpus&, const NodeGpus&) = default;
+};
+
+// {"version":1,"gpus":[{"pci":…,"uuid":…,"model":…,"numa":…,"bridges":[…]}],"partitionTable":…}
+// dumped compactly with sorted keys, so equal inventories give equal text.
+std::string NodeGpusAnnotation(const NodeGpus& gpus);
+// Parses the annotation; errors name the field ("gpus[2].pci: missing").
+Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text);
+// The GPUs a Node object publishes: nullopt without the annotation; an error names the node.
+Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node);
+// The merge patch that sets the annotation on a Node.
+Json NodeGpusPatch(const std::string& annotation);
+// kubelet device IDs as the device plugin advertises them (GPU UUID or PCI address, replicas
+// "<id>::<n>") -> the node's PCI addresses, sorted and unique. An ID the node does not know is
+// kept as it is, so that it still shows as a difference from the lease.
+std::vector<std::string> PciAddressesOfDeviceIds(const std::vector<std::string>& ids,
+                                                 const NodeGpus& gpus);
+
+}  // namespace tessera::k8s
