@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cdi/cdi.h"
+#include "support/file_text.h"
 #include "support/fixture_host.h"
 #include "support/podman_harness.h"
 #include "support/wait.h"
@@ -27,13 +28,6 @@ using tessera::testing::TempDir;
 using tessera::testing::TempHost;
 using tessera::testing::TesseraBinary;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(CdiGenerateCommand, WritesOneFilePerKindNamedVendorClassWithMode0644) {
   std::string root = MaterializeHost("hgx-h100-vfio");
   TempDir out;
@@ -45,7 +39,7 @@ TEST(CdiGenerateCommand, WritesOneFilePerKindNamedVendorClassWithMode0644) {
     struct stat st;
     ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
     EXPECT_EQ(st.st_mode & 07777, 0644u);
-    EXPECT_TRUE(CheckSpecText(Slurp(path)).empty());
+    EXPECT_TRUE(CheckSpecText(testing::ReadText(path)).empty());
   }
 }
 
@@ -137,9 +131,9 @@ class WatchProcess {
 // Waits (up to tessera::testing::kEventTimeout) until `predicate` holds for the file's content.
 template <typename Predicate>
 bool WaitForContent(const std::string& path, Predicate predicate) {
-  return tessera::testing::WaitUntil([&] { return fs::exists(path) && predicate(Slurp(path)); },
-                                     tessera::testing::kEventTimeout,
-                                     std::chrono::milliseconds(50));
+  return tessera::testing::WaitUntil(
+      [&] { return fs::exists(path) && predicate(testing::ReadText(path)); },
+      tessera::testing::kEventTimeout, std::chrono::milliseconds(50));
 }
 
 ino_t Inode(const std::string& path) {
@@ -160,7 +154,7 @@ TEST(CdiGenerateWatch, RewritesTheSpecAfterADriverUpgradeAndAHotUnplugOnlyWhenIt
 
   // Nothing relevant changes: rewriting the version file with the same text, and a busy /etc.
   std::string version_file = host.root() + "/proc/driver/nvidia/version";
-  std::string version_text = Slurp(version_file);
+  std::string version_text = testing::ReadText(version_file);
   std::ofstream(version_file) << version_text;
   std::ofstream(host.root() + "/etc/hostname") << "node-1\n";
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
@@ -183,15 +177,16 @@ TEST(CdiGenerateWatch, RewritesTheSpecAfterADriverUpgradeAndAHotUnplugOnlyWhenIt
            text.find("libcuda.so.580.65.06") == std::string::npos &&
            text.find("/lib/firmware/nvidia/580.65.06/") == std::string::npos &&
            text.find("/lib/firmware/nvidia/580.82.07/") != std::string::npos;
-  })) << Slurp(spec);
-  EXPECT_TRUE(CheckSpecText(Slurp(spec)).empty());
+  })) << testing::ReadText(spec);
+  EXPECT_TRUE(CheckSpecText(testing::ReadText(spec)).empty());
 
   // Hot-unplug of the last GPU: its PCI entry disappears from sysfs.
-  auto remaining = ParseSpec(Slurp(spec)).spec.devices.size();
+  auto remaining = ParseSpec(testing::ReadText(spec)).spec.devices.size();
   std::string last_gpu;
   for (const auto& entry : fs::directory_iterator(host.root() + "/sys/bus/pci/devices")) {
     std::string name = entry.path().filename().string();
-    if (Slurp(entry.path().string() + "/class").rfind("0x0302", 0) == 0 && name > last_gpu) {
+    if (testing::ReadText(entry.path().string() + "/class").rfind("0x0302", 0) == 0 &&
+        name > last_gpu) {
       last_gpu = name;
     }
   }
@@ -199,7 +194,7 @@ TEST(CdiGenerateWatch, RewritesTheSpecAfterADriverUpgradeAndAHotUnplugOnlyWhenIt
   fs::remove(host.root() + "/sys/bus/pci/devices/" + last_gpu);
   EXPECT_TRUE(WaitForContent(spec, [&](const std::string& text) {
     return ParseSpec(text).spec.devices.size() == remaining - 2;  // index + UUID names
-  })) << Slurp(spec);
+  })) << testing::ReadText(spec);
 
   EXPECT_EQ(watch.Stop(), 0);
 }

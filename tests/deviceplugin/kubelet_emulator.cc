@@ -161,4 +161,11 @@ std::string HealthOf(const v1beta1::ListAndWatchResponse& list, const std::strin
   return "";
 }
 
+bool AllHealthy(const v1beta1::ListAndWatchResponse& list) {
+  for (const auto& device : list.devices()) {
+    if (device.health() != "Healthy") return false;
+  }
+  return list.devices_size() > 0;
+}
+
 }  // namespace tessera::testing

@@ -89,4 +89,7 @@ class PluginClient {
 // Health of `id` in a list ("" when absent).
 std::string HealthOf(const v1beta1::ListAndWatchResponse& list, const std::string& id);
 
+// True when the list has devices and every one of them is Healthy.
+bool AllHealthy(const v1beta1::ListAndWatchResponse& list);
+
 }  // namespace tessera::testing

@@ -13,6 +13,7 @@
 #include "support/fake_mps.h"
 #include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
+#include "support/hgx_gpus.h"
 #include "support/wait.h"
 
 namespace tessera::testing {
@@ -23,25 +24,11 @@ using v1beta1::ListAndWatchResponse;
 
 const char* kShared = "nvidia.com/gpu.shared";
 
-std::string Uuid(int i) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "GPU-5e4b7c1%d-3c2a-4d8e-9f10-a1b2c3d4e5f%d", i, i);
-  return buf;
-}
-const char* kPci[8] = {"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
-                       "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"};
-
-bool AllHealthy(const ListAndWatchResponse& list) {
-  for (const auto& d : list.devices())
-    if (d.health() != "Healthy") return false;
-  return list.devices_size() > 0;
-}
-
 class MpsPluginTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (int i = 0; i < 8; ++i)
-      nvml_.Append(std::string("gpu ") + kPci[i] + " board=h100-80gb uuid=" + Uuid(i));
+      nvml_.Append(std::string("gpu ") + kHgxGpuPci[i] + " board=h100-80gb uuid=" + HgxGpuUuid(i));
     mps_ = std::make_unique<FakeMps>();
     root_ = dirs_.path() + "/mps";
     mps_->Watch(root_ + "/{uuid}/ready");
@@ -50,7 +37,7 @@ class MpsPluginTest : public ::testing::Test {
     if (plugin_) plugin_->Stop();
     // The daemons outlive the plugin on purpose; the test's own go here.
     for (int i = 0; i < 8; ++i) {
-      auto paths = mps::PathsFor(root_, Uuid(i));
+      auto paths = mps::PathsFor(root_, HgxGpuUuid(i));
       if (paths) (void)mps::UnmountShm(paths->shm);
       if (paths) (void)mps::UnmountShm(paths->pipe);
       auto pid = ReadPid(i);
@@ -60,7 +47,7 @@ class MpsPluginTest : public ::testing::Test {
 
   pid_t ReadPid(int gpu) {
     // The plugin's own record of the daemon it started, never the pid file a client could write.
-    auto text = ReadWholeFile(root_ + "/" + Uuid(gpu) + "/daemon.state");
+    auto text = ReadWholeFile(root_ + "/" + HgxGpuUuid(gpu) + "/daemon.state");
     auto state = text ? mps::ParseDaemonState(*text) : std::nullopt;
     return state ? static_cast<pid_t>(state->pid) : -1;
   }
@@ -112,22 +99,22 @@ class MpsPluginTest : public ::testing::Test {
 };
 
 TEST_F(MpsPluginTest, NoAllocateAnswersBeforeTheDaemonIsReadyThenItCarriesTheLimits) {
-  mps_->SetStartDelayMs(Uuid(0), 1500);  // GPU 0's daemon starts slowly
+  mps_->SetStartDelayMs(HgxGpuUuid(0), 1500);  // GPU 0's daemon starts slowly
   Launch(Config(4));
   auto client = Connect();
   ASSERT_TRUE(client);
-  const std::string marker = root_ + "/" + Uuid(0) + "/ready";
+  const std::string marker = root_ + "/" + HgxGpuUuid(0) + "/ready";
   // Asked while GPU 0's daemon is still coming up: the answer waits for its marker.
   auto answer = std::async(std::launch::async, [&] {
     v1beta1::AllocateResponse response;
-    grpc::Status status = client->Allocate({{Uuid(0) + "::1"}}, &response);
-    const bool marker_there = !mps::ReadReadyMarker(*mps::PathsFor(root_, Uuid(0))).empty();
+    grpc::Status status = client->Allocate({{HgxGpuUuid(0) + "::1"}}, &response);
+    const bool marker_there = !mps::ReadReadyMarker(*mps::PathsFor(root_, HgxGpuUuid(0))).empty();
     return std::tuple{status, response, marker_there};
   });
   auto [status, response, marker_there] = answer.get();
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << plugin_->Log();
   EXPECT_TRUE(marker_there);
-  EXPECT_FALSE(mps_->Lines(Uuid(0) + " -f (slow start)").empty()) << mps_->Transcript();
+  EXPECT_FALSE(mps_->Lines(HgxGpuUuid(0) + " -f (slow start)").empty()) << mps_->Transcript();
   ASSERT_EQ(response.container_responses_size(), 1);
   const auto& container = response.container_responses(0);
   EXPECT_EQ(container.envs().at("CUDA_MPS_PIPE_DIRECTORY"), "/run/tessera/mps");
@@ -135,16 +122,17 @@ TEST_F(MpsPluginTest, NoAllocateAnswersBeforeTheDaemonIsReadyThenItCarriesTheLim
   EXPECT_EQ(container.envs().at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=20389M");
   EXPECT_EQ(container.envs().at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
   ASSERT_EQ(container.mounts_size(), 2);
-  EXPECT_EQ(container.mounts(0).host_path(), root_ + "/" + Uuid(0) + "/pipe");
+  EXPECT_EQ(container.mounts(0).host_path(), root_ + "/" + HgxGpuUuid(0) + "/pipe");
   EXPECT_TRUE(container.mounts(0).read_only());  // a client connects there, never writes
   EXPECT_EQ(container.mounts(1).container_path(), "/dev/shm");
   ASSERT_EQ(container.cdi_devices_size(), 1);
-  EXPECT_EQ(container.cdi_devices(0).name(), "nvidia.com/gpu=" + Uuid(0));
+  EXPECT_EQ(container.cdi_devices(0).name(), "nvidia.com/gpu=" + HgxGpuUuid(0));
   // The daemon got the same limits before its marker: compute mode, -f, limits.
-  const auto limit = mps_->Lines(Uuid(0) + " cmd set_default_device_pinned_mem_limit 0 20389M");
+  const auto limit =
+      mps_->Lines(HgxGpuUuid(0) + " cmd set_default_device_pinned_mem_limit 0 20389M");
   ASSERT_EQ(limit.size(), 1u) << mps_->Transcript();
   EXPECT_NE(limit[0].find("[watch absent]"), std::string::npos);
-  EXPECT_EQ(mps_->ComputeMode(kPci[0]), 3);
+  EXPECT_EQ(mps_->ComputeMode(kHgxGpuPci[0]), 3);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
 }
 
@@ -153,7 +141,7 @@ TEST_F(MpsPluginTest, AConfigChangeHoldsAllocateUntilTheNewLimitsAreReady) {
   auto client = Connect();
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << plugin_->Log();
-  const std::string old_hash = mps::ReadReadyMarker(*mps::PathsFor(root_, Uuid(3)));
+  const std::string old_hash = mps::ReadReadyMarker(*mps::PathsFor(root_, HgxGpuUuid(3)));
   ASSERT_FALSE(old_hash.empty());
   const pid_t daemon = ReadPid(3);
 
@@ -162,19 +150,19 @@ TEST_F(MpsPluginTest, AConfigChangeHoldsAllocateUntilTheNewLimitsAreReady) {
   auto renewed = Connect(2);
   ASSERT_TRUE(renewed);
   v1beta1::AllocateResponse response;
-  grpc::Status status = renewed->Allocate({{Uuid(3) + "::1"}}, &response);
+  grpc::Status status = renewed->Allocate({{HgxGpuUuid(3) + "::1"}}, &response);
   ASSERT_TRUE(status.ok()) << status.error_message() << "\n" << plugin_->Log();
   // Never the old limits: the answer came after the marker held the new config's hash.
   const auto& envs = response.container_responses(0).envs();
   EXPECT_EQ(envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=40779M");
   EXPECT_EQ(envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "50");
-  const std::string new_hash = mps::ReadReadyMarker(*mps::PathsFor(root_, Uuid(3)));
+  const std::string new_hash = mps::ReadReadyMarker(*mps::PathsFor(root_, HgxGpuUuid(3)));
   EXPECT_NE(new_hash, old_hash);
   EXPECT_FALSE(new_hash.empty());
   // The same daemon (its clients keep their server), given the new limits with no marker there.
   EXPECT_EQ(ReadPid(3), daemon);
-  EXPECT_EQ(mps_->Lines(Uuid(3) + " -f").size(), 1u);
-  const auto limit = mps_->Lines(Uuid(3) + " cmd set_default_active_thread_percentage 50");
+  EXPECT_EQ(mps_->Lines(HgxGpuUuid(3) + " -f").size(), 1u);
+  const auto limit = mps_->Lines(HgxGpuUuid(3) + " cmd set_default_active_thread_percentage 50");
   ASSERT_EQ(limit.size(), 1u) << mps_->Transcript();
   EXPECT_NE(limit[0].find("[watch absent]"), std::string::npos) << limit[0];
 }
@@ -184,16 +172,18 @@ TEST_F(MpsPluginTest, ADeadDaemonTakesItsReplicasOutUntilItIsBackWithItsLimits) 
   auto client = Connect();
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << plugin_->Log();
-  mps_->SetBehaviour(Uuid(5), "exit");
+  mps_->SetBehaviour(HgxGpuUuid(5), "exit");
   auto list = client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(5) + "::0") == "Unhealthy"; },
+      [](const ListAndWatchResponse& l) {
+        return HealthOf(l, HgxGpuUuid(5) + "::0") == "Unhealthy";
+      },
       kEventTimeout);
   ASSERT_TRUE(list) << plugin_->Log();
-  EXPECT_EQ(HealthOf(*list, Uuid(4) + "::0"), "Healthy");
-  mps_->SetBehaviour(Uuid(5), "");
+  EXPECT_EQ(HealthOf(*list, HgxGpuUuid(4) + "::0"), "Healthy");
+  mps_->SetBehaviour(HgxGpuUuid(5), "");
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << plugin_->Log();
-  EXPECT_EQ(mps_->Lines(Uuid(5) + " -f").size(), 2u) << mps_->Transcript();
-  EXPECT_EQ(mps_->Lines(Uuid(5) + " cmd set_default_device_pinned_mem_limit").size(), 2u);
+  EXPECT_EQ(mps_->Lines(HgxGpuUuid(5) + " -f").size(), 2u) << mps_->Transcript();
+  EXPECT_EQ(mps_->Lines(HgxGpuUuid(5) + " cmd set_default_device_pinned_mem_limit").size(), 2u);
 }
 
 TEST_F(MpsPluginTest, MpsOnMigDevicesStopsThePluginWithAMessage) {

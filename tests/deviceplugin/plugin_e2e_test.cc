@@ -15,6 +15,7 @@
 #include "deviceplugin/kubelet_emulator.h"
 #include "deviceplugin/plugin_process.h"
 #include "support/fixture_host.h"
+#include "support/hgx_gpus.h"
 #include "support/wait.h"
 
 namespace tessera::testing {
@@ -25,22 +26,6 @@ using v1beta1::ListAndWatchResponse;
 
 const char* kGpu = "nvidia.com/gpu";
 const char* kEndpoint = "tessera-nvidia-com-gpu.sock";
-
-// UUIDs of the fixture's GPUs in PCI order (18, 2a, 3a, 5d, 9a, ab, ba, db).
-std::string Uuid(int i) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "GPU-5e4b7c1%d-3c2a-4d8e-9f10-a1b2c3d4e5f%d", i, i);
-  return buf;
-}
-const char* kPci[8] = {"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0", "0000:5d:00.0",
-                       "0000:9a:00.0", "0000:ab:00.0", "0000:ba:00.0", "0000:db:00.0"};
-
-bool AllHealthy(const ListAndWatchResponse& list) {
-  for (const auto& d : list.devices()) {
-    if (d.health() != "Healthy") return false;
-  }
-  return list.devices_size() > 0;
-}
 
 // One plugin process on a private copy of the HGX host, with its own socket, CDI and lease dirs.
 class PluginTest : public ::testing::Test {
@@ -113,7 +98,7 @@ TEST_F(PluginTest, RegistersAndAdvertisesEightHealthyGpusWithNuma) {
   ASSERT_TRUE(list);
   ASSERT_EQ(list->devices_size(), 8);
   for (int i = 0; i < 8; ++i) {
-    EXPECT_EQ(list->devices(i).id(), Uuid(i));
+    EXPECT_EQ(list->devices(i).id(), HgxGpuUuid(i));
     ASSERT_EQ(list->devices(i).topology().nodes_size(), 1);
     EXPECT_EQ(list->devices(i).topology().nodes(0).id(), i < 4 ? 0 : 1);
   }
@@ -131,15 +116,16 @@ TEST_F(PluginTest, AllocateCdiCriNamesDevicesOfTheWrittenSpec) {
   auto client = Connect();
   ASSERT_TRUE(client);
   v1beta1::AllocateResponse response;
-  ASSERT_TRUE(client->Allocate({{Uuid(0), Uuid(5)}, {Uuid(2)}}, &response).ok());
+  ASSERT_TRUE(client->Allocate({{HgxGpuUuid(0), HgxGpuUuid(5)}, {HgxGpuUuid(2)}}, &response).ok());
   ASSERT_EQ(response.container_responses_size(), 2);
   const auto& first = response.container_responses(0);
   ASSERT_EQ(first.cdi_devices_size(), 2);
-  EXPECT_EQ(first.cdi_devices(0).name(), "nvidia.com/gpu=" + Uuid(0));
-  EXPECT_EQ(first.cdi_devices(1).name(), "nvidia.com/gpu=" + Uuid(5));
+  EXPECT_EQ(first.cdi_devices(0).name(), "nvidia.com/gpu=" + HgxGpuUuid(0));
+  EXPECT_EQ(first.cdi_devices(1).name(), "nvidia.com/gpu=" + HgxGpuUuid(5));
   EXPECT_EQ(first.devices_size(), 0);  // cdi-cri alone: no classic device specs
   EXPECT_TRUE(first.envs().empty());
-  EXPECT_EQ(response.container_responses(1).cdi_devices(0).name(), "nvidia.com/gpu=" + Uuid(2));
+  EXPECT_EQ(response.container_responses(1).cdi_devices(0).name(),
+            "nvidia.com/gpu=" + HgxGpuUuid(2));
 
   // The names exist in the spec the plugin wrote, and the spec passes the strict validator.
   auto text = ReadWholeFile(cdi_ + "/nvidia.com-gpu.json");
@@ -149,7 +135,7 @@ TEST_F(PluginTest, AllocateCdiCriNamesDevicesOfTheWrittenSpec) {
   EXPECT_EQ(parsed.spec.kind, "nvidia.com/gpu");
   bool found = false;
   for (const auto& device : parsed.spec.devices)
-    found = found || device.name == Uuid(5);
+    found = found || device.name == HgxGpuUuid(5);
   EXPECT_TRUE(found);
 }
 
@@ -158,13 +144,13 @@ TEST_F(PluginTest, AllocateCdiAnnotations) {
   auto client = Connect();
   ASSERT_TRUE(client);
   v1beta1::AllocateResponse response;
-  ASSERT_TRUE(client->Allocate({{Uuid(1), Uuid(3)}}, &response).ok());
+  ASSERT_TRUE(client->Allocate({{HgxGpuUuid(1), HgxGpuUuid(3)}}, &response).ok());
   const auto& container = response.container_responses(0);
   EXPECT_EQ(container.cdi_devices_size(), 0);
   ASSERT_EQ(container.annotations().size(), 1u);
   const auto& [key, value] = *container.annotations().begin();
   EXPECT_EQ(key.rfind("cdi.k8s.io/tessera_", 0), 0u) << key;
-  EXPECT_EQ(value, "nvidia.com/gpu=" + Uuid(1) + ",nvidia.com/gpu=" + Uuid(3));
+  EXPECT_EQ(value, "nvidia.com/gpu=" + HgxGpuUuid(1) + ",nvidia.com/gpu=" + HgxGpuUuid(3));
 }
 
 TEST_F(PluginTest, AllocateDeviceSpecsForContainerdWithoutCdi) {
@@ -172,7 +158,7 @@ TEST_F(PluginTest, AllocateDeviceSpecsForContainerdWithoutCdi) {
   auto client = Connect();
   ASSERT_TRUE(client);
   v1beta1::AllocateResponse response;
-  ASSERT_TRUE(client->Allocate({{Uuid(3)}}, &response).ok());
+  ASSERT_TRUE(client->Allocate({{HgxGpuUuid(3)}}, &response).ok());
   const auto& container = response.container_responses(0);
   EXPECT_EQ(container.cdi_devices_size(), 0);
   std::map<std::string, std::string> devices;
@@ -200,10 +186,10 @@ TEST_F(PluginTest, AllocateEnvvar) {
   auto client = Connect();
   ASSERT_TRUE(client);
   v1beta1::AllocateResponse response;
-  ASSERT_TRUE(client->Allocate({{Uuid(6), Uuid(7)}}, &response).ok());
+  ASSERT_TRUE(client->Allocate({{HgxGpuUuid(6), HgxGpuUuid(7)}}, &response).ok());
   const auto& envs = response.container_responses(0).envs();
   ASSERT_TRUE(envs.count("NVIDIA_VISIBLE_DEVICES"));
-  EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), Uuid(6) + "," + Uuid(7));
+  EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), HgxGpuUuid(6) + "," + HgxGpuUuid(7));
   EXPECT_EQ(response.container_responses(0).devices_size(), 0);
 }
 
@@ -214,12 +200,12 @@ TEST_F(PluginTest, AllModesAtOnceFromTheEnvironmentFlagOverridesTheFile) {
   auto client = Connect();
   ASSERT_TRUE(client);
   v1beta1::AllocateResponse response;
-  ASSERT_TRUE(client->Allocate({{Uuid(4)}}, &response).ok());
+  ASSERT_TRUE(client->Allocate({{HgxGpuUuid(4)}}, &response).ok());
   const auto& c = response.container_responses(0);
   EXPECT_EQ(c.cdi_devices_size(), 1);
   EXPECT_EQ(c.annotations().size(), 1u);
   EXPECT_GT(c.devices_size(), 0);
-  EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), Uuid(4));
+  EXPECT_EQ(c.envs().at("NVIDIA_VISIBLE_DEVICES"), HgxGpuUuid(4));
 }
 
 TEST_F(PluginTest, BadIdsAreInvalidArgumentNamingTheId) {
@@ -227,12 +213,12 @@ TEST_F(PluginTest, BadIdsAreInvalidArgumentNamingTheId) {
   auto client = Connect();
   ASSERT_TRUE(client);
   v1beta1::AllocateResponse response;
-  grpc::Status status = client->Allocate({{Uuid(0), "GPU-does-not-exist"}}, &response);
+  grpc::Status status = client->Allocate({{HgxGpuUuid(0), "GPU-does-not-exist"}}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("GPU-does-not-exist"), std::string::npos)
       << status.error_message();
   std::vector<std::string> chosen;
-  status = client->Preferred({Uuid(0), "0000:ff:00.0"}, {}, 1, &chosen);
+  status = client->Preferred({HgxGpuUuid(0), "0000:ff:00.0"}, {}, 1, &chosen);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("0000:ff:00.0"), std::string::npos);
 }
@@ -254,18 +240,18 @@ TEST_F(PluginTest, AMegabyteDeviceIdIsQuotedAsAnExcerptAndTheChannelStaysUsable)
       << status.error_message();
   EXPECT_LT(status.error_message().size(), 200u);
   std::vector<std::string> chosen;
-  status = client->Preferred({Uuid(0), huge}, {}, 1, &chosen);
+  status = client->Preferred({HgxGpuUuid(0), huge}, {}, 1, &chosen);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_LT(status.error_message().size(), 200u);
 
   // The same channel: the next Allocate works, and its ListAndWatch stream still delivers.
-  status = client->Allocate({{Uuid(0)}}, &response);
+  status = client->Allocate({{HgxGpuUuid(0)}}, &response);
   EXPECT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(response.container_responses_size(), 1);
-  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[3] +
+  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kHgxGpuPci[3] +
               R"(":{"state":"quarantined"}}})");
   EXPECT_TRUE(client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; },
+      [](const ListAndWatchResponse& l) { return HealthOf(l, HgxGpuUuid(3)) == "Unhealthy"; },
       kEventTimeout))
       << plugin_->Log();
   EXPECT_FALSE(client->stream_ended());
@@ -286,27 +272,31 @@ TEST_F(PluginTest, ReplicasRenamedSharedAndNeverRepeatedInOutputs) {
   auto list = client->WaitForList(AllHealthy, kEventTimeout);
   ASSERT_TRUE(list);
   ASSERT_EQ(list->devices_size(), 32);
-  EXPECT_EQ(list->devices(0).id(), Uuid(0) + "::0");
-  EXPECT_EQ(list->devices(3).id(), Uuid(0) + "::3");
+  EXPECT_EQ(list->devices(0).id(), HgxGpuUuid(0) + "::0");
+  EXPECT_EQ(list->devices(3).id(), HgxGpuUuid(0) + "::3");
   v1beta1::AllocateResponse response;
   ASSERT_TRUE(
-      client->Allocate({{Uuid(1) + "::0", Uuid(1) + "::2", Uuid(2) + "::1"}}, &response).ok());
+      client
+          ->Allocate({{HgxGpuUuid(1) + "::0", HgxGpuUuid(1) + "::2", HgxGpuUuid(2) + "::1"}},
+                     &response)
+          .ok());
   const auto& c = response.container_responses(0);
   ASSERT_EQ(c.cdi_devices_size(), 2);  // GPU 1 once, GPU 2 once
-  EXPECT_EQ(c.cdi_devices(0).name(), "nvidia.com/gpu=" + Uuid(1));
-  EXPECT_EQ(c.cdi_devices(1).name(), "nvidia.com/gpu=" + Uuid(2));
+  EXPECT_EQ(c.cdi_devices(0).name(), "nvidia.com/gpu=" + HgxGpuUuid(1));
+  EXPECT_EQ(c.cdi_devices(1).name(), "nvidia.com/gpu=" + HgxGpuUuid(2));
 
   // distributed: two replicas come from two different GPUs, avoiding the busiest.
   std::vector<std::string> available;
   for (const auto& d : list->devices()) {
     // GPU 0 has replicas ::0 and ::1 in use.
-    if (d.id() != Uuid(0) + "::0" && d.id() != Uuid(0) + "::1") available.push_back(d.id());
+    if (d.id() != HgxGpuUuid(0) + "::0" && d.id() != HgxGpuUuid(0) + "::1")
+      available.push_back(d.id());
   }
   std::vector<std::string> chosen;
   ASSERT_TRUE(client->Preferred(available, {}, 2, &chosen).ok());
   ASSERT_EQ(chosen.size(), 2u);
-  EXPECT_EQ(chosen[0], Uuid(1) + "::0");
-  EXPECT_EQ(chosen[1], Uuid(2) + "::0");
+  EXPECT_EQ(chosen[0], HgxGpuUuid(1) + "::0");
+  EXPECT_EQ(chosen[1], HgxGpuUuid(2) + "::0");
 }
 
 TEST_F(PluginTest, FailRequestsGreaterThanOneRefusesTwoReplicas) {
@@ -320,26 +310,27 @@ TEST_F(PluginTest, FailRequestsGreaterThanOneRefusesTwoReplicas) {
   auto client = Connect();  // not renamed
   ASSERT_TRUE(client);
   v1beta1::AllocateResponse response;
-  grpc::Status status = client->Allocate({{Uuid(1) + "::0", Uuid(2) + "::1"}}, &response);
+  grpc::Status status =
+      client->Allocate({{HgxGpuUuid(1) + "::0", HgxGpuUuid(2) + "::1"}}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("failRequestsGreaterThanOne"), std::string::npos);
-  EXPECT_TRUE(client->Allocate({{Uuid(1) + "::1"}}, &response).ok());
+  EXPECT_TRUE(client->Allocate({{HgxGpuUuid(1) + "::1"}}, &response).ok());
   // packed: the GPU with a replica already in use gets the next one.
   std::vector<std::string> available;
   for (int i = 0; i < 8; ++i) {
     for (int n = 0; n < 2; ++n) {
-      if (!(i == 5 && n == 0)) available.push_back(Uuid(i) + "::" + std::to_string(n));
+      if (!(i == 5 && n == 0)) available.push_back(HgxGpuUuid(i) + "::" + std::to_string(n));
     }
   }
   std::vector<std::string> chosen;
   ASSERT_TRUE(client->Preferred(available, {}, 1, &chosen).ok());
-  EXPECT_EQ(chosen, std::vector<std::string>{Uuid(5) + "::1"});
+  EXPECT_EQ(chosen, std::vector<std::string>{HgxGpuUuid(5) + "::1"});
 }
 
 std::vector<std::string> AllIds() {
   std::vector<std::string> ids;
   for (int i = 0; i < 8; ++i)
-    ids.push_back(Uuid(i));
+    ids.push_back(HgxGpuUuid(i));
   return ids;
 }
 
@@ -349,14 +340,15 @@ TEST_F(PluginTest, PreferredSetsFollowPciSwitchesWithoutATable) {
   ASSERT_TRUE(client);
   std::vector<std::string> chosen;
   // GPUs sit in pairs behind PCIe switches: must include GPU 2 -> its switch partner GPU 3.
-  ASSERT_TRUE(client->Preferred(AllIds(), {Uuid(2)}, 2, &chosen).ok());
+  ASSERT_TRUE(client->Preferred(AllIds(), {HgxGpuUuid(2)}, 2, &chosen).ok());
   std::sort(chosen.begin(), chosen.end());
-  EXPECT_EQ(chosen, (std::vector<std::string>{Uuid(2), Uuid(3)}));
+  EXPECT_EQ(chosen, (std::vector<std::string>{HgxGpuUuid(2), HgxGpuUuid(3)}));
   // Four: one NUMA node.
-  grpc::Status status = client->Preferred(AllIds(), {Uuid(5)}, 4, &chosen);
+  grpc::Status status = client->Preferred(AllIds(), {HgxGpuUuid(5)}, 4, &chosen);
   ASSERT_TRUE(status.ok()) << status.error_code() << " " << status.error_message();
   std::sort(chosen.begin(), chosen.end());
-  EXPECT_EQ(chosen, (std::vector<std::string>{Uuid(4), Uuid(5), Uuid(6), Uuid(7)}));
+  EXPECT_EQ(chosen,
+            (std::vector<std::string>{HgxGpuUuid(4), HgxGpuUuid(5), HgxGpuUuid(6), HgxGpuUuid(7)}));
 }
 
 TEST_F(PluginTest, PreferredSetsAreWholeFabricPartitionsWithATable) {
@@ -371,15 +363,16 @@ TEST_F(PluginTest, PreferredSetsAreWholeFabricPartitionsWithATable) {
   std::vector<std::string> chosen;
   // Pair partitions are {1,3} {2,4} {5,7} {6,8}: module 1 (3a = GPU 2) pairs with module 3
   // (18 = GPU 0), not with its PCIe switch partner.
-  ASSERT_TRUE(client->Preferred(AllIds(), {Uuid(2)}, 2, &chosen).ok());
+  ASSERT_TRUE(client->Preferred(AllIds(), {HgxGpuUuid(2)}, 2, &chosen).ok());
   std::sort(chosen.begin(), chosen.end());
-  EXPECT_EQ(chosen, (std::vector<std::string>{Uuid(0), Uuid(2)}));
+  EXPECT_EQ(chosen, (std::vector<std::string>{HgxGpuUuid(0), HgxGpuUuid(2)}));
   // With module 3 (GPU 0) gone, a 4-GPU request gets partition {5,6,7,8}.
   std::vector<std::string> available = AllIds();
   available.erase(available.begin());
   ASSERT_TRUE(client->Preferred(available, {}, 4, &chosen).ok());
   std::sort(chosen.begin(), chosen.end());
-  EXPECT_EQ(chosen, (std::vector<std::string>{Uuid(4), Uuid(5), Uuid(6), Uuid(7)}));
+  EXPECT_EQ(chosen,
+            (std::vector<std::string>{HgxGpuUuid(4), HgxGpuUuid(5), HgxGpuUuid(6), HgxGpuUuid(7)}));
 }
 
 TEST_F(PluginTest, RemovedDeviceNodeIsUnhealthyAndRecovers) {
@@ -391,18 +384,18 @@ TEST_F(PluginTest, RemovedDeviceNodeIsUnhealthyAndRecovers) {
   std::string aside = host_.root() + "/nvidia3.removed";
   ASSERT_EQ(std::rename(node.c_str(), aside.c_str()), 0);
   auto list = client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; },
+      [](const ListAndWatchResponse& l) { return HealthOf(l, HgxGpuUuid(3)) == "Unhealthy"; },
       kEventTimeout);
   ASSERT_TRUE(list) << "not Unhealthy";
-  EXPECT_EQ(HealthOf(*list, Uuid(2)), "Healthy");
+  EXPECT_EQ(HealthOf(*list, HgxGpuUuid(2)), "Healthy");
   v1beta1::AllocateResponse response;
-  grpc::Status status = client->Allocate({{Uuid(3)}}, &response);
+  grpc::Status status = client->Allocate({{HgxGpuUuid(3)}}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find(Uuid(3)), std::string::npos);
+  EXPECT_NE(status.error_message().find(HgxGpuUuid(3)), std::string::npos);
 
   ASSERT_EQ(std::rename(aside.c_str(), node.c_str()), 0);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << "not Healthy again";
-  EXPECT_TRUE(client->Allocate({{Uuid(3)}}, &response).ok());
+  EXPECT_TRUE(client->Allocate({{HgxGpuUuid(3)}}, &response).ok());
 }
 
 TEST_F(PluginTest, RemovedSysfsEntryIsUnhealthyAndRecovers) {
@@ -411,11 +404,11 @@ TEST_F(PluginTest, RemovedSysfsEntryIsUnhealthyAndRecovers) {
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   // A hot-unplug removes the device from /sys/bus/pci/devices.
-  std::string entry = host_.root() + "/sys/bus/pci/devices/" + kPci[6];
-  std::string aside = host_.root() + "/sys/bus/pci/unplugged-" + kPci[6];
+  std::string entry = host_.root() + "/sys/bus/pci/devices/" + kHgxGpuPci[6];
+  std::string aside = host_.root() + "/sys/bus/pci/unplugged-" + kHgxGpuPci[6];
   ASSERT_EQ(std::rename(entry.c_str(), aside.c_str()), 0);
   auto list = client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(6)) == "Unhealthy"; },
+      [](const ListAndWatchResponse& l) { return HealthOf(l, HgxGpuUuid(6)) == "Unhealthy"; },
       kEventTimeout);
   ASSERT_TRUE(list) << "not Unhealthy";
   ASSERT_EQ(std::rename(aside.c_str(), entry.c_str()), 0);
@@ -427,18 +420,18 @@ TEST_F(PluginTest, QuarantinedLeaseIsUnhealthyAndRefused) {
   auto client = Connect();
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
-  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[1] +
-              R"(":{"state":"quarantined","reason":"ECC errors","tenancy":"t1"},")" + kPci[2] +
-              R"(":{"state":"active","tenancy":"t2"}}})");
+  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kHgxGpuPci[1] +
+              R"(":{"state":"quarantined","reason":"ECC errors","tenancy":"t1"},")" +
+              kHgxGpuPci[2] + R"(":{"state":"active","tenancy":"t2"}}})");
   auto list = client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(1)) == "Unhealthy"; },
+      [](const ListAndWatchResponse& l) { return HealthOf(l, HgxGpuUuid(1)) == "Unhealthy"; },
       kEventTimeout);
   ASSERT_TRUE(list);
-  EXPECT_EQ(HealthOf(*list, Uuid(2)), "Healthy");  // active leases do not block
+  EXPECT_EQ(HealthOf(*list, HgxGpuUuid(2)), "Healthy");  // active leases do not block
   v1beta1::AllocateResponse response;
-  grpc::Status status = client->Allocate({{Uuid(1)}}, &response);
+  grpc::Status status = client->Allocate({{HgxGpuUuid(1)}}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find(Uuid(1)), std::string::npos);
+  EXPECT_NE(status.error_message().find(HgxGpuUuid(1)), std::string::npos);
   EXPECT_NE(status.error_message().find("quarantined"), std::string::npos);
 
   // A file that does not parse keeps the last good leases: the GPU is not handed out again.
@@ -446,16 +439,17 @@ TEST_F(PluginTest, QuarantinedLeaseIsUnhealthyAndRefused) {
   ASSERT_TRUE(WaitUntil([&] {
     return plugin_->Log().find("lease file ignored") != std::string::npos;
   })) << plugin_->Log();
-  EXPECT_FALSE(client->Allocate({{Uuid(1)}}, &response).ok());
+  EXPECT_FALSE(client->Allocate({{HgxGpuUuid(1)}}, &response).ok());
   EXPECT_NE(plugin_->Log().find("lease file ignored"), std::string::npos);
 
   // Checking also blocks; back to free recovers.
-  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[1] + R"(":{"state":"checking"}}})");
+  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kHgxGpuPci[1] +
+              R"(":{"state":"checking"}}})");
   std::this_thread::sleep_for(300ms);
-  EXPECT_FALSE(client->Allocate({{Uuid(1)}}, &response).ok());
-  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kPci[1] + R"(":{"state":"free"}}})");
+  EXPECT_FALSE(client->Allocate({{HgxGpuUuid(1)}}, &response).ok());
+  WriteLeases(std::string(R"({"version":1,"gpus":{")") + kHgxGpuPci[1] + R"(":{"state":"free"}}})");
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
-  EXPECT_TRUE(client->Allocate({{Uuid(1)}}, &response).ok());
+  EXPECT_TRUE(client->Allocate({{HgxGpuUuid(1)}}, &response).ok());
 }
 
 TEST_F(PluginTest, KubeletRestartWipesSocketDirAndPluginReregisters) {
@@ -559,19 +553,22 @@ TEST_F(PluginTest, CriticalXidFromNvmlIsUnhealthyApplicationXidIsNot) {
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
   EXPECT_EQ(plugin_->Log().find("NVML Xid events off"), std::string::npos) << plugin_->Log();
 
-  ASSERT_TRUE(WriteFileAtomically(events, std::string(kPci[3]) + " 13\n").ok());
+  ASSERT_TRUE(WriteFileAtomically(events, std::string(kHgxGpuPci[3]) + " 13\n").ok());
   std::this_thread::sleep_for(500ms);  // an application error: nothing changes
   EXPECT_FALSE(client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; }, 10ms));
+      [](const ListAndWatchResponse& l) { return HealthOf(l, HgxGpuUuid(3)) == "Unhealthy"; },
+      10ms));
 
-  ASSERT_TRUE(WriteFileAtomically(events, std::string(kPci[3]) + " 13\n" + kPci[3] + " 79\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(events, std::string(kHgxGpuPci[3]) + " 13\n" + kHgxGpuPci[3] + " 79\n")
+          .ok());
   ASSERT_TRUE(client->WaitForList(
-      [](const ListAndWatchResponse& l) { return HealthOf(l, Uuid(3)) == "Unhealthy"; },
+      [](const ListAndWatchResponse& l) { return HealthOf(l, HgxGpuUuid(3)) == "Unhealthy"; },
       kEventTimeout))
       << "critical Xid not Unhealthy; log:\n"
       << plugin_->Log();
   v1beta1::AllocateResponse response;
-  grpc::Status status = client->Allocate({{Uuid(3)}}, &response);
+  grpc::Status status = client->Allocate({{HgxGpuUuid(3)}}, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("Xid 79"), std::string::npos) << status.error_message();
 

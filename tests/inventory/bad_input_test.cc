@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "inventory/inventory.h"
+#include "inventory/inventory_at.h"
 #include "support/fixture_host.h"
 
 namespace tessera::inventory {
@@ -18,14 +19,6 @@ namespace fs = std::filesystem;
 void Write(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
-}
-
-Inventory Read(const std::string& root) {
-  ReadOptions options;
-  options.root = root;
-  auto inventory = ReadInventory(options);
-  EXPECT_TRUE(inventory.ok());
-  return inventory.ok() ? *inventory : Inventory{};
 }
 
 bool AnyWarningContains(const std::vector<std::string>& warnings, const std::string& text) {
@@ -41,7 +34,7 @@ const std::string kGpuDir =
 TEST(BadInput, GarbageInNumaNodeIsAWarningAndLeavesUnknown) {
   testing::TempHost host("hgx-h100-dgx");
   Write(host.root() + kGpuDir + "/numa_node", "zero\n");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   const PciDevice* gpu = inv.FindDevice("0000:18:00.0");
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->numa_node, -1);
@@ -51,7 +44,7 @@ TEST(BadInput, GarbageInNumaNodeIsAWarningAndLeavesUnknown) {
 TEST(BadInput, GarbageDeviceIdIsReportedNotZeroedSilently) {
   testing::TempHost host("hgx-h100-dgx");
   Write(host.root() + kGpuDir + "/device", "0xnope\n");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   const PciDevice* gpu = inv.FindDevice("0000:18:00.0");
   ASSERT_NE(gpu, nullptr);
   EXPECT_TRUE(AnyWarningContains(gpu->warnings, "0000:18:00.0/device"));
@@ -61,7 +54,7 @@ TEST(BadInput, GarbageDeviceIdIsReportedNotZeroedSilently) {
 TEST(BadInput, UnreadableClassSkipsTheFunctionWithAWarning) {
   testing::TempHost host("hgx-h100-dgx");
   fs::remove(host.root() + kGpuDir + "/class");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   EXPECT_EQ(inv.FindDevice("0000:18:00.0"), nullptr);
   EXPECT_TRUE(AnyWarningContains(inv.warnings, "0000:18:00.0/class"));
   EXPECT_EQ(inv.Gpus().size(), 7u);
@@ -70,7 +63,7 @@ TEST(BadInput, UnreadableClassSkipsTheFunctionWithAWarning) {
 TEST(BadInput, DanglingDeviceSymlinkIsAWarning) {
   testing::TempHost host("hgx-h100-dgx");
   fs::remove_all(host.root() + kGpuDir);
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   EXPECT_EQ(inv.FindDevice("0000:18:00.0"), nullptr);
   EXPECT_TRUE(AnyWarningContains(inv.warnings, "0000:18:00.0"));
   EXPECT_EQ(inv.Gpus().size(), 7u);
@@ -79,7 +72,7 @@ TEST(BadInput, DanglingDeviceSymlinkIsAWarning) {
 TEST(BadInput, GpuWithoutProcEntryHasNoNodeAndSaysWhy) {
   testing::TempHost host("hgx-h100-dgx");
   fs::remove_all(host.root() + "/proc/driver/nvidia/gpus/0000:2a:00.0");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   const PciDevice* gpu = inv.FindDevice("0000:2a:00.0");
   ASSERT_NE(gpu, nullptr);
   EXPECT_TRUE(gpu->device_nodes.empty());
@@ -91,7 +84,7 @@ TEST(BadInput, GpuWithoutProcEntryHasNoNodeAndSaysWhy) {
 TEST(BadInput, CorruptLdCacheIsWarnedAboutAndTheLoadersOwnDirectoriesStillCount) {
   testing::TempHost host("hgx-h100-dgx");
   Write(host.root() + "/etc/ld.so.cache", "glibc-ld.so.cache1.1\x05\x00\x00\x00");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   ASSERT_TRUE(inv.nvidia_driver.has_value());
   // The loader ignores a cache it cannot read and searches its built-in directories, where
   // this host's driver libraries are; so does the inventory.
@@ -103,7 +96,7 @@ TEST(BadInput, CorruptLdCacheIsWarnedAboutAndTheLoadersOwnDirectoriesStillCount)
 TEST(BadInput, MissingProcDevicesDropsNodesButKeepsDevices) {
   testing::TempHost host("hgx-h100-dgx");
   fs::remove(host.root() + "/proc/devices");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   EXPECT_EQ(inv.Gpus().size(), 8u);
   EXPECT_TRUE(AnyWarningContains(inv.warnings, "/proc/devices"));
   EXPECT_TRUE(inv.shared_device_nodes.empty());
@@ -116,7 +109,7 @@ TEST(BadInput, MissingProcDevicesDropsNodesButKeepsDevices) {
 TEST(BadInput, BadResourceFileIsAWarning) {
   testing::TempHost host("hgx-h100-dgx");
   Write(host.root() + kGpuDir + "/resource", "0x1000 0x0fff 0x0\n");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   const PciDevice* gpu = inv.FindDevice("0000:18:00.0");
   ASSERT_NE(gpu, nullptr);
   EXPECT_TRUE(gpu->bars.empty());
@@ -126,7 +119,7 @@ TEST(BadInput, BadResourceFileIsAWarning) {
 TEST(BadInput, RemovedDeviceNodeIsReportedAsMissing) {
   testing::TempHost host("hgx-h100-dgx");
   fs::remove(host.root() + "/dev/nvidia3");
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   const PciDevice* gpu = inv.FindDevice("0000:5d:00.0");
   ASSERT_NE(gpu, nullptr);
   ASSERT_EQ(gpu->device_nodes.size(), 1u);
@@ -138,7 +131,7 @@ TEST(BadInput, SymlinkLoopIsAWarning) {
   testing::TempHost host("no-gpu");
   std::string loop = host.root() + "/sys/bus/pci/devices/0000:00:09.0";
   ASSERT_EQ(::symlink("0000:00:09.0", loop.c_str()), 0);
-  Inventory inv = Read(host.root());
+  Inventory inv = InventoryAt(host.root());
   EXPECT_TRUE(inv.devices.empty());
   EXPECT_TRUE(AnyWarningContains(inv.warnings, "0000:00:09.0"));
 }

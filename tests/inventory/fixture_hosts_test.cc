@@ -4,18 +4,11 @@
 #include <algorithm>
 
 #include "inventory/inventory.h"
+#include "inventory/inventory_at.h"
 #include "support/fixture_host.h"
 
 namespace tessera::inventory {
 namespace {
-
-Inventory Read(const std::string& root) {
-  ReadOptions options;
-  options.root = root;
-  auto inventory = ReadInventory(options);
-  EXPECT_TRUE(inventory.ok());
-  return inventory.ok() ? *inventory : Inventory{};
-}
 
 const SharedDeviceNode* FindShared(const Inventory& inventory, const std::string& role) {
   for (const auto& node : inventory.shared_device_nodes) {
@@ -30,7 +23,7 @@ size_t CountKind(const Inventory& inventory, DeviceKind kind) {
 }
 
 TEST(HgxDgxHost, ListsEightH100sAndFourNvSwitches) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-dgx"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-dgx"));
   EXPECT_EQ(CountKind(inv, DeviceKind::kGpu), 8u);
   EXPECT_EQ(CountKind(inv, DeviceKind::kNvSwitch), 4u);
   EXPECT_EQ(CountKind(inv, DeviceKind::kCompanion), 0u);
@@ -41,7 +34,7 @@ TEST(HgxDgxHost, ListsEightH100sAndFourNvSwitches) {
 }
 
 TEST(HgxDgxHost, ReadsEveryFieldOfTheFirstGpu) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-dgx"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-dgx"));
   const PciDevice* gpu = inv.FindDevice("0000:18:00.0");
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->vendor_id, 0x10de);
@@ -79,7 +72,7 @@ TEST(HgxDgxHost, ReadsEveryFieldOfTheFirstGpu) {
 }
 
 TEST(HgxDgxHost, GpusOnOneSwitchShareTheirUpstreamChainAndNumaSplitsBySocket) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-dgx"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-dgx"));
   const PciDevice* a = inv.FindDevice("0000:18:00.0");
   const PciDevice* b = inv.FindDevice("0000:2a:00.0");
   const PciDevice* c = inv.FindDevice("0000:9a:00.0");
@@ -92,7 +85,7 @@ TEST(HgxDgxHost, GpusOnOneSwitchShareTheirUpstreamChainAndNumaSplitsBySocket) {
 }
 
 TEST(HgxDgxHost, NvSwitchesHaveOwnGroupsAndDriver) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-dgx"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-dgx"));
   const PciDevice* sw = inv.FindDevice("0000:05:00.0");
   ASSERT_NE(sw, nullptr);
   EXPECT_EQ(sw->kind, DeviceKind::kNvSwitch);
@@ -102,7 +95,7 @@ TEST(HgxDgxHost, NvSwitchesHaveOwnGroupsAndDriver) {
 }
 
 TEST(HgxDgxHost, SharedNvidiaNodesComeFromProcDevices) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-dgx"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-dgx"));
   const auto* ctl = FindShared(inv, "nvidiactl");
   ASSERT_NE(ctl, nullptr);
   EXPECT_EQ(ctl->node.path, "/dev/nvidiactl");
@@ -120,7 +113,7 @@ TEST(HgxDgxHost, SharedNvidiaNodesComeFromProcDevices) {
 }
 
 TEST(HgxDgxHost, FindsDriverLibrariesBinariesFirmwareAndSockets) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-dgx"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-dgx"));
   ASSERT_TRUE(inv.nvidia_driver.has_value());
   const NvidiaDriver& driver = *inv.nvidia_driver;
   EXPECT_EQ(driver.version, "580.65.06");
@@ -144,7 +137,7 @@ TEST(HgxDgxHost, FindsDriverLibrariesBinariesFirmwareAndSockets) {
 }
 
 TEST(HgxVfioHost, NvSwitchesAndMemoryControllerShareOneGroup) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-vfio"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-vfio"));
   EXPECT_EQ(CountKind(inv, DeviceKind::kGpu), 8u);
   EXPECT_EQ(CountKind(inv, DeviceKind::kNvSwitch), 4u);
   ASSERT_EQ(CountKind(inv, DeviceKind::kCompanion), 1u);
@@ -161,7 +154,7 @@ TEST(HgxVfioHost, NvSwitchesAndMemoryControllerShareOneGroup) {
 }
 
 TEST(HgxVfioHost, VfioGroupAndIommufdNodesUseKernelNumbers) {
-  Inventory inv = Read(testing::MaterializeHost("hgx-h100-vfio"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("hgx-h100-vfio"));
   const PciDevice* gpu = inv.FindDevice("0000:18:00.0");
   ASSERT_NE(gpu, nullptr);
   EXPECT_EQ(gpu->driver, "vfio-pci");
@@ -181,7 +174,7 @@ TEST(HgxVfioHost, VfioGroupAndIommufdNodesUseKernelNumbers) {
 }
 
 TEST(WorkstationHost, MatchesDrmNodesToTheirPciDevices) {
-  Inventory inv = Read(testing::MaterializeHost("workstation-intel-nvidia"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("workstation-intel-nvidia"));
   ASSERT_EQ(inv.devices.size(), 2u);
   const PciDevice* igpu = inv.FindDevice("0000:00:02.0");
   const PciDevice* dgpu = inv.FindDevice("0000:01:00.0");
@@ -206,7 +199,7 @@ TEST(WorkstationHost, MatchesDrmNodesToTheirPciDevices) {
 }
 
 TEST(AmdHost, ListsGpuWithRenderNodesAndKfd) {
-  Inventory inv = Read(testing::MaterializeHost("amd-gpu"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("amd-gpu"));
   ASSERT_EQ(inv.devices.size(), 1u);
   const PciDevice& gpu = inv.devices[0];
   EXPECT_EQ(gpu.pci_address, "0000:03:00.0");
@@ -224,7 +217,7 @@ TEST(AmdHost, ListsGpuWithRenderNodesAndKfd) {
 }
 
 TEST(NoGpuHost, IsEmptyAndQuiet) {
-  Inventory inv = Read(testing::MaterializeHost("no-gpu"));
+  Inventory inv = InventoryAt(testing::MaterializeHost("no-gpu"));
   EXPECT_TRUE(inv.devices.empty());
   EXPECT_TRUE(inv.iommu_groups.empty());
   EXPECT_TRUE(inv.shared_device_nodes.empty());
@@ -233,7 +226,7 @@ TEST(NoGpuHost, IsEmptyAndQuiet) {
 }
 
 TEST(RealHost, ThisMachineHasNoGpusAndNoWarnings) {
-  Inventory inv = Read("/");
+  Inventory inv = InventoryAt("/");
   EXPECT_TRUE(inv.devices.empty());
   EXPECT_TRUE(inv.warnings.empty()) << inv.warnings.front();
 }

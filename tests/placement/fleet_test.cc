@@ -1,16 +1,12 @@
 #include <gtest/gtest.h>
 
 #include "placement/placement.h"
+#include "topology/gpu_masks.h"
 
 namespace tessera::placement {
 namespace {
 
-GpuMask Gpus(std::initializer_list<int> indices) {
-  GpuMask mask = 0;
-  for (int i : indices)
-    mask |= GpuMask{1} << i;
-  return mask;
-}
+using topology::GpuMaskOf;
 
 std::shared_ptr<const topology::PartitionPlanner> Hgx() {
   auto planner = topology::PartitionPlanner::Create(topology::HgxH100Table());
@@ -34,7 +30,7 @@ TEST(FleetPlacement, BinpackKeepsWholeNodesFree) {
   Fleet fleet = HgxFleet(3);
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(Place(fleet, 1, Policy::kBinpack).node, 0);
-  EXPECT_EQ(fleet.free_mask(0), Gpus({4, 5, 6, 7}));  // singles filled half {1,2,3,4} first
+  EXPECT_EQ(fleet.free_mask(0), GpuMaskOf({4, 5, 6, 7}));  // singles filled half {1,2,3,4} first
   EXPECT_EQ(Place(fleet, 8, Policy::kBinpack).node, 1);
   EXPECT_EQ(Place(fleet, 8, Policy::kBinpack).node, 2);
 }
@@ -68,7 +64,7 @@ TEST(FleetPlacement, BinpackTakesTheChoiceThatBreaksLeast) {
   ASSERT_TRUE(fleet.SetState(1, 0, GpuState::kDraining).ok());
   Placement p = Place(fleet, 1, Policy::kBinpack);
   EXPECT_EQ(p.node, 1);
-  EXPECT_EQ(p.gpus, Gpus({2}));  // module 3 completes the broken pair {1,3}
+  EXPECT_EQ(p.gpus, GpuMaskOf({2}));  // module 3 completes the broken pair {1,3}
   Placement pair = Place(fleet, 2, Policy::kBinpack);
   EXPECT_EQ(pair.node, 1);
   EXPECT_EQ(pair.partition_id, 4u);  // {2,4}
@@ -104,7 +100,7 @@ TEST(FleetPlacement, OnlyFreeGpusAreGiven) {
   ASSERT_TRUE(fleet.SetState(0, 5, GpuState::kQuarantined).ok());
   EXPECT_FALSE(fleet.Place(8, Policy::kBinpack).ok());
   Placement half = Place(fleet, 4, Policy::kBinpack);
-  EXPECT_EQ(half.gpus, Gpus({0, 1, 2, 3}));
+  EXPECT_EQ(half.gpus, GpuMaskOf({0, 1, 2, 3}));
   EXPECT_EQ(fleet.state(0, 2), GpuState::kLeased);
   EXPECT_FALSE(fleet.Place(4, Policy::kBinpack).ok());
 }
@@ -117,7 +113,7 @@ TEST(FleetPlacement, ReleaseFreesLeasedGpusAndKeepsOperatorStates) {
   EXPECT_EQ(fleet.state(0, 0), GpuState::kFree);
   EXPECT_EQ(fleet.state(0, 1), GpuState::kDraining);
   EXPECT_EQ(fleet.free_gpus(), 7);
-  auto twice = fleet.Release(Placement{0, Gpus({0}), std::nullopt});
+  auto twice = fleet.Release(Placement{0, GpuMaskOf({0}), std::nullopt});
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.error().category, ErrorCategory::kFailedPrecondition);
 }
@@ -143,8 +139,8 @@ TEST(FleetPlacement, NodesWithoutTableUseTheLinkScorer) {
   NodeSpec node{"n0", 4, nullptr, *scorer};
   auto fleet = Fleet::Create({node});
   ASSERT_TRUE(fleet.ok());
-  EXPECT_EQ(Place(*fleet, 2, Policy::kBinpack).gpus, Gpus({1, 3}));
-  EXPECT_EQ(Place(*fleet, 2, Policy::kBinpack).gpus, Gpus({0, 2}));
+  EXPECT_EQ(Place(*fleet, 2, Policy::kBinpack).gpus, GpuMaskOf({1, 3}));
+  EXPECT_EQ(Place(*fleet, 2, Policy::kBinpack).gpus, GpuMaskOf({0, 2}));
 }
 
 TEST(FleetPlacement, BadFleetsAreRefused) {
@@ -179,17 +175,17 @@ TEST(FleetPlacement, ChooseNodeFollowsAnOutsideLeaseModel) {
     Fleet fleet = std::move(*created);
     // Both whole: binpack breaks the smaller whole node, keeping the 8-GPU node whole.
     EXPECT_EQ(fleet.ChooseNode(2, Policy::kBinpack), 0);
-    EXPECT_EQ(fleet.free_mask(0), Gpus({0, 1, 2, 3}));  // choosing leases nothing
-    ASSERT_TRUE(fleet.SetFreeMask(0, Gpus({2, 3})).ok());
+    EXPECT_EQ(fleet.free_mask(0), GpuMaskOf({0, 1, 2, 3}));  // choosing leases nothing
+    ASSERT_TRUE(fleet.SetFreeMask(0, GpuMaskOf({2, 3})).ok());
     EXPECT_EQ(fleet.state(0, 0), GpuState::kLeased);
     EXPECT_EQ(fleet.ChooseNode(2, Policy::kBinpack), 0);  // the fuller, already broken node
     EXPECT_EQ(fleet.ChooseNode(2, Policy::kSpread), 1);   // the emptier one
     EXPECT_EQ(fleet.ChooseNode(3, Policy::kBinpack), 1);  // does not fit on node 0
     ASSERT_TRUE(fleet.SetFreeMask(1, 0).ok());
     EXPECT_EQ(fleet.ChooseNode(3, Policy::kBinpack), -1);
-    ASSERT_TRUE(fleet.SetFreeMask(0, Gpus({0, 1, 2, 3})).ok());
+    ASSERT_TRUE(fleet.SetFreeMask(0, GpuMaskOf({0, 1, 2, 3})).ok());
     EXPECT_EQ(fleet.state(0, 0), GpuState::kFree);
-    EXPECT_FALSE(fleet.SetFreeMask(0, Gpus({4})).ok());
+    EXPECT_FALSE(fleet.SetFreeMask(0, GpuMaskOf({4})).ok());
     EXPECT_FALSE(fleet.SetFreeMask(2, 0).ok());
   }
 }

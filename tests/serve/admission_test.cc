@@ -5,10 +5,8 @@
 // another tenancy is named as such only.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <thread>
-
-#include "serve/serve_process.h"
+#include "serve/null_serve_fixture.h"
+#include "serve/submission_flood.h"
 #include "support/wait.h"
 
 namespace tessera::testing {
@@ -16,17 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-class Admission : public ::testing::Test {
+class Admission : public NullServeTest {
  protected:
-  void Start(std::vector<std::string> extra = {}) {
-    root_ = MaterializeHost("hgx-h100-dgx");
-    serve_ = std::make_unique<ServeProcess>(dir_.path(),
-                                            NullBackendFlags(root_, dir_.path(), std::move(extra)));
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
-  }
-
   // Drains `count` GPUs (the highest PCI addresses first is not needed: any `count` of them).
   void Drain(size_t count) {
     auto gpus = CallJson(*admin_, "GET", "/v1/gpus")["gpus"];
@@ -46,55 +35,27 @@ class Admission : public ::testing::Test {
     return serve_->Connect(token);
   }
 
-  // A counter of /metrics.
-  uint64_t Metric(const std::string& name) {
-    auto metrics = serve_->Connect(serve_->admin_token())->Call("GET", "/metrics");
-    EXPECT_TRUE(metrics.ok());
-    if (!metrics.ok()) return 0;
-    const auto at = metrics->body.find("\n" + name + " ");
-    EXPECT_NE(at, std::string::npos) << name;
-    if (at == std::string::npos) return 0;
-    return std::stoull(metrics->body.substr(at + name.size() + 2));
-  }
-
   static std::string Submission(const std::string& tenancy, int gpus) {
     return R"({"image":"busybox","tenancy":")" + tenancy + R"(","gpus":)" + std::to_string(gpus) +
            "}";
   }
-
-  std::string root_;
-  TempDir dir_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 TEST_F(Admission, AFloodRunsBoundedPassesStopsAtTheDefaultQuotaAndLetsOthersThrough) {
-  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_NO_FATAL_FAILURE(StartServe());
   Drain(8);
   int status = 0;
   CallJson(*admin_, "PUT", "/v1/tenancies/flood", "{}", &status);
   ASSERT_EQ(status, 200);
-  const uint64_t passes_before = Metric("tessera_scheduling_passes_total");
+  const uint64_t passes_before = MetricCounter(*serve_, "tessera_scheduling_passes_total");
   // 10,000 requests that cannot be placed, from four connections at once.
   constexpr int kFlood = 10000, kThreads = 4;
-  std::atomic<int> accepted{0}, other{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      auto connection = serve_->Connect(serve_->admin_token());
-      for (int i = 0; i < kFlood / kThreads; ++i) {
-        auto answer = connection->Call("POST", "/v1/containers", Submission("flood", 1), {});
-        (answer.ok() && answer->status == 202 ? accepted : other)++;
-      }
-    });
-  }
-  for (auto& thread : threads)
-    thread.join();
-  ASSERT_EQ(accepted, kFlood);
-  ASSERT_EQ(other, 0);
+  const FloodCounts flood = FloodSubmissions(*serve_, Submission("flood", 1), kFlood, kThreads);
+  ASSERT_EQ(flood.accepted, kFlood);
+  ASSERT_EQ(flood.other, 0);
   // Passes ran for what could change (the first requests took the reservations), not once per
   // request: at most a few dozen for ten thousand arrivals.
-  const uint64_t passes = Metric("tessera_scheduling_passes_total") - passes_before;
+  const uint64_t passes = MetricCounter(*serve_, "tessera_scheduling_passes_total") - passes_before;
   EXPECT_GE(passes, 1u);
   EXPECT_LE(passes, 50u) << "passes for " << kFlood << " unplaceable requests";
 
@@ -138,11 +99,11 @@ TEST_F(Admission, AFloodRunsBoundedPassesStopsAtTheDefaultQuotaAndLetsOthersThro
   auto tenth = CallJson(*admin_, "GET", "/v1/containers/" + entries[9]["id"].get<std::string>());
   EXPECT_EQ(tenth["queue_position"], 10);
   EXPECT_EQ(tenth["reason"], entries[9]["reason"]);
-  EXPECT_GE(Metric("tessera_queue_reports_total"), 1u);
+  EXPECT_GE(MetricCounter(*serve_, "tessera_queue_reports_total"), 1u);
 }
 
 TEST_F(Admission, AReservationOfAnotherTenancyIsNamedOnlyAsSuch) {
-  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_NO_FATAL_FAILURE(StartServe());
   // Four GPUs drained: an 8-GPU request reserves the host; the four free ones wait for it.
   Drain(4);
   auto first = TokenFor("first");

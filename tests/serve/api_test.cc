@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "serve/serve_process.h"
+#include "serve/null_serve_fixture.h"
 #include "support/wait.h"
 
 namespace tessera::testing {
@@ -14,17 +14,11 @@ namespace {
 
 using nlohmann::json;
 
-class ServeApi : public ::testing::Test {
+class ServeApi : public NullServeTest {
  protected:
   void SetUp() override {
-    root_ = MaterializeHost("hgx-h100-dgx");
-    serve_ = std::make_unique<ServeProcess>(
-        dir_.path(),
-        std::vector<std::string>{"--root", root_, "--backend", "null", "--cdi-dir",
-                                 dir_.path() + "/cdi", "--cdi-kind", "tessera-test.example/gpu"});
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
+    NullServeTest::SetUp();
+    StartServe();
   }
 
   json WaitForState(client::Connection& connection, const std::string& id,
@@ -42,11 +36,6 @@ class ServeApi : public ::testing::Test {
     EXPECT_FALSE(token.empty()) << tenancy;
     return token;
   }
-
-  std::string root_;
-  TempDir dir_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 TEST_F(ServeApi, AdminTokenIsWrittenPrivateAndPrintedOnce) {

@@ -8,8 +8,8 @@
 
 #include <fstream>
 
+#include "serve/null_serve_fixture.h"
 #include "serve/raw_http.h"
-#include "serve/serve_process.h"
 
 namespace tessera::testing {
 namespace {
@@ -59,18 +59,8 @@ std::string Request(const std::string& method, const std::string& path, const st
   return text + "\r\n" + body;
 }
 
-class ServeHardening : public ::testing::Test {
+class ServeHardening : public NullServeTest {
  protected:
-  void SetUp() override { root_ = MaterializeHost("hgx-h100-dgx"); }
-
-  void Start(std::vector<std::string> extra = {}) {
-    serve_ = std::make_unique<ServeProcess>(dir_.path(),
-                                            NullBackendFlags(root_, dir_.path(), std::move(extra)));
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
-  }
-
   std::string Token(const std::string& tenancy) {
     const std::string token = TenancyToken(*admin_, tenancy);
     EXPECT_FALSE(token.empty()) << tenancy;
@@ -85,15 +75,10 @@ class ServeHardening : public ::testing::Test {
     EXPECT_EQ(answer->status, 200);
     (void)status;
   }
-
-  std::string root_;
-  TempDir dir_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 TEST_F(ServeHardening, DeepNestingIs400NamingTheFieldAndTheServiceLives) {
-  Start();
+  StartServe();
   std::string alpha = Token("alpha");
   auto tenant = serve_->Connect(alpha);
   const std::string deep = Nested(90000);
@@ -128,7 +113,7 @@ TEST_F(ServeHardening, DeepNestingIs400NamingTheFieldAndTheServiceLives) {
 }
 
 TEST_F(ServeHardening, ErrorsQuoteOnlyAShortExcerptOfWhatWasSent) {
-  Start();
+  StartServe();
   const std::string huge(200000, 'x');
   const std::vector<std::string> bodies = {
       R"({")" + huge + R"(":1,"image":"busybox","tenancy":"a"})",
@@ -152,7 +137,7 @@ TEST_F(ServeHardening, ErrorsQuoteOnlyAShortExcerptOfWhatWasSent) {
 }
 
 TEST_F(ServeHardening, ImagesMustBeRegistryReferences) {
-  Start();
+  StartServe();
   for (const std::string image :
        {"docker-archive:/etc/shadow", "oci-archive:/root/x.tar", "dir:/etc", "oci:/var/lib/x",
         "oci:latest", "containers-storage:[overlay@/var/lib/containers/storage]busybox",
@@ -177,7 +162,7 @@ TEST_F(ServeHardening, ImagesMustBeRegistryReferences) {
 }
 
 TEST_F(ServeHardening, SizeLimitsPerFieldAndPerSubmission) {
-  Start();
+  StartServe();
   int status = 0;
   auto answer = CallJson(*admin_, "POST", "/v1/containers",
                          json{{"image", "busybox"},
@@ -203,7 +188,7 @@ TEST_F(ServeHardening, SizeLimitsPerFieldAndPerSubmission) {
 }
 
 TEST_F(ServeHardening, HeadAnswersCarryNoBodySoKeepAliveStaysInStep) {
-  Start();
+  StartServe();
   for (const std::string path : {"/healthz", "/metrics", "/v1/openapi.json", "/"}) {
     RawConnection raw(serve_->port());
     ASSERT_TRUE(raw.connected());
@@ -224,7 +209,7 @@ TEST_F(ServeHardening, HeadAnswersCarryNoBodySoKeepAliveStaysInStep) {
 }
 
 TEST_F(ServeHardening, PublicRoutesAcceptOnlyGetAndHead) {
-  Start();
+  StartServe();
   for (const std::string path : {"/healthz", "/metrics", "/v1/openapi.json", "/"}) {
     for (const std::string method : {"POST", "PUT", "DELETE", "PATCH"}) {
       RawConnection raw(serve_->port());
@@ -237,7 +222,7 @@ TEST_F(ServeHardening, PublicRoutesAcceptOnlyGetAndHead) {
 }
 
 TEST_F(ServeHardening, TransferCodingsOtherThanChunkedAre501) {
-  Start();
+  StartServe();
   RawConnection raw(serve_->port());
   ASSERT_TRUE(raw.Send("POST /v1/containers HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " +
                        serve_->admin_token() +
@@ -247,7 +232,7 @@ TEST_F(ServeHardening, TransferCodingsOtherThanChunkedAre501) {
 }
 
 TEST_F(ServeHardening, MalformedRequestsAre400AndHugeHeaders431) {
-  Start();
+  StartServe();
   {
     RawConnection raw(serve_->port());
     ASSERT_TRUE(raw.Send("GET /healthz HTTP/1.1\r\nHost t\r\n\r\n"));
@@ -268,7 +253,7 @@ TEST_F(ServeHardening, MalformedRequestsAre400AndHugeHeaders431) {
 }
 
 TEST_F(ServeHardening, UnauthenticatedBodiesAreNeverRead) {
-  Start();
+  StartServe();
   // The header alone gets the 401: the announced megabyte is never waited for.
   RawConnection one(serve_->port());
   ASSERT_TRUE(
@@ -300,7 +285,7 @@ TEST_F(ServeHardening, UnauthenticatedBodiesAreNeverRead) {
 }
 
 TEST_F(ServeHardening, AStalledHeaderIsCutOffAfterTheHeaderTimeout) {
-  Start();
+  StartServe();
   RawConnection raw(serve_->port());
   ASSERT_TRUE(raw.Send("GET /healthz HTTP/1.1\r\nHost: "));
   // The header timeout is 10 s; the connection is closed well before a minute has passed.
@@ -308,7 +293,7 @@ TEST_F(ServeHardening, AStalledHeaderIsCutOffAfterTheHeaderTimeout) {
 }
 
 TEST_F(ServeHardening, AtTheConnectionCapAcceptingPausesUntilOneCloses) {
-  Start({"--max-connections", "4"});
+  StartServe({"--max-connections", "4"});
   std::vector<std::unique_ptr<RawConnection>> held;
   for (int i = 0; i < 4; ++i) {
     held.push_back(std::make_unique<RawConnection>(serve_->port()));
@@ -331,7 +316,7 @@ TEST_F(ServeHardening, ALowDescriptorLimitNeitherSpinsNorStopsService) {
   rlimit low = saved;
   low.rlim_cur = 128;
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  Start();
+  StartServe();
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
   EXPECT_NE(serve_->log().find("at most 64 connections"), std::string::npos) << serve_->log();
   std::vector<std::unique_ptr<RawConnection>> flood;
@@ -372,7 +357,7 @@ TEST_F(ServeHardening, WeakOrExposedAdminTokensAreRefusedOrWarnedAbout) {
 }
 
 TEST_F(ServeHardening, IdempotencyKeysArePrintableAscii) {
-  Start();
+  StartServe();
   RawConnection raw(serve_->port());
   ASSERT_TRUE(raw.Send(Request("POST", "/v1/containers", serve_->admin_token(),
                                R"({"image":"busybox","tenancy":"alpha"})",
@@ -381,7 +366,7 @@ TEST_F(ServeHardening, IdempotencyKeysArePrintableAscii) {
 }
 
 TEST_F(ServeHardening, NumbersThatDoNotFitAreRefusedNamingTheFieldNeverWrapped) {
-  Start();
+  StartServe();
   int status = 0;
   const std::vector<std::string> too_big = {"9223372036854775808", "18446744073709551615",
                                             "-9223372036854775809", "1e19"};
@@ -428,7 +413,7 @@ TEST_F(ServeHardening, NumbersThatDoNotFitAreRefusedNamingTheFieldNeverWrapped) 
 }
 
 TEST_F(ServeHardening, DuplicateKeysAreRefusedInEveryBody) {
-  Start();
+  StartServe();
   int status = 0;
   CallJson(*admin_, "PUT", "/v1/tenancies/alpha", "{}", &status);
   ASSERT_EQ(status, 200);
@@ -459,7 +444,7 @@ TEST_F(ServeHardening, DuplicateKeysAreRefusedInEveryBody) {
 }
 
 TEST_F(ServeHardening, UnknownQueryParametersAreRefusedOnEveryEndpoint) {
-  Start();
+  StartServe();
   int status = 0;
   CallJson(*admin_, "PUT", "/v1/tenancies/alpha", "{}", &status);
   auto container =

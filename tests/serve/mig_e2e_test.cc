@@ -34,37 +34,11 @@ class MigServeTest : public PodmanServeTest {
 
   void StartWithNvml() { StartServe({"--nvml", FAKE_NVML}); }
 
-  json Post(const json& body, int* status) {
-    return CallJson(*admin_, "POST", "/v1/containers", body.dump(), status);
-  }
-
   std::string SubmitMig(const std::string& profile, int count, const char* script = kListNodes) {
-    int status = 0;
-    auto answer = Post({{"image", image_},
-                        {"tenancy", "slices"},
-                        {"mig", {{"profile", profile}, {"count", count}}},
-                        {"command", {"/bin/sh", "-c", script}}},
-                       &status);
-    EXPECT_EQ(status, 202) << answer;
-    return answer.value("id", "");
-  }
-
-  json WaitFor(const std::string& id, const std::set<std::string>& states) {
-    return WaitForContainerState(*admin_, *serve_, id, states, std::chrono::seconds(240));
-  }
-
-  // GET that answered 200: a call that failed on the way (a loaded machine) is made again.
-  json Get(const std::string& path) {
-    json answer;
-    int status = 0;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          answer = CallJson(*admin_, "GET", path, "", &status);
-          return status == 200;
-        },
-        std::chrono::seconds(60)))
-        << path << " answered " << status << ": " << answer;
-    return answer;
+    return SubmitAccepted({{"image", image_},
+                           {"tenancy", "slices"},
+                           {"mig", {{"profile", profile}, {"count", count}}},
+                           {"command", {"/bin/sh", "-c", script}}});
   }
 
   // A pending container once a scheduling pass put it first in the queue (with its reason).

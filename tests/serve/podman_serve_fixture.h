@@ -7,12 +7,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "serve/container_wait.h"
 #include "serve/serve_process.h"
 #include "support/podman_harness.h"
+#include "support/wait.h"
 
 namespace tessera::testing {
 
@@ -55,6 +59,40 @@ class PodmanServeTest : public ::testing::Test {
     std::string log;
     ASSERT_TRUE(serve_->Start(&log)) << log;
     admin_ = serve_->Connect(serve_->admin_token());
+  }
+
+  // POST /v1/containers as the admin.
+  nlohmann::json Post(const nlohmann::json& body, int* status) {
+    return CallJson(*admin_, "POST", "/v1/containers", body.dump(), status);
+  }
+
+  // POSTs `body` to /v1/containers as the admin, expects 202 and returns the new container's ID
+  // ("" when it was refused).
+  std::string SubmitAccepted(const nlohmann::json& body) {
+    int status = 0;
+    auto answer = Post(body, &status);
+    EXPECT_EQ(status, 202) << answer;
+    return answer.value("id", "");
+  }
+
+  // Waits until container `id` is in one of `states` (at most 240 s: containers start slowly on a
+  // loaded machine); returns the last answer.
+  nlohmann::json WaitFor(const std::string& id, const std::set<std::string>& states) {
+    return WaitForContainerState(*admin_, *serve_, id, states, std::chrono::seconds(240));
+  }
+
+  // GET that answered 200: a call that failed on the way (a loaded machine) is made again.
+  nlohmann::json Get(const std::string& path) {
+    nlohmann::json answer;
+    int status = 0;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          answer = CallJson(*admin_, "GET", path, "", &status);
+          return status == 200;
+        },
+        std::chrono::seconds(60)))
+        << path << " answered " << status << ": " << answer;
+    return answer;
   }
 
   TempHost host_;

@@ -10,7 +10,7 @@
 #include <atomic>
 #include <thread>
 
-#include "serve/serve_process.h"
+#include "serve/null_serve_fixture.h"
 #include "support/wait.h"
 
 namespace tessera::testing {
@@ -18,17 +18,11 @@ namespace {
 
 using nlohmann::json;
 
-class ServeQueueApi : public ::testing::Test {
+class ServeQueueApi : public NullServeTest {
  protected:
   void SetUp() override {
-    root_ = MaterializeHost("hgx-h100-dgx");
-    serve_ = std::make_unique<ServeProcess>(
-        dir_.path(),
-        std::vector<std::string>{"--root", root_, "--backend", "null", "--cdi-dir",
-                                 dir_.path() + "/cdi", "--cdi-kind", "tessera-test.example/gpu"});
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
+    NullServeTest::SetUp();
+    StartServe();
   }
 
   json Put(const std::string& tenancy, const std::string& body, int* status) {
@@ -46,11 +40,6 @@ class ServeQueueApi : public ::testing::Test {
     return R"({"image":"busybox","tenancy":")" + tenancy + R"(","gpus":)" + std::to_string(gpus) +
            extra + "}";
   }
-
-  std::string root_;
-  TempDir dir_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 TEST_F(ServeQueueApi, TenancyPolicyIsValidatedStoredAndShown) {

@@ -20,18 +20,12 @@
 #include <vector>
 
 #include "client/client.h"
+#include "support/file_text.h"
 #include "support/fixture_host.h"
 
 extern char** environ;
 
 namespace tessera::testing {
-
-inline std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
 
 inline std::string Trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == ' '))

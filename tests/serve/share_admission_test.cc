@@ -4,10 +4,8 @@
 // positions read as before the flood; the queue's totals count the pending shares.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <thread>
-
 #include "serve/serve_process.h"
+#include "serve/submission_flood.h"
 #include "support/fake_nvml_state.h"
 #include "support/wait.h"
 
@@ -31,16 +29,6 @@ class ShareAdmission : public ::testing::Test {
     std::string log;
     ASSERT_TRUE(serve_->Start(&log)) << log;
     admin_ = serve_->Connect(serve_->admin_token());
-  }
-
-  uint64_t Metric(const std::string& name) {
-    auto metrics = serve_->Connect(serve_->admin_token())->Call("GET", "/metrics");
-    EXPECT_TRUE(metrics.ok());
-    if (!metrics.ok()) return 0;
-    const auto at = metrics->body.find("\n" + name + " ");
-    EXPECT_NE(at, std::string::npos) << name;
-    if (at == std::string::npos) return 0;
-    return std::stoull(metrics->body.substr(at + name.size() + 2));
   }
 
   static std::string Share(const std::string& tenancy) {
@@ -101,26 +89,14 @@ TEST_F(ShareAdmission, AShareFloodRunsBoundedPassesAndMovesNoOneElsesPosition) {
   int status = 0;
   CallJson(*admin_, "PUT", "/v1/tenancies/flood", "{}", &status);
   ASSERT_EQ(status, 200);
-  const uint64_t passes_before = Metric("tessera_scheduling_passes_total");
+  const uint64_t passes_before = MetricCounter(*serve_, "tessera_scheduling_passes_total");
   constexpr int kFlood = 2000, kThreads = 4;
-  std::atomic<int> accepted{0}, other{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&] {
-      auto connection = serve_->Connect(serve_->admin_token());
-      for (int i = 0; i < kFlood / kThreads; ++i) {
-        auto answer = connection->Call("POST", "/v1/containers", Share("flood"), {});
-        (answer.ok() && answer->status == 202 ? accepted : other)++;
-      }
-    });
-  }
-  for (auto& thread : threads)
-    thread.join();
-  ASSERT_EQ(accepted, kFlood);
-  ASSERT_EQ(other, 0);
+  const FloodCounts flood = FloodSubmissions(*serve_, Share("flood"), kFlood, kThreads);
+  ASSERT_EQ(flood.accepted, kFlood);
+  ASSERT_EQ(flood.other, 0);
   // No share of the flood could start anywhere: no pass ran for them (a few at most, for
   // something else that changed), never one per share.
-  const uint64_t passes = Metric("tessera_scheduling_passes_total") - passes_before;
+  const uint64_t passes = MetricCounter(*serve_, "tessera_scheduling_passes_total") - passes_before;
   EXPECT_LE(passes, 3u) << "passes for " << kFlood << " shares that fit nowhere";
 
   // The earlier shares keep their places; the flood's come after them (the first 1,000 entries
@@ -152,7 +128,7 @@ TEST_F(ShareAdmission, AShareFloodRunsBoundedPassesAndMovesNoOneElsesPosition) {
     return first.value("state", "") != "pending";
   })) << first;
   EXPECT_EQ(first["gpus"], json::array({gpus_[0]})) << first;
-  EXPECT_GT(Metric("tessera_scheduling_passes_total"), passes_before + passes);
+  EXPECT_GT(MetricCounter(*serve_, "tessera_scheduling_passes_total"), passes_before + passes);
 }
 
 }  // namespace

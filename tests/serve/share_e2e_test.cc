@@ -82,38 +82,13 @@ class ShareServeTest : public PodmanServeTest {
     StartServe(flags);
   }
 
-  json Post(const json& body, int* status) {
-    return CallJson(*admin_, "POST", "/v1/containers", body.dump(), status);
-  }
-
   std::string SubmitShare(const std::string& tenancy, const std::string& memory, int compute,
                           const std::string& mode = "mps",
                           const std::string& script = "exec sleep 600") {
-    int status = 0;
-    auto answer = Post({{"image", image_},
-                        {"tenancy", tenancy},
-                        {"share", {{"memory", memory}, {"compute", compute}, {"mode", mode}}},
-                        {"command", {"/bin/sh", "-c", script}}},
-                       &status);
-    EXPECT_EQ(status, 202) << answer;
-    return answer.value("id", "");
-  }
-
-  json WaitFor(const std::string& id, const std::set<std::string>& states) {
-    return WaitForContainerState(*admin_, *serve_, id, states, std::chrono::seconds(240));
-  }
-
-  json Get(const std::string& path) {
-    json answer;
-    int status = 0;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          answer = CallJson(*admin_, "GET", path, "", &status);
-          return status == 200;
-        },
-        60s))
-        << path << " answered " << status << ": " << answer;
-    return answer;
+    return SubmitAccepted({{"image", image_},
+                           {"tenancy", tenancy},
+                           {"share", {{"memory", memory}, {"compute", compute}, {"mode", mode}}},
+                           {"command", {"/bin/sh", "-c", script}}});
   }
 
   json Gpu(const std::string& pci) {

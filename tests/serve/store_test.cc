@@ -23,6 +23,27 @@ std::unique_ptr<Store> Open(const std::string& path) {
   return store.ok() ? std::move(*store) : nullptr;
 }
 
+// Runs `sql` on the SQLite database at `path` (made when missing): a store as an earlier build
+// left it.
+void RunSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+      << (error ? error : "");
+  sqlite3_close(db);
+}
+
+// Tables as schema versions 2 and 3 made them.
+constexpr const char* kTenanciesAndContainersV2 =
+    "CREATE TABLE tenancies (name TEXT PRIMARY KEY, created_ms INTEGER NOT NULL, doc TEXT NOT "
+    "NULL);"
+    "CREATE TABLE containers (id TEXT PRIMARY KEY, tenancy TEXT NOT NULL, state TEXT NOT NULL, "
+    "created_ms INTEGER NOT NULL, doc TEXT NOT NULL, idempotency_key TEXT NOT NULL DEFAULT '');";
+constexpr const char* kTokensV2 =
+    "CREATE TABLE tokens (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, tenancy TEXT NOT NULL, "
+    "created_ms INTEGER NOT NULL);";
+
 TEST(SqliteStore, RecordsSurviveReopeningAndUpsertsReplace) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";
@@ -90,24 +111,14 @@ TEST(SqliteStore, Version2GpusMigrateToThisHostAndNodesKeepTheirOwn) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";
   // A version 2 database, as the build before fleet placement left it.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE tenancies (name TEXT PRIMARY KEY, created_ms INTEGER NOT "
-                         "NULL, doc TEXT NOT NULL);"
-                         "CREATE TABLE containers (id TEXT PRIMARY KEY, tenancy TEXT NOT NULL, "
-                         "state TEXT NOT NULL, created_ms INTEGER NOT NULL, doc TEXT NOT NULL, "
-                         "idempotency_key TEXT NOT NULL DEFAULT '');"
-                         "CREATE TABLE gpus (pci_address TEXT PRIMARY KEY, idx INTEGER NOT NULL, "
-                         "doc TEXT NOT NULL);"
-                         "CREATE TABLE tokens (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, "
-                         "tenancy TEXT NOT NULL, created_ms INTEGER NOT NULL);"
-                         "INSERT INTO gpus VALUES ('0000:18:00.0', 0, "
-                         "'{\"state\":\"quarantined\",\"reason\":\"rom changed\"}');"
-                         "PRAGMA user_version=2;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_NO_FATAL_FAILURE(
+      RunSql(path, std::string(kTenanciesAndContainersV2) +
+                       "CREATE TABLE gpus (pci_address TEXT PRIMARY KEY, idx INTEGER NOT NULL, "
+                       "doc TEXT NOT NULL);" +
+                       kTokensV2 +
+                       "INSERT INTO gpus VALUES ('0000:18:00.0', 0, "
+                       "'{\"state\":\"quarantined\",\"reason\":\"rom changed\"}');"
+                       "PRAGMA user_version=2;"));
   auto store = Open(path);
   ASSERT_TRUE(store);
   GpuRecord on_node;
@@ -131,32 +142,22 @@ TEST(SqliteStore, Version3TenanciesGetAnIncarnationThatOnlyTheirLaterContainersJ
   const std::string path = dir.path() + "/t.db";
   // A version 3 database, as the build before tenancy incarnations left it: gamma was deleted
   // and created again at 1000; c-old is the earlier owner's, c-new and the token the current's.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "CREATE TABLE tenancies (name TEXT PRIMARY KEY, created_ms INTEGER NOT "
-                         "NULL, doc TEXT NOT NULL);"
-                         "CREATE TABLE containers (id TEXT PRIMARY KEY, tenancy TEXT NOT NULL, "
-                         "state TEXT NOT NULL, created_ms INTEGER NOT NULL, doc TEXT NOT NULL, "
-                         "idempotency_key TEXT NOT NULL DEFAULT '');"
-                         "CREATE INDEX containers_by_idempotency ON containers (tenancy, "
-                         "idempotency_key) WHERE idempotency_key != '';"
-                         "CREATE TABLE gpus (node TEXT NOT NULL DEFAULT '', pci_address TEXT NOT "
-                         "NULL, idx INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (node, "
-                         "pci_address));"
-                         "CREATE TABLE tokens (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, "
-                         "tenancy TEXT NOT NULL, created_ms INTEGER NOT NULL);"
-                         "INSERT INTO tenancies VALUES ('gamma', 1000, '{}'), ('delta', 5, '{}');"
-                         "INSERT INTO containers VALUES "
-                         "('c-old', 'gamma', 'exited', 500, '{\"image\":\"busybox\"}', 'k'),"
-                         "('c-new', 'gamma', 'exited', 1000, '{\"image\":\"busybox\"}', 'k'),"
-                         "('c-gone', 'omega', 'failed', 7, '{\"image\":\"busybox\"}', ''),"
-                         "('c-delta', 'delta', 'exited', 6, '{\"image\":\"busybox\"}', '');"
-                         "INSERT INTO tokens VALUES ('t-1', 'ab', 'gamma', 1200);"
-                         "PRAGMA user_version=3;",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  ASSERT_NO_FATAL_FAILURE(
+      RunSql(path, std::string(kTenanciesAndContainersV2) +
+                       "CREATE INDEX containers_by_idempotency ON containers (tenancy, "
+                       "idempotency_key) WHERE idempotency_key != '';"
+                       "CREATE TABLE gpus (node TEXT NOT NULL DEFAULT '', pci_address TEXT NOT "
+                       "NULL, idx INTEGER NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (node, "
+                       "pci_address));" +
+                       kTokensV2 +
+                       "INSERT INTO tenancies VALUES ('gamma', 1000, '{}'), ('delta', 5, '{}');"
+                       "INSERT INTO containers VALUES "
+                       "('c-old', 'gamma', 'exited', 500, '{\"image\":\"busybox\"}', 'k'),"
+                       "('c-new', 'gamma', 'exited', 1000, '{\"image\":\"busybox\"}', 'k'),"
+                       "('c-gone', 'omega', 'failed', 7, '{\"image\":\"busybox\"}', ''),"
+                       "('c-delta', 'delta', 'exited', 6, '{\"image\":\"busybox\"}', '');"
+                       "INSERT INTO tokens VALUES ('t-1', 'ab', 'gamma', 1200);"
+                       "PRAGMA user_version=3;"));
   auto store = Open(path);
   ASSERT_TRUE(store);
   auto snapshot = store->Load();
@@ -330,9 +331,6 @@ TEST(SqliteStore, Version7TokensBecomeTenancyTokensThatNeverExpire) {
   { ASSERT_TRUE(Open(path)); }
   // The schema as version 7 left it: tokens without scope, expiry or last use, no audit trail,
   // and a token row written the way that version wrote it.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* error = nullptr;
   const std::string hash = Sha256Hex("old");
   const std::string sql =
       "ALTER TABLE tokens DROP COLUMN scope; ALTER TABLE tokens DROP COLUMN expires_ms; "
@@ -340,9 +338,7 @@ TEST(SqliteStore, Version7TokensBecomeTenancyTokensThatNeverExpire) {
       "DROP TABLE audit; PRAGMA user_version=7; "
       "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) VALUES('t-0000000a', '" +
       hash + "', 'team-a', 42, 'fedcba9876543210');";
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
-      << (error ? error : "");
-  sqlite3_close(db);
+  ASSERT_NO_FATAL_FAILURE(RunSql(path, sql));
   auto store = Open(path);
   ASSERT_TRUE(store);
   auto snapshot = store->Load();

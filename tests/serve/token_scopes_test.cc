@@ -12,7 +12,7 @@
 #include <set>
 
 #include "fleet/fleet.h"
-#include "serve/serve_process.h"
+#include "serve/null_serve_fixture.h"
 #include "support/wait.h"
 
 namespace tessera::testing {
@@ -34,17 +34,8 @@ struct Call {
   std::array<int, kWhoCount> expected;
 };
 
-class TokenScopes : public ::testing::Test {
+class TokenScopes : public NullServeTest {
  protected:
-  void Start(std::vector<std::string> extra) {
-    root_ = MaterializeHost("hgx-h100-dgx");
-    serve_ = std::make_unique<ServeProcess>(dir_.path(),
-                                            NullBackendFlags(root_, dir_.path(), std::move(extra)));
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
-  }
-
   // A new token of `tenancy` (created when missing; "" with scope metrics: POST /v1/tokens).
   json MakeToken(const std::string& tenancy, const std::string& body) {
     int status = 0;
@@ -65,16 +56,11 @@ class TokenScopes : public ::testing::Test {
     CallJson(*serve_->Connect(token), method, path, body, &status);
     return status;
   }
-
-  std::string root_;
-  TempDir dir_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 TEST_F(TokenScopes, EveryEndpointAnswersEveryKindOfTokenAsItsScopeSays) {
   // Rate limits are another test's subject: off, so ~200 calls from one address stay in scope.
-  Start({"--rate-limit", "off"});
+  StartServe({"--rate-limit", "off"});
   std::array<std::string, kWhoCount> tokens;
   tokens[kAdmin] = serve_->admin_token();
   tokens[kTenant] = MakeToken("alpha", "")["token"];
@@ -204,7 +190,7 @@ TEST_F(TokenScopes, EveryEndpointAnswersEveryKindOfTokenAsItsScopeSays) {
 }
 
 TEST_F(TokenScopes, ExpiryAndRevocationTakeEffectAtTheNextRequest) {
-  Start({});
+  StartServe({});
   const json expiring = MakeToken("alpha", R"({"scope":"read-only","expiresInSeconds":2})");
   const json revoked = MakeToken("alpha", "");
   ASSERT_GT(expiring.value("expires_ms", int64_t{0}), expiring.value("created_ms", int64_t{0}));
@@ -241,7 +227,7 @@ TEST_F(TokenScopes, ExpiryAndRevocationTakeEffectAtTheNextRequest) {
 }
 
 TEST_F(TokenScopes, ListingShowsScopeAndLastUseButNeverASecretOrItsHash) {
-  Start({});
+  StartServe({});
   const json tenant = MakeToken("alpha", "");
   const json metrics = MakeToken("", R"({"expiresInSeconds":3600})");
   const json other = MakeToken("beta", R"({"scope":"read-only"})");
@@ -290,7 +276,7 @@ TEST_F(TokenScopes, ListingShowsScopeAndLastUseButNeverASecretOrItsHash) {
 }
 
 TEST_F(TokenScopes, TheAdminTokenRotatesWithoutARestart) {
-  Start({});
+  StartServe({});
   const std::string old_token = serve_->admin_token();
   int status = 0;
   auto rotated = CallJson(*admin_, "POST", "/v1/admin-token:rotate", "", &status);
@@ -315,7 +301,7 @@ TEST_F(TokenScopes, TheAdminTokenRotatesWithoutARestart) {
 }
 
 TEST_F(TokenScopes, TooManyRequestsAre429WithRetryAfterUntilTheBucketRefills) {
-  Start({"--rate-limit", "2/s", "--rate-burst", "3"});
+  StartServe({"--rate-limit", "2/s", "--rate-burst", "3"});
   const std::string token = MakeToken("alpha", "")["token"];
   auto connection = serve_->Connect(token);
   // The burst goes through, then the bucket is empty: a request that comes before it refills
@@ -351,7 +337,7 @@ TEST_F(TokenScopes, TooManyRequestsAre429WithRetryAfterUntilTheBucketRefills) {
 }
 
 TEST_F(TokenScopes, ATenancysOwnRateLimitReplacesTheDefault) {
-  Start({"--rate-limit", "1000/s", "--rate-burst", "1000"});
+  StartServe({"--rate-limit", "1000/s", "--rate-burst", "1000"});
   const std::string slow = MakeToken("slow", "")["token"];
   const std::string fast = MakeToken("fast", "")["token"];
   int status = 0;
@@ -391,7 +377,7 @@ TEST_F(TokenScopes, ATenancysOwnRateLimitReplacesTheDefault) {
 }
 
 TEST_F(TokenScopes, MetricsWithoutATokenAreTheAggregateOnlyWhereTheOperatorOpensThem) {
-  Start({"--metrics-aggregate-public"});
+  StartServe({"--metrics-aggregate-public"});
   int status = 0;
   CallJson(*admin_, "POST", "/v1/containers", R"({"image":"busybox","tenancy":"alpha"})", &status);
   ASSERT_EQ(status, 202);

@@ -10,6 +10,8 @@
 #include <memory>
 #include <sstream>
 
+#include "support/file_text.h"
+
 namespace tessera::testing {
 namespace {
 
@@ -35,16 +37,9 @@ std::vector<pid_t> AllProcesses() {
   return out;
 }
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Field 4 of /proc/<pid>/stat (after the name, which may hold any bytes: from the last ')').
 pid_t ParentOf(pid_t pid) {
-  const std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat = ReadText("/proc/" + std::to_string(pid) + "/stat");
   const size_t close = stat.rfind(')');
   if (close == std::string::npos) return -1;
   std::istringstream fields(stat.substr(close + 1));
@@ -73,7 +68,7 @@ std::vector<OpenDescriptor> DescriptorsOf(pid_t pid) {
     descriptor.target.assign(target, static_cast<size_t>(n));
     // "flags:\t02100002": octal open flags, O_CLOEXEC (02000000) set by the kernel from the
     // descriptor's close-on-exec bit.
-    const std::string info = Slurp(base + "/fdinfo/" + name);
+    const std::string info = ReadText(base + "/fdinfo/" + name);
     const size_t at = info.find("flags:");
     if (at != std::string::npos)
       descriptor.close_on_exec = (std::strtoul(info.c_str() + at + 6, nullptr, 8) & O_CLOEXEC) != 0;
@@ -85,7 +80,7 @@ std::vector<OpenDescriptor> DescriptorsOf(pid_t pid) {
 std::set<std::string> ListeningSockets(uint16_t port) {
   std::set<std::string> out;
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::istringstream lines(Slurp(table));
+    std::istringstream lines(ReadText(table));
     std::string line;
     std::getline(lines, line);  // the header
     while (std::getline(lines, line)) {
@@ -119,7 +114,7 @@ std::vector<pid_t> HoldersOf(const std::string& target, pid_t except) {
 std::vector<pid_t> ProcessesWithCommandLine(const std::string& needle) {
   std::vector<pid_t> out;
   for (pid_t pid : AllProcesses()) {
-    std::string cmdline = Slurp("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string cmdline = ReadText("/proc/" + std::to_string(pid) + "/cmdline");
     for (char& c : cmdline)
       if (c == '\0') c = ' ';
     if (cmdline.find(needle) != std::string::npos) out.push_back(pid);
@@ -161,7 +156,7 @@ std::vector<WitnessReport> WitnessReports(const std::string& dir) {
   for (const auto& name : Entries(dir)) {
     WitnessReport report;
     report.name = name;
-    std::istringstream lines(Slurp(dir + "/" + name));
+    std::istringstream lines(ReadText(dir + "/" + name));
     std::string line;
     while (std::getline(lines, line)) {
       const int fd = std::atoi(line.c_str());

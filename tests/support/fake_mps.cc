@@ -4,15 +4,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/file_text.h"
+
 namespace tessera::testing {
 namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 void Write(const std::string& path, const std::string& text) {
   std::ofstream(path + ".tmp", std::ios::trunc) << text;
@@ -39,7 +34,7 @@ std::string FakeMps::Binary() {
 }
 
 std::string FakeMps::Transcript() const {
-  return Slurp(dir_.path() + "/transcript");
+  return ReadText(dir_.path() + "/transcript");
 }
 
 std::vector<std::string> FakeMps::Lines(const std::string& needle) const {
@@ -80,7 +75,7 @@ void FakeMps::SetClients(const std::string& uuid, const std::vector<int>& pids) 
 }
 
 int FakeMps::ComputeMode(const std::string& pci) const {
-  std::istringstream in(Slurp(dir_.path() + "/compute-modes"));
+  std::istringstream in(ReadText(dir_.path() + "/compute-modes"));
   int mode = 0;
   for (std::string name, value; in >> name >> value;)
     if (name == pci) mode = std::atoi(value.c_str());

@@ -7,15 +7,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/file_text.h"
+
 namespace tessera::testing {
 namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 void Write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::trunc) << text;
@@ -29,7 +24,7 @@ FakeNvmlState::FakeNvmlState(const std::string& fixture)
       inits_(dir_.path() + "/nvml.inits") {
   std::string text;
   if (!fixture.empty()) {
-    text = Slurp(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hosts/" + fixture + ".nvml");
+    text = ReadText(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/hosts/" + fixture + ".nvml");
   }
   Write(state_, text);
   Write(log_, "");
@@ -46,13 +41,13 @@ FakeNvmlState::~FakeNvmlState() {
 }
 
 std::string FakeNvmlState::State() const {
-  return Slurp(state_);
+  return ReadText(state_);
 }
 std::string FakeNvmlState::Log() const {
-  return Slurp(log_);
+  return ReadText(log_);
 }
 size_t FakeNvmlState::Inits() const {
-  std::string text = Slurp(inits_);
+  std::string text = ReadText(inits_);
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 void FakeNvmlState::Append(const std::string& line) const {
@@ -84,7 +79,7 @@ void FakeNvmlScenario::Write(const std::string& text) const {
 }
 
 std::string FakeNvmlScenario::Served() const {
-  return Slurp(served_);
+  return ReadText(served_);
 }
 
 uint64_t NowMicros() {

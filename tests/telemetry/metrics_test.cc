@@ -9,19 +9,15 @@
 #include <set>
 #include <sstream>
 
+#include "support/file_text.h"
 #include "telemetry/telemetry.h"
 
 namespace tessera::telemetry {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
+using tessera::testing::ReadText;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+constexpr uint64_t kMiB = 1ull << 20;
 
 GpuSnapshot Snapshot(const std::string& pci, int index, bool mig) {
   GpuSnapshot gpu;
@@ -101,7 +97,7 @@ TEST(NodeMetrics, GoldenExposition) {
   const std::string golden_path =
       std::string(TESSERA_SOURCE_DIR) + "/tests/telemetry/golden/node_metrics.prom";
   if (std::getenv("TESSERA_UPDATE_GOLDEN")) std::ofstream(golden_path) << text;
-  EXPECT_EQ(text, Slurp(golden_path)) << text;
+  EXPECT_EQ(text, ReadText(golden_path)) << text;
   // What matters for dashboards, spelled out: no GPU_UTIL for the MIG GPU or its container.
   EXPECT_EQ(text.find("DCGM_FI_DEV_GPU_UTIL{gpu=\"1\""), std::string::npos);
   EXPECT_NE(text.find("DCGM_FI_PROF_SM_ACTIVE{gpu=\"1\""), std::string::npos);

@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "serve/serve_process.h"
+#include "serve/null_serve_fixture.h"
 #include "support/podman_harness.h"
 
 namespace tessera::testing {
@@ -19,17 +19,11 @@ const char* kBlueStorage = R"({"nfs":[
   {"name":"models","server":"10.0.0.5","path":"/exports/models","readOnly":true}]})";
 const char* kGreenStorage = R"({"nfs":[{"name":"secrets","server":"10.0.0.9","path":"/g"}]})";
 
-class TenancyApi : public ::testing::Test {
+class TenancyApi : public NullServeTest {
  protected:
   void SetUp() override {
-    root_ = MaterializeHost("hgx-h100-dgx");
-    serve_ = std::make_unique<ServeProcess>(
-        dir_.path(),
-        std::vector<std::string>{"--root", root_, "--backend", "null", "--cdi-dir",
-                                 dir_.path() + "/cdi", "--cdi-kind", "tessera-test.example/gpu"});
-    std::string log;
-    ASSERT_TRUE(serve_->Start(&log)) << log;
-    admin_ = serve_->Connect(serve_->admin_token());
+    NullServeTest::SetUp();
+    StartServe();
   }
 
   std::unique_ptr<client::Connection> TenantOf(const std::string& tenancy) {
@@ -51,11 +45,6 @@ class TenancyApi : public ::testing::Test {
     return answer.is_object() && answer.contains("error") ? answer["error"].value("message", "")
                                                           : std::string();
   }
-
-  std::string root_;
-  TempDir dir_;
-  std::unique_ptr<ServeProcess> serve_;
-  std::unique_ptr<client::Connection> admin_;
 };
 
 TEST_F(TenancyApi, StorageEntitlementsAreSetByTheAdminOnly) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/file_text.h"
 #include "support/podman_harness.h"
 #include "support/wait.h"
 #include "tenancy/tenancy.h"
@@ -25,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using tessera::testing::Podman;
+using tessera::testing::ReadText;
 using tessera::testing::RunArgv;
 
 uint16_t FreePort() {
@@ -48,13 +50,6 @@ bool Accepts(uint16_t port) {
   bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   ::close(fd);
   return ok;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // ganesha.nfsd in the foreground (-F) as a child of the test, exporting two directories over
@@ -123,7 +118,7 @@ class Ganesha {
   bool ready() const { return ready_; }
   uint16_t port() const { return port_; }
   std::string path(const char* name) const { return (dir_ / name).string(); }
-  std::string log() const { return ReadFile((dir_ / "ganesha.log").string()); }
+  std::string log() const { return ReadText((dir_ / "ganesha.log").string()); }
 
  private:
   fs::path dir_;
@@ -199,7 +194,7 @@ TEST_F(NfsVolumes, EntitledExportsBecomeNfsVolumesThatNameAServedExport) {
   std::ofstream(upload) << "written by a tenant\n";
   auto written = RunArgv({"nfs-cp", upload, NfsUrl(rw, "result.txt")});
   ASSERT_EQ(written.status, 0) << written.output;
-  EXPECT_EQ(ReadFile(server.path("rw") + "/result.txt"), "written by a tenant\n");
+  EXPECT_EQ(ReadText(server.path("rw") + "/result.txt"), "written by a tenant\n");
 
   // The read-only export: readable, and a write is refused by the server.
   NfsExport ro = FromVolumeOptions(*models);
@@ -207,7 +202,7 @@ TEST_F(NfsVolumes, EntitledExportsBecomeNfsVolumesThatNameAServedExport) {
   const std::string copy = server.path("model.copy");
   auto read = RunArgv({"nfs-cp", NfsUrl(ro, "model.bin"), copy});
   ASSERT_EQ(read.status, 0) << read.output;
-  EXPECT_EQ(ReadFile(copy), "weights\n");
+  EXPECT_EQ(ReadText(copy), "weights\n");
   auto refused = RunArgv({"nfs-cp", upload, NfsUrl(ro, "sneaky.txt")});
   EXPECT_NE(refused.status, 0) << refused.output;
   EXPECT_FALSE(fs::exists(server.path("ro") + "/sneaky.txt"));
@@ -222,7 +217,7 @@ TEST_F(NfsVolumes, EntitledExportsBecomeNfsVolumesThatNameAServedExport) {
     run.push_back(flag);
   run.insert(run.end(), {Podman::Get().image(), "cat", "/data/hello.txt"});
   auto in_container = Podman::Get().Run(run);
-  if (ReadFile("/proc/filesystems").find("\tnfs\n") != std::string::npos) {
+  if (ReadText("/proc/filesystems").find("\tnfs\n") != std::string::npos) {
     EXPECT_EQ(in_container.status, 0) << in_container.output;
     EXPECT_NE(in_container.output.find("hello over nfs"), std::string::npos);
   } else {

@@ -1,17 +1,11 @@
 #include <gtest/gtest.h>
 
 #include "inventory/inventory.h"
+#include "topology/gpu_masks.h"
 #include "topology/topology.h"
 
 namespace tessera::topology {
 namespace {
-
-GpuMask Gpus(std::initializer_list<int> indices) {
-  GpuMask mask = 0;
-  for (int i : indices)
-    mask |= GpuMask{1} << i;
-  return mask;
-}
 
 std::string Pci(int bus) {
   char buf[16];
@@ -84,12 +78,12 @@ TEST(GpuScoring, UnknownNumaCountsAsOneNode) {
 TEST(GpuScoring, PrefersSwitchThenNumaThenCrossSocket) {
   auto scorer = Scorer(TwoSocketBox());
   const GpuMask all = 0xff;
-  EXPECT_EQ(Chosen(*scorer, all, 2), Gpus({0, 1}));
-  EXPECT_EQ(Chosen(*scorer, all, 4), Gpus({0, 1, 2, 3}));
+  EXPECT_EQ(Chosen(*scorer, all, 2), GpuMaskOf({0, 1}));
+  EXPECT_EQ(Chosen(*scorer, all, 4), GpuMaskOf({0, 1, 2, 3}));
   // GPU 1's switch partner is gone: a same-NUMA pair beats a cross-socket one.
-  EXPECT_EQ(Chosen(*scorer, Gpus({1, 2, 4}), 2), Gpus({1, 2}));
-  EXPECT_EQ(Chosen(*scorer, Gpus({1, 4, 6}), 2), Gpus({4, 6}));
-  EXPECT_EQ(Chosen(*scorer, Gpus({0, 4}), 2), Gpus({0, 4}));
+  EXPECT_EQ(Chosen(*scorer, GpuMaskOf({1, 2, 4}), 2), GpuMaskOf({1, 2}));
+  EXPECT_EQ(Chosen(*scorer, GpuMaskOf({1, 4, 6}), 2), GpuMaskOf({4, 6}));
+  EXPECT_EQ(Chosen(*scorer, GpuMaskOf({0, 4}), 2), GpuMaskOf({0, 4}));
 }
 
 TEST(GpuScoring, NvLinkOutweighsAnyPciePath) {
@@ -97,14 +91,14 @@ TEST(GpuScoring, NvLinkOutweighsAnyPciePath) {
   topology.nvlinks.assign(8, std::vector<int>(8, 0));
   topology.nvlinks[0][6] = topology.nvlinks[6][0] = 1;
   auto scorer = Scorer(topology);
-  EXPECT_EQ(Chosen(*scorer, 0xff, 2), Gpus({0, 6}));
+  EXPECT_EQ(Chosen(*scorer, 0xff, 2), GpuMaskOf({0, 6}));
 }
 
 TEST(GpuScoring, MustIncludeIsHonoured) {
   auto scorer = Scorer(TwoSocketBox());
-  EXPECT_EQ(Chosen(*scorer, 0xff, 2, Gpus({5})), Gpus({4, 5}));
-  EXPECT_EQ(Chosen(*scorer, 0xff, 3, Gpus({3, 7})), Gpus({2, 3, 7}));
-  EXPECT_EQ(Chosen(*scorer, 0xff, 2, Gpus({3, 7})), Gpus({3, 7}));
+  EXPECT_EQ(Chosen(*scorer, 0xff, 2, GpuMaskOf({5})), GpuMaskOf({4, 5}));
+  EXPECT_EQ(Chosen(*scorer, 0xff, 3, GpuMaskOf({3, 7})), GpuMaskOf({2, 3, 7}));
+  EXPECT_EQ(Chosen(*scorer, 0xff, 2, GpuMaskOf({3, 7})), GpuMaskOf({3, 7}));
 }
 
 TEST(GpuScoring, TiesGoToTheLowestIndices) {
@@ -112,24 +106,24 @@ TEST(GpuScoring, TiesGoToTheLowestIndices) {
   for (int i = 0; i < 10; ++i)
     flat.gpus.push_back({"g" + std::to_string(i), Pci(i + 1), 0, {}});
   auto scorer = Scorer(flat);
-  EXPECT_EQ(Chosen(*scorer, Gpus({2, 5, 7, 9}), 3), Gpus({2, 5, 7}));
-  EXPECT_EQ(Chosen(*scorer, Gpus({2, 5, 7, 9}), 2, Gpus({9})), Gpus({2, 9}));
+  EXPECT_EQ(Chosen(*scorer, GpuMaskOf({2, 5, 7, 9}), 3), GpuMaskOf({2, 5, 7}));
+  EXPECT_EQ(Chosen(*scorer, GpuMaskOf({2, 5, 7, 9}), 2, GpuMaskOf({9})), GpuMaskOf({2, 9}));
   // Two equally good switch pairs: the one with the lower first GPU.
   auto box = Scorer(TwoSocketBox());
-  EXPECT_EQ(Chosen(*box, Gpus({2, 3, 4, 5}), 2), Gpus({2, 3}));
+  EXPECT_EQ(Chosen(*box, GpuMaskOf({2, 3, 4, 5}), 2), GpuMaskOf({2, 3}));
 }
 
 TEST(GpuScoring, BadRequestsAreRefused) {
   auto scorer = Scorer(TwoSocketBox());
-  auto not_available = scorer->Choose(Gpus({0, 1}), 2, Gpus({2}));
+  auto not_available = scorer->Choose(GpuMaskOf({0, 1}), 2, GpuMaskOf({2}));
   ASSERT_FALSE(not_available.ok());
   EXPECT_EQ(not_available.error().category, ErrorCategory::kInvalidArgument);
-  auto too_many = scorer->Choose(Gpus({0, 1}), 3);
+  auto too_many = scorer->Choose(GpuMaskOf({0, 1}), 3);
   ASSERT_FALSE(too_many.ok());
   EXPECT_EQ(too_many.error().category, ErrorCategory::kNotFound);
   EXPECT_FALSE(scorer->Choose(0xff, 0).ok());
-  EXPECT_FALSE(scorer->Choose(0xff, 1, Gpus({0, 1})).ok());
-  EXPECT_FALSE(scorer->Choose(Gpus({9}), 1).ok());
+  EXPECT_FALSE(scorer->Choose(0xff, 1, GpuMaskOf({0, 1})).ok());
+  EXPECT_FALSE(scorer->Choose(GpuMaskOf({9}), 1).ok());
 }
 
 // A small deterministic generator so the test needs no seed handling.
@@ -187,8 +181,8 @@ TEST(GpuScoring, AboveSixteenGpusGrowsTheBestLinkedSetGreedily) {
   }
   auto scorer = Scorer(topology);
   GpuMask all = (GpuMask{1} << 20) - 1;
-  EXPECT_EQ(Chosen(*scorer, all, 3), Gpus({12, 15, 17}));
-  EXPECT_EQ(Chosen(*scorer, all, 2, Gpus({17})), Gpus({12, 17}));
+  EXPECT_EQ(Chosen(*scorer, all, 3), GpuMaskOf({12, 15, 17}));
+  EXPECT_EQ(Chosen(*scorer, all, 2, GpuMaskOf({17})), GpuMaskOf({12, 17}));
 }
 
 TEST(GpuScoring, BadTopologiesAreRefused) {
