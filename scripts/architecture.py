@@ -24,6 +24,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 MODULES_FILE = SRC / "modules.txt"
 MAP_FILE = ROOT / "docs" / "architecture.md"
+
+
+def set_root(root):
+    """Points the script at another checkout (`--root DIR`; tests check a doctored copy)."""
+    global ROOT, SRC, MODULES_FILE, MAP_FILE
+    ROOT = pathlib.Path(root).resolve()
+    SRC = ROOT / "src"
+    MODULES_FILE = SRC / "modules.txt"
+    MAP_FILE = ROOT / "docs" / "architecture.md"
 PROGRAMS = "programs"
 MAX_ROOT_LINES = 150
 MAX_FUNCTION_LINES = 80
@@ -191,6 +200,8 @@ def render(modules, folders, libraries):
 
 
 def main(argv):
+    if "--root" in argv:
+        set_root(argv[argv.index("--root") + 1])
     modules = read_modules()
     present = set(module_dirs())
     folders = [folder for _, folder, _ in modules if folder in present]
