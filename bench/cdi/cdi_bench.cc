@@ -15,6 +15,7 @@
 
 #include "cdi/cdi.h"
 #include "inventory/inventory.h"
+#include "support/process_timer.h"
 
 extern char** environ;
 
@@ -40,24 +41,6 @@ Figures Measure(int runs, const std::function<void()>& body) {
 void Print(const char* what, int runs, Figures f) {
   std::printf("%-58s min %8.3f ms  median %8.3f ms  p90 %8.3f ms  (%d runs)\n", what, f.min_ms,
               f.median_ms, f.p90_ms, runs);
-}
-
-int Spawn(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& arg : args)
-    argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 std::string MaterializedHgx() {
@@ -124,14 +107,16 @@ int main(int argc, char** argv) {
           if (!problems.empty()) std::abort();
         }));
   Print("process: tessera --version (start-up floor)", runs, Measure(runs, [&] {
-          Spawn({tessera, "--version"});
+          tessera::bench::RunQuietly({tessera, "--version"});
         }));
   Print("process: tessera cdi generate --output - (stdout)", runs, Measure(runs, [&] {
-          if (Spawn({tessera, "cdi", "generate", "--root", root, "--output", "-"}) != 0)
+          if (tessera::bench::RunQuietly(
+                  {tessera, "cdi", "generate", "--root", root, "--output", "-"}) != 0)
             std::abort();
         }));
   Print("process: tessera cdi generate --output-dir DIR (unchanged)", runs, Measure(runs, [&] {
-          if (Spawn({tessera, "cdi", "generate", "--root", root, "--output-dir", out_dir}) != 0) {
+          if (tessera::bench::RunQuietly(
+                  {tessera, "cdi", "generate", "--root", root, "--output-dir", out_dir}) != 0) {
             std::abort();
           }
         }));

@@ -16,22 +16,18 @@
 #include <vector>
 
 #include "scheduling/scheduling.h"
+#include "support/figures.h"
 
 using namespace tessera;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using bench::ThreadCpuSeconds;
 
-uint64_t state = 12345;
+bench::SeededSequence sequence;
 uint64_t Next() {
-  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return state >> 33;
+  return sequence.Next();
 }
 
 int Size() {

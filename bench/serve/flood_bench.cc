@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "serve/serve_process.h"
+#include "support/figures.h"
 
 namespace {
 
@@ -111,13 +112,7 @@ std::vector<double> OtherTenancy(ServeProcess& serve, const std::string& token,
 }
 
 std::string Percentiles(std::vector<double> values) {
-  if (values.empty()) return "no samples";
-  std::sort(values.begin(), values.end());
-  auto at = [&](double q) { return values[static_cast<size_t>(q * (values.size() - 1))]; };
-  char text[160];
-  std::snprintf(text, sizeof(text), "%zu submissions, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-                values.size(), at(0.5), at(0.99), values.back());
-  return text;
+  return bench::LatencyPercentiles(std::move(values), "submissions");
 }
 
 }  // namespace

@@ -20,22 +20,18 @@
 #include <vector>
 
 #include "sharing/sharing.h"
+#include "support/figures.h"
 
 using namespace tessera;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+using bench::ThreadCpuSeconds;
 
-uint64_t state = 12345;
+bench::SeededSequence sequence;
 uint64_t Next() {
-  state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return state >> 33;
+  return sequence.Next();
 }
 
 constexpr uint64_t kBoard = 81559 * sharing::kMiB;  // H100 80GB as NVML reports it
@@ -63,7 +59,7 @@ std::vector<Request> Requests(int count, int tenancies) {
 // GPUs, then one decision per request. Fails when it ever chooses another GPU than the walk.
 int IndexedPlacement(int repeats) {
   constexpr int kGpus = 800, kRequests = 10000, kTenancies = 100;
-  state = 12345;  // the very requests Placement placed
+  sequence = bench::SeededSequence();  // the very requests Placement placed
   const auto requests = Requests(kRequests, kTenancies);
   sharing::PlacementRules rules;
   double best_wall = 1e9, best_cpu = 1e9, best_build = 1e9;

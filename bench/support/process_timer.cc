@@ -12,9 +12,8 @@
 extern char** environ;
 
 namespace tessera::bench {
-namespace {
 
-bool RunOnce(const std::vector<std::string>& argv) {
+int RunQuietly(const std::vector<std::string>& argv) {
   std::vector<char*> args;
   for (const auto& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
@@ -26,13 +25,11 @@ bool RunOnce(const std::vector<std::string>& argv) {
   pid_t pid;
   int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return false;
+  if (rc != 0) return -1;
   int status = 0;
   waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
-
-}  // namespace
 
 namespace {
 
@@ -58,7 +55,7 @@ std::vector<ProcessTimings> TimeProcessesInterleaved(
     const std::vector<std::vector<std::string>>& commands, int runs, int warmup) {
   for (int i = 0; i < warmup; ++i)
     for (const auto& argv : commands)
-      RunOnce(argv);
+      RunQuietly(argv);
   std::vector<std::vector<double>> samples(commands.size());
   std::vector<int> failures(commands.size(), 0);
   for (int i = 0; i < runs; ++i) {
@@ -66,7 +63,7 @@ std::vector<ProcessTimings> TimeProcessesInterleaved(
       // Alternate which command goes first, so neither always follows the other.
       size_t which = i % 2 == 0 ? c : commands.size() - 1 - c;
       auto start = std::chrono::steady_clock::now();
-      bool ok = RunOnce(commands[which]);
+      bool ok = RunQuietly(commands[which]) == 0;
       auto end = std::chrono::steady_clock::now();
       if (!ok) ++failures[which];
       samples[which].push_back(std::chrono::duration<double, std::milli>(end - start).count());

@@ -20,6 +20,9 @@ ProcessTimings TimeProcess(const std::vector<std::string>& argv, int runs, int w
 std::vector<ProcessTimings> TimeProcessesInterleaved(
     const std::vector<std::vector<std::string>>& commands, int runs, int warmup = 5);
 
+// Runs argv once, stdout and stderr to /dev/null: its exit status, or -1 when it did not start
+// or did not exit.
+int RunQuietly(const std::vector<std::string>& argv);
 // "name: min 1.23 ms, p50 …" on one line.
 std::string FormatTimings(const std::string& name, const ProcessTimings& timings);
 
