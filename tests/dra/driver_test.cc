@@ -7,6 +7,7 @@
 
 #include "common/atomic_file.h"
 #include "dra/dra.h"
+#include "dra/hgx_node.h"
 #include "support/fixture_host.h"
 
 namespace tessera::dra {
@@ -20,11 +21,7 @@ constexpr const char* kUid = "9d0b7a1e-1111-4222-8333-944455556666";
 class DriverFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    inventory::ReadOptions options;
-    options.root = testing::MaterializeHost("hgx-h100-dgx");
-    auto inv = inventory::ReadInventory(options);
-    ASSERT_TRUE(inv.ok());
-    auto node = DescribeNode(*inv, {});
+    auto node = testing::DescribeHgxNode();
     ASSERT_TRUE(node.ok());
     node_ = *node;
     dir_ = fs::temp_directory_path() /

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dra/dra.h"
+#include "dra/hgx_node.h"
 #include "support/fixture_host.h"
 
 namespace tessera::dra {
@@ -38,11 +39,7 @@ std::string ClaimJson(const std::vector<std::string>& devices, const std::string
 class Prepare : public ::testing::Test {
  protected:
   void SetUp() override {
-    inventory::ReadOptions options;
-    options.root = testing::MaterializeHost("hgx-h100-dgx");
-    auto inv = inventory::ReadInventory(options);
-    ASSERT_TRUE(inv.ok());
-    auto node = DescribeNode(*inv, {});
+    auto node = testing::DescribeHgxNode();
     ASSERT_TRUE(node.ok());
     node_ = *node;
     context_.pool = "node-a";

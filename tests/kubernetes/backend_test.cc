@@ -10,6 +10,7 @@
 #include "backends/kubernetes/kubernetes_backend.h"
 #include "backends/kubernetes/objects.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/plain_config.h"
 #include "support/wait.h"
 
 namespace tessera::backends {
@@ -54,11 +55,7 @@ struct Fixture {
         ++gets;
     return gets;
   }
-  k8s::ClientConfig Config() {
-    k8s::ClientConfig config;
-    config.server = server.url();
-    return config;
-  }
+  k8s::ClientConfig Config() { return testing::PlainConfig(server); }
   bool WaitExit(int* code) {
     std::unique_lock<std::mutex> lock(mu);
     bool ok = cv.wait_for(lock, testing::kEventTimeout, [&] { return exited; });
@@ -313,8 +310,7 @@ namespace {
 
 TEST(KubernetesBackend, RunsTheTenancyControllerAndRepairsDriftOnResync) {
   FakeApiServer server;
-  k8s::ClientConfig config;
-  config.server = server.url();
+  const k8s::ClientConfig config = testing::PlainConfig(server);
   k8s::Client admin(config);
   KubernetesBackendOptions options;
   options.client = config;

@@ -14,6 +14,7 @@
 #include "backends/kubernetes/objects.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/kubeconfig.h"
+#include "kubernetes/plain_config.h"
 #include "support/fixture_host.h"
 #include "support/hostile_files.h"
 #include "support/wait.h"
@@ -26,8 +27,7 @@ using testing::RunCommand;
 using testing::TempDir;
 
 ClientConfig Plain(const FakeApiServer& server) {
-  ClientConfig config;
-  config.server = server.url();
+  ClientConfig config = testing::PlainConfig(server);
   config.retry.initial_backoff = std::chrono::milliseconds(50);
   config.retry.max_backoff = std::chrono::milliseconds(2000);
   return config;

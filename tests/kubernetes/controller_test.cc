@@ -8,6 +8,7 @@
 #include "backends/kubernetes/objects.h"
 #include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/plain_config.h"
 #include "nodeagent/lease_file.h"
 
 namespace tessera::k8s {
@@ -16,9 +17,7 @@ namespace {
 using testing::FakeApiServer;
 
 ClientConfig Plain(const FakeApiServer& server) {
-  ClientConfig config;
-  config.server = server.url();
-  return config;
+  return testing::PlainConfig(server);
 }
 
 const std::vector<NfsEntitlement> kNfs = {{"datasets", "10.0.0.5", "/exports/datasets", true}};

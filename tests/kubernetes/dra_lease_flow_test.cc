@@ -10,6 +10,7 @@
 #include "backends/kubernetes/objects.h"
 #include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/plain_config.h"
 
 namespace tessera::k8s {
 namespace {
@@ -17,9 +18,7 @@ namespace {
 using testing::FakeApiServer;
 
 Client Plain(const FakeApiServer& server) {
-  ClientConfig config;
-  config.server = server.url();
-  return Client(config);
+  return Client(testing::PlainConfig(server));
 }
 
 struct DraLeaseFlow {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/plain_config.h"
 #include "support/wait.h"
 
 namespace tessera::k8s {
@@ -18,8 +19,7 @@ namespace {
 using testing::FakeApiServer;
 
 ClientConfig Plain(const FakeApiServer& server) {
-  ClientConfig config;
-  config.server = server.url();
+  ClientConfig config = testing::PlainConfig(server);
   config.timeout = std::chrono::milliseconds(5000);
   config.retry.max_attempts = 1;
   return config;

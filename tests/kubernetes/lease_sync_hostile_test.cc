@@ -15,6 +15,7 @@
 #include "inventory/inventory.h"
 #include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/plain_config.h"
 #include "support/fixture_host.h"
 #include "support/hostile_files.h"
 #include "support/wait.h"
@@ -51,9 +52,7 @@ class LeaseSyncHostile : public ::testing::Test {
     testing::WriteKubeconfigFile(kubeconfig, server.url());
   }
   static ClientConfig ConfigFor(const FakeApiServer& server) {
-    ClientConfig config;
-    config.server = server.url();
-    return config;
+    return testing::PlainConfig(server);
   }
 
   FakeApiServer server;

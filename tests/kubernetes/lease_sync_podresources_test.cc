@@ -18,6 +18,7 @@
 #include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/lease_sync_process.h"
+#include "kubernetes/plain_config.h"
 #include "podresources/podresources_kubelet.h"
 #include "support/fake_fabric_manager.h"
 #include "support/fake_nvml_state.h"
@@ -51,9 +52,7 @@ struct NodeUnderTest {
   NodeUnderTest() {
     server.SetWatchSeconds(0.5);
     testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
-    ClientConfig config;
-    config.server = server.url();
-    client = std::make_unique<Client>(config);
+    client = std::make_unique<Client>(testing::PlainConfig(server));
     root = testing::MaterializeHost("hgx-h100-dgx");
     inventory::ReadOptions read;
     read.root = root;

@@ -15,6 +15,7 @@
 #include "inventory/inventory.h"
 #include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/plain_config.h"
 #include "support/fixture_host.h"
 #include "support/wait.h"
 
@@ -43,9 +44,7 @@ TEST(LeaseSync, LeaseFileFollowsThisNodesLeases) {
   server.SetWatchSeconds(0.5);
   TempDir dir;
   testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
-  ClientConfig config;
-  config.server = server.url();
-  Client client(config);
+  Client client(testing::PlainConfig(server));
   ASSERT_TRUE(client
                   .Create(Resource::GpuLeases(), "",
                           BuildGpuLease({"a", "team-a", "node-1", {"0000:18:00.0"}}))
@@ -112,9 +111,7 @@ TEST(LeaseSync, PublishesTheNodesGpusOnceAndAgainOnlyWhenTheyChange) {
   server.SetWatchSeconds(0.5);
   TempDir dir;
   testing::WriteKubeconfigFile(dir.path() + "/kubeconfig", server.url());
-  ClientConfig config;
-  config.server = server.url();
-  Client client(config);
+  Client client(testing::PlainConfig(server));
   ASSERT_TRUE(client
                   .Create(Resource::Nodes(), "",
                           {{"apiVersion", "v1"},
