@@ -324,7 +324,10 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
   auto parsed = ParseObject(body, false);
   if (!parsed) return parsed.error();
   fleet::ContainerSpec spec;
-  for (const auto& [key, value] : parsed->items()) {
+  for (const auto& item : parsed->items()) {
+    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const std::string& key = item.key();
+    const auto& value = item.value();
     const auto field = std::find_if(std::begin(kSpecFields), std::end(kSpecFields),
                                     [&key](const SpecField& f) { return f.name == key; });
     if (field == std::end(kSpecFields)) {
