@@ -51,7 +51,12 @@ class FairShareE2e : public PodmanServeTest {
   void WaitSettled() {
     ASSERT_TRUE(WaitUntil(
         [&] {
-          for (const auto& gpu : CallJson(*admin_, "GET", "/v1/gpus")["gpus"])
+          // Only a real listing counts: a failed call lists no GPUs, and none busy is not all
+          // free (it once let the test read the log before the release had happened).
+          int status = 0;
+          const auto listing = CallJson(*admin_, "GET", "/v1/gpus", "", &status);
+          if (status != 200 || !listing.contains("gpus") || listing["gpus"].empty()) return false;
+          for (const auto& gpu : listing["gpus"])
             if (gpu["state"] != "free") return false;
           return true;
         },
