@@ -8,16 +8,11 @@
 #include <map>
 
 #include "serve/queue.h"
+#include "serve/record_names.h"
 #include "serve/request_order.h"
 #include "serve/scheduler.h"
 
 namespace tessera::serve {
-
-using fleet::ContainerRecord;
-using fleet::ContainerState;
-using fleet::GpuRecord;
-using fleet::LeaseState;
-using fleet::Mutation;
 
 namespace {
 

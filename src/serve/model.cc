@@ -9,14 +9,9 @@
 #include "common/atomic_file.h"
 #include "serve/audit.h"
 #include "serve/queue.h"
+#include "serve/record_names.h"
 
 namespace tessera::serve {
-
-using fleet::ContainerRecord;
-using fleet::ContainerState;
-using fleet::GpuRecord;
-using fleet::LeaseState;
-using fleet::Mutation;
 
 tenancy::StorageEntitlements Model::StorageOf(const fleet::Tenancy& record) {
   auto it = record.extensions.find(std::string(tenancy::kStorageExtension));

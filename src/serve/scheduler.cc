@@ -12,14 +12,9 @@
 #include <cstdio>
 
 #include "serve/queue.h"
+#include "serve/record_names.h"
 
 namespace tessera::serve {
-
-using fleet::ContainerRecord;
-using fleet::ContainerState;
-using fleet::GpuRecord;
-using fleet::LeaseState;
-using fleet::Mutation;
 
 Scheduler::Scheduler(Model& model, backends::ContainerBackend& backend, SharedGpus& shared)
     : model_(model), backend_(backend), shared_(shared) {}

@@ -8,14 +8,9 @@
 
 #include "firmware/firmware.h"
 #include "serve/queue.h"
+#include "serve/record_names.h"
 
 namespace tessera::serve {
-
-using fleet::ContainerRecord;
-using fleet::ContainerState;
-using fleet::GpuRecord;
-using fleet::LeaseState;
-using fleet::Mutation;
 
 Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
                  std::unique_ptr<backends::ContainerBackend> backend)

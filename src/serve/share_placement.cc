@@ -15,16 +15,11 @@
 #include <unordered_set>
 
 #include "serve/queue.h"
+#include "serve/record_names.h"
 #include "serve/request_order.h"
 #include "serve/scheduler.h"
 
 namespace tessera::serve {
-
-using fleet::ContainerRecord;
-using fleet::ContainerState;
-using fleet::GpuRecord;
-using fleet::LeaseState;
-using fleet::Mutation;
 
 namespace {
 
