@@ -11,11 +11,11 @@
 #include <set>
 #include <thread>
 
-#include "kubernetes/client.h"
-#include "kubernetes/kubeconfig.h"
 #include "common/untrusted_text.h"
 #include "dra/server.h"
 #include "fabricmanager/fabricmanager.h"
+#include "kubernetes/client.h"
+#include "kubernetes/kubeconfig.h"
 
 namespace tessera::dra {
 namespace {

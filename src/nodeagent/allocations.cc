@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "backends/kubernetes/node_gpus.h"
 #include "common/untrusted_text.h"
 #include "nodeagent/agent_loops.h"
 #include "podresources/podresources.h"
-#include "backends/kubernetes/node_gpus.h"
 
 namespace tessera::nodeagent {
 namespace {

@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "backends/kubernetes/node_gpus.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
 #include "inventory/inventory.h"
@@ -12,7 +13,6 @@
 #include "nodeagent/agent_loops.h"
 #include "nodeagent/lease_file.h"
 #include "nodeagent/node_telemetry.h"
-#include "backends/kubernetes/node_gpus.h"
 
 namespace tessera::nodeagent {
 namespace {

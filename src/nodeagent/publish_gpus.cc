@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <thread>
 
+#include "backends/kubernetes/node_gpus.h"
 #include "inventory/inventory.h"
 #include "nodeagent/agent_loops.h"
-#include "backends/kubernetes/node_gpus.h"
 
 namespace tessera::nodeagent {
 
