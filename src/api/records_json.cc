@@ -143,13 +143,7 @@ json ContainerJson(const fleet::ContainerRecord& c) {
                        {"memory_gib_seconds", c.measured->memory_gib_seconds},
                        {"energy_joules", c.measured->energy_joules}};
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
-  json volumes = json::array();
-  for (const auto& volume : c.spec.volumes) {
-    json item = {{"name", volume.name}, {"mountPath", volume.mount_path}};
-    if (volume.read_only) item["readOnly"] = *volume.read_only;
-    volumes.push_back(std::move(item));
-  }
-  doc["volumes"] = std::move(volumes);
+  doc["volumes"] = tenancy::VolumeRequestsToJson(c.spec.volumes);
   return doc;
 }
 

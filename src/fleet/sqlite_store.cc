@@ -239,15 +239,7 @@ std::string ContainerDoc(const ContainerRecord& c) {
     doc["share_gpus"] = c.share_gpus;
   }
   if (!c.enforcement.empty()) doc["enforcement"] = c.enforcement;
-  if (!c.spec.volumes.empty()) {
-    json volumes = json::array();
-    for (const auto& volume : c.spec.volumes) {
-      json item = {{"name", volume.name}, {"mountPath", volume.mount_path}};
-      if (volume.read_only) item["readOnly"] = *volume.read_only;
-      volumes.push_back(std::move(item));
-    }
-    doc["volumes"] = std::move(volumes);
-  }
+  if (!c.spec.volumes.empty()) doc["volumes"] = tenancy::VolumeRequestsToJson(c.spec.volumes);
   return doc.dump();
 }
 

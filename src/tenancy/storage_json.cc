@@ -178,4 +178,14 @@ Result<std::vector<VolumeRequest>> ParseVolumeRequests(std::string_view json_tex
   return VolumeRequestsFromJson(*doc);
 }
 
+nlohmann::json VolumeRequestsToJson(const std::vector<VolumeRequest>& requests) {
+  nlohmann::json volumes = nlohmann::json::array();
+  for (const auto& volume : requests) {
+    nlohmann::json item = {{"name", volume.name}, {"mountPath", volume.mount_path}};
+    if (volume.read_only) item["readOnly"] = *volume.read_only;
+    volumes.push_back(std::move(item));
+  }
+  return volumes;
+}
+
 }  // namespace tessera::tenancy

@@ -136,6 +136,8 @@ inline constexpr size_t kMaxVolumes = 32;
 Result<std::vector<VolumeRequest>> ParseVolumeRequests(std::string_view json_text);
 Result<std::vector<VolumeRequest>> VolumeRequestsFromJson(const nlohmann::json& value,
                                                           std::string_view field = "volumes");
+// The same array back (the API's container view and the store's spec column both write it).
+nlohmann::json VolumeRequestsToJson(const std::vector<VolumeRequest>& requests);
 
 // mountPath rules: absolute, at most 4096 bytes, no empty, "." or ".." components, none of
 // ':' ',' or control characters (they would split podman's --volume/--mount syntax), and not
