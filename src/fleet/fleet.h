@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "health/health.h"
 #include "sharing/sharing.h"
 #include "tenancy/tenancy.h"
 
@@ -263,6 +264,9 @@ struct GpuRecord {
   std::vector<ShareHolder> shares;
   std::string share_fault;
   std::string uuid;  // NVML's "GPU-…" (this host's inventory, not stored): its MPS daemon's name
+  // Faults and recovery (docs/faults.md): the recovery step, the fault that took it out and its
+  // history. Stored; in fleet mode the node agent publishes it.
+  health::GpuHealth health;
 
   // The ID in the API and in container records: the PCI address on this host,
   // "<PCI address>@<node>" on a node of the fleet ('@' is in neither).
