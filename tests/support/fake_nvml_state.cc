@@ -83,7 +83,7 @@ std::string FakeNvmlScenario::Served() const {
   return ReadText(served_);
 }
 
-FakeNvmlFaults::FakeNvmlFaults()
+FakeNvmlFaults::FakeNvmlFaults(bool holders_refuse_resets)
     : faults_(dir_.path() + "/nvml.faults"),
       events_(dir_.path() + "/nvml.events"),
       holders_(dir_.path() + "/nvml.holders"),
@@ -94,7 +94,10 @@ FakeNvmlFaults::FakeNvmlFaults()
   std::filesystem::create_directories(holders_);
   ::setenv("TESSERA_FAKE_NVML_FAULTS", faults_.c_str(), 1);
   ::setenv("TESSERA_FAKE_NVML_EVENTS", events_.c_str(), 1);
-  ::setenv("TESSERA_FAKE_NVML_HOLDERS", holders_.c_str(), 1);
+  if (holders_refuse_resets)
+    ::setenv("TESSERA_FAKE_NVML_HOLDERS", holders_.c_str(), 1);
+  else
+    ::unsetenv("TESSERA_FAKE_NVML_HOLDERS");
   ::setenv("TESSERA_FAKE_NVIDIA_SMI_LOG", smi_log_.c_str(), 1);
 }
 

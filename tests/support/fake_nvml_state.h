@@ -63,7 +63,10 @@ class FakeNvmlScenario {
 // TESSERA_FAKE_NVML_HOLDERS and TESSERA_FAKE_NVIDIA_SMI_LOG. Child processes inherit them.
 class FakeNvmlFaults {
  public:
-  FakeNvmlFaults();
+  // `holders_refuse_resets`: whether the stand-in nvidia-smi refuses a reset while another
+  // process holds NVML (the real one does; a test of a program that cannot let go of NVML
+  // leaves it off).
+  explicit FakeNvmlFaults(bool holders_refuse_resets = true);
   FakeNvmlFaults(const FakeNvmlFaults&) = delete;
   FakeNvmlFaults& operator=(const FakeNvmlFaults&) = delete;
   ~FakeNvmlFaults();

@@ -191,6 +191,12 @@ std::optional<Signal> NvmlMonitor::OnEvent(const nvml::Event& event, Watched** f
   *found = nullptr;
   for (Watched& watched : gpus_)
     if (watched.handle && watched.handle->handle() == event.gpu) *found = &watched;
+  if (!*found && library_ && event.gpu) {
+    // A handle of another kind (a MIG device's): the GPU by its PCI address.
+    auto pci = library_->PciAddress(nvml::Gpu(event.gpu));
+    for (Watched& watched : gpus_)
+      if (pci.ok() && watched.handle && watched.gpu.pci_address == pci.value) *found = &watched;
+  }
   if (!*found) return std::nullopt;
   auto signal = EventSignal(event, (*found)->gpu.pci_address, NowMs());
   if (!signal) return std::nullopt;
