@@ -2,9 +2,9 @@
 // inventory needs, the MIG changes `tessera mig apply` makes, the compute mode and memory size
 // of GPUs shared through MPS, and the telemetry reads (per-GPU figures, per-process memory and
 // SM use, accounting, GPM, Xid events) the collector takes, and the fault events and state the
-// health watch reads. Nothing links libnvidia-ml, so every
-// tessera program starts on hosts without the NVIDIA driver; a missing library or entry point is
-// an Unavailable error the caller turns into a warning.
+// health watch reads. Nothing links libnvidia-ml, so every tessera program starts on hosts
+// without the NVIDIA driver; a missing library or entry point is an Unavailable error the caller
+// turns into a warning.
 #pragma once
 
 #include <cstdint>
