@@ -53,6 +53,7 @@ TEST(RunReset, AScriptedFailureTheUuidFallbackAndNoCommand) {
   // Without a UUID the PCI address names the GPU.
   Status failed = RunReset(Smi(), Gpu("0000:66:00.0", ""), 1);
   ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().category, ErrorCategory::kUnavailable);
   EXPECT_NE(failed.error().message.find("exit status 3"), std::string::npos);
   EXPECT_EQ(faults.ResetLog(), "reset 0000:66:00.0 0000:66:00.0 -> 3\n");
 

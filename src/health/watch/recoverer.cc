@@ -1,5 +1,8 @@
 // The recovery commands: the GPU's reset and its active self-test, each a configured argv run
-// without a shell, with a time limit and bounded output.
+// without a shell, with a time limit and bounded output. RunReset's errors: FailedPrecondition
+// when no reset is configured or the GPU is still in use ("In use by another client": drain it
+// first), Unavailable when the reset failed or did not finish in time, and the start's error
+// when the program could not be started.
 #include <algorithm>
 #include <chrono>
 #include <limits>
@@ -61,9 +64,13 @@ Status RunReset(const RecoveryCommands& commands, const WatchedGpu& gpu, int ind
   if (outcome->timed_out)
     return Unavailable(command + ": no answer within " + Seconds(commands.timeout));
   if (outcome->status != 0) {
-    // "In use by another client": a process (or an NVML client) still holds the GPU.
-    return FailedPrecondition(command + ": exit status " + std::to_string(outcome->status) + ": " +
-                              Excerpt(outcome->output, kReasonBytes));
+    std::string why = command + ": exit status " + std::to_string(outcome->status) + ": " +
+                      Excerpt(outcome->output, kReasonBytes);
+    // "In use by another client": a process (or an NVML client) still holds the GPU, so the
+    // GPU is not drained yet (FailedPrecondition); any other failure is the reset's own.
+    if (outcome->output.find("In use by another client") != std::string::npos)
+      return FailedPrecondition(std::move(why));
+    return Unavailable(std::move(why));
   }
   return Ok();
 }
