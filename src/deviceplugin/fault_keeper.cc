@@ -174,17 +174,9 @@ void FaultKeeper::Recover(const std::string& pci) {
     auto outcome = RunStep(pci, gpu);
     if (!outcome) break;
     progressed = true;
-    const int64_t now = NowMs();
-    if (!outcome->passed && !outcome->reset_helps) {
-      // Remap failure or NODE_REBOOT: never reset in a loop, it stays out with the reason.
-      gpu.step = health::RecoveryStep::kOut;
-      gpu.reason = outcome->detail;
-      gpu.step_since_ms = now;
-      break;
-    }
-    health::Advance(gpu, outcome->passed, outcome->passed ? gpu.reason : outcome->detail, policy_,
-                    now);
-    if (!outcome->passed) {
+    // Remap failure or NODE_REBOOT (no retry): never reset in a loop, it stays out.
+    health::Advance(gpu, outcome->passed, outcome->detail, policy_, NowMs(), outcome->reset_helps);
+    if (!outcome->passed && gpu.step != health::RecoveryStep::kOut) {
       spdlog::warn("{}: recovery failed ({} of {} attempts): {}", pci, gpu.attempts,
                    policy_.max_attempts, Excerpt(outcome->detail, 300));
       break;

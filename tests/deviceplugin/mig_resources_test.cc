@@ -157,6 +157,9 @@ TEST(MigHealth, ASliceLosesItsCapabilityNodeAloneAndAllSlicesFollowTheirParent) 
   ASSERT_EQ(m.AdvertisedIds("0000:18:00.0", slice->gpu_instance_id).size(), 1u);
   EXPECT_EQ(m.AdvertisedIds("0000:18:00.0", slice->gpu_instance_id)[0].first,
             "nvidia.com/mig-3g.40gb");
+  // Kubelet knows each slice by its MIG UUID (GPU instance 13 holds the 1g.10gb slice).
+  EXPECT_EQ(m.AdvertisedIds("0000:18:00.0", 13),
+            (std::vector<std::pair<std::string, std::string>>{{"nvidia.com/mig-1g.10gb", k1g}}));
   EXPECT_TRUE(m.ClearFault("0000:18:00.0"));
 
   // A fault of the parent GPU takes every slice of it, not the other GPU.
