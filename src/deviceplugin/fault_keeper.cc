@@ -101,13 +101,15 @@ FaultKeeper::FaultKeeper(std::shared_ptr<ResourceManager> manager, const HealthC
 }
 
 FaultKeeper::~FaultKeeper() {
-  monitor_.reset();  // no more signals
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
   wake_.notify_all();
+  // The keeper's thread uses the monitor (a step in progress finishes first); the monitor's
+  // sink only queues, which stays valid until the monitor is gone.
   if (thread_.joinable()) thread_.join();
+  monitor_.reset();
 }
 
 void FaultKeeper::Post(health::Signal signal) {
