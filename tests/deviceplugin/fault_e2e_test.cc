@@ -1,15 +1,17 @@
 // GPU faults end to end: the real tessera-device-plugin on a materialized HGX H100 host, the
-// stand-in NVML delivering Xids from a file, kubelet emulated (device plugin registration and
-// PodResources) and a stand-in reset command that records each reset.
+// stand-in NVML delivering scripted faults (Xids, fault state), kubelet emulated (device plugin
+// registration and PodResources) and the stand-in nvidia-smi, which records each reset and
+// refuses one while another process holds NVML, as the real one does.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "common/atomic_file.h"
 #include "deviceplugin/kubelet_emulator.h"
 #include "deviceplugin/plugin_process.h"
 #include "podresources/podresources_kubelet.h"
+#include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
 #include "support/hgx_gpus.h"
 #include "support/wait.h"
@@ -27,33 +29,44 @@ auto HealthIs(int gpu, const std::string& health) {
   };
 }
 
+// The stand-in nvidia-smi's line for a reset of HGX GPU `gpu` by UUID that exited with `status`.
+std::string ResetLine(int gpu, int status = 0) {
+  return "reset " + HgxGpuUuid(gpu) + " " + kHgxGpuPci[gpu] + " -> " + std::to_string(status);
+}
+
 class FaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::filesystem::create_directories(sockets_);
     std::filesystem::create_directories(dirs_.path() + "/run");
-    // The stand-in reset: records its arguments, as `nvidia-smi -r -i <uuid>` would take them.
-    ASSERT_TRUE(
-        WriteFileAtomically(reset_, "#!/bin/sh\necho \"$*\" >> " + resets_ + "\n", 0755).ok());
     ASSERT_TRUE(WriteFileAtomically(config_, std::string("health: {nvmlLibrary: ") + FAKE_NVML +
                                                  ", recoveryIntervalMs: 100}\n")
                     .ok());
-    ASSERT_TRUE(WriteFileAtomically(events_, "").ok());
+    SetFaults({});
     ASSERT_TRUE(pods_.ok());
     kubelet_.Start();
   }
 
+  // The fault state: every GPU under its UUID (what the reset names), `extra` after some.
+  void SetFaults(const std::map<int, std::string>& extra) {
+    std::string text;
+    for (int gpu = 0; gpu < 8; ++gpu) {
+      text += std::string(kHgxGpuPci[gpu]) + " uuid=" + HgxGpuUuid(gpu);
+      if (extra.count(gpu)) text += " " + extra.at(gpu);
+      text += "\n";
+    }
+    nvml_.SetFaults(text);
+  }
+
   void Launch(const std::string& log = "log") {
-    ::setenv("TESSERA_FAKE_NVML_EVENTS", events_.c_str(), 1);
     plugin_ = std::make_unique<PluginProcess>(
         DevicePluginBinary(),
         std::vector<std::string>{
             "--root", host_.root(), "--socket-dir", sockets_, "--cdi-dir", dirs_.path() + "/cdi",
             "--lease-file", dirs_.path() + "/run/leases.json", "--config", config_,
-            "--gpu-reset-command", reset_ + " -r -i {uuid}", "--pod-resources-socket",
-            pods_.socket_path(), "--health-state-file", state_},
+            "--gpu-reset-command", std::string(FAKE_NVIDIA_SMI) + " -r -i {uuid}",
+            "--pod-resources-socket", pods_.socket_path(), "--health-state-file", state_},
         dirs_.path() + "/" + log);
-    ::unsetenv("TESSERA_FAKE_NVML_EVENTS");
     ++launches_;
   }
 
@@ -67,15 +80,8 @@ class FaultTest : public ::testing::Test {
     return client;
   }
 
-  // The stand-in NVML delivers each line once, in order: a new event is a new line.
   void Xid(int gpu, int xid) {
-    events_text_ += std::string(kHgxGpuPci[gpu]) + " " + std::to_string(xid) + "\n";
-    ASSERT_TRUE(WriteFileAtomically(events_, events_text_).ok());
-  }
-
-  std::string Resets() const {
-    auto text = ReadWholeFile(resets_);
-    return text.ok() ? *text : "";
+    nvml_.AddEvent(std::string(kHgxGpuPci[gpu]) + " " + std::to_string(xid));
   }
 
   bool Logged(const std::string& text) {
@@ -86,15 +92,12 @@ class FaultTest : public ::testing::Test {
     return {"team-a", name, {{"main", kGpu, {HgxGpuUuid(gpu)}}}};
   }
 
+  FakeNvmlFaults nvml_;  // its environment reaches the plugin
   TempHost host_{"hgx-h100-dgx"};
   TempDir dirs_;
   std::string sockets_ = dirs_.path() + "/device-plugins";
   std::string config_ = dirs_.path() + "/config.yaml";
-  std::string events_ = dirs_.path() + "/xid-events";
-  std::string reset_ = dirs_.path() + "/nvidia-smi";
-  std::string resets_ = dirs_.path() + "/resets";
   std::string state_ = dirs_.path() + "/state/gpu-health.json";
-  std::string events_text_;
   PodResourcesKubelet pods_{dirs_.path() + "/pod-resources.sock"};
   KubeletEmulator kubelet_{sockets_};
   std::unique_ptr<PluginProcess> plugin_;
@@ -126,13 +129,13 @@ TEST_F(FaultTest, FallenOffTheBusIsUnhealthyNamesItsPodsAndComesBackOnlyAfterThe
   // While the Pod holds the GPU it is not reset, and stays Unhealthy (recovery looks every
   // 100 ms: ten rounds at least).
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  EXPECT_EQ(Resets(), "");
+  EXPECT_EQ(nvml_.ResetLog(), "");
   EXPECT_TRUE(client->WaitForList(HealthIs(3, "Unhealthy"), std::chrono::milliseconds(10)));
 
-  // The Pod is gone: reset, verified, Healthy.
+  // The Pod is gone: reset (the plugin let go of NVML: not refused), verified, Healthy.
   pods_.SetPods({Pod("other", 5)});
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << plugin_->Log();
-  EXPECT_EQ(Resets(), "-r -i " + HgxGpuUuid(3) + "\n") << plugin_->Log();
+  EXPECT_EQ(nvml_.ResetLog(), ResetLine(3) + "\n") << plugin_->Log();
   EXPECT_TRUE(client->Allocate({{HgxGpuUuid(3)}}, &response).ok());
   auto state = ReadWholeFile(state_);
   ASSERT_TRUE(state.ok());
@@ -152,7 +155,7 @@ TEST_F(FaultTest, AnApplicationXidLeavesTheGpuHealthy) {
   EXPECT_TRUE(Logged("the GPU stays in service; Pods on it: team-a/buggy")) << plugin_->Log();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_TRUE(client->WaitForList(AllHealthy, std::chrono::milliseconds(10)));
-  EXPECT_EQ(Resets(), "");
+  EXPECT_EQ(nvml_.ResetLog(), "");
 }
 
 TEST_F(FaultTest, ARemapFailureStaysUnhealthyWithoutAResetAndAcrossARestart) {
@@ -160,18 +163,18 @@ TEST_F(FaultTest, ARemapFailureStaysUnhealthyWithoutAResetAndAcrossARestart) {
   auto client = Connect();
   ASSERT_TRUE(client);
   ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
-  Xid(6, 64);
+  SetFaults({{6, "remap_failure=1"}});  // seen on the monitor's next read of NVML state
   ASSERT_TRUE(client->WaitForList(HealthIs(6, "Unhealthy"), kEventTimeout)) << plugin_->Log();
-  ASSERT_TRUE(Logged("row remap failure")) << plugin_->Log();
+  ASSERT_TRUE(Logged("row remap failure on " + std::string(kHgxGpuPci[6]))) << plugin_->Log();
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_TRUE(client->WaitForList(HealthIs(6, "Unhealthy"), std::chrono::milliseconds(10)));
-  EXPECT_EQ(Resets(), "") << plugin_->Log();
+  EXPECT_EQ(nvml_.ResetLog(), "") << plugin_->Log();
 
-  // A restarted plugin remembers it: Unhealthy from its first list, still never reset.
+  // A restarted plugin remembers it from its health file (NVML no longer says so): Unhealthy
+  // from its first list, still never reset.
   EXPECT_EQ(plugin_->Stop(), 0) << plugin_->Log();
   client.reset();
-  events_text_.clear();
-  ASSERT_TRUE(WriteFileAtomically(events_, "").ok());
+  SetFaults({});
   Launch("log2");
   client = Connect();
   ASSERT_TRUE(client);
@@ -181,7 +184,20 @@ TEST_F(FaultTest, ARemapFailureStaysUnhealthyWithoutAResetAndAcrossARestart) {
   EXPECT_EQ(HealthOf(*list, HgxGpuUuid(6)), "Unhealthy") << plugin_->Log();
   EXPECT_TRUE(Logged("Unhealthy since an earlier run")) << plugin_->Log();
   std::this_thread::sleep_for(std::chrono::seconds(1));
-  EXPECT_EQ(Resets(), "");
+  EXPECT_EQ(nvml_.ResetLog(), "");
+}
+
+TEST_F(FaultTest, AGpuWhoseResetKeepsFailingStaysOutAfterThreeAttempts) {
+  SetFaults({{1, "reset_fail=3"}});
+  Launch();
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
+  Xid(1, 48);
+  ASSERT_TRUE(Logged("stays out of service")) << plugin_->Log();
+  const std::string failed = ResetLine(1, 3) + "\n";
+  EXPECT_EQ(nvml_.ResetLog(), failed + failed + failed) << plugin_->Log();
+  EXPECT_TRUE(client->WaitForList(HealthIs(1, "Unhealthy"), std::chrono::milliseconds(10)));
 }
 
 }  // namespace
