@@ -144,7 +144,7 @@ void FaultKeeper::Handle(const health::Signal& signal) {
   if (!Watched(signal.gpu, nullptr)) return;  // not a GPU this plugin advertises
   auto pods = PodsHolding(signal.gpu, health::kWholeGpu);
   health::Decision decision = classifier_.Classify(signal, pods);
-  if (decision.fault_class == health::FaultClass::kIgnore) {
+  if (decision.fault_class == health::FaultClass::kIgnore && !decision.takes_gpu_out) {
     spdlog::debug("{}: {} ignored", signal.gpu, Excerpt(decision.reason, 300));
     return;
   }
@@ -206,6 +206,7 @@ std::optional<FaultKeeper::StepOutcome> FaultKeeper::RunStep(const std::string& 
       if (!Drained(pci)) return std::nullopt;
       return StepOutcome{true, true, ""};
     case health::RecoveryStep::kResetting: {
+      if (commands_.reset.empty()) return StepOutcome{false, false, "no reset command is set"};
       spdlog::info("{}: resetting ({})", pci, Excerpt(gpu.reason, 200));
       monitor_->Suspend();  // a reset is refused while any NVML handle is open
       Status reset = health::RunReset(commands_, *watched, index);

@@ -58,14 +58,15 @@ class FaultTest : public ::testing::Test {
     nvml_.SetFaults(text);
   }
 
-  void Launch(const std::string& log = "log") {
+  void Launch(const std::string& log = "log",
+              const std::string& reset = std::string(FAKE_NVIDIA_SMI) + " -r -i {uuid}") {
     plugin_ = std::make_unique<PluginProcess>(
         DevicePluginBinary(),
-        std::vector<std::string>{
-            "--root", host_.root(), "--socket-dir", sockets_, "--cdi-dir", dirs_.path() + "/cdi",
-            "--lease-file", dirs_.path() + "/run/leases.json", "--config", config_,
-            "--gpu-reset-command", std::string(FAKE_NVIDIA_SMI) + " -r -i {uuid}",
-            "--pod-resources-socket", pods_.socket_path(), "--health-state-file", state_},
+        std::vector<std::string>{"--root", host_.root(), "--socket-dir", sockets_, "--cdi-dir",
+                                 dirs_.path() + "/cdi", "--lease-file",
+                                 dirs_.path() + "/run/leases.json", "--config", config_,
+                                 "--gpu-reset-command", reset, "--pod-resources-socket",
+                                 pods_.socket_path(), "--health-state-file", state_},
         dirs_.path() + "/" + log);
     ++launches_;
   }
@@ -198,6 +199,18 @@ TEST_F(FaultTest, AGpuWhoseResetKeepsFailingStaysOutAfterThreeAttempts) {
   const std::string failed = ResetLine(1, 3) + "\n";
   EXPECT_EQ(nvml_.ResetLog(), failed + failed + failed) << plugin_->Log();
   EXPECT_TRUE(client->WaitForList(HealthIs(1, "Unhealthy"), std::chrono::milliseconds(10)));
+}
+
+TEST_F(FaultTest, WithoutAResetCommandAFaultedGpuStaysOut) {
+  Launch("log", "none");
+  auto client = Connect();
+  ASSERT_TRUE(client);
+  ASSERT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
+  Xid(4, 79);
+  ASSERT_TRUE(Logged("stays out of service")) << plugin_->Log();
+  EXPECT_TRUE(Logged("no reset command is set")) << plugin_->Log();
+  EXPECT_TRUE(client->WaitForList(HealthIs(4, "Unhealthy"), kEventTimeout));
+  EXPECT_EQ(nvml_.ResetLog(), "");
 }
 
 }  // namespace

@@ -548,7 +548,7 @@ TEST_F(PluginTest, WithoutNvmlHealthStillWorksAndTheStubLibraryIsRefused) {
   // The fixture's libnvidia-ml.so.1 is a real ELF with the right SONAME but no NVML symbols.
   Launch("", {});
   ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, kEventTimeout));
-  EXPECT_NE(plugin_->Log().find("NVML Xid events off: dlopen"), std::string::npos)
+  EXPECT_NE(plugin_->Log().find("NVML Xid events off: health watch: dlopen"), std::string::npos)
       << plugin_->Log();
   plugin_->Stop();
   WriteConfig("health: {nvmlLibrary: " + host_.root() +
