@@ -185,13 +185,13 @@ void FaultKeeper::Recover(const std::string& pci) {
     }
   }
   if (!progressed) return;
+  Save();  // durable before kubelet hears of it: a restart never forgets a step it announced
   if (gpu.in_service()) {
     manager_->ClearFault(pci);
     spdlog::info("{}: reset and verified: Healthy", pci);
   } else if (gpu.step == health::RecoveryStep::kOut) {
     spdlog::error("{}: stays out of service: {}", pci, Excerpt(gpu.reason, 300));
   }
-  Save();
 }
 
 // The outcome of the GPU's step in progress; nullopt when it has to wait (the GPU is still in
