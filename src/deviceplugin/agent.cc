@@ -11,13 +11,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <set>
-#include <thread>
 
 #include "common/bounded_file.h"
+#include "deviceplugin/fault_keeper.h"
 #include "deviceplugin/mps_keeper.h"
 #include "deviceplugin/server.h"
 #include "windows/snapshot.h"
@@ -99,10 +98,8 @@ class Agent {
   bool kubelet_event_ = false;
   bool lease_event_ = false;
   FileStamp lease_stamp_;
-  std::unique_ptr<XidWatcher> xid_;
-  std::thread xid_thread_;
-  std::unique_ptr<MpsKeeper> mps_;  // sharing.mps: the GPUs' daemons
-  std::atomic<bool> xid_stop_{false};
+  std::unique_ptr<FaultKeeper> faults_;  // GPU faults: classification and recovery
+  std::unique_ptr<MpsKeeper> mps_;       // sharing.mps: the GPUs' daemons
 };
 
 // Linux nodes read the PCI inventory under the root; Windows nodes a DirectX host snapshot.
@@ -154,23 +151,9 @@ Status Agent::Build(const Config& config) {
   CheckLeases(true);
   if (config.health.enabled) ProbeHealth();
 
-  if (config.health.enabled && config.health.nvml) {
-    auto xid = XidWatcher::Start(config.health.nvml_library, manager_->devices());
-    if (!xid) {
-      spdlog::info("NVML Xid events off: {}", xid.error().message);
-    } else {
-      xid_ = std::move(*xid);
-      xid_stop_ = false;
-      xid_thread_ = std::thread([this] {
-        while (!xid_stop_.load()) {
-          auto event = xid_->Wait(500);
-          if (event && manager_->SetXid(event->pci_address, event->xid)) {
-            spdlog::warn("{}: critical Xid {}: Unhealthy", event->pci_address, event->xid);
-          }
-        }
-      });
-    }
-  }
+  auto faults = FaultKeeper::Start(manager_, config);
+  if (!faults) return faults.error();
+  faults_ = std::move(*faults);
   // MPS daemons come up on their own thread; their GPUs stay unhealthy, and Allocate waits,
   // until each one's marker holds its config's hash.
   mps_ = MpsKeeper::Start(manager_);
@@ -184,11 +167,7 @@ Status Agent::Build(const Config& config) {
 }
 
 void Agent::Teardown() {
-  if (xid_thread_.joinable()) {
-    xid_stop_ = true;
-    xid_thread_.join();
-  }
-  xid_.reset();
+  faults_.reset();
   mps_.reset();  // the daemons stay up for the Pods that use them
   if (manager_) manager_->Shutdown();
   for (auto& server : servers_) {

@@ -1,7 +1,8 @@
 // The node agent: builds the resource manager from the host, serves one socket per resource,
 // registers with kubelet and keeps all of it true while the world changes (kubelet restarts,
 // devices vanishing and returning, leases, SIGHUP). One event loop thread owns all of this
-// state; an optional NVML thread only calls the manager's thread-safe setters.
+// state; the GPU fault keeper's and the MPS keeper's threads only call the manager's
+// thread-safe setters.
 #pragma once
 
 #include <functional>

@@ -254,12 +254,40 @@ Status ParseSharing(const YAML::Node& node, const std::string& where, SharingCon
   return Ok();
 }
 
+// GPU faults: the fault table, the recovery commands, kubelet's PodResources and the health file.
+Status ParseFaultHandling(const YAML::Node& node, const std::string& where, HealthConfig* health) {
+  for (auto [key, field] : {std::pair{"faultTable", &health->fault_table},
+                            std::pair{"podResourcesSocket", &health->pod_resources_socket},
+                            std::pair{"stateFile", &health->state_file}}) {
+    if (!node[key]) continue;
+    auto s = String(node[key], Field(where, key));
+    if (!s) return s.error();
+    *field = *s;
+  }
+  for (auto [key, field] : {std::pair{"resetCommand", &health->reset_command},
+                            std::pair{"selfTestCommand", &health->self_test_command}}) {
+    if (!node[key]) continue;
+    auto list = StringList(node[key], Field(where, key));
+    if (!list) return list.error();
+    *field = *list;
+  }
+  if (node["recoveryIntervalMs"]) {
+    auto ms = Integer(node["recoveryIntervalMs"], where + ".recoveryIntervalMs", 10, 600000);
+    if (!ms) return ms.error();
+    health->recovery_interval_ms = static_cast<int>(*ms);
+  }
+  return Ok();
+}
+
 Status ParseHealth(const YAML::Node& node, const std::string& where, HealthConfig* health) {
   if (auto s = RejectUnknown(node, where,
-                             {"enabled", "pollIntervalMs", "nvml", "nvmlLibrary", "ignoredXids"});
+                             {"enabled", "pollIntervalMs", "nvml", "nvmlLibrary", "ignoredXids",
+                              "faultTable", "resetCommand", "selfTestCommand", "podResourcesSocket",
+                              "stateFile", "recoveryIntervalMs"});
       !s) {
     return s;
   }
+  if (auto s = ParseFaultHandling(node, where, health); !s) return s;
   if (node["enabled"]) {
     auto b = Bool(node["enabled"], where + ".enabled");
     if (!b) return b.error();

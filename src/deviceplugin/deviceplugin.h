@@ -1,5 +1,5 @@
 // The Kubernetes device plugin's resource manager: which resources a node advertises (from the
-// inventory and naming rules), their device IDs and replicas, health (presence, NVML Xids,
+// inventory and naming rules), their device IDs and replicas, health (presence, GPU faults,
 // leases), Allocate outputs and preferred allocations. No gRPC here: server.h speaks the kubelet
 // protocol over this, and tests drive it without a socket.
 //
@@ -21,6 +21,7 @@
 
 #include "cdi/cdi.h"
 #include "common/error.h"
+#include "health/health.h"
 #include "inventory/inventory.h"
 #include "topology/topology.h"
 
@@ -103,10 +104,23 @@ struct HealthConfig {
   int poll_interval_ms = 200;  // sysfs raises no inotify events for kernel-made changes
   bool nvml = true;
   std::string nvml_library = "libnvidia-ml.so.1";  // dlopen()ed at run time only
-  // Xids caused by applications, not the GPU: graphics engine exception (13), MMU fault (31),
-  // GPU stopped processing (43), preemptive cleanup (45), video processor exception (68),
-  // context switch timeout (109).
-  std::set<uint64_t> ignored_xids = {13, 31, 43, 45, 68, 109};
+  // Xids never acted on, on top of the fault table (whose application class already covers the
+  // Xids applications cause: 13, 31, 43, 45).
+  std::set<uint64_t> ignored_xids;
+  // GPU faults (docs/faults.md): the operator's table file over the built-in one (empty: the
+  // built-in table alone).
+  std::string fault_table;
+  // argv of the reset and of the self-test; "{uuid}", "{pci}" and "{index}" are replaced. An
+  // empty reset: a faulted GPU stays out; an empty self-test: verification by NVML state only.
+  std::vector<std::string> reset_command = {"nvidia-smi", "-r", "-i", "{uuid}"};
+  std::vector<std::string> self_test_command;
+  // kubelet's PodResources socket: names the Pods of a faulted GPU, and a reset waits until none
+  // holds it. Empty: Pods are not consulted (the reset waits for NVML to see no process).
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  // Each GPU's fault history and recovery step, so a restart does not forget a faulted GPU (not
+  // in the socket dir: kubelet deletes every file there when it starts).
+  std::string state_file = "/var/lib/tessera/device-plugin/gpu-health.json";
+  int recovery_interval_ms = 1000;  // how often a faulted GPU's recovery is looked at
 };
 
 struct TopologyConfig {
@@ -208,8 +222,12 @@ struct PhysicalDevice {
   cdi::ContainerEdits edits;
   // What must exist for the device to be healthy: its sysfs entry and device nodes (host paths).
   std::vector<std::string> watch_paths;
-  // A MIG device of the GPU at pci_address (whose presence, Xids and lease it shares).
+  // A MIG device of the GPU at pci_address (whose presence, GPU faults and lease it shares).
   bool mig = false;
+  // MIG devices: the GPU instance (a fault contained to it touches this device alone) and the
+  // whole GPU's UUID (what a reset names).
+  uint32_t gpu_instance_id = health::kWholeGpu;
+  std::string parent_uuid;
   // Shared through MPS (sharing.mps) with this many replicas; 0 when not.
   int mps_replicas = 0;
 };
@@ -261,10 +279,10 @@ struct PreferredRequest {
 // Why a device is unhealthy, for logs and Allocate errors.
 struct DeviceHealth {
   bool present = true;
-  std::optional<uint64_t> xid;  // a critical Xid was reported
-  std::optional<Lease> lease;   // a blocking lease
-  std::string mps_fault;        // MPS: why its daemon is not ready under the current config
-  bool healthy() const { return present && !xid && !lease && mps_fault.empty(); }
+  std::string fault;           // a GPU fault took it out: the fault's reason, until recovered
+  std::optional<Lease> lease;  // a blocking lease
+  std::string mps_fault;       // MPS: why its daemon is not ready under the current config
+  bool healthy() const { return present && fault.empty() && !lease && mps_fault.empty(); }
   std::string Describe() const;
 };
 
@@ -292,7 +310,15 @@ class ResourceManager {
 
   // Health inputs; each returns whether any advertised health changed (and then wakes waiters).
   bool SetPresence(const std::map<std::string, bool>& present_by_pci);
-  bool SetXid(const std::string& pci_address, uint64_t xid);
+  // A GPU fault (faults.cc): the devices of the GPU at `pci_address` are unhealthy with `reason`
+  // until ClearFault; with a GPU instance, only that instance's MIG devices (a GPU advertised
+  // whole is its holder's, and is marked).
+  bool SetFault(const std::string& pci_address, uint32_t gpu_instance_id,
+                const std::string& reason);
+  bool ClearFault(const std::string& pci_address);
+  // The advertised IDs of those devices, by resource (what kubelet's PodResources reports).
+  std::vector<std::pair<std::string, std::string>> AdvertisedIds(const std::string& pci_address,
+                                                                 uint32_t gpu_instance_id) const;
   bool SetLeases(const LeaseMap& leases);
   // MPS devices (PhysicalDevice::mps_replicas > 0): the daemon config the agent set up for one,
   // the hash in its ready marker now ("" when none) and, when its daemon failed, why. Such a
@@ -339,7 +365,7 @@ class ResourceManager {
   mutable std::mutex mutex_;  // guards everything below
   mutable std::condition_variable changed_;
   std::vector<bool> present_;                         // per device
-  std::vector<std::optional<uint64_t>> xid_;          // per device
+  std::vector<std::string> fault_;                    // per device: a GPU fault's reason
   std::vector<std::optional<Lease>> lease_;           // per device, blocking leases only
   std::vector<std::optional<MpsLimits>> mps_limits_;  // per device (MPS)
   std::vector<std::string> mps_marker_;               // per device: the ready marker's hash
@@ -356,28 +382,5 @@ std::map<std::string, bool> ProbePresence(const std::vector<PhysicalDevice>& dev
 // The PCI address, or for a MIG device "<parent PCI>#<ID>": each MIG slice has its own presence
 // (its capability nodes) on top of its parent's.
 std::string PresenceKey(const PhysicalDevice& device);
-
-// Critical Xid events from NVML, loaded with dlopen at run time (never linked). Start() returns
-// Unavailable when the library or a symbol is missing, or nvmlInit fails; callers go on without.
-class XidWatcher {
- public:
-  struct Event {
-    std::string pci_address;  // canonical
-    uint64_t xid = 0;
-  };
-  static Result<std::unique_ptr<XidWatcher>> Start(const std::string& library,
-                                                   const std::vector<PhysicalDevice>& devices);
-  ~XidWatcher();
-  XidWatcher(const XidWatcher&) = delete;
-  XidWatcher& operator=(const XidWatcher&) = delete;
-  // Waits up to timeout_ms for one event; nullopt on timeout.
-  std::optional<Event> Wait(int timeout_ms);
-
-  struct Impl;
-
- private:
-  explicit XidWatcher(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-};
 
 }  // namespace tessera::deviceplugin

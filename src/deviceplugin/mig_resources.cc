@@ -100,7 +100,9 @@ PhysicalDevice MigPhysicalDevice(const inventory::Inventory& inventory,
       std::to_string(entry.parent_index) + ":" + std::to_string(entry.mig.index);
   PhysicalDevice device;
   device.mig = true;
+  device.gpu_instance_id = entry.mig.gpu_instance_id;
   device.pci_address = entry.parent_pci;
+  if (parent && parent->gpu_uuid) device.parent_uuid = *parent->gpu_uuid;
   device.id = entry.mig.uuid.empty() ? index_name : entry.mig.uuid;
   if (!entry.mig.uuid.empty()) device.uuid = entry.mig.uuid;
   device.numa_node = parent ? parent->numa_node : -1;

@@ -2,7 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/bounded_file.h"
 
@@ -19,6 +21,29 @@ std::map<std::string, std::string> ProcessEnvironment() {
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   return env;
+}
+
+// A command flag's argv: its words, split at spaces ("none": no command at all).
+std::vector<std::string> CommandArgv(const std::string& text) {
+  std::vector<std::string> argv;
+  std::istringstream words(text);
+  for (std::string word; words >> word;)
+    argv.push_back(word);
+  if (argv.size() == 1 && argv[0] == "none") argv.clear();
+  return argv;
+}
+
+void ApplyFaultFlags(const PluginFlags& flags, HealthConfig& health) {
+  if (!flags.fault_table.empty()) health.fault_table = flags.fault_table;
+  if (!flags.gpu_reset_command.empty()) health.reset_command = CommandArgv(flags.gpu_reset_command);
+  if (!flags.gpu_self_test_command.empty())
+    health.self_test_command = CommandArgv(flags.gpu_self_test_command);
+  if (flags.pod_resources_socket == "none") {
+    health.pod_resources_socket.clear();
+  } else if (!flags.pod_resources_socket.empty()) {
+    health.pod_resources_socket = flags.pod_resources_socket;
+  }
+  if (!flags.health_state_file.empty()) health.state_file = flags.health_state_file;
 }
 
 }  // namespace
@@ -44,6 +69,19 @@ void AddPluginFlags(CLI::App& app, PluginFlags& flags) {
   app.add_option("--windows-isolation", flags.windows_isolation,
                  "Windows node: process (DirectX adapters, shared) or hyperv (dismounted GPUs, one "
                  "per container; env TESSERA_DP_WINDOWS_ISOLATION)");
+  app.add_option("--fault-table", flags.fault_table,
+                 "GPU fault table file over the built-in one (docs/faults.md)");
+  app.add_option("--gpu-reset-command", flags.gpu_reset_command,
+                 "resets a faulted GPU; {uuid}, {pci}, {index} replaced; none: never reset "
+                 "(default: nvidia-smi -r -i {uuid})");
+  app.add_option("--gpu-self-test-command", flags.gpu_self_test_command,
+                 "self-test of a reset GPU before it is Healthy again (default: none)");
+  app.add_option("--pod-resources-socket", flags.pod_resources_socket,
+                 "kubelet's PodResources socket; none: Pods are not consulted "
+                 "(default /var/lib/kubelet/pod-resources/kubelet.sock)");
+  app.add_option("--health-state-file", flags.health_state_file,
+                 "GPU fault history and recovery steps across restarts "
+                 "(default /var/lib/tessera/device-plugin/gpu-health.json)");
   app.add_option("--log-level", flags.log_level, "debug, info, warn or error");
 }
 
@@ -80,6 +118,7 @@ Result<Config> LoadPluginConfig(const PluginFlags& flags) {
   if (env.count("TESSERA_DP_WINDOWS_ISOLATION"))
     config.windows_isolation = env["TESSERA_DP_WINDOWS_ISOLATION"];
   if (!flags.windows_isolation.empty()) config.windows_isolation = flags.windows_isolation;
+  ApplyFaultFlags(flags, config.health);
   return config;
 }
 

@@ -20,6 +20,10 @@ struct PluginFlags {
   std::string windows_snapshot;
   int windows_replicas = 0;  // 0: not given
   std::string windows_isolation;
+  // GPU faults: the fault table file, the reset and self-test commands (argv split at spaces;
+  // "none" for no reset), kubelet's PodResources socket and the GPU health file.
+  std::string fault_table, gpu_reset_command, gpu_self_test_command, pod_resources_socket;
+  std::string health_state_file;
   std::string log_level = "info";
 };
 

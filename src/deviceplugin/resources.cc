@@ -368,7 +368,7 @@ std::string ResourceSocketName(std::string_view resource) {
 std::string DeviceHealth::Describe() const {
   std::vector<std::string> why;
   if (!present) why.push_back("its sysfs entry or device node is gone");
-  if (xid) why.push_back("NVML reported critical Xid " + std::to_string(*xid));
+  if (!fault.empty()) why.push_back(Excerpt(fault, 300));
   if (lease) {
     std::string text = std::string("lease state ") + LeaseStateName(lease->state);
     if (!lease->reason.empty()) text += " (" + Excerpt(lease->reason, 200) + ")";
@@ -446,7 +446,7 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::Create(
             [](const Resource& a, const Resource& b) { return a.name < b.name; });
 
   manager->present_.assign(manager->devices_.size(), true);
-  manager->xid_.assign(manager->devices_.size(), std::nullopt);
+  manager->fault_.assign(manager->devices_.size(), "");
   manager->lease_.assign(manager->devices_.size(), std::nullopt);
   manager->mps_limits_.assign(manager->devices_.size(), std::nullopt);
   manager->mps_marker_.assign(manager->devices_.size(), "");
@@ -467,7 +467,8 @@ void ResourceManager::BumpLocked() {
 }
 
 bool ResourceManager::HealthyLocked(int device) const {
-  return present_[device] && !xid_[device] && !lease_[device] && MpsFaultLocked(device).empty();
+  return present_[device] && fault_[device].empty() && !lease_[device] &&
+         MpsFaultLocked(device).empty();
 }
 
 std::string ResourceManager::MpsFaultLocked(int device) const {
@@ -483,7 +484,7 @@ DeviceHealth ResourceManager::Health(int device) const {
   std::lock_guard lock(mutex_);
   DeviceHealth health;
   health.present = present_[device];
-  health.xid = xid_[device];
+  health.fault = fault_[device];
   health.lease = lease_[device];
   health.mps_fault = MpsFaultLocked(device);
   return health;
@@ -522,22 +523,8 @@ bool ResourceManager::SetPresence(const std::map<std::string, bool>& present_by_
   for (size_t i = 0; i < devices_.size(); ++i) {
     auto it = present_by_pci.find(PresenceKey(devices_[i]));
     if (it == present_by_pci.end() || present_[i] == it->second) continue;
+    // A GPU fault outlives the device's absence: only a verified recovery clears it.
     present_[i] = it->second;
-    // A device that went away and came back was reset or replaced: an earlier Xid is history.
-    if (it->second) xid_[i].reset();
-    changed = true;
-  }
-  if (changed) BumpLocked();
-  return changed;
-}
-
-bool ResourceManager::SetXid(const std::string& pci_address, uint64_t xid) {
-  if (config_.health.ignored_xids.count(xid)) return false;
-  std::lock_guard lock(mutex_);
-  bool changed = false;
-  for (size_t i = 0; i < devices_.size(); ++i) {
-    if (devices_[i].pci_address != pci_address || xid_[i]) continue;
-    xid_[i] = xid;
     changed = true;
   }
   if (changed) BumpLocked();
@@ -631,13 +618,13 @@ Result<ContainerAllocation> ResourceManager::AllocateOne(
         const auto deadline = std::chrono::steady_clock::now() +
                               std::chrono::milliseconds(config_.sharing.mps.ready_timeout_ms);
         changed_.wait_until(lock, deadline, [&] {
-          return shut_down_ || !present_[index] || xid_[index] || lease_[index] ||
+          return shut_down_ || !present_[index] || !fault_[index].empty() || lease_[index] ||
                  MpsFaultLocked(index).empty();
         });
       }
       if (!HealthyLocked(index)) {
-        DeviceHealth health{present_[index], xid_[index], lease_[index], MpsFaultLocked(index)};
-        if (resource.mps && health.present && !health.xid && !health.lease)
+        DeviceHealth health{present_[index], fault_[index], lease_[index], MpsFaultLocked(index)};
+        if (resource.mps && health.present && health.fault.empty() && !health.lease)
           return Unavailable("device \"" + Excerpt(id) + "\": " + health.Describe());
         return InvalidArgument("device \"" + Excerpt(id) + "\" is unhealthy: " + health.Describe());
       }

@@ -113,7 +113,7 @@ Result<std::unique_ptr<ResourceManager>> ResourceManager::CreateForWindows(
     manager->warnings_.push_back("runtime files: " + problem);
   manager->windows_ = std::move(node);
   manager->present_.assign(manager->devices_.size(), true);
-  manager->xid_.assign(manager->devices_.size(), std::nullopt);
+  manager->fault_.assign(manager->devices_.size(), "");
   manager->lease_.assign(manager->devices_.size(), std::nullopt);
   return manager;
 }

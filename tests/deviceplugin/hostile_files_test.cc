@@ -33,8 +33,11 @@ class DevicePluginFiles : public ::testing::Test {
 
 TEST_F(DevicePluginFiles, EveryFileFlagRefusesHostileFilesAtOnceNamingThem) {
   HostileFiles yaml(".yaml"), json(".json");
-  for (const char* flag : {"--config", "--partition-table", "--windows-snapshot"}) {
-    const auto& files = std::string(flag) == "--windows-snapshot" ? json : yaml;
+  for (const char* flag : {"--config", "--partition-table", "--windows-snapshot", "--fault-table",
+                           "--health-state-file"}) {
+    const bool is_json =
+        std::string(flag) == "--windows-snapshot" || std::string(flag) == "--health-state-file";
+    const auto& files = is_json ? json : yaml;
     for (const auto& file : files.all()) {
       LimitedRun run = RunUnderLimits(Args({flag, file.path}));
       EXPECT_EQ(RefusalProblem(run, file.path, ReasonFor(file)), "") << flag << " " << file.kind;

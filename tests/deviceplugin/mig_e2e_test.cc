@@ -33,9 +33,11 @@ class MigPluginTest : public ::testing::Test {
     kubelet_->Start();
     plugin_ = std::make_unique<PluginProcess>(
         DevicePluginBinary(),
-        std::vector<std::string>{"--root", host_.root(), "--socket-dir", sockets_, "--cdi-dir",
-                                 dirs_.path() + "/cdi", "--lease-file",
-                                 dirs_.path() + "/leases.json", "--config", config},
+        std::vector<std::string>{
+            "--root", host_.root(), "--socket-dir", sockets_, "--cdi-dir", dirs_.path() + "/cdi",
+            "--lease-file", dirs_.path() + "/leases.json", "--config", config,
+            "--health-state-file", dirs_.path() + "/gpu-health.json", "--pod-resources-socket",
+            "none", "--gpu-reset-command", std::string(FAKE_NVIDIA_SMI) + " -r -i {uuid}"},
         dirs_.path() + "/log");
   }
   std::unique_ptr<PluginClient> Connect(const std::string& resource) {
@@ -50,6 +52,7 @@ class MigPluginTest : public ::testing::Test {
   }
 
   FakeNvmlState nvml_{"h100-mig-mixed"};  // inherited by the plugin process
+  FakeNvmlFaults faults_;                 // so are its scripted faults and the resets' log
   TempHost host_{"h100-mig-mixed"};
   TempDir dirs_;
   std::string sockets_;
@@ -100,6 +103,32 @@ TEST_F(MigPluginTest, ASliceWhoseCapabilityNodeGoesTurnsUnhealthyAlone) {
       other->WaitForList([](const auto& l) { return l.devices_size() == 1; }, kEventTimeout);
   ASSERT_TRUE(latest);
   EXPECT_EQ(HealthOf(*latest, k2g), "Healthy");
+}
+
+TEST_F(MigPluginTest, AFaultContainedToOneGpuInstanceTakesItsSliceAloneUntilTheReset) {
+  Launch("mixed", "  recoveryIntervalMs: 100\n");  // inside health:
+  auto faulty = Connect("nvidia.com/mig-2g.20gb");
+  auto other = Connect("nvidia.com/mig-1g.10gb");
+  ASSERT_TRUE(faulty && other);
+  ASSERT_TRUE(faulty->WaitForList([](const auto& l) { return HealthOf(l, k2g) == "Healthy"; },
+                                  kEventTimeout));
+  // Xid 94 names GPU instance 5, the 2g.20gb slice's.
+  faults_.AddEvent("0000:18:00.0 94 gi=5 ci=0");
+  ASSERT_TRUE(faulty->WaitForList([](const auto& l) { return HealthOf(l, k2g) == "Unhealthy"; },
+                                  kEventTimeout))
+      << plugin_->Log();
+  EXPECT_TRUE(other->WaitForList([](const auto& l) { return HealthOf(l, k1g) == "Healthy"; },
+                                 std::chrono::milliseconds(10)));
+  EXPECT_TRUE(WaitUntil([&] {
+    return plugin_->Log().find("(GPU instance 5)") != std::string::npos;
+  })) << plugin_->Log();
+  // No Pod, no process: the whole GPU is reset (by its UUID), verified, and the slice is back.
+  ASSERT_TRUE(faulty->WaitForList([](const auto& l) { return HealthOf(l, k2g) == "Healthy"; },
+                                  kEventTimeout))
+      << plugin_->Log();
+  EXPECT_EQ(faults_.ResetLog(),
+            "reset GPU-8e2c3d4b-1a5f-4b6c-8d7e-2f3a4b5c6d01 0000:18:00.0 -> 0\n")
+      << plugin_->Log();
 }
 
 TEST_F(MigPluginTest, SingleRefusesTheMixedLayoutWithAClearMessage) {

@@ -145,8 +145,25 @@ TEST(MigHealth, ASliceLosesItsCapabilityNodeAloneAndAllSlicesFollowTheirParent) 
   EXPECT_TRUE(healthy("nvidia.com/mig-1g.10gb"));
   EXPECT_TRUE(healthy("nvidia.com/gpu"));
 
-  // A critical Xid on the parent takes every slice of it, not the other GPU.
-  EXPECT_TRUE(m.SetXid("0000:18:00.0", 79));
+  // A fault contained to one GPU instance takes that instance's slice alone.
+  const PhysicalDevice* slice = nullptr;
+  for (const auto& device : m.devices())
+    if (device.mig && device.model.find("3g.40gb") != std::string::npos) slice = &device;
+  ASSERT_TRUE(slice);
+  EXPECT_FALSE(slice->parent_uuid.empty());
+  EXPECT_TRUE(m.SetFault("0000:18:00.0", slice->gpu_instance_id, "gpu-fault: Xid 94"));
+  EXPECT_FALSE(healthy("nvidia.com/mig-3g.40gb"));
+  EXPECT_TRUE(healthy("nvidia.com/mig-1g.10gb"));
+  ASSERT_EQ(m.AdvertisedIds("0000:18:00.0", slice->gpu_instance_id).size(), 1u);
+  EXPECT_EQ(m.AdvertisedIds("0000:18:00.0", slice->gpu_instance_id)[0].first,
+            "nvidia.com/mig-3g.40gb");
+  // Kubelet knows each slice by its MIG UUID (GPU instance 13 holds the 1g.10gb slice).
+  EXPECT_EQ(m.AdvertisedIds("0000:18:00.0", 13),
+            (std::vector<std::pair<std::string, std::string>>{{"nvidia.com/mig-1g.10gb", k1g}}));
+  EXPECT_TRUE(m.ClearFault("0000:18:00.0"));
+
+  // A fault of the parent GPU takes every slice of it, not the other GPU.
+  EXPECT_TRUE(m.SetFault("0000:18:00.0", health::kWholeGpu, "gpu-fault: Xid 79"));
   EXPECT_FALSE(healthy("nvidia.com/mig-1g.10gb"));
   EXPECT_FALSE(healthy("nvidia.com/mig-3g.40gb"));
   EXPECT_TRUE(healthy("nvidia.com/gpu"));

@@ -45,9 +45,32 @@ class PluginTest : public ::testing::Test {
         config_yaml);
     kubelet_ = std::make_unique<KubeletEmulator>(sockets_);
     kubelet_->Start();
-    std::vector<std::string> args = {"--root",    host_.root(), "--socket-dir", sockets_,
-                                     "--cdi-dir", cdi_,         "--lease-file", leases_,
-                                     "--config",  config_};
+    // GPU faults: a private health file, no PodResources, and a stand-in reset (never the
+    // host's nvidia-smi) that records what it was asked once the test lets it (reset_go_).
+    resets_ = dirs_.path() + "/resets";
+    reset_go_ = dirs_.path() + "/reset-go";
+    std::string reset = dirs_.path() + "/nvidia-smi";
+    ASSERT_TRUE(WriteFileAtomically(reset,
+                                    "#!/bin/sh\nwhile [ ! -e " + reset_go_ +
+                                        " ]; do sleep 0.05; done\necho \"$*\" >> " + resets_ + "\n",
+                                    0755)
+                    .ok());
+    std::vector<std::string> args = {"--root",
+                                     host_.root(),
+                                     "--socket-dir",
+                                     sockets_,
+                                     "--cdi-dir",
+                                     cdi_,
+                                     "--lease-file",
+                                     leases_,
+                                     "--config",
+                                     config_,
+                                     "--health-state-file",
+                                     dirs_.path() + "/gpu-health.json",
+                                     "--pod-resources-socket",
+                                     "none",
+                                     "--gpu-reset-command",
+                                     reset + " -r -i {uuid}"};
     args.insert(args.end(), extra.begin(), extra.end());
     plugin_ = std::make_unique<PluginProcess>(DevicePluginBinary(), args, dirs_.path() + "/log");
   }
@@ -75,7 +98,7 @@ class PluginTest : public ::testing::Test {
 
   TempHost host_{"hgx-h100-dgx"};
   TempDir dirs_;
-  std::string sockets_, cdi_, leases_, config_;
+  std::string sockets_, cdi_, leases_, config_, resets_, reset_go_;
   std::unique_ptr<KubeletEmulator> kubelet_;
   std::unique_ptr<PluginProcess> plugin_;
 };
@@ -525,7 +548,7 @@ TEST_F(PluginTest, WithoutNvmlHealthStillWorksAndTheStubLibraryIsRefused) {
   // The fixture's libnvidia-ml.so.1 is a real ELF with the right SONAME but no NVML symbols.
   Launch("", {});
   ASSERT_TRUE(kubelet_->WaitForRegistration(kGpu, 1, kEventTimeout));
-  EXPECT_NE(plugin_->Log().find("NVML Xid events off: dlopen"), std::string::npos)
+  EXPECT_NE(plugin_->Log().find("NVML Xid events off: health watch: dlopen"), std::string::npos)
       << plugin_->Log();
   plugin_->Stop();
   WriteConfig("health: {nvmlLibrary: " + host_.root() +
@@ -572,12 +595,18 @@ TEST_F(PluginTest, CriticalXidFromNvmlIsUnhealthyApplicationXidIsNot) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(status.error_message().find("Xid 79"), std::string::npos) << status.error_message();
 
-  // The GPU is reset (gone and back): healthy again.
-  std::string node = host_.root() + "/dev/nvidia3", aside = host_.root() + "/nvidia3.reset";
-  ASSERT_EQ(std::rename(node.c_str(), aside.c_str()), 0);
-  std::this_thread::sleep_for(300ms);
-  ASSERT_EQ(std::rename(aside.c_str(), node.c_str()), 0);
-  EXPECT_TRUE(client->WaitForList(AllHealthy, kEventTimeout));
+  // The plugin resets the GPU (no Pod, no process holds it) and verifies it: healthy again,
+  // and not before the reset is done.
+  ASSERT_TRUE(WaitUntil([&] { return plugin_->Log().find("resetting") != std::string::npos; }))
+      << plugin_->Log();
+  EXPECT_TRUE(client->WaitForList(
+      [](const ListAndWatchResponse& l) { return HealthOf(l, HgxGpuUuid(3)) == "Unhealthy"; },
+      10ms));
+  ASSERT_TRUE(WriteFileAtomically(reset_go_, "").ok());
+  EXPECT_TRUE(client->WaitForList(AllHealthy, kEventTimeout)) << plugin_->Log();
+  auto resets = ReadWholeFile(resets_);
+  ASSERT_TRUE(resets.ok()) << plugin_->Log();
+  EXPECT_EQ(*resets, "-r -i " + HgxGpuUuid(3) + "\n");
 }
 
 TEST(TesseraCommand, DevicePluginExecsThePluginBinary) {

@@ -42,7 +42,36 @@ TEST(Config, DefaultsWhenEmpty) {
   ASSERT_TRUE(config.ok());
   EXPECT_EQ(config->socket_dir, "/var/lib/kubelet/device-plugins");
   EXPECT_EQ(config->device_list_strategy, std::vector<ListStrategy>{ListStrategy::kCdiCri});
-  EXPECT_EQ(config->health.ignored_xids, (std::set<uint64_t>{13, 31, 43, 45, 68, 109}));
+  // The fault table classifies Xids (application faults change no health); none is ignored on
+  // top of it unless the operator says so.
+  EXPECT_TRUE(config->health.ignored_xids.empty());
+  EXPECT_EQ(config->health.reset_command,
+            (std::vector<std::string>{"nvidia-smi", "-r", "-i", "{uuid}"}));
+  EXPECT_TRUE(config->health.self_test_command.empty());
+  EXPECT_EQ(config->health.pod_resources_socket, "/var/lib/kubelet/pod-resources/kubelet.sock");
+}
+
+TEST(Config, ParsesFaultHandling) {
+  auto config = ParseConfig(R"(
+health:
+  faultTable: /etc/tessera/xids.yaml
+  resetCommand: [/usr/local/bin/reset-gpu, "{pci}"]
+  selfTestCommand: [dcgmi, diag, -r, "1", -i, "{index}"]
+  podResourcesSocket: ""
+  stateFile: /var/lib/x/health.json
+  recoveryIntervalMs: 250
+)");
+  ASSERT_TRUE(config.ok()) << config.error().message;
+  EXPECT_EQ(config->health.fault_table, "/etc/tessera/xids.yaml");
+  EXPECT_EQ(config->health.reset_command,
+            (std::vector<std::string>{"/usr/local/bin/reset-gpu", "{pci}"}));
+  EXPECT_EQ(config->health.self_test_command.size(), 6u);
+  EXPECT_TRUE(config->health.pod_resources_socket.empty());
+  EXPECT_EQ(config->health.state_file, "/var/lib/x/health.json");
+  EXPECT_EQ(config->health.recovery_interval_ms, 250);
+  auto bad = ParseConfig("health: {recoveryIntervalMs: 1}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("health.recoveryIntervalMs"), std::string::npos);
 }
 
 TEST(Config, ParsesEverySection) {
@@ -236,7 +265,7 @@ TEST(Resources, AllocateDeduplicatesReplicasAndRefusesUnknownIds) {
   EXPECT_NE(bad.error().message.find("nope::0"), std::string::npos);
 }
 
-TEST(Health, PresenceXidAndLeasesEachMakeADeviceUnhealthy) {
+TEST(Health, PresenceFaultsAndLeasesEachMakeADeviceUnhealthy) {
   auto manager = Manager("hgx-h100-dgx");
   const Resource& gpu = manager->resources()[0];
   uint64_t generation = 0;
@@ -250,16 +279,23 @@ TEST(Health, PresenceXidAndLeasesEachMakeADeviceUnhealthy) {
   EXPECT_TRUE(manager->SetPresence({{pci, true}}));
   EXPECT_TRUE(manager->List(gpu, nullptr)[1].healthy);
 
-  EXPECT_FALSE(manager->SetXid(pci, 13));  // application error: ignored
-  EXPECT_TRUE(manager->SetXid(pci, 79));   // fallen off the bus
+  const std::string reason = "gpu-fault: Xid 79 (GPU has fallen off the bus) on " + pci;
+  EXPECT_TRUE(manager->SetFault(pci, health::kWholeGpu, reason));
+  EXPECT_FALSE(manager->SetFault(pci, health::kWholeGpu, reason));  // no change, no update
   EXPECT_FALSE(manager->List(gpu, nullptr)[1].healthy);
+  EXPECT_TRUE(manager->List(gpu, nullptr)[2].healthy);
   auto refused = manager->Allocate(gpu, {{gpu.ids[1]}});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().message.find("Xid 79"), std::string::npos);
-  // Gone and back (reset or replaced): the Xid is history.
+  // Gone and back is no recovery: only a verified reset clears a fault.
   manager->SetPresence({{pci, false}});
   manager->SetPresence({{pci, true}});
+  EXPECT_FALSE(manager->List(gpu, nullptr)[1].healthy);
+  EXPECT_TRUE(manager->ClearFault(pci));
   EXPECT_TRUE(manager->List(gpu, nullptr)[1].healthy);
+  EXPECT_FALSE(manager->ClearFault(pci));
+  EXPECT_EQ(manager->AdvertisedIds(pci, health::kWholeGpu),
+            (std::vector<std::pair<std::string, std::string>>{{gpu.name, gpu.ids[1]}}));
 
   LeaseMap leases;
   leases[pci] = Lease{LeaseState::kDraining, "node drain", ""};
@@ -276,17 +312,6 @@ TEST(Health, ProbePresenceSeesTheFixtureDevices) {
   ASSERT_EQ(presence.size(), 8u);
   for (const auto& [pci, present] : presence)
     EXPECT_TRUE(present) << pci;
-}
-
-TEST(Health, XidWatcherIsUnavailableWithoutNvml) {
-  auto manager = Manager("hgx-h100-dgx");
-  auto watcher = XidWatcher::Start("/nonexistent/libnvidia-ml.so.1", manager->devices());
-  ASSERT_FALSE(watcher.ok());
-  EXPECT_EQ(watcher.error().category, ErrorCategory::kUnavailable);
-  // A library without NVML's symbols (libc) is refused the same way.
-  auto libc = XidWatcher::Start("libc.so.6", manager->devices());
-  ASSERT_FALSE(libc.ok());
-  EXPECT_NE(libc.error().message.find("missing NVML entry points"), std::string::npos);
 }
 
 TEST(Preferred, PartitionTableGivesWholePartitions) {

@@ -1,2 +1,3 @@
 tessera_add_fuzzer(deviceplugin_config ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_config.cc tessera_deviceplugin)
 tessera_add_fuzzer(deviceplugin_lease_file ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_lease_file.cc tessera_deviceplugin)
+tessera_add_fuzzer(deviceplugin_health_file ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_health_file.cc tessera_deviceplugin)
