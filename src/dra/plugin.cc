@@ -53,8 +53,8 @@ Result<bool> ReplaceSlice(k8s::Client& client, const Driver& driver, const std::
     seen = std::clamp<int64_t>(it->get<int64_t>(), 0, INT64_MAX / 2);
   options.generation = std::max(*generation, seen + 1);
   std::string version = k8s::StringField(k8s::ObjectField(live, "metadata"), "resourceVersion");
-  auto body =
-      k8s::Json::parse(BuildResourceSlice(driver.node(), driver.Published(), options, version));
+  auto body = k8s::Json::parse(
+      BuildResourceSlice(driver.node(), driver.Published(), options, version, driver.Taints()));
   auto replaced = client.Replace(kSlices, "", name, body);
   if (replaced) {
     *generation = options.generation;
@@ -77,7 +77,8 @@ Status PublishSlice(k8s::Client& client, const Driver& driver, int64_t* generati
       if (!replaced) return replaced.error();
       if (*replaced) return Ok();
     } else {
-      auto body = k8s::Json::parse(BuildResourceSlice(driver.node(), driver.Published(), options));
+      auto body = k8s::Json::parse(
+          BuildResourceSlice(driver.node(), driver.Published(), options, {}, driver.Taints()));
       auto created = client.Create(kSlices, "", body);
       if (created) return Ok();
       if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
