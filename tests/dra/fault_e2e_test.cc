@@ -114,5 +114,55 @@ TEST_F(DraFaults, WithoutRecoveryTheTaintStays) {
   EXPECT_EQ(faults_.ResetLog(), "");
 }
 
+// A MIG-enabled GPU published as its slices: a contained error (Xid 94) of one GPU instance
+// taints that instance's device only; the reset waits for the other instances' claims.
+class DraMigFaults : public DraFaults {
+ protected:
+  void SetUp() override {
+    DraFaults::SetUp();
+    root_ = testing::MaterializeHost("h100-mig-mixed");
+    inventory::ReadOptions read;
+    read.root = root_;
+    read.nvml_library = FAKE_NVML;
+    auto inv = inventory::ReadInventory(read);
+    ASSERT_TRUE(inv.ok());
+    auto node = DescribeNode(*inv, {});
+    ASSERT_TRUE(node.ok());
+    node_ = *node;
+    ASSERT_EQ(node_.devices.size(), 4u);  // three slices of 0000:18:00.0, one whole GPU
+  }
+  size_t Index(const std::string& name) const {
+    for (size_t i = 0; i < node_.devices.size(); ++i)
+      if (node_.devices[i].name == name) return i;
+    return 999;
+  }
+  testing::FakeNvmlState mig_nvml_{"h100-mig-mixed"};
+};
+
+TEST_F(DraMigFaults, AContainedErrorTaintsOnlyItsInstancesSlice) {
+  StartFaultPlugin();
+  DraKubelet kubelet(Registry(), "gpu.tessera.dev");
+  Register(kubelet);
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 4; })) << plugin_->Log();
+  const size_t gi1 = Index("gpu-0000-18-00-0-mig-1-0"), gi5 = Index("gpu-0000-18-00-0-mig-5-0");
+  ASSERT_LT(gi5, 4u);
+  // Another instance's Pod holds the GPU: it is not reset under that Pod.
+  ClaimRef other = CreateClaim("other", {gi1});
+  ASSERT_EQ(kubelet.Prepare({other})[other.uid].error, "") << plugin_->Log();
+  faults_.AddEvent("0000:18:00.0 94 gi=5 ci=0");
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(gi5).is_array(); })) << plugin_->Log();
+  EXPECT_EQ(TaintsOf(gi5)[0]["effect"], "NoExecute");
+  EXPECT_EQ(TaintsOf(gi5)[0]["value"], "xid-94");
+  for (size_t i = 0; i < node_.devices.size(); ++i) {
+    EXPECT_EQ(TaintsOf(i).is_null(), i != gi5) << node_.devices[i].name;
+  }
+  EXPECT_EQ(SchemaProblem(Slice(), dir_.path()), "");
+  EXPECT_EQ(faults_.ResetLog(), "");
+  EXPECT_EQ(kubelet.Unprepare({other})[other.uid], "");
+  ASSERT_TRUE(WaitUntil([&] { return faults_.ResetLog() != ""; })) << plugin_->Log();
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(gi5).is_null() && SliceDevices() == 4; }))
+      << plugin_->Log();
+}
+
 }  // namespace
 }  // namespace tessera::dra
