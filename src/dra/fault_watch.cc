@@ -54,6 +54,7 @@ std::vector<health::WatchedGpu> WatchedGpus(const NodeDevices& node) {
 struct FaultWatch::State {
   std::vector<health::WatchedGpu> gpus;
   health::RecoveryCommands commands;
+  const Driver* driver = nullptr;
   std::unique_ptr<FaultHandler> handler;
   std::unique_ptr<health::Monitor> monitor;
   std::mutex mu;  // guards stop and wake
@@ -109,10 +110,16 @@ void FaultWatch::State::OnSignal(const health::Signal& signal) {
   if (decision.fault_class == health::FaultClass::kIgnore) {
     spdlog::info("GPU {}: {} ignored", signal.gpu, health::SignalKindName(signal.kind));
   } else if (decision.takes_gpu_out) {
-    spdlog::warn("{} ({}); claims: {}", decision.reason, decision.action,
-                 handler->Records()[signal.gpu].step == health::RecoveryStep::kOut
-                     ? "the GPU stays out"
-                     : "tainted until it is reset and verified");
+    // The claims named: their Pods are the ones a NoExecute taint evicts.
+    std::string claims;
+    for (const auto& uid : driver->ClaimsHolding(signal.gpu))
+      claims += (claims.empty() ? "" : ", ") + uid;
+    bool out = handler->Records()[signal.gpu].step == health::RecoveryStep::kOut;
+    spdlog::warn("{} ({}): its devices are tainted {} {} {}; claims holding it: {}",
+                 decision.reason, decision.action, kFaultTaintKey,
+                 TaintEffectName(EffectOf(decision)),
+                 out ? "and it stays out" : "until it is reset and verified",
+                 claims.empty() ? "none" : claims);
   } else {
     spdlog::info("{} ({})", decision.reason, decision.action);
   }
@@ -126,8 +133,12 @@ void FaultWatch::State::LogSteps() {
     auto& seen = logged[pci];
     if (seen == record.step) continue;
     seen = record.step;
-    spdlog::info("GPU {}: recovery step {} ({})", pci, health::RecoveryStepName(record.step),
-                 record.reason);
+    if (record.in_service()) {
+      spdlog::info("GPU {}: back in service, untainted", pci);
+    } else {
+      spdlog::info("GPU {}: recovery step {} ({})", pci, health::RecoveryStepName(record.step),
+                   record.reason);
+    }
   }
 }
 
@@ -155,6 +166,7 @@ Result<std::unique_ptr<FaultWatch>> FaultWatch::Start(const PluginOptions& optio
                                            : health::XidTable::Load(options.fault_table);
   if (!table) return table.error().WithContext("--fault-table");
   auto state = std::make_unique<State>();
+  state->driver = &driver;
   state->gpus = WatchedGpus(driver.node());
   if (state->gpus.empty()) return Unavailable("no GPU to watch");
   state->commands.reset = Words(options.gpu_reset_command);

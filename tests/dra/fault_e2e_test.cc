@@ -75,6 +75,9 @@ TEST_F(DraFaults, Xid79TaintsTheDeviceUntilTheGpuIsResetAndVerifiedXid13TaintsNo
   EXPECT_EQ(taint["effect"], "NoExecute");
   EXPECT_TRUE(taint["timeAdded"].is_string());
   EXPECT_EQ(SliceDevices(), 8u);  // still published
+  // The log names the claim whose Pod the taint evicts.
+  EXPECT_NE(plugin_->Log().find("claims holding it: " + held.uid), std::string::npos)
+      << plugin_->Log();
   ASSERT_TRUE(WaitUntil([&] { return health_of(gpu3) == 2; })) << plugin_->Log();
   // Xid 13 came first: an application's fault, no taint and still healthy.
   EXPECT_TRUE(TaintsOf(2).is_null());
