@@ -56,7 +56,8 @@ struct NodeDevice {
   std::string parent_uuid;
   std::optional<uint32_t> multiprocessors;
   std::vector<uint32_t> memory_slices;
-  cdi::ContainerEdits edits;         // the device's own edits (device nodes)
+  std::optional<uint32_t> gpu_instance_id;  // MIG devices: the GPU instance they are
+  cdi::ContainerEdits edits;                // the device's own edits (device nodes)
   cdi::ContainerEdits shared_edits;  // spec-level edits of its mode (nvidiactl, libraries, ...)
 };
 
@@ -83,21 +84,56 @@ struct NodeDevices {
 Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory, const NodeOptions& options);
 
 // ---------------------------------------------------------------------------------------------
-// Availability: health and leases.
+// Availability: health, faults and leases.
 
-struct DeviceState {
-  std::set<std::string> unhealthy;  // PCI addresses
-  deviceplugin::LeaseMap leases;    // by PCI address
+// A GPU fault stays visible in the slice as a device taint (KEP-5055, resource.k8s.io/v1
+// `devices[].taints[]`) from the fault until the GPU is back in service: NoExecute evicts the
+// Pods whose claims hold the device, NoSchedule only keeps new claims off it.
+inline constexpr const char* kFaultTaintKey = "gpu.tessera.dev/fault";
+inline constexpr size_t kMaxTaintedSliceDevices = 64;  // the device limit of a slice with taints
+
+enum class TaintEffect { kNoSchedule, kNoExecute };
+const char* TaintEffectName(TaintEffect effect);  // "NoSchedule", "NoExecute"
+
+struct DeviceFault {
+  std::string value;  // the taint's value, a label value: "xid-79", "gpu-lost"
+  TaintEffect effect = TaintEffect::kNoSchedule;
+  int64_t since_unix_seconds = 0;  // the taint's timeAdded
+  // MIG: only the MIG device of this GPU instance is tainted when the slice publishes the GPU as
+  // MIG devices; nullopt (or a GPU published whole): every device of the GPU.
+  std::optional<uint32_t> gpu_instance_id;
+  std::string reason;  // why, for a refused prepare: "gpu-fault: Xid 79 (...) on 0000:9d:00.0"
+  friend bool operator==(const DeviceFault&, const DeviceFault&) = default;
 };
 
+struct DeviceTaint {
+  std::string key = kFaultTaintKey;
+  std::string value;
+  TaintEffect effect = TaintEffect::kNoSchedule;
+  int64_t time_added_unix_seconds = 0;
+  friend bool operator==(const DeviceTaint&, const DeviceTaint&) = default;
+};
+
+struct DeviceState {
+  // GPUs whose device nodes vanished: a device that is gone is not published.
+  std::set<std::string> unhealthy;            // PCI addresses
+  std::map<std::string, DeviceFault> faults;  // by PCI address: published, tainted
+  deviceplugin::LeaseMap leases;              // by PCI address
+};
+
+// The fault that taints `device` now, or null.
+const DeviceFault* FaultOf(const NodeDevice& device, const DeviceState& state);
+
 // Why a device may not be handed out now, or empty when it may (for `claim_uid`; an empty
-// claim UID asks whether it may be published at all).
+// claim UID asks whether it may be published at all: a faulted device is published, tainted,
+// but no claim is prepared on it).
 std::string WhyUnavailable(const NodeDevice& device, const DeviceState& state,
                            std::string_view claim_uid = {});
 
 // ---------------------------------------------------------------------------------------------
 // Device health as kubelet's DRAResourceHealth stream (v1alpha1) reports it: hardware health only
-// (the same `unhealthy` set that withdraws a device from the slice); leases are not health.
+// (a vanished device, or one whose GPU is faulted until it is back in service); leases are not
+// health.
 
 enum class HealthStatus { kUnknown = 0, kHealthy = 1, kUnhealthy = 2 };  // the wire enum's values
 
@@ -125,13 +161,19 @@ struct SliceOptions {
 // The slice's object name: "<node>-<driver>" with characters a DNS subdomain refuses replaced.
 std::string SliceName(std::string_view driver, std::string_view node_name);
 
-// Names of the devices that are published now (healthy and not blocked by a lease).
+// Names of the devices that are published now (present and not blocked by a lease; faulted
+// devices included): at most kMaxSliceDevices, or kMaxTaintedSliceDevices while one is tainted.
 std::vector<std::string> PublishedDevices(const NodeDevices& node, const DeviceState& state);
 
+// The taints of the published devices, by device name (devices without a fault are absent).
+std::map<std::string, DeviceTaint> DeviceTaints(const NodeDevices& node, const DeviceState& state);
+
 // The ResourceSlice object as JSON: one pool named after the node, resourceSliceCount 1, one
-// device per published GPU. `resource_version` is set on the object when not empty (update).
+// device per published GPU, with its taints. `resource_version` is set on the object when not
+// empty (update).
 std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::string>& published,
-                               const SliceOptions& options, std::string_view resource_version = {});
+                               const SliceOptions& options, std::string_view resource_version = {},
+                               const std::map<std::string, DeviceTaint>& taints = {});
 
 // ---------------------------------------------------------------------------------------------
 // ResourceClaim (resource.k8s.io/v1), read strictly for what prepare needs.
@@ -264,6 +306,8 @@ class Driver {
   void SetFabric(FabricHooks hooks);
   // UIDs of the claims prepared now (what holds a fabric partition).
   std::vector<std::string> PreparedClaimUids() const;
+  // UIDs of the prepared claims holding any device of the GPU at `pci_address`.
+  std::vector<std::string> ClaimsHolding(const std::string& pci_address) const;
   // Reads the prepared claims of an earlier run (moving a checkpoint.json of an earlier version
   // into per-claim files); returns a warning for each claim file it had to drop.
   Result<std::vector<std::string>> Load();
@@ -274,9 +318,12 @@ class Driver {
   // Removes the claim's CDI spec and checkpoint file; an unknown claim succeeds.
   Status Unprepare(const ClaimRef& ref);
 
-  // Replaces health and lease state; returns whether the published devices changed.
+  // Replaces health, fault and lease state; returns whether the published devices or their taints
+  // changed.
   bool SetState(DeviceState state);
   std::vector<std::string> Published() const;
+  // The published devices' taints, by device name.
+  std::map<std::string, DeviceTaint> Taints() const;
   // Every device's health, from the state SetState was given.
   HealthSnapshot Health() const;
   // Returns when the health version differs from `seen` or after `timeout`.

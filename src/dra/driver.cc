@@ -11,6 +11,14 @@
 #include "dra/dra.h"
 
 namespace tessera::dra {
+namespace {
+
+HealthStatus HealthOf(const NodeDevice& device, const DeviceState& state) {
+  bool unhealthy = state.unhealthy.count(device.pci_address) > 0 || FaultOf(device, state);
+  return unhealthy ? HealthStatus::kUnhealthy : HealthStatus::kHealthy;
+}
+
+}  // namespace
 
 Driver::Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch)
     : config_(std::move(config)), node_(std::move(node)), fetch_(std::move(fetch)) {
@@ -28,6 +36,17 @@ std::vector<std::string> Driver::PreparedClaimUids() const {
   std::vector<std::string> out;
   for (const auto& [uid, claim] : checkpoint_)
     out.push_back(uid);
+  return out;
+}
+
+std::vector<std::string> Driver::ClaimsHolding(const std::string& pci_address) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [uid, claim] : checkpoint_) {
+    auto addresses = PciAddressesOf(claim);
+    if (std::find(addresses.begin(), addresses.end(), pci_address) != addresses.end())
+      out.push_back(uid);
+  }
   return out;
 }
 
@@ -173,10 +192,11 @@ Status Driver::Unprepare(const ClaimRef& ref) {
 bool Driver::SetState(DeviceState state) {
   std::lock_guard lock(mu_);
   auto before = PublishedDevices(node_, state_);
+  auto taints_before = DeviceTaints(node_, state_);
   bool health_changed = false;
   const int64_t now = std::time(nullptr);
   for (const auto& device : node_.devices) {
-    if (state_.unhealthy.count(device.pci_address) != state.unhealthy.count(device.pci_address)) {
+    if (HealthOf(device, state_) != HealthOf(device, state)) {
       health_changed_[device.name] = now;
       health_changed = true;
     }
@@ -186,7 +206,12 @@ bool Driver::SetState(DeviceState state) {
     ++health_version_;
     health_changed_cv_.notify_all();
   }
-  return PublishedDevices(node_, state_) != before;
+  return PublishedDevices(node_, state_) != before || DeviceTaints(node_, state_) != taints_before;
+}
+
+std::map<std::string, DeviceTaint> Driver::Taints() const {
+  std::lock_guard lock(mu_);
+  return DeviceTaints(node_, state_);
 }
 
 HealthSnapshot Driver::Health() const {
@@ -194,10 +219,8 @@ HealthSnapshot Driver::Health() const {
   HealthSnapshot snapshot;
   snapshot.version = health_version_;
   for (const auto& device : node_.devices) {
-    bool unhealthy = state_.unhealthy.count(device.pci_address) > 0;
-    snapshot.devices.push_back({device.name,
-                                unhealthy ? HealthStatus::kUnhealthy : HealthStatus::kHealthy,
-                                health_changed_.at(device.name)});
+    snapshot.devices.push_back(
+        {device.name, HealthOf(device, state_), health_changed_.at(device.name)});
   }
   return snapshot;
 }

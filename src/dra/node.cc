@@ -50,6 +50,7 @@ void AddMigDevices(const PciDevice& gpu, const NodeDevice& parent, const cdi::Sp
     device.name = parent.name + "-mig-" + std::to_string(mig.gpu_instance_id) + "-" +
                   std::to_string(mig.compute_instance_id);
     device.type = "mig";
+    device.gpu_instance_id = mig.gpu_instance_id;
     device.uuid = mig.uuid;
     device.parent_uuid = parent.uuid;
     device.profile = mig.profile;
@@ -190,9 +191,28 @@ Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
   return node;
 }
 
+const char* TaintEffectName(TaintEffect effect) {
+  return effect == TaintEffect::kNoExecute ? "NoExecute" : "NoSchedule";
+}
+
+const DeviceFault* FaultOf(const NodeDevice& device, const DeviceState& state) {
+  auto it = state.faults.find(device.pci_address);
+  if (it == state.faults.end()) return nullptr;
+  const DeviceFault& fault = it->second;
+  // A fault of one GPU instance taints that instance's MIG device only; a GPU published whole
+  // carries every fault of the GPU.
+  if (fault.gpu_instance_id && device.gpu_instance_id &&
+      *fault.gpu_instance_id != *device.gpu_instance_id)
+    return nullptr;
+  return &fault;
+}
+
 std::string WhyUnavailable(const NodeDevice& device, const DeviceState& state,
                            std::string_view claim_uid) {
   if (state.unhealthy.count(device.pci_address)) return "unhealthy";
+  if (const DeviceFault* fault = FaultOf(device, state); fault && !claim_uid.empty()) {
+    return "faulted (" + fault->value + "): " + fault->reason;
+  }
   auto lease = state.leases.find(device.pci_address);
   if (lease == state.leases.end()) return {};
   if (lease->second.blocks_allocation()) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/untrusted_text.h"
+#include "dra/fault_watch.h"
 #include "dra/server.h"
 #include "fabricmanager/fabricmanager.h"
 #include "kubernetes/client.h"
@@ -53,8 +54,8 @@ Result<bool> ReplaceSlice(k8s::Client& client, const Driver& driver, const std::
     seen = std::clamp<int64_t>(it->get<int64_t>(), 0, INT64_MAX / 2);
   options.generation = std::max(*generation, seen + 1);
   std::string version = k8s::StringField(k8s::ObjectField(live, "metadata"), "resourceVersion");
-  auto body =
-      k8s::Json::parse(BuildResourceSlice(driver.node(), driver.Published(), options, version));
+  auto body = k8s::Json::parse(
+      BuildResourceSlice(driver.node(), driver.Published(), options, version, driver.Taints()));
   auto replaced = client.Replace(kSlices, "", name, body);
   if (replaced) {
     *generation = options.generation;
@@ -77,7 +78,8 @@ Status PublishSlice(k8s::Client& client, const Driver& driver, int64_t* generati
       if (!replaced) return replaced.error();
       if (*replaced) return Ok();
     } else {
-      auto body = k8s::Json::parse(BuildResourceSlice(driver.node(), driver.Published(), options));
+      auto body = k8s::Json::parse(
+          BuildResourceSlice(driver.node(), driver.Published(), options, {}, driver.Taints()));
       auto created = client.Create(kSlices, "", body);
       if (created) return Ok();
       if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
@@ -158,7 +160,9 @@ struct KubeletPlugin::State {
   std::unique_ptr<k8s::Client> claims_client;
   std::unique_ptr<k8s::Client> slices_client;
   std::unique_ptr<Driver> driver;
-  std::string state_problem;  // the lease file's last problem, logged once
+  std::unique_ptr<FaultWatch> faults;  // null: device presence is the only health
+  deviceplugin::LeaseMap leases;       // the last good lease file
+  std::string state_problem;           // the lease file's last problem, logged once
   std::string dra_socket;
   std::string reg_socket;
   int64_t generation = 1;
@@ -171,7 +175,8 @@ struct KubeletPlugin::State {
   Result<NodeDevices> DescribeThisNode();
   Status Connect();
   Status LoadDriver(NodeDevices node);
-  Result<DeviceState> ReadState() const;
+  Status WatchFaults();
+  DeviceState ReadState();
   Status ServeSockets();
   void RefreshState();
   void PublishWhenDue();
@@ -230,12 +235,35 @@ Status KubeletPlugin::State::LoadDriver(NodeDevices node) {
   return Ok();
 }
 
-Result<DeviceState> KubeletPlugin::State::ReadState() const {
+// The GPU fault watch; a node where nothing can be watched runs on device presence alone.
+Status KubeletPlugin::State::WatchFaults() {
+  auto watch = FaultWatch::Start(options, *driver);
+  if (!watch) {
+    if (watch.error().category == ErrorCategory::kInvalidArgument) return watch.error();
+    spdlog::warn("GPU fault watch off: {}; a GPU whose device vanishes is still withdrawn",
+                 watch.error().message);
+    return Ok();
+  }
+  faults = std::move(*watch);
+  spdlog::info("watching GPU faults; recovery {}",
+               options.recover ? "on" : "off (the node agent resets faulted GPUs)");
+  return Ok();
+}
+
+// Presence, faults and leases now. A lease file that cannot be read keeps the last good leases;
+// its problem is logged once.
+DeviceState KubeletPlugin::State::ReadState() {
   DeviceState state;
-  auto leases = deviceplugin::ReadLeaseFile(options.lease_file);
-  if (!leases) return leases.error();
-  state.leases = std::move(*leases);
+  if (auto read = deviceplugin::ReadLeaseFile(options.lease_file); read) {
+    state_problem.clear();
+    leases = std::move(*read);
+  } else if (read.error().message != state_problem) {
+    state_problem = read.error().message;
+    spdlog::error("{}; keeping the last good leases", state_problem);
+  }
+  state.leases = leases;
   state.unhealthy = Unhealthy(driver->node());
+  if (faults) state.faults = faults->Faults();
   return state;
 }
 
@@ -262,18 +290,11 @@ Status KubeletPlugin::State::ServeSockets() {
 }
 
 void KubeletPlugin::State::RefreshState() {
-  if (auto state = ReadState(); state) {
-    state_problem.clear();
-    if (driver->SetState(std::move(*state))) {
-      slice_dirty = true;
-      next_publish = std::chrono::steady_clock::now();
-      spdlog::info("published devices changed: {} of {}", driver->Published().size(),
-                   driver->node().devices.size());
-    }
-  } else if (state.error().message != state_problem) {
-    // Once per problem, not on every poll; the last good state stays in force.
-    state_problem = state.error().message;
-    spdlog::error("{}; keeping the last good leases", state_problem);
+  if (driver->SetState(ReadState())) {
+    slice_dirty = true;
+    next_publish = std::chrono::steady_clock::now();
+    spdlog::info("published devices changed: {} of {}, {} tainted", driver->Published().size(),
+                 driver->node().devices.size(), driver->Taints().size());
   }
 }
 
@@ -302,12 +323,8 @@ Result<std::unique_ptr<KubeletPlugin>> KubeletPlugin::Start(const PluginOptions&
   if (!node) return node.error();
   if (auto connected = state->Connect(); !connected) return connected.error();
   if (auto loaded = state->LoadDriver(std::move(*node)); !loaded) return loaded.error();
-  if (auto first = state->ReadState(); first) {
-    state->driver->SetState(std::move(*first));
-  } else {
-    state->state_problem = first.error().message;
-    spdlog::error("{}", state->state_problem);
-  }
+  if (auto watched = state->WatchFaults(); !watched) return watched.error();
+  state->driver->SetState(state->ReadState());
   state->dra_socket = options.plugin_dir + "/dra.sock";
   state->reg_socket = options.registry_dir + "/" + options.driver_name + "-reg.sock";
   return std::unique_ptr<KubeletPlugin>(new KubeletPlugin(std::move(state)));

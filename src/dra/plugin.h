@@ -2,8 +2,10 @@
 //  - serves DRAPlugin v1 + v1beta1 on <plugin-dir>/dra.sock, then Registration on
 //    <registry-dir>/<driver>-reg.sock (the endpoint must answer before kubelet can dial it);
 //  - recreates either socket when it is deleted;
-//  - publishes the node's ResourceSlice and re-publishes it when health or the lease file change;
-//    the same health feeds the DRAResourceHealth stream.
+//  - watches the node's GPUs for faults (src/dra/fault_watch.h): a faulted GPU's devices carry
+//    the gpu.tessera.dev/fault taint until it is reset and verified (--recover);
+//  - publishes the node's ResourceSlice and re-publishes it when presence, faults or the lease
+//    file change; the same health feeds the DRAResourceHealth stream.
 #pragma once
 
 #include <atomic>

@@ -31,6 +31,19 @@ void AddPluginFlags(CLI::App& app, PluginOptions& options) {
   app.add_option("--partition-table", options.partition_table,
                  "Partition table (preset or file): checked against the fabric manager's; its "
                  "pci_addresses place GPU modules where NVML cannot");
+  app.add_option("--fault-table", options.fault_table,
+                 "GPU fault classification file over the built-in Xid table (docs/faults.md)");
+  app.add_option("--gpu-reset-command", options.gpu_reset_command,
+                 "Resets a faulted GPU once no claim holds it ({uuid}, {pci}, {index} replaced; "
+                 "\"\" = never reset)")
+      ->capture_default_str();
+  app.add_option("--self-test-command", options.self_test_command,
+                 "Active test of a reset GPU before it is untainted (dcgmi diag output is read; "
+                 "\"\" = NVML state only)");
+  app.add_option("--recover", options.recover,
+                 "Reset and verify faulted GPUs here (false: taint only, where the node agent "
+                 "recovers them)")
+      ->capture_default_str();
   app.add_option("--log-level", options.log_level)->capture_default_str();
 }
 

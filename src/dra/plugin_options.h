@@ -29,6 +29,13 @@ struct PluginOptions {
   std::string fabric_manager;  // empty: no fabric manager
   std::string nvfm_library = "libnvfm.so.1";
   std::string partition_table;
+  // GPU faults: the Xid table override (empty: the built-in table), the reset and self-test
+  // commands ("{uuid}", "{pci}", "{index}" replaced; words split on spaces; an empty self-test:
+  // verification by NVML state only), and whether this plugin resets faulted GPUs itself.
+  std::string fault_table;
+  std::string gpu_reset_command = "nvidia-smi -r -i {uuid}";
+  std::string self_test_command;
+  bool recover = true;
   std::string log_level = "info";
   // Set by CompletePluginOptions from `mode`.
   cdi::Mode cdi_mode = cdi::Mode::kAuto;

@@ -1,5 +1,7 @@
 // The node's ResourceSlice (resource.k8s.io/v1): one pool named after the node, one slice in
-// it, one device per GPU that may be handed out now.
+// it, one device per GPU that may be handed out now, a faulted GPU's devices with their taint.
+#include <time.h>
+
 #include <nlohmann/json.hpp>
 
 #include "dra/dra.h"
@@ -68,6 +70,23 @@ json Attributes(const NodeDevice& device) {
   return attributes;
 }
 
+// metav1.Time: RFC 3339 in UTC, whole seconds.
+std::string Rfc3339(int64_t unix_seconds) {
+  time_t t = static_cast<time_t>(unix_seconds);
+  struct tm utc {};
+  gmtime_r(&t, &utc);
+  char text[32];
+  strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+json TaintJson(const DeviceTaint& taint) {
+  json out = {{"key", taint.key}, {"effect", TaintEffectName(taint.effect)}};
+  if (!taint.value.empty()) out["value"] = taint.value;
+  if (taint.time_added_unix_seconds > 0) out["timeAdded"] = Rfc3339(taint.time_added_unix_seconds);
+  return out;
+}
+
 }  // namespace
 
 std::string SliceName(std::string_view driver, std::string_view node_name) {
@@ -83,16 +102,33 @@ std::string SliceName(std::string_view driver, std::string_view node_name) {
 
 std::vector<std::string> PublishedDevices(const NodeDevices& node, const DeviceState& state) {
   std::vector<std::string> names;
+  bool tainted = false;
   for (const auto& device : node.devices) {
     if (WhyUnavailable(device, state).empty() && names.size() < kMaxSliceDevices) {
       names.push_back(device.name);
+      tainted = tainted || FaultOf(device, state) != nullptr;
     }
   }
+  // The API server refuses a slice with taints and more devices than this.
+  if (tainted && names.size() > kMaxTaintedSliceDevices) names.resize(kMaxTaintedSliceDevices);
   return names;
 }
 
+std::map<std::string, DeviceTaint> DeviceTaints(const NodeDevices& node, const DeviceState& state) {
+  std::map<std::string, DeviceTaint> taints;
+  for (const auto& name : PublishedDevices(node, state)) {
+    const NodeDevice* device = node.Find(name);
+    const DeviceFault* fault = device ? FaultOf(*device, state) : nullptr;
+    if (!fault) continue;
+    taints[name] =
+        DeviceTaint{kFaultTaintKey, fault->value, fault->effect, fault->since_unix_seconds};
+  }
+  return taints;
+}
+
 std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::string>& published,
-                               const SliceOptions& options, std::string_view resource_version) {
+                               const SliceOptions& options, std::string_view resource_version,
+                               const std::map<std::string, DeviceTaint>& taints) {
   json devices = json::array();
   for (const auto& name : published) {
     const NodeDevice* device = node.Find(name);
@@ -108,6 +144,9 @@ std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::s
     // the parent a device takes.
     for (uint32_t slice : device->memory_slices) {
       entry["capacity"]["memorySlice" + std::to_string(slice)] = {{"value", "1"}};
+    }
+    if (auto taint = taints.find(name); taint != taints.end()) {
+      entry["taints"] = json::array({TaintJson(taint->second)});
     }
     devices.push_back(std::move(entry));
   }

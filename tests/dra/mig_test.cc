@@ -78,5 +78,30 @@ TEST(DraMig, SlicesFollowTheirParentsHealth) {
   EXPECT_EQ(PublishedDevices(node, state), std::vector<std::string>{"gpu-0000-2a-00-0"});
 }
 
+TEST(DraMig, AFaultOfOneGpuInstanceTaintsOnlyItsSlice) {
+  NodeDevices node = Describe("h100-mig-mixed");
+  DeviceState state;
+  state.faults["0000:18:00.0"] = {"xid-94", TaintEffect::kNoExecute, 1700000000, 5, "contained"};
+  // Every slice stays published; only the instance's slice carries the taint.
+  EXPECT_EQ(PublishedDevices(node, state).size(), 4u);
+  auto taints = DeviceTaints(node, state);
+  ASSERT_EQ(taints.size(), 1u);
+  EXPECT_EQ(taints.begin()->first, "gpu-0000-18-00-0-mig-5-0");
+  EXPECT_EQ(taints.begin()->second.effect, TaintEffect::kNoExecute);
+  EXPECT_NE(WhyUnavailable(*node.Find("gpu-0000-18-00-0-mig-5-0"), state, "uid"), "");
+  EXPECT_EQ(WhyUnavailable(*node.Find("gpu-0000-18-00-0-mig-1-0"), state, "uid"), "");
+  // A fault of the whole GPU taints every slice of it, and nothing on the other GPU.
+  state.faults["0000:18:00.0"].gpu_instance_id.reset();
+  taints = DeviceTaints(node, state);
+  EXPECT_EQ(taints.size(), 3u);
+  EXPECT_EQ(taints.count("gpu-0000-2a-00-0"), 0u);
+  // A GPU published whole carries the fault of any of its instances.
+  state.faults.clear();
+  state.faults["0000:2a:00.0"] = {"xid-94", TaintEffect::kNoExecute, 1700000000, 3, "contained"};
+  taints = DeviceTaints(node, state);
+  ASSERT_EQ(taints.size(), 1u);
+  EXPECT_EQ(taints.begin()->first, "gpu-0000-2a-00-0");
+}
+
 }  // namespace
 }  // namespace tessera::dra

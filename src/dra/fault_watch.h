@@ -1,0 +1,38 @@
+// The DRA plugin's GPU fault watch: the health monitor over this node's GPUs, the fault handler it
+// feeds (src/dra/faults.h), and a recovery thread that drives each faulted GPU through reset and
+// verification with the configured commands. The plugin's loop reads Faults() into the state that
+// taints the slice's devices and the health stream.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "dra/dra.h"
+#include "dra/plugin_options.h"
+
+namespace tessera::dra {
+
+class FaultWatch {
+ public:
+  // Watches every GPU of the driver's node. Unavailable when neither NVML nor sysfs can watch
+  // any of them (the plugin then runs with device presence only); InvalidArgument for a bad
+  // --fault-table.
+  static Result<std::unique_ptr<FaultWatch>> Start(const PluginOptions& options,
+                                                   const Driver& driver);
+  // Stops the recovery thread, then the monitor.
+  ~FaultWatch();
+  FaultWatch(const FaultWatch&) = delete;
+  FaultWatch& operator=(const FaultWatch&) = delete;
+
+  // The faults that taint devices now, by PCI address.
+  std::map<std::string, DeviceFault> Faults() const;
+
+ private:
+  struct State;
+  explicit FaultWatch(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tessera::dra
