@@ -58,7 +58,7 @@ Result<size_t> FabricHealthWatch::PollOnce() {
   for (auto& fault : found.faults) {
     now.insert(fault.key);
     if (seen_.count(fault.key)) continue;
-    spdlog::warn("fabric fault on GPU {}: {}", fault.signal.gpu, fault.signal.detail);
+    spdlog::info("fabric fault on GPU {}: {}", fault.signal.gpu, fault.signal.detail);
     if (sink_) sink_(std::move(fault.signal));
     ++handed;
   }
