@@ -373,6 +373,26 @@ std::vector<std::string> PartitionActivator::Holders() const {
   return out;
 }
 
+bool PartitionActivator::HoldsAnyOf(const std::vector<std::string>& pci_addresses) const {
+  std::lock_guard lock(mu_);
+  const topology::PartitionTable& table = options_.table;
+  std::vector<int> modules;
+  for (const auto& [module, address] : table.pci_addresses) {
+    if (std::find(pci_addresses.begin(), pci_addresses.end(), address) != pci_addresses.end())
+      modules.push_back(module);
+  }
+  auto touches = [&](uint32_t id) {
+    const topology::FabricPartition* partition = table.Find(id);
+    return partition != nullptr &&
+           std::any_of(partition->modules.begin(), partition->modules.end(), [&](int module) {
+             return std::find(modules.begin(), modules.end(), module) != modules.end();
+           });
+  };
+  const std::vector<uint32_t> held = ledger_.Held();
+  return std::any_of(held.begin(), held.end(), touches) ||
+         std::any_of(pending_deactivation_.begin(), pending_deactivation_.end(), touches);
+}
+
 ActivatorStats PartitionActivator::stats() const {
   std::lock_guard lock(mu_);
   return stats_;

@@ -72,6 +72,21 @@ struct SupportedPartition {
   std::vector<int> modules() const;
 };
 
+// A GPU or NVSwitch whose NVLink ports failed (fmGetNvlinkFailedDevices).
+struct NvlinkFailedDevice {
+  std::string pci_address;      // canonical "0000:05:00.0"; empty when none usable was reported
+  std::string uuid;             // printable bytes only; may be empty
+  std::vector<uint32_t> ports;  // the failed ports, sorted, each once
+  friend bool operator==(const NvlinkFailedDevice&, const NvlinkFailedDevice&) = default;
+};
+
+struct NvlinkFailedDevices {
+  std::vector<NvlinkFailedDevice> gpus;
+  std::vector<NvlinkFailedDevice> switches;
+  bool empty() const { return gpus.empty() && switches.empty(); }
+  friend bool operator==(const NvlinkFailedDevices&, const NvlinkFailedDevices&) = default;
+};
+
 // Not thread-safe: one owner calls it (PartitionActivator serialises every call).
 class FabricManager {
  public:
@@ -82,6 +97,12 @@ class FabricManager {
   // After a fabric-manager restart (in its --restart resiliency mode), tells it which partitions
   // are still active; an empty list must be sent too.
   virtual Status SetActivatedPartitions(const std::vector<uint32_t>& partition_ids) = 0;
+  // The GPUs and NVSwitches with failed NVLinks. Fabric managers of boards whose NVLinks train
+  // themselves (HGX H100 and later) always answer an empty list. Unavailable where an
+  // implementation (or the client library) cannot ask.
+  virtual Result<NvlinkFailedDevices> GetNvlinkFailedDevices() {
+    return Unavailable(Describe() + ": the failed-NVLink list cannot be asked");
+  }
   // For logs: what it talks to and how ("libnvfm.so.1 -> unix:/run/... (connect v2)").
   virtual std::string Describe() const = 0;
 };
@@ -324,6 +345,10 @@ class PartitionActivator {
 
   std::optional<uint32_t> HeldBy(const std::string& holder) const;
   std::vector<std::string> Holders() const;
+  // Whether a partition containing one of these GPUs (PCI addresses) is held, or was released
+  // but its deactivation has not gone through yet (the watch retries it). A GPU is reset only
+  // once this answers false for it: the fabric manager's rule is deactivate first, then reset.
+  bool HoldsAnyOf(const std::vector<std::string>& pci_addresses) const;
   ActivatorStats stats() const;
   // Prometheus text: tessera_fabric_* series.
   std::string MetricsText() const;

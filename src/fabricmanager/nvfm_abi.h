@@ -31,6 +31,8 @@ inline constexpr int kUuidBufferSize = 80;
 inline constexpr int kPciBusIdBufferSize = 32;
 inline constexpr int kMaxGpus = 16;
 inline constexpr int kMaxPartitions = 64;
+inline constexpr int kMaxNvSwitches = 12;       // FM_MAX_NUM_NVSWITCHES
+inline constexpr int kMaxNvlinkPorts = 64;      // FM_MAX_NUM_NVLINK_PORTS
 inline constexpr unsigned kDefaultPort = 6666;  // FM_CMD_PORT_NUMBER
 
 template <typename T>
@@ -99,6 +101,25 @@ struct ActivatedPartitionList {
 inline constexpr unsigned int kActivatedPartitionListVersion =
     MakeVersion<ActivatedPartitionList>(1);
 
+// fmNvlinkFailedDeviceInfo_t: a GPU or NVSwitch with NVLink ports that failed to train.
+struct NvlinkFailedDeviceInfo {
+  char uuid[kUuidBufferSize];
+  char pci_bus_id[kPciBusIdBufferSize];
+  unsigned int num_ports;
+  unsigned int port_num[kMaxNvlinkPorts];
+};
+
+// fmNvlinkFailedDevices_v1 (version word with version number 1). Fabric managers of boards whose
+// NVLinks train themselves (HGX H100 and later) always answer an empty list.
+struct NvlinkFailedDevices {
+  unsigned int version;
+  unsigned int num_gpus;
+  unsigned int num_switches;
+  NvlinkFailedDeviceInfo gpu_info[kMaxGpus];
+  NvlinkFailedDeviceInfo switch_info[kMaxNvSwitches];
+};
+inline constexpr unsigned int kNvlinkFailedDevicesVersion = MakeVersion<NvlinkFailedDevices>(1);
+
 // Exported function names and signatures. fmConnect takes either connect structure; its version
 // word says which.
 using LibInitFn = Return (*)();
@@ -109,6 +130,7 @@ using GetSupportedFabricPartitionsFn = Return (*)(Handle, PartitionList*);
 using ActivateFabricPartitionFn = Return (*)(Handle, PartitionId);
 using DeactivateFabricPartitionFn = Return (*)(Handle, PartitionId);
 using SetActivatedFabricPartitionsFn = Return (*)(Handle, ActivatedPartitionList*);
+using GetNvlinkFailedDevicesFn = Return (*)(Handle, NvlinkFailedDevices*);
 
 // "FM_ST_IN_USE" etc.; "FM_ST_<code>" for codes past the known list.
 const char* ReturnName(Return code);

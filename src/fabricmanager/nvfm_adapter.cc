@@ -40,20 +40,6 @@ Error NvfmError(const std::string& call, nvfm::Return code, const std::string& d
   }
 }
 
-// "00000000:18:00.0" (NVML style, upper case) -> "0000:18:00.0"; empty for the zeroed bus ID
-// H100 and later report.
-std::string CanonicalPciAddress(const char* raw, size_t size) {
-  std::string text(raw, strnlen(raw, size));
-  for (char& c : text)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  size_t colon = text.find(':');
-  if (colon != std::string::npos && colon > 4 && text.find_first_not_of('0') >= colon - 4) {
-    text.erase(0, colon - 4);
-  }
-  if (text.find_first_not_of("0:.") == std::string::npos) return "";
-  return text;
-}
-
 class NvfmFabricManager : public FabricManager {
  public:
   NvfmFabricManager(std::shared_ptr<NvfmLibrary> library, nvfm::Handle handle,
@@ -121,6 +107,24 @@ class NvfmFabricManager : public FabricManager {
     if (!rc) return rc.error();
     if (*rc != nvfm::kSuccess) return NvfmError("fmSetActivatedFabricPartitions", *rc);
     return Ok();
+  }
+
+  Result<NvlinkFailedDevices> GetNvlinkFailedDevices() override {
+    auto get = library_->api().get_nvlink_failed;
+    if (get == nullptr) {
+      return Unavailable(library_->name() +
+                         ": function fmGetNvlinkFailedDevices is missing; the fabric's NVLink "
+                         "failures cannot be asked");
+    }
+    // About 6 KiB, owned by the call (it may outlive this function).
+    auto raw = std::make_shared<nvfm::NvlinkFailedDevices>();
+    std::memset(raw.get(), 0, sizeof *raw);
+    raw->version = nvfm::kNvlinkFailedDevicesVersion;
+    auto rc =
+        Bounded("fmGetNvlinkFailedDevices", [get, h = handle_, raw] { return get(h, raw.get()); });
+    if (!rc) return rc.error();
+    if (*rc != nvfm::kSuccess) return NvfmError("fmGetNvlinkFailedDevices", *rc);
+    return DecodeNvlinkFailedDevices(*raw);
   }
 
   std::string Describe() const override { return description_; }

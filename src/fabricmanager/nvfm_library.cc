@@ -40,6 +40,11 @@ Result<NvfmApi> ResolveAll(void* library, const std::string& name) {
         Resolve(library, name, "fmSetActivatedFabricPartitions", &api.set_activated)}) {
     if (!resolved) return resolved.error();
   }
+  // Optional: the failed-NVLink list (a library without it serves partitions all the same).
+  dlerror();
+  api.get_nvlink_failed =
+      reinterpret_cast<nvfm::GetNvlinkFailedDevicesFn>(dlsym(library, "fmGetNvlinkFailedDevices"));
+  dlerror();
   return api;
 }
 

@@ -31,6 +31,9 @@ struct NvfmApi {
   nvfm::ActivateFabricPartitionFn activate = nullptr;
   nvfm::DeactivateFabricPartitionFn deactivate = nullptr;
   nvfm::SetActivatedFabricPartitionsFn set_activated = nullptr;
+  // fmGetNvlinkFailedDevices; null in a library without it (the fabric's health is then not
+  // asked, everything else works).
+  nvfm::GetNvlinkFailedDevicesFn get_nvlink_failed = nullptr;
 };
 
 class NvfmLibrary {
@@ -69,6 +72,15 @@ class NvfmLibrary {
   std::chrono::steady_clock::time_point quiet_until_{};
   std::string hung_call_;  // the last call that did not answer, and its deadline
 };
+
+// "00000000:18:00.0" (the fabric manager's form, any case) -> "0000:18:00.0"; empty for the zeroed
+// bus ID H100 and later report. Reads at most `size` bytes (the field need not end in a NUL).
+std::string CanonicalPciAddress(const char* raw, size_t size);
+
+// The failed-NVLink list as the library filled it, checked and bounded: counts past the API's
+// limits are an Internal error; bus IDs that are no PCI address become empty, UUIDs keep their
+// printable bytes (at most 80), ports are sorted, each once.
+Result<NvlinkFailedDevices> DecodeNvlinkFailedDevices(const nvfm::NvlinkFailedDevices& raw);
 
 // "1s", "250 ms": a deadline as messages show it.
 std::string DeadlineText(std::chrono::milliseconds deadline);

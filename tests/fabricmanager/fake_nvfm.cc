@@ -17,11 +17,15 @@
 //   fail_activate CODE activations answer CODE (0: none)
 //   active ID...       the active partitions
 //   hang CALL...       these calls never answer while listed (connect, list, activate, deactivate,
-//                      set, or all): what a fabric manager that accepts and then sends nothing,
-//                      or half an answer, looks like through the client library. The call returns
-//                      FM_ST_TIMEOUT without effect once the line no longer names it (5 min cap).
+//                      set, failed, or all): what a fabric manager that accepts and then sends
+//                      nothing, or half an answer, looks like through the client library. The call
+//                      returns FM_ST_TIMEOUT without effect once the line no longer names it (5 min
+//                      cap).
 //   partitions ID=M,M.. ID=..  the partition list reported instead of the built-in one (listing
 //                      tests: any IDs and modules, duplicates included; none is active)
+//   failed_gpus BUS=P,P.. BUS=..      fmGetNvlinkFailedDevices: GPUs with failed NVLink ports
+//   failed_switches BUS=P,P.. BUS=..  (BUS as the fabric manager writes it, "00000000:18:00.0";
+//                      "none" or nothing: no failures)
 // Every call is appended to "<state>.log" as "<CLOCK_BOOTTIME ms> <pid> <call> <argument> <rc>".
 // Built a second time without fmActivateFabricPartition, to test a library that lacks one.
 #include <fcntl.h>
@@ -61,8 +65,10 @@ struct State {
   std::string bus_ids = "zeroed";
   int fail_activate = 0;
   bool active[kPartitions] = {};
-  std::string hang;        // the calls that never answer, as written
-  std::string partitions;  // a listing that replaces the built-in one, as written
+  std::string hang;         // the calls that never answer, as written
+  std::string partitions;   // a listing that replaces the built-in one, as written
+  std::string failed_gpus;  // failed NVLinks, as written
+  std::string failed_switches;
 };
 
 struct Connection {
@@ -119,7 +125,10 @@ bool Load(State* state) {
     if (key == "fail_activate") words >> state->fail_activate;
     if (key == "hang") std::getline(words, state->hang);
     if (key == "partitions") std::getline(words, state->partitions);
-    for (std::string* text : {&state->hang, &state->partitions})
+    if (key == "failed_gpus") std::getline(words, state->failed_gpus);
+    if (key == "failed_switches") std::getline(words, state->failed_switches);
+    for (std::string* text :
+         {&state->hang, &state->partitions, &state->failed_gpus, &state->failed_switches})
       if (text->find_first_not_of(' ') == std::string::npos) text->clear();
     if (key == "active") {
       int id;
@@ -144,6 +153,8 @@ void Save(const State& state) {
     out << "\n";
     if (!state.hang.empty()) out << "hang" << state.hang << "\n";
     if (!state.partitions.empty()) out << "partitions" << state.partitions << "\n";
+    if (!state.failed_gpus.empty()) out << "failed_gpus" << state.failed_gpus << "\n";
+    if (!state.failed_switches.empty()) out << "failed_switches" << state.failed_switches << "\n";
   }
   std::rename(temp.c_str(), path);
 }
@@ -201,6 +212,26 @@ void FillCustomList(const State& state, nvfm::PartitionList* list) {
   }
   list->num_partitions = count;
   list->max_num_partitions = nvfm::kMaxPartitions;
+}
+
+// `00000000:18:00.0=4,5 ...` into `devices`, at most `max` of them; "none" lists nothing.
+unsigned FillFailed(const std::string& text, nvfm::NvlinkFailedDeviceInfo* devices, int max) {
+  std::istringstream words(text);
+  std::string word;
+  unsigned count = 0;
+  while (words >> word && word != "none" && count < static_cast<unsigned>(max)) {
+    nvfm::NvlinkFailedDeviceInfo& device = devices[count++];
+    const std::string bus = word.substr(0, word.find('='));
+    std::snprintf(device.pci_bus_id, sizeof device.pci_bus_id, "%s", bus.c_str());
+    std::snprintf(device.uuid, sizeof device.uuid, "DEV-%s", bus.c_str());
+    device.num_ports = 0;
+    std::istringstream ports(word.find('=') == std::string::npos ? ""
+                                                                 : word.substr(word.find('=') + 1));
+    std::string port;
+    while (std::getline(ports, port, ',') && device.num_ports < nvfm::kMaxNvlinkPorts)
+      device.port_num[device.num_ports++] = static_cast<unsigned>(std::stoul(port));
+  }
+  return count;
 }
 
 // Restart mode ends in an exit when the active list does not come within 60 s.
@@ -421,6 +452,25 @@ __attribute__((visibility("default"))) nvfm::Return fmSetActivatedFabricPartitio
   }
   Log("fmSetActivatedFabricPartitions", "[" + ids + "]", rc);
   return rc;
+}
+
+__attribute__((visibility("default"))) nvfm::Return fmGetNvlinkFailedDevices(
+    nvfm::Handle handle, nvfm::NvlinkFailedDevices* devices) {
+  if (devices == nullptr) return nvfm::kBadParam;
+  if (devices->version != nvfm::kNvlinkFailedDevicesVersion) return nvfm::kVersionMismatch;
+  if (HangWhileListed("fmGetNvlinkFailedDevices", "failed")) return nvfm::kTimeout;
+  Locked lock;
+  State state;
+  nvfm::Return rc = Check(handle, &state);
+  if (rc == nvfm::kSuccess && state.mode == "restart") rc = nvfm::kNotConfigured;
+  if (rc != nvfm::kSuccess) {
+    Log("fmGetNvlinkFailedDevices", "", rc);
+    return rc;
+  }
+  devices->num_gpus = FillFailed(state.failed_gpus, devices->gpu_info, nvfm::kMaxGpus);
+  devices->num_switches =
+      FillFailed(state.failed_switches, devices->switch_info, nvfm::kMaxNvSwitches);
+  return nvfm::kSuccess;
 }
 
 }  // extern "C"

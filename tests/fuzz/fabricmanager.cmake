@@ -2,3 +2,5 @@ tessera_add_fuzzer(fabric_inputs ${CMAKE_CURRENT_LIST_DIR}/fabricmanager_inputs.
   tessera_fabricmanager_tools)
 tessera_add_fuzzer(fabric_partition_table ${CMAKE_CURRENT_LIST_DIR}/fabricmanager_partition_table.cc
   tessera_fabricmanager)
+tessera_add_fuzzer(fabric_nvlink_failed ${CMAKE_CURRENT_LIST_DIR}/fabricmanager_nvlink_failed.cc
+  tessera_fabricmanager)

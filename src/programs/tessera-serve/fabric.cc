@@ -39,4 +39,24 @@ std::shared_ptr<fabricmanager::PartitionActivator> OpenFabricManager(
   return fabric;
 }
 
+std::unique_ptr<fabricmanager::FabricHealthWatch> WatchFabricHealth(
+    const ServeFlags& flags, const fabricmanager::PartitionActivator& fabric,
+    fabricmanager::FabricSignalSink to_service) {
+  // Checked by OpenFabricManager already.
+  auto timeout =
+      serve::ParseDurationFlag(serve::kFabricManagerTimeoutFlag, flags.fabric_manager_timeout);
+  if (!timeout) Die(timeout.error());
+  fabricmanager::FabricHealthOptions options;
+  options.connect = [address = flags.fabric_manager, library = flags.nvfm_library,
+                     deadline = static_cast<unsigned>(timeout->count())] {
+    return fabricmanager::ConnectNvfmAt(address, library, deadline);
+  };
+  options.table = fabric.table();
+  options.interval = kFabricHealthInterval;
+  auto watch =
+      std::make_unique<fabricmanager::FabricHealthWatch>(std::move(options), std::move(to_service));
+  watch->Start();
+  return watch;
+}
+
 }  // namespace tessera::serve_program

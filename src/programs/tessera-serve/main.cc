@@ -20,6 +20,13 @@ namespace {
 using namespace tessera;
 using namespace tessera::serve_program;
 
+// The sink of fabric faults (WatchFabricHealth). Until the service takes health signals, they
+// are logged here only.
+void LogFabricSignal(health::Signal signal) {
+  spdlog::warn("health signal {} on GPU {}: {} (logged only)", health::SignalKindName(signal.kind),
+               signal.gpu, signal.detail);
+}
+
 int Run(const ServeFlags& flags) {
   SetUpLogging(flags.log_level);
   if (auto checked = CheckFlags(flags); !checked) Die(checked.error());
@@ -56,6 +63,8 @@ int Run(const ServeFlags& flags) {
   // Reconciled by the service's start (the backend's list); from here on a restarted fabric
   // manager is sent the active list.
   if (fabric) fabric->StartWatch();
+  std::unique_ptr<fabricmanager::FabricHealthWatch> fabric_health;
+  if (fabric) fabric_health = WatchFabricHealth(flags, *fabric, LogFabricSignal);
   if (flags.leader_elect) service->SetLeadershipCheck(leading);
   if (store.cluster) FollowCluster(*store.cluster, *service);
   // With leader election only the replica holding the Lease runs placement, the lease flow and
@@ -86,6 +95,7 @@ int Run(const ServeFlags& flags) {
   // The service (and its store's pending callbacks) goes before the server they answer through;
   // the node watch, which calls into the service, before both.
   node_watch.reset();
+  fabric_health.reset();
   // Nor may the cluster store's watches report into a service that is going.
   if (store.cluster) store.cluster->Unfollow();
   elected = nullptr;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "backends/kubernetes/node_gpus.h"
 #include "backends/kubernetes/objects.h"
 #include "common/error.h"
+#include "fabricmanager/fabric_health.h"
 #include "fabricmanager/fabricmanager.h"
 #include "fleet/fleet.h"
 #include "inventory/inventory.h"
@@ -77,6 +79,13 @@ serve::ServiceOptions ServiceOptionsFrom(const ServeFlags& flags, const DataDir&
 std::shared_ptr<fabricmanager::PartitionActivator> OpenFabricManager(
     const ServeFlags& flags, const DataDir& data, const HostGpus& host,
     serve::ServiceOptions& options);
+// With --fabric-manager: failed NVLinks (a GPU's or an NVSwitch's) become kFabricFatal health
+// signals handed to `to_service`, each new failure once; the fabric manager is asked on a
+// connection of the watch's own every kFabricHealthInterval (fabric.cc).
+inline constexpr std::chrono::seconds kFabricHealthInterval{5};
+std::unique_ptr<fabricmanager::FabricHealthWatch> WatchFabricHealth(
+    const ServeFlags& flags, const fabricmanager::PartitionActivator& fabric,
+    fabricmanager::FabricSignalSink to_service);
 
 // --backend (backend.cc). `leading` is asked before the tenancy controller acts (--leader-elect).
 struct Backend {
