@@ -153,6 +153,8 @@ class Service {
 
   // ---- GPUs ----
   std::vector<fleet::GpuRecord> ListGpus(const Caller& caller) const;
+  // GET /v1/gpus/{id}: one GPU as the listing shows it, with its fault history (health).
+  Result<fleet::GpuRecord> GetGpu(const Caller& caller, const std::string& gpu_id) const;
   // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
   void GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                 std::string reason, Done<fleet::GpuRecord> done);
