@@ -152,6 +152,7 @@ const OperationScopes kScopes[] = {
     {"/v1/dashboard", "get", {"admin", "tenant", "read-only"}},
     {"/v1/queue", "get", {"admin", "tenant", "read-only"}},
     {"/v1/gpus", "get", {"admin", "tenant", "read-only"}},
+    {"/v1/gpus/{id}", "get", {"admin", "tenant", "read-only"}},
     {"/v1/leases", "get", {"admin", "tenant", "read-only"}},
     {"/v1/gpus/{id}/{action}", "post", {"admin"}},
     {"/v1/audit", "get", {"admin"}},

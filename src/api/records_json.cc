@@ -22,6 +22,34 @@ json MsOrNull(int64_t ms) {
   return ms == 0 ? json(nullptr) : json(ms);
 }
 
+json FaultEntryJson(const health::FaultEntry& entry) {
+  return {{"at_ms", entry.at_ms},
+          {"signal", entry.signal},
+          {"xid", entry.xid ? json(entry.xid) : json(nullptr)},
+          {"class", entry.fault_class},
+          {"action", entry.action},
+          {"reason", entry.reason}};
+}
+
+// Its recovery step and the fault that took it out (docs/faults.md); `history`: every fault kept
+// (GET /v1/gpus/{id}), else the latest only (listings, the dashboard).
+json HealthJson(const health::GpuHealth& health, bool history) {
+  json doc = {{"step", health::RecoveryStepName(health.step)},
+              {"reason", health.reason},
+              {"attempts", health.attempts},
+              {"step_since_ms", MsOrNull(health.step_since_ms)},
+              {"faulted_ms", MsOrNull(health.faulted_ms)},
+              {"last_fault",
+               health.history.empty() ? json(nullptr) : FaultEntryJson(health.history.back())}};
+  if (history) {
+    json entries = json::array();
+    for (const auto& entry : health.history)
+      entries.push_back(FaultEntryJson(entry));
+    doc["history"] = std::move(entries);
+  }
+  return doc;
+}
+
 // A GPU that holds shares: its mode, what enforces them, each share, and its daemon's health;
 // null for other GPUs. The same in /v1/gpus and the dashboard.
 json SharedJson(const fleet::GpuRecord& g, bool watchdog) {
@@ -147,7 +175,7 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   return doc;
 }
 
-json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog) {
+json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog, bool history) {
   json doc = {{"id", g.id()},
               {"node", g.node},
               {"available", g.available},
@@ -179,6 +207,7 @@ json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog) {
   }
   if (g.memory_bytes > 0) doc["memory_bytes"] = g.memory_bytes;
   doc["shared"] = SharedJson(g, watchdog);
+  doc["health"] = HealthJson(g.health, history);
   return doc;
 }
 
@@ -245,7 +274,8 @@ json DashboardJson(const serve::DashboardView& view, bool watchdog) {
                     {"memory_used", optional(entry.gauges.memory_used)},
                     {"memory_total", optional(entry.gauges.memory_total)},
                     {"power_watts", optional(entry.gauges.power_watts)},
-                    {"lost", entry.gauges.lost}});
+                    {"lost", entry.gauges.lost},
+                    {"health", HealthJson(g.health, false)}});
   }
   json nodes = json::array();
   for (const auto& node : view.nodes) {

@@ -17,8 +17,9 @@ nlohmann::json TokenJson(const fleet::TokenRecord& token, int64_t now_ms);
 nlohmann::json CreatedTokenJson(const serve::CreatedToken& created);
 nlohmann::json ShareJson(const sharing::Share& share);
 nlohmann::json ContainerJson(const fleet::ContainerRecord& c);
-// `admin`: with the firmware baseline; `watchdog`: what enforces MPS shares.
-nlohmann::json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog);
+// `admin`: with the firmware baseline; `watchdog`: what enforces MPS shares; `history`: its
+// health with every fault kept (else the latest only).
+nlohmann::json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog, bool history = false);
 nlohmann::json LeaseJson(const fleet::GpuRecord& gpu, bool watchdog);
 // step_s > 0: with the series in buckets of that many seconds.
 nlohmann::json UsageJson(const serve::UsageReport& report, int64_t step_s);

@@ -124,8 +124,9 @@ class Router {
   void SubmitContainer(RoutedRequest& route);
   void RouteContainer(RoutedRequest& route);
   void ContainerLogs(RoutedRequest& route);
-  void RouteGpus(RoutedRequest& route);  // /v1/gpus[/{id}/{action}], /v1/leases
+  void RouteGpus(RoutedRequest& route);  // /v1/gpus[/{id}[/{action}]], /v1/leases
   void ListGpus(RoutedRequest& route);
+  void GetGpu(RoutedRequest& route);
   void GpuAction(RoutedRequest& route);
   void Telemetry(RoutedRequest& route);  // /v1/telemetry
   void Dashboard(RoutedRequest& route);  // /v1/dashboard

@@ -137,6 +137,7 @@ std::string Router::Metrics(bool full) const {
   if (!full) return out;
   RenderTenancySeries(out, counts);
   out += service_->ExtraMetrics();
+  service_->fault_metrics().Render(out);
   // This host's GPUs and containers (the node endpoint of embedded mode) and per tenancy.
   service_->RenderTelemetryMetrics(out);
   return out;

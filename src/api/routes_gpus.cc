@@ -1,5 +1,5 @@
-// /v1/gpus[/{id}/{action}] and /v1/leases: the GPUs, their leases, and the admin's actions on
-// one (drain, quarantine...).
+// /v1/gpus[/{id}[/{action}]] and /v1/leases: the GPUs (one with its fault history), their leases,
+// and the admin's actions on one (drain, quarantine...).
 #include <nlohmann/json.hpp>
 
 #include "api/api.h"
@@ -13,6 +13,7 @@ using nlohmann::json;
 
 void Router::RouteGpus(RoutedRequest& route) {
   if (route.parts.size() == 2) return ListGpus(route);
+  if (route.parts[1] == "gpus" && route.parts.size() == 3) return GetGpu(route);
   if (route.parts[1] == "gpus" && route.parts.size() == 4) return GpuAction(route);
   route.respond(NoSuchEndpoint(route.target));
 }
@@ -29,6 +30,14 @@ void Router::ListGpus(RoutedRequest& route) {
     }
   }
   route.respond(Json(http::status::ok, {{collection, list}}));
+}
+
+void Router::GetGpu(RoutedRequest& route) {
+  if (route.method != http::verb::get) return route.respond(MethodNotAllowed("GET"));
+  auto gpu = service_->GetGpu(route.caller, route.parts[2]);
+  if (!gpu) return route.respond(ErrorResponse(gpu.error()));
+  route.respond(
+      Json(http::status::ok, GpuJson(*gpu, route.caller.admin, service_->WatchdogRuns(), true)));
 }
 
 void Router::GpuAction(RoutedRequest& route) {

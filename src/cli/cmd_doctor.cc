@@ -1,5 +1,6 @@
 // `tessera doctor`: checks a host and its container runtime config for GPU containers; with
-// --probe it also starts one trivial container per installed OCI runtime through podman.
+// --probe it also starts one trivial container per installed OCI runtime through podman; with
+// --server it lists the GPUs tessera serve has taken out after a fault (doctor_faults.cc).
 // Exit 1 when any check FAILs.
 #include <sys/stat.h>
 
@@ -7,6 +8,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/doctor_faults.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
 #include "fabricmanager/operator_tools.h"
@@ -149,6 +151,8 @@ struct DoctorOptions {
   std::optional<std::string> nvml;
   std::string lease_file;
   std::string fabricmanager_config;
+  // tessera serve: the GPUs it has taken out after a fault.
+  DoctorServer serve;
 };
 
 void AddDoctorHostFlags(CLI::App* cmd, DoctorOptions& options) {
@@ -177,6 +181,16 @@ void AddDoctorHostFlags(CLI::App* cmd, DoctorOptions& options) {
   cmd->add_option("--podman", options.podman, "podman binary for --probe")->capture_default_str();
   cmd->add_option("--mps-root", options.mps_root, "Where tessera's MPS daemons live (under --root)")
       ->capture_default_str();
+}
+
+void AddDoctorServeFlags(CLI::App* cmd, DoctorOptions& options) {
+  cmd->add_option("--server", options.serve.server,
+                  "Also ask tessera serve (http[s]://HOST:PORT) for GPUs out of service after a "
+                  "fault, and why");
+  cmd->add_option("--token-file", options.serve.token_file,
+                  "Token for --server (default $TESSERA_TOKEN, $TESSERA_TOKEN_FILE, "
+                  "tessera-data/admin.token); a read-only token will do");
+  AddTlsOptions(cmd, options.serve.tls);
 }
 
 void AddDoctorFabricFlags(CLI::App* cmd, DoctorOptions& options) {
@@ -260,6 +274,7 @@ void RunDoctor(const DoctorOptions& options) {
   AppendChecks(&report, runtimes::CheckHost(facts, drivers, containerd ? &*containerd : nullptr));
   AppendChecks(&report, SharingChecks(options.root, options.mps_root));
   AppendChecks(&report, fabricmanager::FabricChecks(FabricInput(options, facts)));
+  if (!options.serve.server.empty()) AppendChecks(&report, GpuFaultChecks(options.serve));
   if (options.probe) {
     runtimes::ProbeOptions probe;
     probe.podman = options.podman;
@@ -279,6 +294,7 @@ void AddDoctorCommand(CLI::App& app) {
       "doctor", "Check the host and containerd config for GPU containers (PASS/WARN/FAIL)");
   AddDoctorHostFlags(cmd, *options);
   AddDoctorFabricFlags(cmd, *options);
+  AddDoctorServeFlags(cmd, *options);
   cmd->callback([options] { RunDoctor(*options); });
 }
 

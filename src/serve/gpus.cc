@@ -246,8 +246,46 @@ bool HoldsGpuLocked(const Model& model, const Caller& caller, const GpuRecord& g
   return false;
 }
 
+namespace gpus_detail {
+
+bool NameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.';
+}
+
+// `text` with every word that is the name of a tenancy other than `own` replaced: a fault's
+// reason may name the tenancies whose work it touched, and a tenant learns only of its own.
+std::string WithoutOtherTenancies(const std::string& text, const Model& model,
+                                  const std::string& own) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!NameChar(text[i])) {
+      out += text[i++];
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && NameChar(text[end]))
+      ++end;
+    const std::string word = text.substr(i, end - i);
+    out += word != own && model.tenancies.count(word) ? "(another tenancy)" : word;
+    i = end;
+  }
+  return out;
+}
+
+}  // namespace gpus_detail
+
+void RedactHealthLocked(const Model& model, const Caller& caller, health::GpuHealth& health) {
+  if (caller.admin) return;
+  health.reason = gpus_detail::WithoutOtherTenancies(health.reason, model, caller.tenancy);
+  for (auto& entry : health.history)
+    entry.reason = gpus_detail::WithoutOtherTenancies(entry.reason, model, caller.tenancy);
+}
+
 void RedactGpuLocked(const Model& model, const Caller& caller, GpuRecord& gpu) {
   if (caller.admin) return;
+  RedactHealthLocked(model, caller, gpu.health);
   // A GPU none of the tenancy's containers holds is shown by its state only: its UUID (in its
   // CDI name) is another tenancy's business, or nobody's.
   if (!HoldsGpuLocked(model, caller, gpu)) {
@@ -284,6 +322,15 @@ std::vector<GpuRecord> Gpus::List(const Caller& caller) const {
   std::vector<GpuRecord> out = model_.gpus;
   for (auto& gpu : out)
     RedactGpuLocked(model_, caller, gpu);
+  return out;
+}
+
+Result<GpuRecord> Gpus::Get(const Caller& caller, const std::string& gpu_id) const {
+  std::lock_guard lock(model_.mu);
+  const GpuRecord* gpu = model_.FindGpu(gpu_id);
+  if (!gpu) return NotFound("GPU " + gpu_id + " not found");
+  GpuRecord out = *gpu;
+  RedactGpuLocked(model_, caller, out);
   return out;
 }
 

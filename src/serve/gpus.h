@@ -15,8 +15,10 @@ namespace tessera::serve {
 // admin holds every GPU. mu held.
 bool HoldsGpuLocked(const Model& model, const Caller& caller, const fleet::GpuRecord& gpu);
 // A GPU record as `caller` may see it: another tenancy's holder is not named, the firmware
-// baseline is the admin's, and a GPU the caller does not hold has no UUID (CDI name). mu held.
+// baseline is the admin's, a GPU the caller does not hold has no UUID (CDI name), and its fault
+// history (health) has the names of other tenancies taken out of the reasons. mu held.
 void RedactGpuLocked(const Model& model, const Caller& caller, fleet::GpuRecord& gpu);
+void RedactHealthLocked(const Model& model, const Caller& caller, health::GpuHealth& health);
 
 class Gpus {
  public:
@@ -38,6 +40,8 @@ class Gpus {
   // request arriving may then start).
   bool MigSlicesFreeLocked(const std::string& profile) const;
   std::vector<fleet::GpuRecord> List(const Caller& caller) const;
+  // One GPU as List shows it; NotFound for an ID no GPU has.
+  Result<fleet::GpuRecord> Get(const Caller& caller, const std::string& gpu_id) const;
   // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
   void Admin(const Caller& caller, const std::string& gpu_id, GpuAction action, std::string reason,
              Done<fleet::GpuRecord> done);

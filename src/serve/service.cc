@@ -639,6 +639,10 @@ std::vector<GpuRecord> Service::ListGpus(const Caller& caller) const {
   return gpus_.List(caller);
 }
 
+Result<GpuRecord> Service::GetGpu(const Caller& caller, const std::string& gpu_id) const {
+  return gpus_.Get(caller, gpu_id);
+}
+
 void Service::GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                        std::string reason, Done<GpuRecord> done) {
   gpus_.Admin(caller, gpu_id, action, std::move(reason), std::move(done));

@@ -8,6 +8,7 @@
 //   scheduler.h    placement, starts and stops, exits, retention       (leader only)
 //   checker.h      the end of each lease: firmware checks               (leader only)
 //   measurement.h  this host's GPU telemetry and what containers measured
+//   fault_metrics.h  GPU faults and recoveries as /metrics shows them
 // This class composes them behind the API the HTTP edge calls; it knows no HTTP.
 //
 // Threads: callers (the HTTP server) call in from any thread; the scheduler's thread places
@@ -33,6 +34,7 @@
 #include "serve/audit.h"
 #include "serve/checker.h"
 #include "serve/dashboard.h"
+#include "serve/fault_metrics.h"
 #include "serve/gpus.h"
 #include "serve/measurement.h"
 #include "serve/model.h"
@@ -151,6 +153,8 @@ class Service {
 
   // ---- GPUs ----
   std::vector<fleet::GpuRecord> ListGpus(const Caller& caller) const;
+  // GET /v1/gpus/{id}: one GPU as the listing shows it, with its fault history (health).
+  Result<fleet::GpuRecord> GetGpu(const Caller& caller, const std::string& gpu_id) const;
   // `gpu_id` is GpuRecord::id(): the PCI address on this host, "<PCI>@<node>" in fleet mode.
   void GpuAdmin(const Caller& caller, const std::string& gpu_id, GpuAction action,
                 std::string reason, Done<fleet::GpuRecord> done);
@@ -166,6 +170,9 @@ class Service {
   void MeasureNow() { measurement_.Pass(); }
 
   Counts counts() const;
+  // GPU faults and recoveries (/metrics): the fault handling counts into it, the API renders it.
+  FaultMetrics& fault_metrics() { return fault_metrics_; }
+  const FaultMetrics& fault_metrics() const { return fault_metrics_; }
   // ServiceOptions::extra_metrics' series (empty when none).
   std::string ExtraMetrics() const;
   // Why the store cannot write now (changes are refused meanwhile); nullopt while it can.
@@ -241,6 +248,7 @@ class Service {
   FirmwareChecker checker_;
   ReplicaSync replica_sync_;
   Measurement measurement_;
+  FaultMetrics fault_metrics_;
 };
 
 }  // namespace tessera::serve

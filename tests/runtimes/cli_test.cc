@@ -1,12 +1,17 @@
 // `tessera doctor` and `tessera runtime-config` as processes: exit codes and formats.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "mps/mps.h"
 #include "process/process.h"
@@ -40,8 +45,8 @@ struct HealthyHost {
           RunCommand(TesseraBinary() + " runtime-config runsc-toml"));
   }
   const std::string& root() const { return host.root(); }
-  std::string Doctor(const std::string& extra, int* status) {
-    return RunCommand(TesseraBinary() + " doctor --root " + root() +
+  std::string Doctor(const std::string& extra, int* status, const std::string& env = "") {
+    return RunCommand(env + TesseraBinary() + " doctor --root " + root() +
                           " --containerd-version 1.7.20 --podman-version 4.3.1 " + extra,
                       status);
   }
@@ -145,6 +150,155 @@ TEST(DoctorCli, ExplicitConfigFileAndMissingOne) {
   EXPECT_NE(out.find("FAIL  containerd.runtime_type.runsc"), std::string::npos) << out;
   host.Doctor("--containerd-config " + dir.path() + "/missing.toml 2>/dev/null", &status);
   EXPECT_EQ(status, 3);  // not found
+}
+
+// Answers every request on 127.0.0.1 with `body` (200, JSON), as tessera serve answers GET
+// /v1/gpus, and keeps the request lines and Authorization headers it got.
+class CannedApi {
+ public:
+  explicit CannedApi(std::string body) : body_(std::move(body)) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
+        ::listen(fd_, 8) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size))
+      ADD_FAILURE() << "cannot listen on 127.0.0.1";
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~CannedApi() {
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string requests() {
+    std::lock_guard lock(mutex_);
+    return requests_;
+  }
+
+ private:
+  void Serve() {
+    for (;;) {
+      const int client = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) return;
+      std::string request;
+      char buffer[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = ::read(client, buffer, sizeof buffer);
+        if (n <= 0) break;
+        request.append(buffer, static_cast<size_t>(n));
+      }
+      {
+        std::lock_guard lock(mutex_);
+        requests_ += request;
+      }
+      const std::string answer =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+          "Content-Length: " +
+          std::to_string(body_.size()) + "\r\n\r\n" + body_;
+      (void)!::write(client, answer.data(), answer.size());
+      ::close(client);
+    }
+  }
+
+  std::string body_;
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  std::mutex mutex_;
+  std::string requests_;
+};
+
+// Two GPUs as GET /v1/gpus shows them (records_json.cc's shape): one resetting after Xid 79,
+// one out after a remap failure; and a healthy one.
+nlohmann::json FaultedListing(bool with_out) {
+  using nlohmann::json;
+  json gpus = json::array();
+  gpus.push_back({{"id", "0000:18:00.0"},
+                  {"model", "NVIDIA H100 80GB HBM3"},
+                  {"health", {{"step", "healthy"}, {"reason", ""}, {"last_fault", nullptr}}}});
+  gpus.push_back(
+      {{"id", "0000:9d:00.0"},
+       {"model", "NVIDIA H100 80GB HBM3"},
+       {"health",
+        {{"step", "resetting"},
+         {"reason", "gpu-fault: Xid 79 (GPU has fallen off the bus) on 0000:9d:00.0"},
+         {"attempts", 1},
+         {"faulted_ms", 1700000001000},
+         {"last_fault",
+          {{"at_ms", 1700000001000},
+           {"signal", "xid"},
+           {"xid", 79},
+           {"class", "gpu"},
+           {"action", "stop-gpu"},
+           {"reason", "gpu-fault: Xid 79 (GPU has fallen off the bus) on 0000:9d:00.0"}}}}}});
+  if (with_out)
+    gpus.push_back({{"id", "0000:ab:00.0"},
+                    {"model", "NVIDIA H100 80GB HBM3"},
+                    {"health",
+                     {{"step", "out"},
+                      {"reason", "remap failure: the GPU cannot repair itself"},
+                      {"attempts", 0},
+                      {"faulted_ms", 1700000005000},
+                      {"last_fault",
+                       {{"signal", "remap-failure"},
+                        {"xid", nullptr},
+                        {"class", "gpu"},
+                        {"action", "out"}}}}}});
+  return {{"gpus", gpus}};
+}
+
+TEST(DoctorCli, WithAServerListsFaultedGpusAndWhy) {
+  HealthyHost host;
+  CannedApi api(FaultedListing(true).dump());
+  int status = -1;
+  std::string out =
+      host.Doctor("--server " + api.url() + " --format json", &status, "TESSERA_TOKEN=tsa_reader ");
+  EXPECT_EQ(status, 1) << out;  // one GPU stays out
+  EXPECT_NE(api.requests().find("GET /v1/gpus HTTP/1.1"), std::string::npos) << api.requests();
+  EXPECT_NE(api.requests().find("Bearer tsa_reader"), std::string::npos) << api.requests();
+  auto doc = nlohmann::json::parse(out);
+  std::map<std::string, nlohmann::json> faults;
+  for (const auto& check : doc["checks"])
+    if (check["id"] == "gpu.fault") faults[check["title"].get<std::string>()] = check;
+  ASSERT_EQ(faults.size(), 2u) << out;
+  const auto& resetting =
+      faults["GPU 0000:9d:00.0 (NVIDIA H100 80GB HBM3) is out of service after a fault"];
+  EXPECT_EQ(resetting["verdict"], "WARN") << out;
+  for (const char* seen : {"step resetting", "2023-11-14 22:13:21Z", "fallen off the bus",
+                           "Xid 79, class gpu, action stop-gpu", "1 failed recoveries"})
+    EXPECT_NE(resetting["evidence"].get<std::string>().find(seen), std::string::npos)
+        << seen << " in " << resetting;
+  const auto& out_gpu =
+      faults["GPU 0000:ab:00.0 (NVIDIA H100 80GB HBM3) is out of service after a fault"];
+  EXPECT_EQ(out_gpu["verdict"], "FAIL") << out;
+  EXPECT_NE(out_gpu["evidence"].get<std::string>().find("remap failure"), std::string::npos);
+  EXPECT_NE(out_gpu["fix"].get<std::string>().find("/v1/gpus/0000:ab:00.0/release"),
+            std::string::npos);
+}
+
+TEST(DoctorCli, WithAServerARecoveringGpuWarnsAndAllHealthyPasses) {
+  HealthyHost host;
+  {
+    CannedApi api(FaultedListing(false).dump());
+    int status = -1;
+    std::string out = host.Doctor("--server " + api.url(), &status, "TESSERA_TOKEN=t ");
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("WARN  gpu.fault"), std::string::npos) << out;
+  }
+  CannedApi healthy(R"({"gpus":[{"id":"0000:18:00.0","health":{"step":"healthy"}}]})");
+  int status = -1;
+  std::string out = host.Doctor("--server " + healthy.url(), &status, "TESSERA_TOKEN=t ");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("PASS  gpu.faults"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 GPUs, none out after a fault"), std::string::npos) << out;
+  // A server that does not answer is a failure naming it.
+  out = host.Doctor("--server http://127.0.0.1:1", &status, "TESSERA_TOKEN=t ");
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("FAIL  gpu.faults"), std::string::npos) << out;
 }
 
 TEST(RuntimeConfigCli, PrintsForEachTarget) {

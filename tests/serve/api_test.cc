@@ -73,8 +73,8 @@ TEST_F(ServeApi, OpenApiDocumentDescribesEveryEndpoint) {
   EXPECT_EQ(doc.value("openapi", ""), "3.0.3");
   for (const char* path :
        {"/v1/tenancies", "/v1/tenancies/{name}", "/v1/tenancies/{name}/tokens", "/v1/containers",
-        "/v1/containers/{id}", "/v1/containers/{id}/logs", "/v1/gpus", "/v1/leases",
-        "/v1/gpus/{id}/{action}", "/metrics", "/v1/openapi.json"}) {
+        "/v1/containers/{id}", "/v1/containers/{id}/logs", "/v1/gpus", "/v1/gpus/{id}",
+        "/v1/leases", "/v1/gpus/{id}/{action}", "/metrics", "/v1/openapi.json"}) {
     EXPECT_TRUE(doc["paths"].contains(path)) << path;
   }
   EXPECT_TRUE(doc["paths"]["/v1/containers/{id}"].contains("delete"));

@@ -141,6 +141,7 @@ TEST_F(TokenScopes, EveryEndpointAnswersEveryKindOfTokenAsItsScopeSays) {
       {"GET", "/v1/dashboard", "/v1/dashboard", "", reader},
       {"GET", "/v1/queue", "/v1/queue", "", reader},
       {"GET", "/v1/gpus", "/v1/gpus", "", reader},
+      {"GET", "/v1/gpus/{id}", "/v1/gpus/0000:ff:00.0", "", {404, 404, 404, 403, 401, 401, 401}},
       {"GET", "/v1/leases", "/v1/leases", "", reader},
       {"POST",
        "/v1/gpus/{id}/{action}",
