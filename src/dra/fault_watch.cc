@@ -211,7 +211,17 @@ Result<std::unique_ptr<FaultWatch>> FaultWatch::Start(const PluginOptions& optio
   State* raw = state.get();
   auto monitor = health::Monitor::Start(monitor_options, state->gpus,
                                         [raw](health::Signal signal) { raw->OnSignal(signal); });
-  if (!monitor) return monitor.error();
+  if (!monitor) {
+    // A faulted GPU may be why nothing can watch (NVML fails to start): its taint stays.
+    size_t out = std::count_if(restored.begin(), restored.end(),
+                               [](const auto& gpu) { return !gpu.second.health.in_service(); });
+    if (out == 0) return monitor.error();
+    spdlog::warn(
+        "GPU fault watch off: {}; {} restored faulted GPU(s) keep their taint, "
+        "not recovered",
+        monitor.error().message, out);
+    return std::unique_ptr<FaultWatch>(new FaultWatch(std::move(state)));
+  }
   state->monitor = std::move(*monitor);
   state->recovery = std::thread([raw] { raw->RecoverLoop(); });
   return std::unique_ptr<FaultWatch>(new FaultWatch(std::move(state)));

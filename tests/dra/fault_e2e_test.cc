@@ -156,6 +156,24 @@ TEST_F(DraFaults, AKilledPluginRestartsWithItsFaultsAndGoesOnRecovering) {
   EXPECT_TRUE(saved->at(pci4).health.in_service());
 }
 
+// NVML failing to start (as a GPU off the bus can make it) watches nothing: the restored taint
+// stays all the same.
+TEST_F(DraFaults, ARestoredTaintStaysWhenNothingCanWatch) {
+  StartFaultPlugin();
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  const std::string pci6 = node_.devices[6].pci_address;
+  faults_.SetFaults(pci6 + " processes=1\n");
+  faults_.AddEvent(pci6 + " 79");
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(6).is_array(); })) << plugin_->Log();
+  plugin_.reset();
+  ASSERT_TRUE(client_->Delete(kSlices, "", SliceName("gpu.tessera.dev", "node-a")).ok());
+  StartPlugin("", {"--nvml", ""});  // no NVML: nothing watches these GPUs
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  EXPECT_TRUE(TaintsOf(6).is_array()) << plugin_->Log();
+  EXPECT_NE(plugin_->Log().find("restored faulted GPU(s) keep their taint"), std::string::npos)
+      << plugin_->Log();
+}
+
 // A fault state that cannot be read stops the start, naming the file: a plugin that went on
 // would publish a faulted GPU untainted.
 TEST_F(DraFaults, AnUnreadableFaultStateFailsTheStart) {
