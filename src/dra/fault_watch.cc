@@ -49,12 +49,22 @@ std::vector<health::WatchedGpu> WatchedGpus(const NodeDevices& node) {
   return gpus;
 }
 
+void LogRestored(const FaultState& restored) {
+  for (const auto& [pci, record] : restored) {
+    if (record.health.in_service()) continue;
+    spdlog::warn("GPU {}: restored {} ({}); its devices stay tainted {}={} {}", pci,
+                 health::RecoveryStepName(record.health.step), record.health.reason, kFaultTaintKey,
+                 record.taint.value, TaintEffectName(record.taint.effect));
+  }
+}
+
 }  // namespace
 
 struct FaultWatch::State {
   std::vector<health::WatchedGpu> gpus;
   health::RecoveryCommands commands;
   const Driver* driver = nullptr;
+  std::string state_path;  // <plugin-dir>/gpu-faults.json
   std::unique_ptr<FaultHandler> handler;
   std::unique_ptr<health::Monitor> monitor;
   std::mutex mu;  // guards stop and wake
@@ -102,6 +112,14 @@ RecoveryHooks FaultWatch::State::Hooks(const Driver& driver) {
     };
   }
   hooks.claims_holding = [&driver](const std::string& pci) { return driver.ClaimsHolding(pci); };
+  hooks.persist = [this](const FaultState& records) -> Status {
+    Status written = WriteFaultStateFile(state_path, records);
+    if (!written) {
+      spdlog::error("GPU fault state {}: {}; a restart would forget these faults", state_path,
+                    written.error().message);
+    }
+    return written;
+  };
   return hooks;
 }
 
@@ -165,8 +183,18 @@ Result<std::unique_ptr<FaultWatch>> FaultWatch::Start(const PluginOptions& optio
   auto table = options.fault_table.empty() ? Result<health::XidTable>(health::XidTable::Default())
                                            : health::XidTable::Load(options.fault_table);
   if (!table) return table.error().WithContext("--fault-table");
+  // A fault state that cannot be read fails the start: starting without it would publish a
+  // faulted GPU untainted.
+  std::string state_path = options.plugin_dir + "/" + std::string(kFaultStateFile);
+  auto read = ReadFaultStateFile(state_path);
+  if (!read) {
+    return InvalidArgument("GPU fault state: " + read.error().message +
+                           " (a faulted GPU would be published untainted; fix or remove it)");
+  }
+  FaultState restored = std::move(*read);
   auto state = std::make_unique<State>();
   state->driver = &driver;
+  state->state_path = state_path;
   state->gpus = WatchedGpus(driver.node());
   if (state->gpus.empty()) return Unavailable("no GPU to watch");
   state->commands.reset = Words(options.gpu_reset_command);
@@ -175,13 +203,25 @@ Result<std::unique_ptr<FaultWatch>> FaultWatch::Start(const PluginOptions& optio
   fault_options.recover = options.recover;
   state->handler =
       std::make_unique<FaultHandler>(std::move(*table), fault_options, state->Hooks(driver));
+  state->handler->Restore(restored);
+  LogRestored(restored);
   health::MonitorOptions monitor_options;
   monitor_options.nvml_library = options.nvml_library;
   monitor_options.root = options.root;
   State* raw = state.get();
   auto monitor = health::Monitor::Start(monitor_options, state->gpus,
                                         [raw](health::Signal signal) { raw->OnSignal(signal); });
-  if (!monitor) return monitor.error();
+  if (!monitor) {
+    // A faulted GPU may be why nothing can watch (NVML fails to start): its taint stays.
+    size_t out = std::count_if(restored.begin(), restored.end(),
+                               [](const auto& gpu) { return !gpu.second.health.in_service(); });
+    if (out == 0) return monitor.error();
+    spdlog::warn(
+        "GPU fault watch off: {}; {} restored faulted GPU(s) keep their taint, "
+        "not recovered",
+        monitor.error().message, out);
+    return std::unique_ptr<FaultWatch>(new FaultWatch(std::move(state)));
+  }
   state->monitor = std::move(*monitor);
   state->recovery = std::thread([raw] { raw->RecoverLoop(); });
   return std::unique_ptr<FaultWatch>(new FaultWatch(std::move(state)));

@@ -16,9 +16,11 @@ namespace tessera::dra {
 
 class FaultWatch {
  public:
-  // Watches every GPU of the driver's node. Unavailable when neither NVML nor sysfs can watch
-  // any of them (the plugin then runs with device presence only); InvalidArgument for a bad
-  // --fault-table.
+  // Watches every GPU of the driver's node, restoring the faults of <plugin-dir>/gpu-faults.json
+  // first. Unavailable when neither NVML nor sysfs can watch any of them and no restored GPU is
+  // out of service (the plugin then runs with device presence only; with one, the watch keeps
+  // the restored taints without recovering); InvalidArgument for a bad --fault-table or a fault
+  // state file it cannot read.
   static Result<std::unique_ptr<FaultWatch>> Start(const PluginOptions& options,
                                                    const Driver& driver);
   // Stops the recovery thread, then the monitor.

@@ -34,6 +34,23 @@ std::string TaintValue(const health::Signal& signal) {
 FaultHandler::FaultHandler(health::XidTable table, FaultOptions options, RecoveryHooks hooks)
     : options_(std::move(options)), hooks_(std::move(hooks)), classifier_(std::move(table)) {}
 
+void FaultHandler::Restore(const FaultState& state) {
+  std::lock_guard lock(mu_);
+  for (const auto& [pci, record] : state) {
+    Gpu& gpu = gpus_[pci];
+    gpu.health = record.health;
+    gpu.fault = record.taint;
+    ++gpu.changes;
+  }
+}
+
+FaultState FaultHandler::SnapshotLocked() const {
+  FaultState state;
+  for (const auto& [pci, gpu] : gpus_)
+    state[pci] = FaultRecord{gpu.health, gpu.fault};
+  return state;
+}
+
 health::Decision FaultHandler::OnSignal(const health::Signal& signal, int64_t now_ms) {
   // The claims first: the driver's lock is not taken under ours.
   std::vector<std::string> holders;
@@ -43,7 +60,11 @@ health::Decision FaultHandler::OnSignal(const health::Signal& signal, int64_t no
   Gpu& gpu = gpus_[signal.gpu];
   const bool was_in_service = gpu.health.in_service();
   health::RecordFault(gpu.health, signal, decision, options_.policy, now_ms);
-  if (!decision.takes_gpu_out || gpu.health.in_service()) return decision;
+  if (!decision.takes_gpu_out || gpu.health.in_service()) {
+    if (decision.fault_class != health::FaultClass::kIgnore && hooks_.persist)
+      (void)hooks_.persist(SnapshotLocked());  // history only; the hook logs a failure
+    return decision;
+  }
   ++gpu.changes;
   std::optional<uint32_t> instance;
   if (decision.reach == health::Reach::kInstance && decision.gpu_instance_id != health::kWholeGpu)
@@ -57,6 +78,9 @@ health::Decision FaultHandler::OnSignal(const health::Signal& signal, int64_t no
     if (effect == TaintEffect::kNoExecute) gpu.fault.effect = effect;
     if (gpu.fault.gpu_instance_id != instance) gpu.fault.gpu_instance_id.reset();
   }
+  // Before the lock goes, so before Faults() shows the taint. A failed write keeps the taint in
+  // memory all the same (the hook logs it): out of service is the safe side.
+  if (hooks_.persist) (void)hooks_.persist(SnapshotLocked());
   return decision;
 }
 
@@ -126,8 +150,14 @@ bool FaultHandler::Recover(int64_t now_ms) {
     Gpu& gpu = gpus_[item.pci];
     // A fault during the step restarted its recovery: this outcome is stale.
     if (gpu.changes != item.changes || gpu.health.step != item.step) continue;
+    health::GpuHealth before = gpu.health;
     health::Advance(gpu.health, outcome->passed, outcome->detail, options_.policy, now_ms,
                     outcome->reset_helps);
+    // Untainted only once the file says so; a failed write keeps it at this step, to run again.
+    if (hooks_.persist && !hooks_.persist(SnapshotLocked()) && gpu.health.in_service()) {
+      gpu.health = std::move(before);
+      continue;
+    }
     changed = true;
   }
   return changed;

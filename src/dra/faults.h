@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "dra/dra.h"
+#include "dra/fault_state.h"
 #include "health/health.h"
 
 namespace tessera::dra {
@@ -30,6 +31,10 @@ struct RecoveryHooks {
   std::function<health::SelfTestVerdict(const std::string& pci_address)> self_test;
   // UIDs of the prepared claims holding a device of the GPU.
   std::function<std::vector<std::string>(const std::string& pci_address)> claims_holding;
+  // Makes the records durable (the fault state file); called under the handler's lock, so a
+  // taint is written before Faults() shows it. A GPU is back in service (untainted) only once
+  // this succeeded; empty: the records live in memory.
+  std::function<Status(const FaultState& state)> persist;
 };
 
 struct FaultOptions {
@@ -49,6 +54,10 @@ std::string TaintValue(const health::Signal& signal);
 class FaultHandler {
  public:
   FaultHandler(health::XidTable table, FaultOptions options, RecoveryHooks hooks);
+
+  // The records of an earlier run (the fault state file), before any signal: a GPU out of
+  // service keeps its taint, and one between draining and the self-test resumes its recovery.
+  void Restore(const FaultState& state);
 
   // Classifies the signal and records it on its GPU; returns the decision.
   health::Decision OnSignal(const health::Signal& signal, int64_t now_ms);
@@ -72,6 +81,7 @@ class FaultHandler {
     std::string detail;
     bool reset_helps = true;
   };
+  FaultState SnapshotLocked() const;
   std::optional<Outcome> RunStep(const std::string& pci, health::RecoveryStep step);
   Outcome ResetStep(const std::string& pci);
   Outcome VerifyStep(const std::string& pci);

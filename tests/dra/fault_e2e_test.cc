@@ -3,8 +3,10 @@
 // holding the ResourceSlice. Xid 79 taints the device NoExecute and reports it unhealthy; once
 // no claim holds the GPU the stand-in reset runs, the GPU is verified, and the taint goes; Xid 13
 // taints nothing. The tainted slice validates against the Kubernetes API schema.
+#include <csignal>
 #include <cstdlib>
 
+#include "dra/fault_state.h"
 #include "dra/plugin_fixture.h"
 #include "support/fake_nvml_state.h"
 
@@ -115,6 +117,77 @@ TEST_F(DraFaults, WithoutRecoveryTheTaintStays) {
   EXPECT_TRUE(TaintsOf(5).is_array());
   EXPECT_NE(plugin_->Log().find("recovery off"), std::string::npos) << plugin_->Log();
   EXPECT_EQ(faults_.ResetLog(), "");
+}
+
+// A restart forgets no fault: the GPU's record and taint are in <plugin-dir>/gpu-faults.json,
+// so the restarted plugin publishes the same taint (same timeAdded) at once and resumes the
+// recovery where it stopped.
+TEST_F(DraFaults, AKilledPluginRestartsWithItsFaultsAndGoesOnRecovering) {
+  StartFaultPlugin();
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  const std::string pci4 = node_.devices[4].pci_address;
+  faults_.SetFaults(pci4 + " processes=1\n");  // keeps it draining across the restart
+  faults_.AddEvent(pci4 + " 79");
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(4).is_array(); })) << plugin_->Log();
+  Json before = TaintsOf(4)[0];
+  EXPECT_TRUE(fs::exists(PluginDir() + "/gpu-faults.json"));
+
+  plugin_->Signal(SIGKILL);
+  plugin_.reset();
+  // The slice goes too, so what is published next is the new plugin's own.
+  ASSERT_TRUE(client_->Delete(kSlices, "", SliceName("gpu.tessera.dev", "node-a")).ok());
+  // A new NVML event set starts at the events file's first line: no Xid 79 comes again.
+  ASSERT_TRUE(WriteFileAtomically(faults_.events_path(), "").ok());
+  StartFaultPlugin();
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  ASSERT_TRUE(TaintsOf(4).is_array()) << plugin_->Log();
+  EXPECT_EQ(TaintsOf(4)[0], before);
+  EXPECT_NE(plugin_->Log().find("GPU " + pci4 + ": restored draining"), std::string::npos)
+      << plugin_->Log();
+  EXPECT_EQ(faults_.ResetLog(), "");
+
+  faults_.SetFaults(pci4 + " processes=0\n");
+  ASSERT_TRUE(WaitUntil([&] { return faults_.ResetLog() != ""; })) << plugin_->Log();
+  EXPECT_EQ(faults_.ResetLog(), "reset " + pci4 + " " + pci4 + " -> 0\n") << plugin_->Log();
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(4).is_null() && SliceDevices() == 8; }))
+      << plugin_->Log();
+  auto saved = ReadFaultStateFile(PluginDir() + "/gpu-faults.json");
+  ASSERT_TRUE(saved.ok());
+  EXPECT_TRUE(saved->at(pci4).health.in_service());
+}
+
+// NVML failing to start (as a GPU off the bus can make it) watches nothing: the restored taint
+// stays all the same.
+TEST_F(DraFaults, ARestoredTaintStaysWhenNothingCanWatch) {
+  StartFaultPlugin();
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  const std::string pci6 = node_.devices[6].pci_address;
+  faults_.SetFaults(pci6 + " processes=1\n");
+  faults_.AddEvent(pci6 + " 79");
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(6).is_array(); })) << plugin_->Log();
+  plugin_.reset();
+  ASSERT_TRUE(client_->Delete(kSlices, "", SliceName("gpu.tessera.dev", "node-a")).ok());
+  StartPlugin("", {"--nvml", ""});  // no NVML: nothing watches these GPUs
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  EXPECT_TRUE(TaintsOf(6).is_array()) << plugin_->Log();
+  EXPECT_NE(plugin_->Log().find("restored faulted GPU(s) keep their taint"), std::string::npos)
+      << plugin_->Log();
+}
+
+// A fault state that cannot be read stops the start, naming the file: a plugin that went on
+// would publish a faulted GPU untainted.
+TEST_F(DraFaults, AnUnreadableFaultStateFailsTheStart) {
+  fs::create_directories(PluginDir());
+  ASSERT_TRUE(WriteFileAtomically(PluginDir() + "/gpu-faults.json",
+                                  R"({"version":1,"gpus":{"0000:9d:00.0":{"step":"rebooting"}}})")
+                  .ok());
+  StartFaultPlugin();
+  ASSERT_TRUE(WaitUntil([&] {
+    return plugin_->Log().find("gpu-faults.json") != std::string::npos;
+  })) << plugin_->Log();
+  EXPECT_NE(plugin_->Log().find("recovery step"), std::string::npos) << plugin_->Log();
+  EXPECT_NE(plugin_->Stop(), 0) << plugin_->Log();  // it had ended on its own
+  EXPECT_EQ(SliceDevices(), 0u);
 }
 
 // A MIG-enabled GPU published as its slices: a contained error (Xid 94) of one GPU instance
