@@ -37,14 +37,13 @@ std::vector<std::string> TenanciesOn(const std::map<std::string, k8s::Json>& lea
     const k8s::Json& spec = k8s::ObjectField(lease, "spec");
     const k8s::Json& status = k8s::ObjectField(lease, "status");
     bool holds = false;
-    for (const auto* field : {&k8s::ArrayField(spec, "gpuIds"),
-                              &k8s::ArrayField(status, "allocatedDevices")}) {
+    for (const auto* field :
+         {&k8s::ArrayField(spec, "gpuIds"), &k8s::ArrayField(status, "allocatedDevices")}) {
       for (const auto& id : *field)
         holds = holds || (id.is_string() && id.get<std::string>() == pci);
     }
     std::string tenancy = k8s::StringField(spec, "tenancy");
-    if (holds && !tenancy.empty() &&
-        std::find(out.begin(), out.end(), tenancy) == out.end())
+    if (holds && !tenancy.empty() && std::find(out.begin(), out.end(), tenancy) == out.end())
       out.push_back(std::move(tenancy));
   }
   return out;
@@ -107,9 +106,8 @@ class Recovery final : public GpuRecovery {
   void Record(const health::Signal& signal) {
     auto decision = classifier_.Classify(signal, TenanciesOn(leases_.Snapshot(), signal.gpu));
     if (decision.fault_class == health::FaultClass::kIgnore) return;
-    std::fprintf(stderr, "tessera-lease-sync: gpu %s: %s (%s)\n",
-                 Excerpt(signal.gpu, 64).c_str(), Excerpt(decision.reason, 300).c_str(),
-                 decision.action.c_str());
+    std::fprintf(stderr, "tessera-lease-sync: gpu %s: %s (%s)\n", Excerpt(signal.gpu, 64).c_str(),
+                 Excerpt(decision.reason, 300).c_str(), decision.action.c_str());
     health::GpuHealth health = board_.Of(signal.gpu);
     health::RecordFault(health, signal, decision, policy_, NowMs());
     board_.Set(signal.gpu, health);  // published at once
@@ -203,14 +201,10 @@ class Recovery final : public GpuRecovery {
   }
 
   void Verify(const std::string& pci, health::GpuHealth& health) {
+    // Remap failure or NODE_REBOOT: no reset brings it back, it stays out.
     auto unfit = health::JudgeState(monitor_->ReadState(pci));
-    health::Advance(health, !unfit, unfit ? unfit->reason : "", policy_, NowMs());
-    if (unfit && !unfit->reset_helps && health.step != health::RecoveryStep::kOut) {
-      // Remap failure or NODE_REBOOT: no reset brings it back.
-      health.step = health::RecoveryStep::kOut;
-      health.reason = unfit->reason;
-      health.step_since_ms = NowMs();
-    }
+    health::Advance(health, !unfit, unfit ? "verify: " + unfit->reason : "", policy_, NowMs(),
+                    !unfit || unfit->reset_helps);
   }
 
   void SelfTest(const health::WatchedGpu& gpu, int index, health::GpuHealth& health) {
@@ -246,22 +240,21 @@ class Recovery final : public GpuRecovery {
 }  // namespace gpu_recovery_detail
 
 Result<std::unique_ptr<GpuRecovery>> StartGpuRecovery(const LeaseSyncOptions& options,
-                                                       const k8s::NodeGpus& gpus,
-                                                       NodeHealth& board, NodeLeases& leases) {
+                                                      const k8s::NodeGpus& gpus, NodeHealth& board,
+                                                      NodeLeases& leases) {
   if (!options.gpu_health) return std::unique_ptr<GpuRecovery>();
   auto table = options.fault_table.empty() ? Result<health::XidTable>(health::XidTable::Default())
                                            : health::XidTable::Load(options.fault_table);
   if (!table) return table.error().WithContext("--fault-table");
   auto recovery = std::make_unique<gpu_recovery_detail::Recovery>(options, gpus, board, leases,
-                                                                   std::move(*table));
+                                                                  std::move(*table));
   health::MonitorOptions watch;
   watch.nvml_library = options.nvml;
   watch.root = options.root;
   auto* target = recovery.get();
-  auto monitor = health::Monitor::Start(std::move(watch), recovery->watched(),
-                                        [target](health::Signal signal) {
-                                          target->OnSignal(std::move(signal));
-                                        });
+  auto monitor = health::Monitor::Start(
+      std::move(watch), recovery->watched(),
+      [target](health::Signal signal) { target->OnSignal(std::move(signal)); });
   if (!monitor) {
     std::fprintf(stderr, "tessera-lease-sync: GPU health off: %s\n",
                  monitor.error().message.c_str());

@@ -69,7 +69,7 @@ class GpuRecovery {
 // when nothing can watch them (said on stderr): the health loaded into `board` is still
 // published. An error for a bad --fault-table.
 Result<std::unique_ptr<GpuRecovery>> StartGpuRecovery(const LeaseSyncOptions& options,
-                                                       const k8s::NodeGpus& gpus,
-                                                       NodeHealth& board, NodeLeases& leases);
+                                                      const k8s::NodeGpus& gpus, NodeHealth& board,
+                                                      NodeLeases& leases);
 
 }  // namespace tessera::nodeagent

@@ -95,9 +95,10 @@ void PublishGpusLoop(const k8s::ClientConfig& config, const LeaseSyncOptions& op
     if (ok && options.inventory_interval_ms <= 0 && !options.gpu_health) break;
     // A change of a GPU's health is published at once. Otherwise retry soon after a failure,
     // or wait for the next inventory round.
-    auto wait = std::chrono::milliseconds(!ok                                ? 1000
-                                          : options.inventory_interval_ms > 0 ? options.inventory_interval_ms
-                                                                              : 3600 * 1000);
+    auto wait = std::chrono::milliseconds(!ok ? 1000
+                                          : options.inventory_interval_ms > 0
+                                              ? options.inventory_interval_ms
+                                              : 3600 * 1000);
     health.WaitForChange(version, wait, stop);
   }
 }

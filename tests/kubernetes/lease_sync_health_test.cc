@@ -69,13 +69,29 @@ class LeaseSyncHealthTest : public ::testing::Test {
 
   std::unique_ptr<LeaseSyncProcess> StartAgent(const std::string& socket) {
     return std::make_unique<LeaseSyncProcess>(
-        std::vector<std::string>{"--kubeconfig", dir_.path() + "/kubeconfig", "--node", "node-1",
-                                 "--lease-file", dir_.path() + "/leases.json", "--root", root_,
-                                 "--inventory-interval-ms", "0", "--pod-resources-socket", socket,
-                                 "--pod-resources-interval-ms", "0", "--telemetry-interval-ms",
-                                 "0", "--nvml", FAKE_NVML, "--gpu-health-state",
-                                 dir_.path() + "/gpu-health.json", "--gpu-reset-command",
-                                 reset_script_ + " -r -i {uuid}", "--gpu-recovery-interval-ms",
+        std::vector<std::string>{"--kubeconfig",
+                                 dir_.path() + "/kubeconfig",
+                                 "--node",
+                                 "node-1",
+                                 "--lease-file",
+                                 dir_.path() + "/leases.json",
+                                 "--root",
+                                 root_,
+                                 "--inventory-interval-ms",
+                                 "0",
+                                 "--pod-resources-socket",
+                                 socket,
+                                 "--pod-resources-interval-ms",
+                                 "0",
+                                 "--telemetry-interval-ms",
+                                 "0",
+                                 "--nvml",
+                                 FAKE_NVML,
+                                 "--gpu-health-state",
+                                 dir_.path() + "/gpu-health.json",
+                                 "--gpu-reset-command",
+                                 reset_script_ + " -r -i {uuid}",
+                                 "--gpu-recovery-interval-ms",
                                  "100"},
         dir_.path() + "/agent.log");
   }
@@ -145,8 +161,7 @@ TEST_F(LeaseSyncHealthTest, AFaultIsPublishedAtOnceAndTheGpuIsResetOnceNoPodHold
 
   // The Pod is gone: reset (of that GPU only), verified, published healthy with its history.
   kubelet.SetPods({});
-  ASSERT_TRUE(testing::WaitUntil([&] { return PublishedHealth(0).in_service(); }))
-      << agent->Log();
+  ASSERT_TRUE(testing::WaitUntil([&] { return PublishedHealth(0).in_service(); })) << agent->Log();
   EXPECT_EQ(Resets(), "-r -i " + gpus_[0].second + "\n");
   health::GpuHealth back = PublishedHealth(0);
   EXPECT_EQ(back.history, faulted.history);
@@ -180,8 +195,7 @@ TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode)
   agent->Kill(SIGKILL);
   agent = StartAgent(kubelet.socket_path());
   const int calls = kubelet.ListCalls();
-  ASSERT_TRUE(testing::WaitUntil([&] { return kubelet.ListCalls() >= calls + 3; }))
-      << agent->Log();
+  ASSERT_TRUE(testing::WaitUntil([&] { return kubelet.ListCalls() >= calls + 3; })) << agent->Log();
   EXPECT_EQ(PublishedHealth(1), faulted);
   EXPECT_EQ(Resets(), "");
 
@@ -195,8 +209,7 @@ TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode)
   EXPECT_EQ(PublishedHealth(1), faulted);
 
   kubelet.SetPods({});
-  ASSERT_TRUE(testing::WaitUntil([&] { return PublishedHealth(1).in_service(); }))
-      << agent->Log();
+  ASSERT_TRUE(testing::WaitUntil([&] { return PublishedHealth(1).in_service(); })) << agent->Log();
   EXPECT_EQ(Resets(), "-r -i " + gpus_[1].second + "\n");
 }
 

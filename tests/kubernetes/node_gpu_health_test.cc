@@ -1,6 +1,6 @@
 // Each GPU's health as the node agent publishes it with its node's GPUs: the annotation's health
-// field (bounded, unknown steps refused), the agent's state file, and the control plane's Node
-// watch handing a published fault on to the service.
+// field (bounded, unknown steps refused) and the control plane's Node watch handing a published
+// fault on to the service.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -10,16 +10,14 @@
 #include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/plain_config.h"
-#include "nodeagent/gpu_recovery.h"
 #include "support/wait.h"
 
 namespace tessera::k8s {
 namespace {
 
 health::FaultEntry Xid79(int64_t at_ms) {
-  return {at_ms,   "xid",
-          79,      "gpu",
-          "stop-gpu", "gpu-fault: Xid 79 (GPU has fallen off the bus) on 0000:18:00.0"};
+  return {at_ms, "xid",      79,
+          "gpu", "stop-gpu", "gpu-fault: Xid 79 (GPU has fallen off the bus) on 0000:18:00.0"};
 }
 
 health::GpuHealth Faulted() {
@@ -92,17 +90,6 @@ TEST(NodeGpuHealth, PublishedHealthIsBoundedAndUnknownStepsAreRefused) {
   Json no_step = health;
   no_step.erase("step");
   EXPECT_FALSE(annotation_with(no_step).ok());
-}
-
-TEST(NodeGpuHealth, TheAgentsStateFileRoundTrips) {
-  std::map<std::string, health::GpuHealth> gpus = {{"0000:18:00.0", Faulted()},
-                                                   {"0000:2a:00.0", health::GpuHealth{}}};
-  auto parsed = nodeagent::ParseNodeHealthState(nodeagent::NodeHealthStateText(gpus));
-  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
-  EXPECT_EQ(*parsed, gpus);
-  EXPECT_FALSE(nodeagent::ParseNodeHealthState("{\"version\":2,\"gpus\":{}}").ok());
-  EXPECT_FALSE(
-      nodeagent::ParseNodeHealthState(R"({"version":1,"gpus":{"a":{"step":"gone"}}})").ok());
 }
 
 // The control plane's Node watch (what tessera serve turns into its node inventory) carries a

@@ -8,9 +8,10 @@
 namespace tessera::k8s {
 namespace {
 
-// Text that fits its bound as it is; longer text cut to a printable excerpt of the bound.
+// Text that fits its bound as it is; longer text cut to a printable excerpt of the bound (its
+// "..." included).
 std::string Bounded(const std::string& text, size_t max_bytes) {
-  return text.size() <= max_bytes ? text : Excerpt(text, max_bytes);
+  return text.size() <= max_bytes ? text : Excerpt(text, max_bytes - 3);
 }
 
 Json FaultEntryJson(const health::FaultEntry& entry) {
