@@ -187,8 +187,10 @@ class Recovery final : public GpuRecovery {
       }
     }
     if (!pods_known_ || std::count(held_.begin(), held_.end(), pci) > 0) return false;
+    // A GPU that fell off the bus answers no process list: kubelet's word is all there is (and
+    // the reset is refused while anything still holds it).
     auto state = monitor_->ReadState(pci);
-    return state.processes.has_value() && *state.processes == 0;
+    return state.lost || (state.processes.has_value() && *state.processes == 0);
   }
 
   void Reset(const health::WatchedGpu& gpu, int index, health::GpuHealth& health) {

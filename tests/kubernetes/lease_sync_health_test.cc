@@ -1,15 +1,13 @@
 // GPU faults on a Kubernetes node: tessera-lease-sync (a real process) watches the stand-in
 // NVML's GPUs, publishes a faulted GPU in its Node's GPU listing at once, waits until kubelet's
 // allocations (PodResources, emulated on a real socket) show no Pod on it, resets it through the
-// configured command (a stand-in that records its calls), and publishes it healthy again. The
-// recovery step survives kill -9 of the agent.
+// configured command (the stand-in nvidia-smi, which records its resets and clears what waits
+// for one), and publishes it healthy again. The recovery step survives kill -9 of the agent.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <stdlib.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 
 #include "backends/kubernetes/node_gpus.h"
 #include "inventory/inventory.h"
@@ -29,13 +27,6 @@ using testing::FakeApiServer;
 using testing::LeaseSyncProcess;
 using testing::PodResourcesKubelet;
 using testing::TempDir;
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 class LeaseSyncHealthTest : public ::testing::Test {
  protected:
@@ -58,14 +49,7 @@ class LeaseSyncHealthTest : public ::testing::Test {
       gpus_.push_back({gpu->pci_address, gpu->gpu_uuid.value_or("")});
     ASSERT_GE(gpus_.size(), 2u);
     ASSERT_FALSE(gpus_[0].second.empty());
-    events_ = dir_.path() + "/events";
-    ::setenv("TESSERA_FAKE_NVML_EVENTS", events_.c_str(), 1);
-    // The stand-in reset: records each call (nvidia-smi's arguments) and succeeds.
-    reset_script_ = dir_.path() + "/nvidia-smi";
-    std::ofstream(reset_script_) << "#!/bin/sh\necho \"$*\" >> " << dir_.path() << "/resets\n";
-    ::chmod(reset_script_.c_str(), 0755);
   }
-  void TearDown() override { ::unsetenv("TESSERA_FAKE_NVML_EVENTS"); }
 
   std::unique_ptr<LeaseSyncProcess> StartAgent(const std::string& socket) {
     return std::make_unique<LeaseSyncProcess>(
@@ -90,7 +74,7 @@ class LeaseSyncHealthTest : public ::testing::Test {
                                  "--gpu-health-state",
                                  dir_.path() + "/gpu-health.json",
                                  "--gpu-reset-command",
-                                 reset_script_ + " -r -i {uuid}",
+                                 std::string(FAKE_NVIDIA_SMI) + " -r -i {uuid}",
                                  "--gpu-recovery-interval-ms",
                                  "100"},
         dir_.path() + "/agent.log");
@@ -109,10 +93,12 @@ class LeaseSyncHealthTest : public ::testing::Test {
     if (!published || published->gpus.size() <= gpu) return {};
     return published->gpus[gpu].health;
   }
-  void Xid(size_t gpu, int xid) {
-    std::ofstream(events_, std::ios::app) << gpus_[gpu].first << " " << xid << "\n";
+  void Xid(size_t gpu, int xid) { faults_.AddEvent(gpus_[gpu].first + " " + std::to_string(xid)); }
+  void ClearEvents() const { std::ofstream(faults_.events_path(), std::ios::trunc); }
+  std::string Resets() const { return faults_.ResetLog(); }
+  std::string ResetOf(size_t gpu) const {
+    return "reset " + gpus_[gpu].second + " " + gpus_[gpu].first + " -> 0\n";
   }
-  std::string Resets() const { return ReadText(dir_.path() + "/resets"); }
   podresources::PodDevices PodOn(size_t gpu) const {
     return {"tenant-team-a", "train-1", {{"main", "nvidia.com/gpu", {gpus_[gpu].second}}}};
   }
@@ -122,12 +108,11 @@ class LeaseSyncHealthTest : public ::testing::Test {
   std::unique_ptr<Client> client_;
   std::string root_;
   std::vector<std::pair<std::string, std::string>> gpus_;  // PCI address, UUID
-  std::string events_;
-  std::string reset_script_;
+  testing::FakeNvmlState nvml_{"hgx-h100-dgx"};
+  testing::FakeNvmlFaults faults_;
 };
 
 TEST_F(LeaseSyncHealthTest, AFaultIsPublishedAtOnceAndTheGpuIsResetOnceNoPodHoldsIt) {
-  testing::FakeNvmlState nvml("hgx-h100-dgx");
   PodResourcesKubelet kubelet(dir_.path() + "/kubelet.sock");
   ASSERT_TRUE(kubelet.ok());
   kubelet.SetPods({PodOn(0)});
@@ -153,7 +138,9 @@ TEST_F(LeaseSyncHealthTest, AFaultIsPublishedAtOnceAndTheGpuIsResetOnceNoPodHold
   for (size_t i = 1; i < gpus_.size(); ++i)
     EXPECT_TRUE(PublishedHealth(i).in_service()) << i;
 
-  // kubelet still has a Pod on it: several rounds later, no reset.
+  // It has fallen off the bus (until a reset), and kubelet still has a Pod on it: several
+  // rounds later, no reset.
+  faults_.SetFaults(gpus_[0].first + " lost=1\n");
   const int calls = kubelet.ListCalls();
   ASSERT_TRUE(testing::WaitUntil([&] { return kubelet.ListCalls() >= calls + 3; }));
   EXPECT_EQ(Resets(), "");
@@ -162,9 +149,13 @@ TEST_F(LeaseSyncHealthTest, AFaultIsPublishedAtOnceAndTheGpuIsResetOnceNoPodHold
   // The Pod is gone: reset (of that GPU only), verified, published healthy with its history.
   kubelet.SetPods({});
   ASSERT_TRUE(testing::WaitUntil([&] { return PublishedHealth(0).in_service(); })) << agent->Log();
-  EXPECT_EQ(Resets(), "-r -i " + gpus_[0].second + "\n");
+  EXPECT_EQ(Resets(), ResetOf(0));
   health::GpuHealth back = PublishedHealth(0);
-  EXPECT_EQ(back.history, faulted.history);
+  // The Xid first; the lost GPU's reads may add "gpu-lost" before the reset.
+  ASSERT_FALSE(back.history.empty());
+  EXPECT_EQ(back.history.front(), faulted.history.front());
+  for (size_t i = 1; i < back.history.size(); ++i)
+    EXPECT_EQ(back.history[i].signal, "gpu-lost") << agent->Log();
   EXPECT_EQ(back.faulted_ms, 0);
 
   // Merge patches of the annotation only: the Node's other metadata stays, and its
@@ -177,7 +168,6 @@ TEST_F(LeaseSyncHealthTest, AFaultIsPublishedAtOnceAndTheGpuIsResetOnceNoPodHold
 }
 
 TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode) {
-  testing::FakeNvmlState nvml("hgx-h100-dgx");
   PodResourcesKubelet kubelet(dir_.path() + "/kubelet.sock");
   ASSERT_TRUE(kubelet.ok());
   kubelet.SetPods({PodOn(1)});
@@ -191,8 +181,11 @@ TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode)
   })) << agent->Log();
   const health::GpuHealth faulted = PublishedHealth(1);
 
-  // kill -9 while the Pod still holds it; the restarted agent keeps it out (its state file).
+  // kill -9 while the Pod still holds it; the restarted agent keeps it out (its state file). A
+  // new process's NVML hands it only events after it: the stand-in replays its file from the
+  // start to a new process, so the file starts afresh.
   agent->Kill(SIGKILL);
+  ClearEvents();
   agent = StartAgent(kubelet.socket_path());
   const int calls = kubelet.ListCalls();
   ASSERT_TRUE(testing::WaitUntil([&] { return kubelet.ListCalls() >= calls + 3; })) << agent->Log();
@@ -201,6 +194,7 @@ TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode)
 
   // Again without the state file: what the Node publishes keeps it out.
   agent->Kill(SIGKILL);
+  ClearEvents();
   ASSERT_EQ(::unlink((dir_.path() + "/gpu-health.json").c_str()), 0);
   agent = StartAgent(kubelet.socket_path());
   const int calls_again = kubelet.ListCalls();
@@ -210,7 +204,7 @@ TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode)
 
   kubelet.SetPods({});
   ASSERT_TRUE(testing::WaitUntil([&] { return PublishedHealth(1).in_service(); })) << agent->Log();
-  EXPECT_EQ(Resets(), "-r -i " + gpus_[1].second + "\n");
+  EXPECT_EQ(Resets(), ResetOf(1));
 }
 
 }  // namespace
