@@ -52,11 +52,12 @@ std::vector<std::string> TenanciesOn(const std::map<std::string, k8s::Json>& lea
 class Recovery final : public GpuRecovery {
  public:
   Recovery(const LeaseSyncOptions& options, const k8s::NodeGpus& gpus, NodeHealth& board,
-           NodeLeases& leases, health::XidTable table)
+           NodeLeases& leases, health::XidTable table, ReleaseNvml release_nvml)
       : options_(options),
         gpus_(gpus),
         board_(board),
         leases_(leases),
+        release_nvml_(std::move(release_nvml)),
         classifier_(std::move(table)) {
     commands_.reset = SplitCommand(options.gpu_reset_command);
     commands_.self_test = SplitCommand(options.gpu_self_test_command);
@@ -196,7 +197,9 @@ class Recovery final : public GpuRecovery {
   void Reset(const health::WatchedGpu& gpu, int index, health::GpuHealth& health) {
     // NVML handles open here make the driver refuse the reset ("In use by another client").
     monitor_->Suspend();
+    if (release_nvml_) release_nvml_(true);
     auto status = health::RunReset(commands_, gpu, index);
+    if (release_nvml_) release_nvml_(false);
     monitor_->Resume();
     health::Advance(health, status.ok(), status.ok() ? "" : "reset: " + status.error().message,
                     policy_, NowMs());
@@ -223,6 +226,7 @@ class Recovery final : public GpuRecovery {
   const k8s::NodeGpus gpus_;
   NodeHealth& board_;
   NodeLeases& leases_;
+  ReleaseNvml release_nvml_;
   health::Classifier classifier_;  // the recovery thread's only
   health::RecoveryPolicy policy_;
   health::RecoveryCommands commands_;
@@ -243,13 +247,14 @@ class Recovery final : public GpuRecovery {
 
 Result<std::unique_ptr<GpuRecovery>> StartGpuRecovery(const LeaseSyncOptions& options,
                                                       const k8s::NodeGpus& gpus, NodeHealth& board,
-                                                      NodeLeases& leases) {
+                                                      NodeLeases& leases,
+                                                      ReleaseNvml release_nvml) {
   if (!options.gpu_health) return std::unique_ptr<GpuRecovery>();
   auto table = options.fault_table.empty() ? Result<health::XidTable>(health::XidTable::Default())
                                            : health::XidTable::Load(options.fault_table);
   if (!table) return table.error().WithContext("--fault-table");
-  auto recovery = std::make_unique<gpu_recovery_detail::Recovery>(options, gpus, board, leases,
-                                                                  std::move(*table));
+  auto recovery = std::make_unique<gpu_recovery_detail::Recovery>(
+      options, gpus, board, leases, std::move(*table), std::move(release_nvml));
   health::MonitorOptions watch;
   watch.nvml_library = options.nvml;
   watch.root = options.root;

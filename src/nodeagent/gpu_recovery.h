@@ -12,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,11 +66,15 @@ class GpuRecovery {
   virtual ~GpuRecovery() = default;
 };
 
+// The agent's other NVML users (telemetry): called with true before a reset, to close NVML
+// (the driver refuses a reset while any process holds it), and with false after it.
+using ReleaseNvml = std::function<void(bool release)>;
+
 // Starts detection and recovery on this node's GPUs (`gpus`). nullptr when --no-gpu-health, or
 // when nothing can watch them (said on stderr): the health loaded into `board` is still
 // published. An error for a bad --fault-table.
 Result<std::unique_ptr<GpuRecovery>> StartGpuRecovery(const LeaseSyncOptions& options,
                                                       const k8s::NodeGpus& gpus, NodeHealth& board,
-                                                      NodeLeases& leases);
+                                                      NodeLeases& leases, ReleaseNvml release_nvml);
 
 }  // namespace tessera::nodeagent

@@ -212,7 +212,15 @@ int RunLeaseSync(const LeaseSyncOptions& options, LeaseSyncSetup& setup, std::at
   NodeLeases leases;
   std::unique_ptr<k8s::NodeTelemetry> node_telemetry;
   int code = StartTelemetry(options, setup, leases, node_telemetry);
-  auto recovery = StartGpuRecovery(options, known, health, leases);
+  auto* telemetry = node_telemetry.get();
+  auto recovery = StartGpuRecovery(options, known, health, leases, [telemetry](bool release) {
+    if (!telemetry) return;
+    if (release) {
+      telemetry->Suspend();
+    } else {
+      telemetry->Resume();
+    }
+  });
   if (!recovery) std::fprintf(stderr, "tessera-lease-sync: %s\n", recovery.error().message.c_str());
   if (code != 0 || !recovery) {
     stop = true;

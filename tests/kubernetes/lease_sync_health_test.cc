@@ -51,7 +51,9 @@ class LeaseSyncHealthTest : public ::testing::Test {
     ASSERT_FALSE(gpus_[0].second.empty());
   }
 
-  std::unique_ptr<LeaseSyncProcess> StartAgent(const std::string& socket) {
+  // `telemetry_ms`: its telemetry (NVML held between resets) every so often; "0": none.
+  std::unique_ptr<LeaseSyncProcess> StartAgent(const std::string& socket,
+                                               const std::string& telemetry_ms = "0") {
     return std::make_unique<LeaseSyncProcess>(
         std::vector<std::string>{"--kubeconfig",
                                  dir_.path() + "/kubeconfig",
@@ -68,7 +70,7 @@ class LeaseSyncHealthTest : public ::testing::Test {
                                  "--pod-resources-interval-ms",
                                  "0",
                                  "--telemetry-interval-ms",
-                                 "0",
+                                 telemetry_ms,
                                  "--nvml",
                                  FAKE_NVML,
                                  "--gpu-health-state",
@@ -116,7 +118,8 @@ TEST_F(LeaseSyncHealthTest, AFaultIsPublishedAtOnceAndTheGpuIsResetOnceNoPodHold
   PodResourcesKubelet kubelet(dir_.path() + "/kubelet.sock");
   ASSERT_TRUE(kubelet.ok());
   kubelet.SetPods({PodOn(0)});
-  auto agent = StartAgent(kubelet.socket_path());
+  // With telemetry on: it lets go of NVML for the reset, which the stand-in would refuse.
+  auto agent = StartAgent(kubelet.socket_path(), "200");
   ASSERT_TRUE(testing::WaitUntil([&] { return Published().has_value(); })) << agent->Log();
   ASSERT_TRUE(testing::WaitUntil([&] {
     return agent->Log().find("watching") != std::string::npos;
