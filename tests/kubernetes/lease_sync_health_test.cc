@@ -210,5 +210,24 @@ TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode)
   EXPECT_EQ(Resets(), ResetOf(1));
 }
 
+TEST_F(LeaseSyncHealthTest, AGpuWhoseResetKeepsFailingStaysOutWithTheReason) {
+  PodResourcesKubelet kubelet(dir_.path() + "/kubelet.sock");
+  ASSERT_TRUE(kubelet.ok());
+  faults_.SetFaults(gpus_[2].first + " reset_fail=3\n");
+  auto agent = StartAgent(kubelet.socket_path());
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return agent->Log().find("watching") != std::string::npos;
+  })) << agent->Log();
+  Xid(2, 48);
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return PublishedHealth(2).step == health::RecoveryStep::kOut;
+  })) << agent->Log();
+  const health::GpuHealth out = PublishedHealth(2);
+  EXPECT_NE(out.reason.find("gave up after 3 attempts"), std::string::npos) << out.reason;
+  const std::string failed = "reset " + gpus_[2].second + " " + gpus_[2].first + " -> 3\n";
+  EXPECT_EQ(Resets(), failed + failed + failed);
+  EXPECT_TRUE(PublishedHealth(0).in_service());
+}
+
 }  // namespace
 }  // namespace tessera::k8s
