@@ -175,10 +175,13 @@ class Recovery final : public GpuRecovery {
       held_.clear();
       auto list = podresources::List(options_.pod_resources_socket, std::chrono::seconds(5));
       pods_known_ = list.ok();
-      if (!list) {
+      // A kubelet that is down says so every round: each new problem is logged once.
+      std::string problem = list.ok() ? "" : list.error().message;
+      if (!problem.empty() && problem != pods_problem_)
         std::fprintf(stderr, "tessera-lease-sync: faulted GPUs wait: PodResources: %s\n",
-                     list.error().message.c_str());
-      } else {
+                     problem.c_str());
+      pods_problem_ = std::move(problem);
+      if (list) {
         for (const auto& pod : list->pods) {
           for (const auto& container : pod.devices) {
             for (const auto& id : k8s::PciAddressesOfDeviceIds(container.ids, gpus_))
@@ -240,6 +243,7 @@ class Recovery final : public GpuRecovery {
   bool pods_checked_ = false;
   bool pods_known_ = false;
   std::vector<std::string> held_;
+  std::string pods_problem_;  // the last PodResources problem logged
   std::thread thread_;
 };
 
