@@ -35,10 +35,13 @@ void SleepUnlessStopped(const std::atomic<bool>& stop, std::chrono::milliseconds
 Result<k8s::NodeGpus> ReadNodeGpus(const std::string& root,
                                    const std::optional<topology::PartitionTable>& table);
 
+class NodeHealth;
+
 // The Node annotation: every round compares with the live Node (one GET), so an annotation
-// removed or edited by someone else is put back. Once only with --inventory-interval-ms 0.
+// removed or edited by someone else is put back. Once only with --inventory-interval-ms 0 and
+// --no-gpu-health; a change of a GPU's health in `health` is published at once.
 void PublishGpusLoop(const k8s::ClientConfig& config, const LeaseSyncOptions& options,
-                     const std::optional<topology::PartitionTable>& table,
+                     const std::optional<topology::PartitionTable>& table, NodeHealth& health,
                      const std::atomic<bool>& stop);
 
 // kubelet's allocations -> GpuLease status.allocatedDevices, every --pod-resources-interval-ms

@@ -11,6 +11,7 @@
 #include "inventory/inventory.h"
 #include "kubernetes/kubeconfig.h"
 #include "nodeagent/agent_loops.h"
+#include "nodeagent/gpu_recovery.h"
 #include "nodeagent/lease_file.h"
 #include "nodeagent/node_telemetry.h"
 
@@ -167,6 +168,17 @@ int StartTelemetry(const LeaseSyncOptions& options, LeaseSyncSetup& setup, NodeL
   return 0;
 }
 
+// Each GPU's health as the last run left it: the state file, or else what the Node publishes.
+void LoadGpuHealth(const LeaseSyncOptions& options, const k8s::ClientConfig& config,
+                   NodeHealth& board) {
+  if (!options.gpu_health || board.Load()) return;
+  k8s::Client client(config);
+  auto node = client.Get(k8s::Resource::Nodes(), "", options.node);
+  if (!node) return;
+  auto published = k8s::NodeGpusOf(*node);
+  if (published.ok() && published->has_value()) board.Adopt(**published);
+}
+
 }  // namespace
 
 int PrepareLeaseSync(const LeaseSyncOptions& options, LeaseSyncSetup& setup) {
@@ -192,21 +204,34 @@ int PrepareLeaseSync(const LeaseSyncOptions& options, LeaseSyncSetup& setup) {
 
 int RunLeaseSync(const LeaseSyncOptions& options, LeaseSyncSetup& setup, std::atomic<bool>& stop) {
   const auto& table = setup.table;
-  std::thread publisher([&] { PublishGpusLoop(setup.config, options, table, stop); });
+  k8s::NodeGpus known;
+  if (auto read = ReadNodeGpus(options.root, table)) known = std::move(*read);
+  NodeHealth health(options.gpu_health_state);
+  LoadGpuHealth(options, setup.config, health);
+  std::thread publisher([&] { PublishGpusLoop(setup.config, options, table, health, stop); });
   NodeLeases leases;
   std::unique_ptr<k8s::NodeTelemetry> node_telemetry;
-  if (int code = StartTelemetry(options, setup, leases, node_telemetry); code != 0) {
+  int code = StartTelemetry(options, setup, leases, node_telemetry);
+  auto* telemetry = node_telemetry.get();
+  auto recovery = StartGpuRecovery(options, known, health, leases, [telemetry](bool release) {
+    if (!telemetry) return;
+    if (release) {
+      telemetry->Suspend();
+    } else {
+      telemetry->Resume();
+    }
+  });
+  if (!recovery) std::fprintf(stderr, "tessera-lease-sync: %s\n", recovery.error().message.c_str());
+  if (code != 0 || !recovery) {
     stop = true;
     publisher.join();  // a joinable thread's destructor would abort the process
-    return code;
+    return code != 0 ? code : 2;
   }
   std::thread reporter([&] { ReportAllocationsLoop(setup.config, options, table, leases, stop); });
   std::thread partitions([&] {
     if (setup.fabric) SyncPartitionsLoop(*setup.fabric, options, table, leases, stop);
   });
   k8s::Client client(setup.config);
-  k8s::NodeGpus known;
-  if (auto read = ReadNodeGpus(options.root, table)) known = std::move(*read);
   LeaseFileWriter writer(options, std::move(known), leases);
   auto handle = [&](const k8s::WatchEvent& event) {
     if (event.type == "SYNC" || event.type == "ADDED" || event.type == "MODIFIED" ||
@@ -216,6 +241,7 @@ int RunLeaseSync(const LeaseSyncOptions& options, LeaseSyncSetup& setup, std::at
   };
   auto status = client.ListWatch(k8s::Resource::GpuLeases(), "", "", handle, &stop);
   stop = true;
+  recovery->reset();       // its thread reads `leases` and `health`
   node_telemetry.reset();  // its threads read `leases`
   publisher.join();
   reporter.join();

@@ -13,6 +13,10 @@
 //  - Measures what each leased Pod's GPU processes use (NVML, attributed by cgroup) every
 //    --telemetry-interval-ms, keeps it in the GpuLease's status.measured and serves /metrics
 //    and /v1/telemetry on --metrics-listen, behind --metrics-token-file (node_telemetry.h).
+//  - Watches this node's GPUs for faults (NVML events and state, --fault-table), publishes each
+//    GPU's health with its GPUs at once (the control plane stops the GPU's work), and resets,
+//    verifies and returns a faulted GPU once kubelet shows no Pod on it (gpu_recovery.h); the
+//    recovery step is kept in --gpu-health-state across restarts.
 #pragma once
 
 #include <atomic>

@@ -88,12 +88,35 @@ void AddTelemetryFlags(CLI::App& app, LeaseSyncOptions& o) {
       ->capture_default_str();
 }
 
+void AddGpuHealthFlags(CLI::App& app, LeaseSyncOptions& o) {
+  app.add_flag("--gpu-health,!--no-gpu-health", o.gpu_health,
+               "Watch this node's GPUs for faults (NVML of --nvml), publish each GPU's health "
+               "with its GPUs, and reset and verify a faulted GPU once no Pod holds it");
+  app.add_option("--fault-table", o.fault_table,
+                 "Xid classification table over the built-in one (docs/faults.md)");
+  app.add_option("--gpu-reset-command", o.gpu_reset_command,
+                 "Resets a faulted GPU (split on spaces; {uuid}, {pci}, {index} replaced); \"\": "
+                 "never reset, the GPU stays out")
+      ->capture_default_str();
+  app.add_option("--gpu-self-test-command", o.gpu_self_test_command,
+                 "Tests a reset GPU before it returns (\"dcgmi diag -r 1 -i {index}\" reads DCGM's "
+                 "verdict); default: NVML state only");
+  app.add_option("--gpu-health-state", o.gpu_health_state,
+                 "Each GPU's recovery step, kept across restarts")
+      ->capture_default_str();
+  app.add_option("--gpu-recovery-interval-ms", o.gpu_recovery_interval_ms,
+                 "How often a faulted GPU's Pods and processes are looked for")
+      ->check(CLI::Range(50, 600000))
+      ->capture_default_str();
+}
+
 }  // namespace
 
 void AddLeaseSyncFlags(CLI::App& app, LeaseSyncOptions& options) {
   AddInventoryFlags(app, options);
   AddFabricFlags(app, options);
   AddTelemetryFlags(app, options);
+  AddGpuHealthFlags(app, options);
 }
 
 Status CheckLeaseSyncOptions(LeaseSyncOptions& options) {

@@ -33,6 +33,15 @@ struct LeaseSyncOptions {
   int metrics_timeout_ms = static_cast<int>(telemetry::EndpointOptions{}.timeout.count());
   std::string nvml = "libnvidia-ml.so.1";
   std::string proc_dir = "/proc";
+  // GPU faults (gpu_recovery.h): detection over --nvml, the classification table, the commands
+  // that reset and test a GPU (split on spaces; "{uuid}", "{pci}", "{index}" replaced), and the
+  // file that keeps each GPU's recovery step across restarts.
+  bool gpu_health = true;
+  std::string fault_table;  // empty: the built-in table
+  std::string gpu_reset_command = "nvidia-smi -r -i {uuid}";
+  std::string gpu_self_test_command;  // empty: verification by NVML state only
+  std::string gpu_health_state = "/var/lib/tessera/gpu-health.json";
+  int gpu_recovery_interval_ms = 1000;
 
   LeaseSyncOptions();
 };

@@ -151,7 +151,9 @@ struct NodeTelemetry::Impl {
   ClientConfig config;
   NodeTelemetryOptions options;
   LeaseSnapshot leases;
-  std::unique_ptr<telemetry::Collector> collector;
+  std::mutex collector_mu;                          // guards collector and suspended
+  std::unique_ptr<telemetry::Collector> collector;  // null while suspended
+  bool suspended = false;
   std::unique_ptr<telemetry::MetricsEndpoint> endpoint;
   std::atomic<bool> stop{false};
   std::thread pod_watch;
@@ -232,7 +234,12 @@ struct NodeTelemetry::Impl {
       }
     }
     const int64_t now_ms = NowMs();
-    telemetry::PassResult pass = collector->Collect(directory, cursors, now_ms);
+    telemetry::PassResult pass;
+    {
+      std::lock_guard lock(collector_mu);
+      if (!collector) return;  // suspended for a GPU reset, or NVML did not open again
+      pass = collector->Collect(directory, cursors, now_ms);
+    }
     std::vector<std::pair<std::string, LeaseMeasured>> patches;
     {
       std::lock_guard lock(mu);
@@ -314,13 +321,9 @@ uint16_t NodeTelemetry::port() const {
   return impl_->endpoint ? impl_->endpoint->port() : 0;
 }
 
-Result<std::unique_ptr<NodeTelemetry>> NodeTelemetry::Start(const ClientConfig& config,
-                                                            NodeTelemetryOptions options,
-                                                            LeaseSnapshot leases) {
-  auto impl = std::make_unique<Impl>();
-  impl->config = config;
-  impl->leases = std::move(leases);
-  if (options.hostname.empty()) options.hostname = options.node;
+namespace {
+
+Result<std::unique_ptr<telemetry::Collector>> OpenCollector(const NodeTelemetryOptions& options) {
   telemetry::NvmlSourceOptions source;
   source.library = options.nvml_library;
   source.gpus = options.gpus;
@@ -329,7 +332,39 @@ Result<std::unique_ptr<NodeTelemetry>> NodeTelemetry::Start(const ClientConfig& 
   telemetry::CollectorOptions collector;
   collector.proc_dir = options.proc_dir;
   collector.integration.max_gap = 2 * options.interval;
-  impl->collector = std::make_unique<telemetry::Collector>(std::move(*opened), collector);
+  return std::make_unique<telemetry::Collector>(std::move(*opened), collector);
+}
+
+}  // namespace
+
+void NodeTelemetry::Suspend() {
+  std::lock_guard lock(impl_->collector_mu);
+  impl_->suspended = true;
+  impl_->collector.reset();  // the last NVML handle: nvmlShutdown
+}
+
+void NodeTelemetry::Resume() {
+  std::lock_guard lock(impl_->collector_mu);
+  impl_->suspended = false;
+  auto opened = OpenCollector(impl_->options);
+  if (!opened) {
+    std::fprintf(stderr, "tessera-lease-sync: telemetry: NVML after a GPU reset: %s\n",
+                 opened.error().message.c_str());
+    return;
+  }
+  impl_->collector = std::move(*opened);
+}
+
+Result<std::unique_ptr<NodeTelemetry>> NodeTelemetry::Start(const ClientConfig& config,
+                                                            NodeTelemetryOptions options,
+                                                            LeaseSnapshot leases) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->leases = std::move(leases);
+  if (options.hostname.empty()) options.hostname = options.node;
+  auto opened = OpenCollector(options);
+  if (!opened) return opened.error();
+  impl->collector = std::move(*opened);
   impl->metrics = telemetry::NodeMetrics(
       {options.hostname, options.max_series, static_cast<int64_t>(options.interval.count())});
   impl->options = std::move(options);

@@ -86,6 +86,11 @@ class NodeTelemetry {
 
   uint16_t port() const;  // the endpoint's bound port; 0 without one
 
+  // Closes NVML (no pass runs) so that a GPU reset is not refused as "in use", until Resume()
+  // opens it again; the measurements carry on from the leases' cursors.
+  void Suspend();
+  void Resume();
+
   struct Impl;
 
  private:

@@ -6,6 +6,7 @@
 #include "backends/kubernetes/node_gpus.h"
 #include "inventory/inventory.h"
 #include "nodeagent/agent_loops.h"
+#include "nodeagent/gpu_recovery.h"
 
 namespace tessera::nodeagent {
 
@@ -60,14 +61,15 @@ Result<bool> PublishNodeGpus(k8s::Client& client, const std::string& node,
   return true;
 }
 
-// One round of the publisher: whether the Node now carries this node's GPUs.
+// One round of the publisher: whether the Node now carries this node's GPUs and their health.
 bool PublishRound(k8s::Client& client, const LeaseSyncOptions& options,
-                  const std::optional<topology::PartitionTable>& table) {
+                  const std::optional<topology::PartitionTable>& table, NodeHealth& health) {
   auto gpus = ReadNodeGpus(options.root, table);
   if (!gpus) {
     std::fprintf(stderr, "tessera-lease-sync: %s\n", gpus.error().message.c_str());
     return false;
   }
+  health.Fill(*gpus);
   auto patched = PublishNodeGpus(client, options.node, k8s::NodeGpusAnnotation(*gpus));
   if (!patched) {
     std::fprintf(stderr, "tessera-lease-sync: node %s: %s\n", options.node.c_str(),
@@ -83,15 +85,21 @@ bool PublishRound(k8s::Client& client, const LeaseSyncOptions& options,
 }  // namespace
 
 void PublishGpusLoop(const k8s::ClientConfig& config, const LeaseSyncOptions& options,
-                     const std::optional<topology::PartitionTable>& table,
+                     const std::optional<topology::PartitionTable>& table, NodeHealth& health,
                      const std::atomic<bool>& stop) {
   k8s::Client client(config);
   while (!stop) {
-    bool ok = PublishRound(client, options, table);
-    if (ok && options.inventory_interval_ms <= 0) break;
-    // Retry soon after a failure; otherwise wait for the next inventory round.
-    auto wait = std::chrono::milliseconds(ok ? options.inventory_interval_ms : 1000);
-    SleepUnlessStopped(stop, wait, std::chrono::milliseconds(50));
+    uint64_t version = 0;
+    health.Snapshot(&version);
+    bool ok = PublishRound(client, options, table, health);
+    if (ok && options.inventory_interval_ms <= 0 && !options.gpu_health) break;
+    // A change of a GPU's health is published at once. Otherwise retry soon after a failure,
+    // or wait for the next inventory round.
+    auto wait = std::chrono::milliseconds(!ok ? 1000
+                                          : options.inventory_interval_ms > 0
+                                              ? options.inventory_interval_ms
+                                              : 3600 * 1000);
+    health.WaitForChange(version, wait, stop);
   }
 }
 

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto list = k8s::ParseResponseJson(text, "GET gpuleases");
   if (!list) return 0;
   k8s::NodeGpus known;
-  known.gpus.push_back({"0000:18:00.0", "GPU-1", "H100", 0, {}});
+  known.gpus.push_back({"0000:18:00.0", "GPU-1", "H100", 0, {}, {}});
   auto file = k8s::LeaseFileFor(*list, "node-1", &known);
   auto leases = deviceplugin::ParseLeaseFile(file);
   if (!leases) __builtin_trap();

@@ -239,8 +239,8 @@ TEST(LeaseAllocation, MatchingAllocationIsNoDifferenceAndUnknownIdsStayVisible) 
   EXPECT_EQ(DevicesToCheck(lease), (std::vector<std::string>{"0000:18:00.0", "0000:2a:00.0"}));
 
   NodeGpus node;
-  node.gpus.push_back({"0000:18:00.0", "GPU-aaaa", "H100", 0, {}});
-  node.gpus.push_back({"0000:2a:00.0", "", "H100", 0, {}});
+  node.gpus.push_back({"0000:18:00.0", "GPU-aaaa", "H100", 0, {}, {}});
+  node.gpus.push_back({"0000:2a:00.0", "", "H100", 0, {}, {}});
   // UUIDs, PCI addresses and replicas map to PCI; an unknown ID stays as it is.
   EXPECT_EQ(PciAddressesOfDeviceIds({"GPU-aaaa::3", "0000:2a:00.0", "GPU-zzzz"}, node),
             (std::vector<std::string>{"0000:18:00.0", "0000:2a:00.0", "GPU-zzzz"}));

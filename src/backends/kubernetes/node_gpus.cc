@@ -14,12 +14,14 @@ std::string NodeGpusAnnotation(const NodeGpus& gpus) {
     Json item = {{"pci", gpu.pci_address}, {"model", gpu.model}, {"numa", gpu.numa_node}};
     if (!gpu.uuid.empty()) item["uuid"] = gpu.uuid;
     if (!gpu.upstream_bridges.empty()) item["bridges"] = gpu.upstream_bridges;
+    if (gpu.health != health::GpuHealth{}) item["health"] = GpuHealthJson(gpu.health);
     list.push_back(std::move(item));
   }
   Json doc = {{"version", 1}, {"gpus", std::move(list)}};
   if (!gpus.partition_table.is_null()) doc["partitionTable"] = gpus.partition_table;
-  // nlohmann::json objects keep their keys sorted: equal inventories dump to equal text.
-  return doc.dump();
+  // nlohmann::json objects keep their keys sorted: equal inventories dump to equal text. A
+  // reason that is not UTF-8 (a driver's detail) is published with replacement characters.
+  return doc.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text) {
@@ -59,6 +61,11 @@ Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text) {
         if (!bridge.is_string()) return InvalidArgument(where + ".bridges: not strings");
         gpu.upstream_bridges.push_back(bridge.get<std::string>());
       }
+    }
+    if (item.contains("health")) {
+      auto health = ParseGpuHealthJson(item["health"]);
+      if (!health) return health.error().WithContext(where + ".health");
+      gpu.health = std::move(*health);
     }
     for (const auto& seen : out.gpus)
       if (seen.pci_address == gpu.pci_address)

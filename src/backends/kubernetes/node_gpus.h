@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "health/health.h"
 #include "kubernetes/client.h"
 
 namespace tessera::k8s {
@@ -22,6 +23,10 @@ struct NodeGpu {
   std::string model;
   int numa_node = -1;
   std::vector<std::string> upstream_bridges;  // nearest first: same-switch scoring
+  // The node agent's view of its health: where it stands in recovery and its fault history.
+  // The control plane stops the GPU's work and keeps it out of placement while it is not
+  // healthy. Published only when it differs from a healthy GPU without history.
+  health::GpuHealth health;
   friend bool operator==(const NodeGpu&, const NodeGpu&) = default;
 };
 
@@ -34,13 +39,26 @@ struct NodeGpus {
   friend bool operator==(const NodeGpus&, const NodeGpus&) = default;
 };
 
-// {"version":1,"gpus":[{"pci":…,"uuid":…,"model":…,"numa":…,"bridges":[…]}],"partitionTable":…}
-// dumped compactly with sorted keys, so equal inventories give equal text.
+// {"version":1,"gpus":[{"pci":…,"uuid":…,"model":…,"numa":…,"bridges":[…],"health":…}],
+//  "partitionTable":…} dumped compactly with sorted keys, so equal inventories give equal text.
 std::string NodeGpusAnnotation(const NodeGpus& gpus);
 // Parses the annotation; errors name the field ("gpus[2].pci: missing").
 Result<NodeGpus> ParseNodeGpusAnnotation(std::string_view text);
 // The GPUs a Node object publishes: nullopt without the annotation; an error names the node.
 Result<std::optional<NodeGpus>> NodeGpusOf(const Json& node);
+// Bounds of a GPU's published health (the annotation is anyone's who may edit Nodes).
+inline constexpr size_t kMaxHealthReasonBytes = 512;
+inline constexpr size_t kMaxHealthNameBytes = 64;  // signal, class and action names
+inline constexpr int kMaxHealthAttempts = 1000;
+
+// One GPU's health: {"step":"draining","reason":…,"attempts":…,"sinceMs":…,"faultedMs":…,
+// "history":[{"atMs":…,"signal":"xid","xid":79,"class":"gpu","action":"stop-gpu","reason":…}]}.
+// Longer reasons are cut to the bound, the oldest history entries beyond kMaxHistory left out.
+Json GpuHealthJson(const health::GpuHealth& health);
+// Parses it; an unknown step, more than kMaxHistory entries, a reason or name over its bound or
+// a negative time are refused, the error naming the field ("history[3].reason: longer than …").
+Result<health::GpuHealth> ParseGpuHealthJson(const Json& value);
+
 // The merge patch that sets the annotation on a Node.
 Json NodeGpusPatch(const std::string& annotation);
 // kubelet device IDs as the device plugin advertises them (GPU UUID or PCI address, replicas

@@ -31,6 +31,7 @@ Result<serve::Service::NodeInventory> NodeInventoryOf(const k8s::NodeGpus& node,
     record.index = static_cast<int>(i);
     record.model = gpu.model;
     record.cdi_device = cdi_kind + "=" + (gpu.uuid.empty() ? gpu.pci_address : gpu.uuid);
+    record.health = gpu.health;  // the node agent's: Gpus::UpdateNodes contains a fault
     out.gpus.push_back(std::move(record));
     topology::GpuInfo info;
     info.id = gpu.pci_address;
