@@ -237,9 +237,10 @@ void RecordFault(GpuHealth& health, const Signal& signal, const Decision& decisi
 
 // The outcome of the step in progress (kDraining: "the GPU is empty now"). Passed moves to the
 // next step; failed counts an attempt and goes back to kResetting, or to kOut once
-// policy.max_attempts failed (or `reset_helps` is false). `detail` becomes the reason.
+// policy.max_attempts failed or `retry` is false (Unfit::reset_helps). `detail` becomes the
+// reason of a failure.
 void Advance(GpuHealth& health, bool passed, const std::string& detail,
-             const RecoveryPolicy& policy, int64_t now_ms);
+             const RecoveryPolicy& policy, int64_t now_ms, bool retry = true);
 
 // An operator's release: back to kHealthy, attempts cleared, history kept.
 void Release(GpuHealth& health, int64_t now_ms);
