@@ -11,6 +11,8 @@
 
 namespace tessera::serve {
 
+class Faults;
+
 // Whether one of the caller's containers holds the GPU (whole, a MIG slice or a share); the
 // admin holds every GPU. mu held.
 bool HoldsGpuLocked(const Model& model, const Caller& caller, const fleet::GpuRecord& gpu);
@@ -21,6 +23,8 @@ void RedactGpuLocked(const Model& model, const Caller& caller, fleet::GpuRecord&
 class Gpus {
  public:
   explicit Gpus(Model& model) : model_(model) {}
+  // Before any thread starts: the fault handling (published health, releasing faulted GPUs).
+  void SetFaults(Faults* faults) { faults_ = faults; }
 
   // Fleet mode: the nodes that publish GPUs now (all of them, each call). New GPUs are added
   // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
@@ -56,6 +60,7 @@ class Gpus {
   Status CheckFleetRequestLocked(int gpus) const;
 
   Model& model_;
+  Faults* faults_ = nullptr;
 };
 
 }  // namespace tessera::serve
