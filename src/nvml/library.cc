@@ -85,6 +85,7 @@ Result<std::unique_ptr<Library>> Library::Open(const std::string& path) {
   Bind(h, api->set_compute_mode, "nvmlDeviceSetComputeMode");
   Bind(h, api->module_id, "nvmlDeviceGetModuleId");
   BindTelemetry(*api);
+  BindHealth(*api);
   if (!api->init || !api->shutdown || !api->by_pci) {
     return Unavailable(path + ": missing NVML entry points (not the NVIDIA management library?)");
   }

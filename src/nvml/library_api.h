@@ -1,5 +1,6 @@
 // Internal to the nvml module: the entry points Library::Open looks up, shared by the files that
-// call them (library.cc: MIG; telemetry_reads.cc: figures, processes, GPM, Xid events).
+// call them (library.cc: MIG; telemetry_reads.cc: figures, processes, GPM, Xid events;
+// health_reads.cc: fault events and the GPU's fault state).
 #pragma once
 
 #include <dlfcn.h>
@@ -74,11 +75,20 @@ struct Library::Api {
   Return (*event_set_free)(EventSet) = nullptr;
   Return (*register_events)(Device, unsigned long long, EventSet) = nullptr;
   Return (*event_wait)(EventSet, EventData*, unsigned int) = nullptr;
+  // Health (health_reads.cc).
+  Return (*remapped_rows)(Device, unsigned int*, unsigned int*, unsigned int*,
+                          unsigned int*) = nullptr;
+  Return (*retired_pages_pending)(Device, unsigned int*) = nullptr;
+  Return (*total_ecc)(Device, unsigned int, unsigned int, unsigned long long*) = nullptr;
+  Return (*field_values)(Device, int, FieldValue*) = nullptr;
+  Return (*pci_info)(Device, abi::PciInfo*) = nullptr;
 
-  EventSet xid_set = nullptr;  // Library::WatchXids
+  EventSet xid_set = nullptr;     // Library::WatchXids (telemetry)
+  EventSet health_set = nullptr;  // Library::RegisterEvents and WaitEvent (health)
 
   ~Api() {
     if (xid_set && event_set_free) event_set_free(xid_set);
+    if (health_set && event_set_free) event_set_free(health_set);
     if (initialized && shutdown) shutdown();
     if (handle) ::dlclose(handle);
   }
@@ -111,7 +121,47 @@ void Bind(void* handle, F*& out, const char* name) {
   out = reinterpret_cast<F*>(::dlsym(handle, name));
 }
 
+// How a read went, from NVML's return code (telemetry_reads.cc and health_reads.cc).
+inline ReadStatus StatusOf(Return code) {
+  switch (code) {
+    case kSuccess:
+      return ReadStatus::kOk;
+    case kErrorNotSupported:
+      return ReadStatus::kNotSupported;
+    case kErrorNotFound:
+      return ReadStatus::kNotFound;
+    case kErrorGpuIsLost:
+      return ReadStatus::kGpuLost;
+    default:
+      return ReadStatus::kFailed;
+  }
+}
+
+template <typename T>
+Read<T> Answer(Return code, T value = T{}) {
+  Read<T> read;
+  read.status = StatusOf(code);
+  read.code = code;
+  if (code == kSuccess) read.value = std::move(value);
+  return read;
+}
+
+// A read whose entry point the installed driver lacks.
+template <typename T>
+Read<T> Missing() {
+  Read<T> read;
+  read.status = ReadStatus::kNotSupported;
+  read.code = kErrorNotSupported;
+  return read;
+}
+
+inline Device DeviceOf(Gpu gpu) {
+  return static_cast<Device>(gpu.handle());
+}
+
 // The telemetry entry points (each may be missing on an older driver).
 void BindTelemetry(Library::Api& api);
+// The health entry points (health_reads.cc; each may be missing too).
+void BindHealth(Library::Api& api);
 
 }  // namespace tessera::nvml

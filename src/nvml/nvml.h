@@ -1,7 +1,8 @@
 // NVIDIA's management library (NVML), opened with dlopen at run time: the MIG queries the
 // inventory needs, the MIG changes `tessera mig apply` makes, the compute mode and memory size
 // of GPUs shared through MPS, and the telemetry reads (per-GPU figures, per-process memory and
-// SM use, accounting, GPM, Xid events) the collector takes. Nothing links libnvidia-ml, so every
+// SM use, accounting, GPM, Xid events) the collector takes, and the fault events and state the
+// health watch reads. Nothing links libnvidia-ml, so every
 // tessera program starts on hosts without the NVIDIA driver; a missing library or entry point is
 // an Unavailable error the caller turns into a warning.
 #pragma once
@@ -171,6 +172,40 @@ struct XidEvent {
   uint32_t gpu_instance_id = 0;
 };
 
+// ---- Health values (health_reads.cc) ----
+
+// NVML's event types (nvmlEventType*) the health watch registers for.
+inline constexpr uint64_t kEventDoubleBitEccError = 0x2;
+inline constexpr uint64_t kEventXidCriticalError = 0x8;
+inline constexpr uint32_t kNoInstance = 0xFFFFFFFF;  // an event no MIG instance is named in
+
+// One NVML event (nvmlEventData_t): the GPU handle it names (compared with handles from
+// HandleByPci, never dereferenced), its type, its data (a Xid event's Xid) and, with MIG, the
+// GPU and compute instance the driver attributes it to (kNoInstance: none).
+struct Event {
+  void* gpu = nullptr;
+  uint64_t type = 0;
+  uint64_t data = 0;
+  uint32_t gpu_instance_id = kNoInstance;
+  uint32_t compute_instance_id = kNoInstance;
+};
+inline constexpr size_t kEventDataBytes = 32;  // sizeof(nvmlEventData_t)
+// An nvmlEventData_t's bytes as NVML leaves them (records.cc; pure, so a fuzz target reaches
+// it): nullopt when `bytes` is shorter than one record; bytes past it are ignored.
+std::optional<Event> DecodeEventData(std::string_view bytes);
+
+// NVML's PCI bus ID ("00000000:65:00.0", an 8-digit domain in upper case) in sysfs form
+// ("0000:65:00.0"); empty for anything of another shape (records.cc; pure).
+std::string SysfsPciAddress(std::string_view nvml_bus_id);
+
+// nvmlDeviceGetRemappedRows (Ampere and later).
+struct RowRemapping {
+  uint32_t correctable = 0;    // rows remapped for correctable errors
+  uint32_t uncorrectable = 0;  // rows remapped for uncorrectable errors
+  bool pending = false;        // a remap waits for a reset
+  bool failure = false;        // a remap failed: the GPU cannot repair itself
+};
+
 class Library {
  public:
   // dlopen()s `path` (e.g. "libnvidia-ml.so.1") and calls nvmlInit_v2. A path with a slash must
@@ -251,6 +286,26 @@ class Library {
   // waiting.
   Status WatchXids(const std::vector<Gpu>& gpus);
   std::vector<XidEvent> DrainXids(size_t max_events = 256) const;
+
+  // ---- Health reads (health_reads.cc): a GPU's fault events and fault state. Every read
+  // answers NVML_ERROR_GPU_IS_LOST as kGpuLost; a board or driver without the figure answers
+  // kNotSupported. ----
+  Read<Gpu> HandleByPci(const std::string& pci_address) const;  // sysfs form
+  Read<std::string> PciAddress(Gpu gpu) const;                  // sysfs form
+  Read<RowRemapping> RemappedRows(Gpu gpu) const;
+  Read<bool> RetiredPagesPending(Gpu gpu) const;  // pre-Ampere page retirement
+  // The volatile (since the last reset) uncorrected ECC error count.
+  Read<uint64_t> VolatileUncorrectedEcc(Gpu gpu) const;
+  // The driver's recovery action (field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, r570 and later):
+  // 0 none, 1 GPU reset, 2 node reboot, 3 drain peer-to-peer, 4 drain and reset.
+  Read<uint32_t> RecoveryAction(Gpu gpu) const;
+  // Registers `gpu` on the health event set (made on first use; apart from WatchXids' set) for
+  // `types`; a GPU that refuses the whole mask is registered for each type it accepts. Answers
+  // the types registered.
+  Read<uint64_t> RegisterEvents(Gpu gpu, uint64_t types);
+  // The next event of the health set, waiting up to `timeout_ms` (0: what has arrived);
+  // kNotFound when none came. Safe beside reads on other threads.
+  Read<Event> WaitEvent(uint32_t timeout_ms) const;
 
   struct Api;
 

@@ -176,6 +176,7 @@ constexpr unsigned int kFeatureEnabled = 1;  // NVML_FEATURE_ENABLED
 constexpr unsigned long long kValueNotAvailable = ~0ULL;
 constexpr unsigned int kValueNotAvailable32 = ~0U;
 constexpr unsigned long long kEventTypeXidCriticalError = 0x8ULL;
+constexpr unsigned long long kEventTypeDoubleBitEccError = 0x2ULL;
 
 // nvmlEventData_t.
 struct EventData {
@@ -186,6 +187,44 @@ struct EventData {
   unsigned int compute_instance_id;
 };
 using EventSet = struct EventSetOpaque*;
+
+// Health reads (health_reads.cc).
+constexpr unsigned int kMemoryErrorTypeUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr unsigned int kVolatileEcc = 0;                 // NVML_VOLATILE_ECC
+constexpr unsigned int kFieldGpuRecoveryAction = 230;    // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+
+// nvmlValueType_t: which member of nvmlValue_t a field value fills.
+constexpr unsigned int kValueTypeDouble = 0;
+constexpr unsigned int kValueTypeUnsignedInt = 1;
+constexpr unsigned int kValueTypeUnsignedLong = 2;
+constexpr unsigned int kValueTypeUnsignedLongLong = 3;
+constexpr unsigned int kValueTypeSignedLongLong = 4;
+constexpr unsigned int kValueTypeSignedInt = 5;
+constexpr unsigned int kValueTypeUnsignedShort = 6;
+
+// nvmlFieldValue_t (nvmlDeviceGetFieldValues): the caller sets field_id; NVML fills the rest,
+// with a return code of its own per field. `value` is nvmlValue_t, an 8-byte union read by
+// value_type.
+struct FieldValue {
+  unsigned int field_id;
+  unsigned int scope_id;
+  long long timestamp;
+  long long latency_usec;
+  unsigned int value_type;
+  Return nvml_return;
+  unsigned char value[8];
+};
+
+// nvmlPciInfo_t (nvmlDeviceGetPciInfo_v3).
+struct PciInfo {
+  char bus_id_legacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pci_device_id;
+  unsigned int pci_subsystem_id;
+  char bus_id[32];  // "00000000:65:00.0": an 8-digit domain, upper-case hex
+};
 
 // GPU performance monitoring (GPM, Hopper and later): samples are opaque handles; a metric is
 // computed from two of them.
@@ -226,5 +265,8 @@ static_assert(sizeof(GpuInstanceInfo) == 24);
 static_assert(sizeof(ComputeInstanceInfo) == 32);
 static_assert(sizeof(DeviceAttributes) == 40);
 static_assert(sizeof(ProcessInfo) == 24);
+static_assert(sizeof(FieldValue) == 40);
+static_assert(alignof(FieldValue) == 8);
+static_assert(sizeof(PciInfo) == 68);
 
 }  // namespace tessera::nvml::abi

@@ -10,42 +10,6 @@ namespace tessera::nvml {
 
 namespace {
 
-ReadStatus StatusOf(Return code) {
-  switch (code) {
-    case kSuccess:
-      return ReadStatus::kOk;
-    case kErrorNotSupported:
-      return ReadStatus::kNotSupported;
-    case kErrorNotFound:
-      return ReadStatus::kNotFound;
-    case kErrorGpuIsLost:
-      return ReadStatus::kGpuLost;
-    default:
-      return ReadStatus::kFailed;
-  }
-}
-
-template <typename T>
-Read<T> Answer(Return code, T value = T{}) {
-  Read<T> read;
-  read.status = StatusOf(code);
-  read.code = code;
-  if (code == kSuccess) read.value = std::move(value);
-  return read;
-}
-
-template <typename T>
-Read<T> Missing() {
-  Read<T> read;
-  read.status = ReadStatus::kNotSupported;
-  read.code = kErrorNotSupported;
-  return read;
-}
-
-Device DeviceOf(Gpu gpu) {
-  return static_cast<Device>(gpu.handle());
-}
-
 // How often a process list that keeps growing between the sizing call and the fill is asked
 // again before the pass takes what it has.
 constexpr int kListAttempts = 4;

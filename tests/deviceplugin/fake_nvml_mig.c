@@ -257,6 +257,10 @@ static int Injected(const char* function) {
   return NVML_SUCCESS;
 }
 
+/* fake_nvml_faults.c: lost=1 (the GPU fell off the bus) and processes= of the fault state. */
+int FakeNvmlLost(const char* pci);
+int FakeNvmlFaultProcesses(const char* pci);
+
 /* ---- handles ---- */
 /* A GPU handle is fake_nvml.c's device record, whose first member is its PCI address; GPU
  * instance, compute instance and MIG device handles point into the arrays above. */
@@ -273,6 +277,15 @@ static Ci* AsCi(void* handle) {
   Ci* ci = (Ci*)handle;
   return ci >= cis && ci < cis + MAX_CIS && ci->used ? ci : NULL;
 }
+/* Injected(), or NVML_ERROR_GPU_IS_LOST for a handle of (or on) a GPU that fell off the bus. */
+static int InjectedOn(const char* function, void* device) {
+  int rc = Injected(function);
+  if (rc || !device) return rc;
+  Ci* ci = AsCi(device);
+  const char* pci = ci ? (ci->gpu >= 0 ? gpus[ci->gpu].pci : NULL) : (const char*)device;
+  return pci && FakeNvmlLost(pci) ? 15 : NVML_SUCCESS;
+}
+
 static const Profile* Profiles(int gpu, int* count) {
   if (strcmp(gpus[gpu].board, "a100-40gb") == 0) {
     *count = sizeof kA100 / sizeof kA100[0];
@@ -335,7 +348,7 @@ const char* nvmlErrorString(int result) {
 }
 
 int nvmlDeviceGetModuleId(void* device, unsigned int* id) {
-  int rc = Injected("nvmlDeviceGetModuleId");
+  int rc = InjectedOn("nvmlDeviceGetModuleId", device);
   if (rc) return rc;
   int gpu = GpuOf(device);
   if (gpu < 0 || gpus[gpu].module == 0) return NVML_ERROR_NOT_SUPPORTED;
@@ -344,7 +357,7 @@ int nvmlDeviceGetModuleId(void* device, unsigned int* id) {
 }
 
 int nvmlDeviceGetMigMode(void* device, unsigned int* current, unsigned int* pending) {
-  int rc = Injected("nvmlDeviceGetMigMode");
+  int rc = InjectedOn("nvmlDeviceGetMigMode", device);
   if (rc) return rc;
   int gpu = GpuOf(device);
   if (gpu < 0) return NVML_ERROR_NOT_SUPPORTED;
@@ -373,13 +386,13 @@ static int FillProfile(void* device, unsigned int index, ProfileInfo* info, cons
 }
 
 int nvmlDeviceGetGpuInstanceProfileInfo(void* device, unsigned int index, ProfileInfo* info) {
-  int rc = Injected("nvmlDeviceGetGpuInstanceProfileInfo");
+  int rc = InjectedOn("nvmlDeviceGetGpuInstanceProfileInfo", device);
   const char* name;
   return rc ? rc : FillProfile(device, index, info, &name);
 }
 
 int nvmlDeviceGetGpuInstanceProfileInfoV(void* device, unsigned int index, ProfileInfoV2* info) {
-  int rc = Injected("nvmlDeviceGetGpuInstanceProfileInfoV");
+  int rc = InjectedOn("nvmlDeviceGetGpuInstanceProfileInfoV", device);
   if (rc) return rc;
   if (info->version != (sizeof(ProfileInfoV2) | (2u << 24))) return 25; /* VERSION_MISMATCH */
   ProfileInfo v1;
@@ -397,7 +410,7 @@ int nvmlDeviceGetGpuInstanceProfileInfoV(void* device, unsigned int index, Profi
 
 int nvmlDeviceGetGpuInstances(void* device, unsigned int profile_id, void** out,
                               unsigned int* count) {
-  int rc = Injected("nvmlDeviceGetGpuInstances");
+  int rc = InjectedOn("nvmlDeviceGetGpuInstances", device);
   if (rc) return rc;
   int gpu = GpuOf(device);
   if (gpu < 0 || !gpus[gpu].mig) return NVML_ERROR_NOT_SUPPORTED;
@@ -473,7 +486,7 @@ int nvmlComputeInstanceGetInfo_v2(void* handle, CiInfo* info) {
 }
 
 int nvmlDeviceGetMaxMigDeviceCount(void* device, unsigned int* count) {
-  int rc = Injected("nvmlDeviceGetMaxMigDeviceCount");
+  int rc = InjectedOn("nvmlDeviceGetMaxMigDeviceCount", device);
   if (rc) return rc;
   int gpu = GpuOf(device);
   *count = gpu >= 0 && gpus[gpu].mig ? 7 : 0;
@@ -504,7 +517,7 @@ int nvmlDeviceGetComputeInstanceId(void* device, unsigned int* id) {
 }
 
 int nvmlDeviceGetUUID(void* device, char* uuid, unsigned int length) {
-  int rc = Injected("nvmlDeviceGetUUID");
+  int rc = InjectedOn("nvmlDeviceGetUUID", device);
   if (rc) return rc;
   Ci* ci = AsCi(device);
   const char* text = ci ? ci->uuid : NULL;
@@ -580,7 +593,7 @@ int nvmlDeviceGetAttributes_v2(void* device, Attributes* attributes) {
 }
 
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, void* infos) {
-  int rc = Injected("nvmlDeviceGetComputeRunningProcesses_v3");
+  int rc = InjectedOn("nvmlDeviceGetComputeRunningProcesses_v3", device);
   if (rc) return rc;
   {
     Ci* ci = AsCi(device);
@@ -594,6 +607,8 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, v
   }
   int gpu = GpuOf(device);
   unsigned int n = gpu >= 0 ? (unsigned int)gpus[gpu].processes : 0;
+  int faulted = device ? FakeNvmlFaultProcesses((const char*)device) : -1;
+  if (faulted >= 0) n = (unsigned int)faulted;
   int fits = *count >= n;
   *count = n;
   (void)infos;
@@ -606,7 +621,7 @@ int nvmlDeviceSetMigMode(void* device, unsigned int mode, int* activation) {
   int gpu = GpuOf(device);
   char args[32];
   snprintf(args, sizeof args, "%u", mode);
-  int rc = Injected("nvmlDeviceSetMigMode");
+  int rc = InjectedOn("nvmlDeviceSetMigMode", device);
   if (!rc && gpu < 0) rc = NVML_ERROR_NOT_SUPPORTED;
   if (!rc && mode == 0) {
     for (int i = 0; i < MAX_GIS; ++i)
@@ -628,7 +643,7 @@ int nvmlDeviceCreateGpuInstanceWithPlacement(void* device, unsigned int profile_
   char args[64];
   snprintf(args, sizeof args, "profile=%u start=%u size=%u", profile_id, placement->start,
            placement->size);
-  int rc = Injected("nvmlDeviceCreateGpuInstanceWithPlacement");
+  int rc = InjectedOn("nvmlDeviceCreateGpuInstanceWithPlacement", device);
   const Profile* p = gpu >= 0 ? ProfileById(gpu, profile_id) : NULL;
   if (!rc && (gpu < 0 || !gpus[gpu].mig)) rc = NVML_ERROR_NOT_SUPPORTED;
   if (!rc && (!p || placement->size != p->memory_slices)) rc = NVML_ERROR_INVALID_ARGUMENT;

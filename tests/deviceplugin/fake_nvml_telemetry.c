@@ -115,6 +115,9 @@ static unsigned long long NowUs(void) {
   return (unsigned long long)tv.tv_sec * 1000000ULL + (unsigned long long)tv.tv_usec;
 }
 
+/* fake_nvml_faults.c: lost=1 in the fault state. */
+int FakeNvmlLost(const char* pci);
+
 /* fake_nvml_mig.c: the value of " key=" in a line. */
 const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t size);
 
@@ -248,6 +251,7 @@ static int Injected(const char* function, const char* pci) {
   }
   const Line* device = pci ? DeviceLine(pci) : NULL;
   if (device && device->lost) return NVML_ERROR_GPU_IS_LOST;
+  if (pci && FakeNvmlLost(pci)) return NVML_ERROR_GPU_IS_LOST; /* fake_nvml_faults.c */
   return NVML_SUCCESS;
 }
 

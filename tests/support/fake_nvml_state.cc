@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -80,6 +81,51 @@ void FakeNvmlScenario::Write(const std::string& text) const {
 
 std::string FakeNvmlScenario::Served() const {
   return ReadText(served_);
+}
+
+FakeNvmlFaults::FakeNvmlFaults(bool holders_refuse_resets)
+    : faults_(dir_.path() + "/nvml.faults"),
+      events_(dir_.path() + "/nvml.events"),
+      holders_(dir_.path() + "/nvml.holders"),
+      smi_log_(dir_.path() + "/nvidia-smi.log") {
+  Write(faults_, "");
+  Write(events_, "");
+  Write(smi_log_, "");
+  std::filesystem::create_directories(holders_);
+  ::setenv("TESSERA_FAKE_NVML_FAULTS", faults_.c_str(), 1);
+  ::setenv("TESSERA_FAKE_NVML_EVENTS", events_.c_str(), 1);
+  if (holders_refuse_resets)
+    ::setenv("TESSERA_FAKE_NVML_HOLDERS", holders_.c_str(), 1);
+  else
+    ::unsetenv("TESSERA_FAKE_NVML_HOLDERS");
+  ::setenv("TESSERA_FAKE_NVIDIA_SMI_LOG", smi_log_.c_str(), 1);
+}
+
+FakeNvmlFaults::~FakeNvmlFaults() {
+  ::unsetenv("TESSERA_FAKE_NVML_FAULTS");
+  ::unsetenv("TESSERA_FAKE_NVML_EVENTS");
+  ::unsetenv("TESSERA_FAKE_NVML_HOLDERS");
+  ::unsetenv("TESSERA_FAKE_NVIDIA_SMI_LOG");
+}
+
+void FakeNvmlFaults::SetFaults(const std::string& text) const {
+  const std::string temporary = faults_ + ".tmp";
+  Write(temporary, text);
+  std::rename(temporary.c_str(), faults_.c_str());
+}
+
+std::string FakeNvmlFaults::Faults() const {
+  return ReadText(faults_);
+}
+
+void FakeNvmlFaults::AddEvent(const std::string& line) const {
+  const std::string temporary = events_ + ".tmp";
+  Write(temporary, ReadText(events_) + line + "\n");
+  std::rename(temporary.c_str(), events_.c_str());
+}
+
+std::string FakeNvmlFaults::ResetLog() const {
+  return ReadText(smi_log_);
 }
 
 uint64_t NowMicros() {

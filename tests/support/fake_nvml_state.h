@@ -57,6 +57,38 @@ class FakeNvmlScenario {
   std::string served_;
 };
 
+// The stand-in NVML's fault state and events for one test (tests/deviceplugin/fake_nvml.c and
+// fake_nvml_faults.c), the folder of its NVML holders and the stand-in nvidia-smi's reset log
+// (tests/health/fake_nvidia_smi.c): TESSERA_FAKE_NVML_FAULTS, TESSERA_FAKE_NVML_EVENTS,
+// TESSERA_FAKE_NVML_HOLDERS and TESSERA_FAKE_NVIDIA_SMI_LOG. Child processes inherit them.
+class FakeNvmlFaults {
+ public:
+  // `holders_refuse_resets`: whether the stand-in nvidia-smi refuses a reset while another
+  // process holds NVML (the real one does; a test of a program that cannot let go of NVML
+  // leaves it off).
+  explicit FakeNvmlFaults(bool holders_refuse_resets = true);
+  FakeNvmlFaults(const FakeNvmlFaults&) = delete;
+  FakeNvmlFaults& operator=(const FakeNvmlFaults&) = delete;
+  ~FakeNvmlFaults();
+
+  const std::string& faults_path() const { return faults_; }
+  const std::string& events_path() const { return events_; }
+  // Replaces the fault state (atomically), e.g. "0000:65:00.0 uuid=GPU-a remap_pending=1\n".
+  void SetFaults(const std::string& text) const;
+  std::string Faults() const;
+  // Appends one event line (atomically), e.g. "0000:65:00.0 94 gi=1 ci=0" or "0000:65:00.0 ecc".
+  void AddEvent(const std::string& line) const;
+  // The stand-in nvidia-smi's resets so far: "reset <id> <pci> -> <exit status>" lines.
+  std::string ResetLog() const;
+
+ private:
+  TempDir dir_;
+  std::string faults_;
+  std::string events_;
+  std::string holders_;
+  std::string smi_log_;
+};
+
 // Microseconds since the epoch, as NVML timestamps its samples.
 uint64_t NowMicros();
 
