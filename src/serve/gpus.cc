@@ -169,18 +169,7 @@ void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
       listed.insert(gpu.id());
       GpuRecord* existing = model_.FindGpu(gpu.id());
       if (existing) {
-        bool changed = existing->model != gpu.model || existing->cdi_device != gpu.cdi_device ||
-                       existing->index != gpu.index;
-        existing->model = gpu.model;
-        existing->cdi_device = gpu.cdi_device;
-        existing->index = gpu.index;
-        if (!existing->available) {
-          spdlog::info("GPU {}: available again", existing->id());
-          existing->available = true;
-        }
-        if (changed) mutations.push_back(*existing);
-        // Its node watches it: a fault it publishes is contained here, a recovery frees it.
-        if (faults_) faults_->ApplyPublishedLocked(*existing, gpu.health, mutations, requeued);
+        MergePublishedLocked(*existing, gpu, mutations, requeued);
       } else {
         // The option ROM of a GPU on another node is not readable here: its post-lease check is
         // the backend's (firmware-check Job on the node), which keeps its own baseline.
@@ -238,6 +227,23 @@ void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
   else
     model_.Commit(std::move(mutations), nullptr);
   model_.scheduler_wake.notify_one();
+}
+
+void Gpus::MergePublishedLocked(GpuRecord& existing, const GpuRecord& gpu,
+                                std::vector<Mutation>& mutations,
+                                std::vector<std::string>& requeued) {
+  bool changed = existing.model != gpu.model || existing.cdi_device != gpu.cdi_device ||
+                 existing.index != gpu.index;
+  existing.model = gpu.model;
+  existing.cdi_device = gpu.cdi_device;
+  existing.index = gpu.index;
+  if (!existing.available) {
+    spdlog::info("GPU {}: available again", existing.id());
+    existing.available = true;
+  }
+  if (changed) mutations.push_back(existing);
+  // Its node watches it: a fault it publishes is contained here, a recovery frees it.
+  if (faults_) faults_->ApplyPublishedLocked(existing, gpu.health, mutations, requeued);
 }
 
 bool HoldsGpuLocked(const Model& model, const Caller& caller, const GpuRecord& gpu) {

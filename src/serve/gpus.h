@@ -56,6 +56,11 @@ class Gpus {
   Status ReleaseLocked(const std::string& gpu_id, fleet::GpuRecord& gpu,
                        std::vector<fleet::Mutation>& mutations);
   void StopHoldersLocked(const fleet::GpuRecord& gpu, std::vector<fleet::Mutation>& mutations);
+  // UpdateNodes' step for a GPU already known: what its node publishes now (model, CDI name,
+  // index, availability, health).
+  void MergePublishedLocked(fleet::GpuRecord& existing, const fleet::GpuRecord& gpu,
+                            std::vector<fleet::Mutation>& mutations,
+                            std::vector<std::string>& requeued);
   void RebuildFleetLocked();
   Status CheckFleetRequestLocked(int gpus) const;
 

@@ -57,6 +57,8 @@ int Run(const ServeFlags& flags) {
   // manager is sent the active list.
   if (fabric) fabric->StartWatch();
   if (flags.leader_elect) service->SetLeadershipCheck(leading);
+  // Faults are contained from here on; recovery starts with the leading parts.
+  std::unique_ptr<health::Monitor> health_monitor = WatchHostHealth(flags, host, *service);
   if (store.cluster) FollowCluster(*store.cluster, *service);
   // With leader election only the replica holding the Lease runs placement, the lease flow and
   // the checks; it is asked again right before every placement.
@@ -86,6 +88,7 @@ int Run(const ServeFlags& flags) {
   // The service (and its store's pending callbacks) goes before the server they answer through;
   // the node watch, which calls into the service, before both.
   node_watch.reset();
+  health_monitor.reset();
   // Nor may the cluster store's watches report into a service that is going.
   if (store.cluster) store.cluster->Unfollow();
   elected = nullptr;

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "fabricmanager/fabricmanager.h"
 #include "fleet/fleet.h"
+#include "health/watch/watch.h"
 #include "inventory/inventory.h"
 #include "kubernetes/client.h"
 #include "kubernetes/kubeconfig.h"
@@ -115,6 +116,12 @@ std::unique_ptr<k8s::LeaderElector> ElectLeader(const ServeFlags& flags,
                                                 const k8s::ClientConfig& config,
                                                 serve::Service& service,
                                                 std::atomic<k8s::LeaderElector*>& elected);
+// This host's GPUs watched for faults (embedded mode, unless --no-health): each fault goes to
+// `service`, whose recovery resets through the monitor and the commands. Null when nothing is
+// watched (health.cc). Goes before `service`.
+std::unique_ptr<health::Monitor> WatchHostHealth(const ServeFlags& flags, const HostGpus& host,
+                                                 serve::Service& service);
+
 // The nodes' published GPUs, handed to `service` each time they change.
 std::unique_ptr<backends::NodeGpuWatch> WatchNodeGpus(const k8s::ClientConfig& config,
                                                       const std::string& cdi_kind,
