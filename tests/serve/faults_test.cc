@@ -288,7 +288,8 @@ TEST_F(GpuFaults, Xid79StopsOnlyItsGpusContainerAndTheGpuComesBack) {
   EXPECT_LE(stopped.finished_ms, fault_ms + 5000);  // billed to the fault, not a later exit
   EXPECT_EQ(backend_->stopped(), std::vector<std::string>{victim});
   for (const auto& [pci, id] : by_gpu) {
-    if (pci != faulty) EXPECT_EQ(Container(id).state, ContainerState::kRunning) << id;
+    if (pci == faulty) continue;
+    EXPECT_EQ(Container(id).state, ContainerState::kRunning) << id;
   }
 
   // Reset, verified, self-tested, firmware-checked: free and healthy, the history kept.
@@ -300,7 +301,8 @@ TEST_F(GpuFaults, Xid79StopsOnlyItsGpusContainerAndTheGpuComesBack) {
   EXPECT_EQ(Gpu(faulty).health.history.size(), 1u);
   // The other GPUs were never touched.
   for (const auto& [pci, id] : by_gpu) {
-    if (pci != faulty) EXPECT_EQ(Gpu(pci).state, LeaseState::kActive) << pci;
+    if (pci == faulty) continue;
+    EXPECT_EQ(Gpu(pci).state, LeaseState::kActive) << pci;
   }
 }
 
@@ -416,6 +418,88 @@ TEST_F(GpuFaults, ATenancyThatAsksHasItsStoppedRequestQueuedAgainElsewhere) {
   const std::string again = reason.substr(at + 16);
   ASSERT_TRUE(WaitState(again, ContainerState::kRunning));
   EXPECT_NE(Container(again).gpus.front(), pci);
+}
+
+// Fleet mode: the node agents recover their GPUs and publish the health; the service contains
+// a published fault and frees a GPU whose node says it is healthy again.
+TEST(FleetGpuFaults, APublishedFaultStopsItsContainerAndAPublishedRecoveryFreesTheGpu) {
+  TempDir dir;
+  auto store = fleet::OpenSqliteStore(fleet::StoreOptions{dir.path() + "/t.db"});
+  ASSERT_TRUE(store.ok()) << store.error().message;
+  ServiceOptions options;
+  options.data_dir = dir.path();
+  options.lease_file = dir.path() + "/leases.json";
+  options.fleet = true;
+  auto created = Service::Create(std::move(options), Service::Host{}, std::move(*store),
+                                 std::make_unique<RunningBackend>());
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  std::unique_ptr<Service> service = std::move(*created);
+  service->Start();
+  Caller admin;
+  admin.admin = true;
+  admin.token_id = "admin";
+  admin.scope = fleet::TokenScope::kAdmin;
+
+  auto publish = [&](const health::GpuHealth& health) {
+    Service::NodeInventory node;
+    node.name = "node-a";
+    for (const char* pci : {kWhole[0], kWhole[1]}) {
+      fleet::GpuRecord gpu;
+      gpu.pci_address = pci;
+      gpu.model = "NVIDIA H100 80GB HBM3";
+      gpu.cdi_device = std::string("nvidia.com/gpu=") + pci;
+      if (std::string(pci) == kWhole[0]) gpu.health = health;
+      node.gpus.push_back(gpu);
+      topology::GpuInfo info;
+      info.id = pci;
+      info.pci_address = pci;
+      node.topology.gpus.push_back(info);
+    }
+    service->UpdateNodes({node});
+  };
+  publish({});
+  fleet::ContainerSpec spec;
+  spec.image = "busybox";
+  spec.tenancy = "alpha";
+  spec.gpus = 2;
+  std::promise<Result<SubmitResult>> answered;
+  service->Submit(admin, spec, "", [&](Result<SubmitResult> r) { answered.set_value(r); });
+  auto submitted = answered.get_future().get();
+  ASSERT_TRUE(submitted.ok()) << submitted.error().message;
+  const std::string id = submitted->container.id;
+  auto state = [&] { return service->GetContainer(admin, id)->state; };
+  auto wait = [&](auto pred) {
+    for (auto deadline = std::chrono::steady_clock::now() + 60s;
+         std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(20ms))
+      if (pred()) return true;
+    return pred();
+  };
+  ASSERT_TRUE(wait([&] { return state() == ContainerState::kRunning; }));
+
+  const std::string gpu_id = std::string(kWhole[0]) + "@node-a";
+  auto gpu = [&] {
+    for (auto& g : service->ListGpus(admin))
+      if (g.id() == gpu_id) return g;
+    return fleet::GpuRecord{};
+  };
+  health::GpuHealth faulted;
+  faulted.step = RecoveryStep::kDraining;
+  faulted.reason = std::string("gpu-fault: Xid 79 (GPU has fallen off the bus) on ") + kWhole[0];
+  faulted.faulted_ms = fleet::NowMs();
+  faulted.history.push_back({faulted.faulted_ms, "xid", 79, "gpu", "stop-gpu", faulted.reason});
+  publish(faulted);
+  EXPECT_EQ(gpu().state, LeaseState::kFaulted);
+  ASSERT_TRUE(wait([&] { return state() == ContainerState::kExited; }));
+  EXPECT_EQ(service->GetContainer(admin, id)->reason, faulted.reason);
+
+  health::GpuHealth recovered = faulted;
+  recovered.step = RecoveryStep::kHealthy;
+  recovered.reason.clear();
+  recovered.faulted_ms = 0;
+  publish(recovered);
+  EXPECT_EQ(gpu().state, LeaseState::kFree);
+  EXPECT_EQ(gpu().health.history.size(), 1u);
+  service->Stop();
 }
 
 TEST(GpuHealthRecord, ReadsBackEqual) {
