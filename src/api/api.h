@@ -32,7 +32,9 @@ namespace tessera::api {
 // preemptible?}
 Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body);
 // PUT /v1/tenancies/{name}: {labels?, extensions?, quota? {gpus?, pending?}, weight?,
-// maxPriority?, rateLimit? {perSecond, burst?} | null}; an empty body is an empty object.
+// maxPriority?, rateLimit? {perSecond, burst?} | null, requeueOnGpuFault? (bool: its requests
+// a GPU fault stops are submitted again; a body without it keeps the stored one)}; an empty
+// body is an empty object.
 // rateLimit replaces the --rate-limit of the tenancy's tokens (null: back to it); a body without
 // it keeps the stored one. Any of quota/weight/maxPriority sets the
 // whole scheduling policy (the others at their defaults; a quota of null is unlimited); a body

@@ -10,6 +10,7 @@
 #include "api/api.h"
 #include "common/strict_json.h"
 #include "common/untrusted_text.h"
+#include "serve/faults.h"
 #include "serve/queue.h"
 #include "sharing/sharing.h"
 
@@ -363,6 +364,11 @@ Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body
       auto limit = serve::ParseRateLimit(value.dump());
       if (!limit) return limit.error();
       rate_limit = serve::RateLimitToJson(*limit);
+    } else if (key == "requeueOnGpuFault") {
+      // Its requests a GPU fault stops are submitted again (docs/faults.md).
+      if (!value.is_boolean()) return InvalidArgument("requeueOnGpuFault: must be true or false");
+      tenancy.extensions[std::string(serve::kFaultPolicyExtension)] =
+          serve::FaultPolicyToJson(value.get<bool>());
     } else if (key == "labels") {
       auto labels = StringMap(value, "labels", false, kMaxLabels, kMaxLabelValue);
       if (!labels) return labels.error();
@@ -374,6 +380,11 @@ Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body
         return InvalidArgument("extensions.scheduling: set quota, weight and maxPriority instead");
       if (extensions->count(std::string(serve::kRateLimitExtension)))
         return InvalidArgument("extensions.rateLimit: set rateLimit instead");
+      if (extensions->count(std::string(serve::kFaultPolicyExtension)))
+        return InvalidArgument("extensions.faults: set requeueOnGpuFault instead");
+      // Set beside them (requeueOnGpuFault may come first).
+      for (auto& [extension, text] : tenancy.extensions)
+        extensions->emplace(extension, std::move(text));
       tenancy.extensions = std::move(*extensions);
     } else if (key == "name") {
       if (!value.is_string() || value.get<std::string>() != name)
@@ -381,7 +392,8 @@ Result<fleet::Tenancy> ParseTenancy(std::string_view name, std::string_view body
     } else {
       return InvalidArgument(
           Excerpt(key) +
-          ": unknown field (labels, extensions, quota, weight, maxPriority, rateLimit)");
+          ": unknown field (labels, extensions, quota, weight, maxPriority, rateLimit, "
+          "requeueOnGpuFault)");
     }
   }
   if (rate_limit) tenancy.extensions[std::string(serve::kRateLimitExtension)] = *rate_limit;

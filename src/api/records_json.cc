@@ -1,6 +1,7 @@
 // Records of the service as the API renders them in JSON.
 #include "api/records_json.h"
 
+#include "serve/faults.h"
 #include "serve/queue.h"
 #include "sharing/sharing.h"
 
@@ -88,7 +89,9 @@ json TenancyJson(const fleet::Tenancy& tenancy, const scheduling::TenancyPolicy&
   json extensions = json::object();
   for (const auto& [key, value] : tenancy.extensions) {
     // Shown as their own fields below.
-    if (key == serve::kSchedulingExtension || key == serve::kRateLimitExtension) continue;
+    if (key == serve::kSchedulingExtension || key == serve::kRateLimitExtension ||
+        key == serve::kFaultPolicyExtension)
+      continue;
     json parsed = json::parse(value, nullptr, false);
     extensions[key] = parsed.is_discarded() ? json(value) : parsed;
   }
@@ -101,7 +104,8 @@ json TenancyJson(const fleet::Tenancy& tenancy, const scheduling::TenancyPolicy&
            {{"gpus", LimitJson(policy.quota_gpus)}, {"pending", LimitJson(policy.quota_pending)}}},
           {"weight", policy.weight},
           {"maxPriority", policy.max_priority},
-          {"rateLimit", TenancyRateLimitJson(tenancy)}};
+          {"rateLimit", TenancyRateLimitJson(tenancy)},
+          {"requeueOnGpuFault", serve::RequeuesOnGpuFault(tenancy)}};
 }
 
 // A token as GET /v1/tokens lists it: never its secret nor its hash.

@@ -192,7 +192,11 @@ ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const Contain
 //   free -> reserved (placed) -> active (container running) -> releasing (container ended)
 //        -> checking (firmware check) -> free | quarantined
 //   draining: taken out of service by an operator; a leased GPU finishes its lease first and
-//   then goes to draining instead of free. A GPU that is not free is never placed.
+//   then goes to draining instead of free.
+//   faulted: a GPU fault took it out at once, from any state (docs/faults.md); its health record
+//   says the recovery step. Recovery hands it back to the lease flow (releasing, the firmware
+//   check) once reset and verified; an operator's release frees one that stays out.
+//   A GPU that is not free is never placed.
 enum class LeaseState {
   kFree,
   kReserved,
@@ -201,14 +205,21 @@ enum class LeaseState {
   kChecking,
   kQuarantined,
   kDraining,
+  kFaulted,
 };
 const char* LeaseStateName(LeaseState state);  // "free", "reserved", ...
 Result<LeaseState> ParseLeaseState(std::string_view name);
-inline constexpr int kLeaseStateCount = 7;
+inline constexpr int kLeaseStateCount = 8;
 
 // Whether the state machine allows `from` -> `to` (operator moves included). FailedPrecondition
 // naming both states otherwise.
 Status CheckLeaseTransition(LeaseState from, LeaseState to);
+
+// A GPU's health as its records keep it (the store's document, the cluster store's ConfigMap):
+// a JSON object that reads back equal. Reading is bounded (kMaxHistory entries, reasons of
+// 1024 bytes) and strict about types; InvalidArgument naming the field.
+std::string GpuHealthToJson(const health::GpuHealth& health);
+Result<health::GpuHealth> ParseGpuHealthJson(std::string_view text);
 
 // One MIG device of a GPU in MIG mode, as this host's inventory lists it (not stored: the layout
 // is read at start), and who holds it (derived from the container records that name it).
@@ -219,6 +230,8 @@ struct MigSlice {
   std::string cdi_device;    // fully qualified CDI name, e.g. "nvidia.com/gpu=MIG-…"
   std::string container_id;  // holder; empty when free
   std::string tenancy;       // holder's tenancy
+  // Its GPU instance (NVML's GI ID): a fault contained to one instance names it.
+  uint32_t gpu_instance_id = health::kWholeGpu;
   friend bool operator==(const MigSlice&, const MigSlice&) = default;
 };
 

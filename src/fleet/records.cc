@@ -19,7 +19,7 @@ constexpr std::array<const char*, 4> kContainerStateNames = {"pending", "running
                                                              "failed"};
 constexpr std::array<const char*, 4> kTokenScopeNames = {"admin", "tenant", "read-only", "metrics"};
 constexpr std::array<const char*, kLeaseStateCount> kLeaseStateNames = {
-    "free", "reserved", "active", "releasing", "checking", "quarantined", "draining"};
+    "free", "reserved", "active", "releasing", "checking", "quarantined", "draining", "faulted"};
 
 std::string Hex(const unsigned char* data, size_t size) {
   static constexpr char kDigits[] = "0123456789abcdef";
@@ -92,6 +92,8 @@ Result<TokenScope> ParseTokenScope(std::string_view name) {
 Status CheckLeaseTransition(LeaseState from, LeaseState to) {
   using S = LeaseState;
   bool allowed = false;
+  // A fault takes a GPU out from any state.
+  if (to == S::kFaulted) return Ok();
   switch (from) {
     case S::kFree:
       allowed = to == S::kReserved || to == S::kDraining || to == S::kQuarantined;
@@ -116,6 +118,10 @@ Status CheckLeaseTransition(LeaseState from, LeaseState to) {
       break;
     case S::kDraining:
       allowed = to == S::kFree || to == S::kQuarantined || to == S::kChecking;
+      break;
+    case S::kFaulted:
+      // Recovered: the firmware check (releasing) decides; an operator's release frees it.
+      allowed = to == S::kReleasing || to == S::kFree;
       break;
   }
   if (allowed) return Ok();

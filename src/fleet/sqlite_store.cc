@@ -168,6 +168,13 @@ CREATE INDEX audit_by_action ON audit (action, seq);
 CREATE TRIGGER audit_append_only BEFORE UPDATE ON audit
   BEGIN SELECT RAISE(ABORT, 'audit records are never changed'); END;
 )sql",
+    // 10: GPU faults. The health record (recovery step, fault history) is in the GPU's
+    // document; its step is a column too, so the GPUs out of service are found without reading
+    // every document, and a build that knows no faulted state refuses this store rather than a
+    // GPU record it cannot read.
+    R"sql(
+ALTER TABLE gpus ADD COLUMN health_step TEXT NOT NULL DEFAULT 'healthy';
+)sql",
 };
 
 // SQLite result codes that say the storage failed (rather than a statement being wrong): the
@@ -311,7 +318,7 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
 }
 
 std::string GpuDoc(const GpuRecord& g) {
-  return json{{"model", g.model},
+  json doc = {{"model", g.model},
               {"cdi_device", g.cdi_device},
               {"state", LeaseStateName(g.state)},
               {"reason", g.reason},
@@ -320,8 +327,11 @@ std::string GpuDoc(const GpuRecord& g) {
               {"drain_requested", g.drain_requested},
               {"quarantine_requested", g.quarantine_requested},
               {"firmware_baseline", g.firmware_baseline},
-              {"updated_ms", g.updated_ms}}
-      .dump();
+              {"updated_ms", g.updated_ms}};
+  // Health goes in the document (no column: nothing looks GPUs up by it); a record without it
+  // is a healthy GPU's, as every record of older builds.
+  if (g.health != health::GpuHealth{}) doc["health"] = json::parse(GpuHealthToJson(g.health));
+  return doc.dump();
 }
 
 Result<GpuRecord> GpuFromRow(std::string node, std::string pci, int index,
@@ -344,6 +354,11 @@ Result<GpuRecord> GpuFromRow(std::string node, std::string pci, int index,
   g.quarantine_requested = doc.value("quarantine_requested", false);
   g.firmware_baseline = doc.value("firmware_baseline", "");
   g.updated_ms = doc.value("updated_ms", int64_t{0});
+  if (doc.contains("health")) {
+    auto health = ParseGpuHealthJson(doc["health"].dump());
+    if (!health) return health.error().WithContext("gpu " + g.pci_address);
+    g.health = std::move(*health);
+  }
   return g;
 }
 
@@ -605,8 +620,9 @@ class SqliteStore final : public Store {
          "tenancy_uid) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT(id) DO UPDATE SET "
          "state = excluded.state, doc = excluded.doc"},
         {&upsert_gpu_,
-         "INSERT INTO gpus(pci_address, idx, doc, node) VALUES(?1, ?2, ?3, ?4) "
-         "ON CONFLICT(node, pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc"},
+         "INSERT INTO gpus(pci_address, idx, doc, node, health_step) VALUES(?1, ?2, ?3, ?4, ?5) "
+         "ON CONFLICT(node, pci_address) DO UPDATE SET idx = excluded.idx, doc = excluded.doc, "
+         "health_step = excluded.health_step"},
         // A baseline changes only when an operator releases a GPU (its ROM then is the new one).
         {&upsert_baseline_,
          "INSERT INTO firmware_baselines(node, pci_address, baseline, recorded_ms) "
@@ -934,6 +950,7 @@ class SqliteStore final : public Store {
       upsert_gpu_.Int(2, g->index);
       upsert_gpu_.Text(3, GpuDoc(*g));
       upsert_gpu_.Text(4, g->node);
+      upsert_gpu_.Text(5, health::RecoveryStepName(g->health.step));
       if (auto s = Step(upsert_gpu_, "write GPU"); !s) return s;
       if (g->firmware_baseline.empty()) return Ok();
       upsert_baseline_.Text(1, g->node);

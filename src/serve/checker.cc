@@ -62,7 +62,9 @@ void FirmwareChecker::Loop() {
     model_.busy--;
     gpu = model_.FindGpu(pci);
     if (!gpu || gpu->state != LeaseState::kChecking) continue;
-    if (!passed) {
+    if (model_.firmware_checked && model_.firmware_checked(*gpu, passed, reason, mutations)) {
+      // A GPU at the end of its recovery from a fault: its health record decides.
+    } else if (!passed) {
       model_.SetGpuState(*gpu, LeaseState::kQuarantined, reason, mutations);
     } else if (gpu->quarantine_requested) {
       model_.SetGpuState(*gpu, LeaseState::kQuarantined, "quarantined by an operator", mutations);

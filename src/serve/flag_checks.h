@@ -43,6 +43,14 @@ inline constexpr DurationFlag kFabricManagerTimeoutFlag{
 // years, as --retain-finished.
 inline constexpr DurationFlag kAuditRetentionFlag{"--audit-retention", std::chrono::hours(1),
                                                   std::chrono::hours(24 * 3660)};
+// GPU faults: the window faults are counted in (a minute to ten years), how often NVML state
+// is read between events, and how long one reset or self-test may run.
+inline constexpr DurationFlag kFaultWindowFlag{"--fault-window", std::chrono::minutes(1),
+                                               std::chrono::hours(24 * 3660)};
+inline constexpr DurationFlag kHealthPollIntervalFlag{
+    "--health-poll-interval", std::chrono::milliseconds(100), std::chrono::hours(1)};
+inline constexpr DurationFlag kGpuRecoveryTimeoutFlag{
+    "--gpu-recovery-timeout", std::chrono::seconds(1), std::chrono::hours(2)};
 inline constexpr DurationFlag kFairShareHalfLifeFlag{
     "--fair-share-half-life", std::chrono::seconds(1), std::chrono::hours(24 * 365)};
 

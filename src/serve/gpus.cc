@@ -7,6 +7,7 @@
 
 #include "firmware/firmware.h"
 #include "serve/audit.h"
+#include "serve/faults.h"
 
 namespace tessera::serve {
 
@@ -155,7 +156,8 @@ Status Gpus::CheckFleetRequestLocked(int gpus) const {
 void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
   std::lock_guard lock(model_.mu);
   std::vector<Mutation> mutations;
-  std::set<std::string> listed;  // GPU IDs the nodes publish now
+  std::vector<std::string> requeued;  // requests a published fault stopped, queued again
+  std::set<std::string> listed;       // GPU IDs the nodes publish now
   std::vector<Model::Node> updated;
   for (auto& inventory : nodes) {
     Model::Node node;
@@ -167,20 +169,12 @@ void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
       listed.insert(gpu.id());
       GpuRecord* existing = model_.FindGpu(gpu.id());
       if (existing) {
-        bool changed = existing->model != gpu.model || existing->cdi_device != gpu.cdi_device ||
-                       existing->index != gpu.index;
-        existing->model = gpu.model;
-        existing->cdi_device = gpu.cdi_device;
-        existing->index = gpu.index;
-        if (!existing->available) {
-          spdlog::info("GPU {}: available again", existing->id());
-          existing->available = true;
-        }
-        if (changed) mutations.push_back(*existing);
+        MergePublishedLocked(*existing, gpu, mutations, requeued);
       } else {
         // The option ROM of a GPU on another node is not readable here: its post-lease check is
         // the backend's (firmware-check Job on the node), which keeps its own baseline.
-        gpu.state = LeaseState::kFree;
+        gpu.state = gpu.health.in_service() ? LeaseState::kFree : LeaseState::kFaulted;
+        gpu.reason = gpu.health.reason;
         gpu.firmware_baseline = "checked on node " + inventory.name;
         gpu.updated_ms = fleet::NowMs();
         spdlog::info("GPU {}: new ({})", gpu.id(), gpu.model);
@@ -228,8 +222,28 @@ void Gpus::UpdateNodes(std::vector<NodeInventory> nodes) {
   RebuildFleetLocked();
   model_.reschedule = true;
   model_.QueueChanged();
-  model_.Commit(std::move(mutations), nullptr);
+  if (faults_)
+    faults_->CommitLocked(std::move(mutations), std::move(requeued));
+  else
+    model_.Commit(std::move(mutations), nullptr);
   model_.scheduler_wake.notify_one();
+}
+
+void Gpus::MergePublishedLocked(GpuRecord& existing, const GpuRecord& gpu,
+                                std::vector<Mutation>& mutations,
+                                std::vector<std::string>& requeued) {
+  bool changed = existing.model != gpu.model || existing.cdi_device != gpu.cdi_device ||
+                 existing.index != gpu.index;
+  existing.model = gpu.model;
+  existing.cdi_device = gpu.cdi_device;
+  existing.index = gpu.index;
+  if (!existing.available) {
+    spdlog::info("GPU {}: available again", existing.id());
+    existing.available = true;
+  }
+  if (changed) mutations.push_back(existing);
+  // Its node watches it: a fault it publishes is contained here, a recovery frees it.
+  if (faults_) faults_->ApplyPublishedLocked(existing, gpu.health, mutations, requeued);
 }
 
 bool HoldsGpuLocked(const Model& model, const Caller& caller, const GpuRecord& gpu) {
@@ -416,6 +430,11 @@ Status Gpus::ReleaseLocked(const std::string& gpu_id, GpuRecord& gpu,
   } else if (state == LeaseState::kReleasing || state == LeaseState::kChecking) {
     return FailedPrecondition("GPU " + gpu_id + " is " + fleet::LeaseStateName(state) +
                               "; its firmware check decides what comes next");
+  } else if (state == LeaseState::kFaulted) {
+    // A GPU that stays out after its faults (or one still recovering) returns on the
+    // operator's word; its history stays.
+    if (!faults_) return FailedPrecondition("GPU " + gpu_id + " is faulted");
+    return faults_->ReleaseLocked(gpu, mutations);
   }
   return Ok();
 }

@@ -11,6 +11,8 @@
 
 namespace tessera::serve {
 
+class Faults;
+
 // Whether one of the caller's containers holds the GPU (whole, a MIG slice or a share); the
 // admin holds every GPU. mu held.
 bool HoldsGpuLocked(const Model& model, const Caller& caller, const fleet::GpuRecord& gpu);
@@ -23,6 +25,8 @@ void RedactHealthLocked(const Model& model, const Caller& caller, health::GpuHea
 class Gpus {
  public:
   explicit Gpus(Model& model) : model_(model) {}
+  // Before any thread starts: the fault handling (published health, releasing faulted GPUs).
+  void SetFaults(Faults* faults) { faults_ = faults; }
 
   // Fleet mode: the nodes that publish GPUs now (all of them, each call). New GPUs are added
   // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
@@ -56,10 +60,16 @@ class Gpus {
   Status ReleaseLocked(const std::string& gpu_id, fleet::GpuRecord& gpu,
                        std::vector<fleet::Mutation>& mutations);
   void StopHoldersLocked(const fleet::GpuRecord& gpu, std::vector<fleet::Mutation>& mutations);
+  // UpdateNodes' step for a GPU already known: what its node publishes now (model, CDI name,
+  // index, availability, health).
+  void MergePublishedLocked(fleet::GpuRecord& existing, const fleet::GpuRecord& gpu,
+                            std::vector<fleet::Mutation>& mutations,
+                            std::vector<std::string>& requeued);
   void RebuildFleetLocked();
   Status CheckFleetRequestLocked(int gpus) const;
 
   Model& model_;
+  Faults* faults_ = nullptr;
 };
 
 }  // namespace tessera::serve

@@ -180,13 +180,22 @@ void Measurement::Open() {
     spdlog::warn("telemetry: off: {}", checked.error().message);
     return;
   }
+  if (!OpenCollector()) return;
+  node_metrics_ = std::make_unique<telemetry::NodeMetrics>(telemetry::NodeMetricsOptions{
+      options.hostname, options.max_series, static_cast<int64_t>(options.interval.count())});
+  spdlog::info("telemetry: {} GPUs every {} ms through {}", options.gpus.size(),
+               options.interval.count(), options.nvml_library);
+}
+
+bool Measurement::OpenCollector() {
+  const TelemetryOptions& options = model_.options.telemetry;
   telemetry::NvmlSourceOptions source;
   source.library = options.nvml_library;
   source.gpus = options.gpus;
   auto opened = telemetry::OpenNvmlSource(source);
   if (!opened) {
     spdlog::warn("telemetry: off: {}", opened.error().message);
-    return;
+    return false;
   }
   telemetry::CollectorOptions collector;
   collector.proc_dir = options.proc_dir;
@@ -194,10 +203,23 @@ void Measurement::Open() {
   // process is charged for the time it held its memory, a restart's downtime included.
   collector.integration.max_gap = 2 * options.interval;
   collector_ = std::make_unique<telemetry::Collector>(std::move(*opened), collector);
-  node_metrics_ = std::make_unique<telemetry::NodeMetrics>(telemetry::NodeMetricsOptions{
-      options.hostname, options.max_series, static_cast<int64_t>(options.interval.count())});
-  spdlog::info("telemetry: {} GPUs every {} ms through {}", options.gpus.size(),
-               options.interval.count(), options.nvml_library);
+  return true;
+}
+
+void Measurement::Suspend() {
+  std::scoped_lock lock(pass_mu_, sample_mu_);
+  if (suspended_++ > 0) return;
+  const bool was_open = collector_ != nullptr;
+  collector_.reset();
+  sample_nvml_.reset();
+  reopen_ = was_open;
+}
+
+void Measurement::Resume() {
+  std::scoped_lock lock(pass_mu_, sample_mu_);
+  if (suspended_ == 0 || --suspended_ > 0) return;
+  if (reopen_ && !OpenCollector()) spdlog::warn("telemetry: NVML not opened again after a reset");
+  reopen_ = false;
 }
 
 void Measurement::Start() {
@@ -279,6 +301,12 @@ telemetry::Directory Measurement::DirectoryLocked() {
 }
 
 void Measurement::Pass() {
+  std::lock_guard lock(pass_mu_);
+  if (suspended_ > 0) return;  // a reset runs: no NVML client may hold the GPU
+  PassUnsuspended();
+}
+
+void Measurement::PassUnsuspended() {
   if (!collector_) return;
   telemetry::Directory directory;
   std::map<std::string, std::string> model_of_gpu;  // PCI address -> model

@@ -46,6 +46,11 @@ class Measurement {
 
   // One pass now (tests and benchmarks; the thread does the same every interval).
   void Pass();
+  // A GPU reset is about to run: it is refused while any NVML client holds the GPU. Waits for
+  // the pass (and the watchdog's reading) under way, then closes telemetry's NVML; passes are
+  // skipped until Resume opens it again (the cursors stay: nothing is counted twice).
+  void Suspend();
+  void Resume();
 
   std::shared_ptr<const Gauges> gauges() const;
   // The GPU processes of the containers that hold shares, read from NVML now (not from the last
@@ -59,6 +64,9 @@ class Measurement {
 
  private:
   void Loop();
+  // The NVML source and the collector over it (Open and Resume).
+  bool OpenCollector();
+  void PassUnsuspended();
   telemetry::Directory DirectoryLocked();  // model_.mu held
   // Pass's steps. podman's ID of each new holder (outside the model's lock).
   void ResolveRuntimeIds(telemetry::Directory& directory);
@@ -82,6 +90,11 @@ class Measurement {
   std::mutex wake_mu_;
   std::condition_variable wake_;
   bool stopping_ = false;  // wake_mu_
+
+  // Held by each pass, and by Suspend/Resume: guards suspended_ and collector_'s lifetime.
+  std::mutex pass_mu_;
+  int suspended_ = 0;    // Suspend calls not yet resumed (pass_mu_ and sample_mu_ both held)
+  bool reopen_ = false;  // Resume opens the collector again
 
   std::mutex sample_mu_;  // the watchdog's reading: guards the two below
   std::unique_ptr<nvml::Library> sample_nvml_;

@@ -84,6 +84,8 @@ void Model::ReleaseGpus(ContainerRecord& container, std::vector<Mutation>& out) 
     }
   }
   checker_wake.notify_one();
+  // A faulted GPU's recovery waits for its containers to end.
+  recovery_wake.notify_all();
 }
 
 void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
@@ -248,6 +250,11 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
   // later than now nor before the start; nothing at all when it says the container never ran.
   const int64_t now_ms = fleet::NowMs();
   int64_t finished_ms = info.finished_ms > 0 ? std::min(info.finished_ms, now_ms) : now_ms;
+  // A GPU fault stopped it: billed up to the fault, not to the exit the stop brought.
+  if (auto fault = fault_ends.find(container.id); fault != fault_ends.end()) {
+    finished_ms = std::min(finished_ms, fault->second);
+    fault_ends.erase(fault);
+  }
   if (container.started_ms > 0) finished_ms = std::max(finished_ms, container.started_ms);
   container.finished_ms = finished_ms;
   const bool ran = container.started_ms > 0 && !info.never_started;
@@ -489,11 +496,15 @@ void Model::WriteLeaseFile() {
   lease_dirty_ = false;
   if (options.lease_file.empty()) return;
   // Format shared with the device plugin, which reports checking/quarantined/draining GPUs as
-  // Unhealthy: {"version":1,"gpus":{"<PCI address>":{"state","reason","tenancy"}}}.
+  // Unhealthy: {"version":1,"gpus":{"<PCI address>":{"state","reason","tenancy"}}}. Version 1
+  // knows no faulted state (its readers refuse the file over an unknown one): a faulted GPU is
+  // written as quarantined, with the fault as its reason.
   nlohmann::json doc = {{"version", 1}, {"gpus", nlohmann::json::object()}};
   for (const auto& gpu : gpus) {
     if (!gpu.node.empty()) continue;  // other nodes' lease files are written by their agents
-    doc["gpus"][gpu.pci_address] = {{"state", fleet::LeaseStateName(gpu.state)},
+    const LeaseState written =
+        gpu.state == LeaseState::kFaulted ? LeaseState::kQuarantined : gpu.state;
+    doc["gpus"][gpu.pci_address] = {{"state", fleet::LeaseStateName(written)},
                                     {"reason", gpu.reason},
                                     {"tenancy", gpu.tenancy}};
   }

@@ -102,9 +102,16 @@ class Model {
   // down, compute mode and time-slice put back). The checker runs it before the GPU's check; an
   // error quarantines the GPU.
   std::function<Status(const fleet::GpuRecord&)> unshare;
+  // Set by the service before any thread starts: the firmware check of a GPU ended (mu held).
+  // True when it was recovering from a fault and this decided what comes next (Faults).
+  std::function<bool(fleet::GpuRecord&, bool passed, const std::string& reason,
+                     std::vector<fleet::Mutation>& out)>
+      firmware_checked;
   std::deque<ExitEvent> exits;
-  std::deque<std::string> to_check;          // GPUs in releasing, by ID
-  std::deque<std::string> to_stop;           // running containers a client deleted
+  std::deque<std::string> to_check;  // GPUs in releasing, by ID
+  std::deque<std::string> to_stop;   // running containers a client deleted
+  // Containers a GPU fault stopped, by ID: the fault's time, where their bill ends.
+  std::unordered_map<std::string, int64_t> fault_ends;
   std::unordered_set<std::string> starting;  // containers whose backend Start has not returned
   // Exits reported before their container's Start returned; applied after it.
   std::unordered_map<std::string, backends::ExitInfo> early_exits;
@@ -139,6 +146,7 @@ class Model {
   ShareHolds share_holds;
   std::condition_variable scheduler_wake;
   std::condition_variable checker_wake;
+  std::condition_variable recovery_wake;  // a GPU was faulted, or one it waits for emptied
   std::condition_variable idle;
 
   // ---- Writes the store could not make (it could not write), kept to write again ----

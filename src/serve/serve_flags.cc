@@ -278,6 +278,7 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   AddSchedulingFlags(app, flags);
   AddLeaderElectionFlags(app, flags);
   AddSharingFlags(app, flags);
+  AddFaultFlags(app, flags);
 }
 
 Result<SharingOptions> SharingOptionsFrom(const ServeFlags& flags, const std::string& nvml) {
@@ -324,13 +325,17 @@ Status CheckValueFlags(const ServeFlags& flags) {
       {kRetentionSweepIntervalFlag, &flags.retention_sweep_interval},
       {kAuditRetentionFlag, &flags.audit_retention},
       {kFairShareHalfLifeFlag, &flags.fair_share_half_life},
-      {kFabricManagerTimeoutFlag, &flags.fabric_manager_timeout}};
+      {kFabricManagerTimeoutFlag, &flags.fabric_manager_timeout},
+      {kFaultWindowFlag, &flags.fault_window},
+      {kHealthPollIntervalFlag, &flags.health_poll_interval},
+      {kGpuRecoveryTimeoutFlag, &flags.gpu_recovery_timeout}};
   for (const auto& [flag, text] : durations)
     if (auto parsed = ParseDurationFlag(flag, *text); !parsed) return parsed.error();
   for (const auto& [flag, text] : {std::pair{kContainerLogMaxFlag, &flags.container_log_max},
                                    std::pair{kStoreReserveFlag, &flags.store_reserve}})
     if (auto parsed = ParseSizeFlag(flag, *text); !parsed) return parsed.error();
   if (auto sharing = SharingOptionsFrom(flags, ""); !sharing) return sharing.error();
+  if (auto faults = FaultOptionsFrom(flags); !faults) return faults.error();
   if (auto mode = scheduling::ParseMode(flags.scheduling); !mode)
     return mode.error().WithContext("--scheduling");
   if (auto policy = placement::ParsePolicy(flags.placement_policy); !policy)
@@ -349,7 +354,8 @@ Status CheckPathFlags(const ServeFlags& flags) {
            {"--telemetry-proc-dir", flags.telemetry_proc_dir},
            {"--nvml", flags.nvml.value_or("")},
            {"--kubeconfig", flags.kubeconfig},
-           {"--nvfm-library", flags.nvfm_library}})
+           {"--nvfm-library", flags.nvfm_library},
+           {"--fault-table", flags.fault_table}})
     if (!path.empty()) paths.emplace_back(flag, path);
   for (const auto& [flag, path] : paths)
     if (auto status = CheckPathText(flag, path); !status) return status;
@@ -376,6 +382,13 @@ Status CheckPathFlags(const ServeFlags& flags) {
     checks.push_back(CheckProgram("--mps-control", flags.mps_control));
   if (flags.nvidia_smi != defaults.nvidia_smi || !flags.share_timeslice.empty())
     checks.push_back(CheckProgram("--nvidia-smi", flags.nvidia_smi));
+  if (!flags.no_health && flags.gpu_reset_command != defaults.gpu_reset_command &&
+      !flags.gpu_reset_command.empty())
+    checks.push_back(
+        CheckProgram("--gpu-reset-command", std::string(CommandProgram(flags.gpu_reset_command))));
+  if (!flags.no_health && !flags.gpu_self_test_command.empty())
+    checks.push_back(CheckProgram("--gpu-self-test-command",
+                                  std::string(CommandProgram(flags.gpu_self_test_command))));
   if (!flags.firmware_command.empty())
     checks.push_back(CheckProgram("--firmware-check-command",
                                   std::string(CommandProgram(flags.firmware_command))));

@@ -89,10 +89,29 @@ struct ServeFlags {
   int mps_shm_mib = 64;
   std::string mps_command_timeout = "5s";
   std::string nvidia_smi = "nvidia-smi";
+  // GPU faults (docs/faults.md; fault_flags.cc).
+  bool no_health = false;
+  std::string fault_table;  // the operator's table over the built-in one
+  std::string gpu_reset_command = "nvidia-smi -r -i {uuid}";
+  std::string gpu_self_test_command;  // empty: verification by NVML state only
+  std::string gpu_recovery_timeout = "5m";
+  int recovery_max_attempts = 3;
+  int max_faults = 3;
+  std::string fault_window = "24h";
+  std::string health_poll_interval = "5s";
 };
 
 // Every flag of ServeFlags on `app`, with its help text, range and default.
 void AddServeFlags(CLI::App& app, ServeFlags& flags);
+
+// The GPU fault flags (--fault-table, --gpu-reset-command, ...; fault_flags.cc).
+void AddFaultFlags(CLI::App& app, ServeFlags& flags);
+// --fault-table (read and parsed), --recovery-max-attempts, --max-faults and --fault-window into
+// the service's options. InvalidArgument naming the flag.
+Result<FaultOptions> FaultOptionsFrom(const ServeFlags& flags);
+// A command flag's text as argv (split at spaces; "{uuid}", "{pci}", "{index}" kept for the
+// runner to fill in). Empty text: no command.
+std::vector<std::string> CommandArgv(const std::string& text);
 
 // --share-* and --mps-* into the service's options; `nvml` is the library the host was read with.
 Result<SharingOptions> SharingOptionsFrom(const ServeFlags& flags, const std::string& nvml);

@@ -27,7 +27,15 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       scheduler_(model_, *backend_, shared_),
       checker_(model_, *backend_, shared_),
       replica_sync_(model_),
-      measurement_(model_, *backend_) {}
+      measurement_(model_, *backend_),
+      faults_(model_, submissions_, fault_metrics_),
+      recovery_(model_, faults_) {
+  gpus_.SetFaults(&faults_);
+  model_.firmware_checked = [this](GpuRecord& gpu, bool passed, const std::string& reason,
+                                   std::vector<Mutation>& out) {
+    return faults_.FirmwareCheckedLocked(gpu, passed, reason, out);
+  };
+}
 
 Service::~Service() {
   Stop();
@@ -468,9 +476,11 @@ void Service::StartLeading() {
   scheduler_.Start();
   checker_.Start();
   shared_.Start();
+  recovery_.Start();
 }
 
 void Service::StopLeading() {
+  recovery_.Stop();
   scheduler_.Stop();
   checker_.Stop();
   shared_.Stop();

@@ -9,6 +9,8 @@
 //   checker.h      the end of each lease: firmware checks               (leader only)
 //   measurement.h  this host's GPU telemetry and what containers measured
 //   fault_metrics.h  GPU faults and recoveries as /metrics shows them
+//   faults.h       GPU faults: classified and contained as they arrive
+//   recovery.h     faulted GPUs of this host: reset, verified, returned   (leader only)
 // This class composes them behind the API the HTTP edge calls; it knows no HTTP.
 //
 // Threads: callers (the HTTP server) call in from any thread; the scheduler's thread places
@@ -35,9 +37,11 @@
 #include "serve/checker.h"
 #include "serve/dashboard.h"
 #include "serve/fault_metrics.h"
+#include "serve/faults.h"
 #include "serve/gpus.h"
 #include "serve/measurement.h"
 #include "serve/model.h"
+#include "serve/recovery.h"
 #include "serve/replica_sync.h"
 #include "serve/request_limits.h"
 #include "serve/scheduler.h"
@@ -83,6 +87,15 @@ class Service {
   // (free); GPUs of nodes no longer listed, or no longer listed by their node, become unavailable
   // (never placed) but keep their records and leases.
   void UpdateNodes(std::vector<NodeInventory> nodes);
+  // A fault this host's health monitor saw (any thread): the containers it reaches stop at once
+  // and the GPU leaves the pool (docs/faults.md).
+  void OnGpuSignal(const health::Signal& signal) { faults_.OnSignal(signal); }
+  // Before Start: what recovery reads and runs on this host (without it, faulted GPUs stay
+  // faulted until an operator releases them).
+  void SetRecoveryIo(std::unique_ptr<RecoveryIo> io) { recovery_.SetIo(std::move(io)); }
+  // A GPU reset runs: telemetry holds no NVML handle meanwhile (see Measurement::Suspend).
+  void SuspendTelemetry() { measurement_.Suspend(); }
+  void ResumeTelemetry() { measurement_.Resume(); }
   // Stops the threads, after the starts and stops already handed to the pool have returned;
   // running containers are left running (adopted on the next start).
   void Stop();
@@ -249,6 +262,8 @@ class Service {
   ReplicaSync replica_sync_;
   Measurement measurement_;
   FaultMetrics fault_metrics_;
+  Faults faults_;
+  Recovery recovery_;
 };
 
 }  // namespace tessera::serve

@@ -28,6 +28,7 @@ Result<std::vector<sharing::ProcessUse>> Measurement::SampleShareProcesses() {
   if (held.empty()) return out;
 
   std::lock_guard lock(sample_mu_);
+  if (suspended_ > 0) return Unavailable("a GPU reset runs: NVML is closed meanwhile");
   if (!sample_nvml_) {
     auto opened = nvml::Library::Open(model_.options.telemetry.nvml_library);
     if (!opened) return opened.error().WithContext("the watchdog's NVML");

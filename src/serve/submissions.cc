@@ -233,6 +233,30 @@ void Submissions::Settle(ContainerRecord container, const Status& status,
   done(SubmitResult{std::move(container), false});
 }
 
+Result<std::string> Submissions::ResubmitLocked(const ContainerRecord& stopped,
+                                                std::vector<Mutation>& out) {
+  auto random = fleet::RandomHex(8);
+  if (!random) return random.error();
+  ContainerRecord container;
+  container.id = "c-" + *random;
+  container.spec = stopped.spec;
+  container.tenancy_uid = stopped.tenancy_uid;
+  container.created_ms = fleet::NowMs();
+  out.push_back(container);
+  out.push_back(
+      ServiceAudit({"container.create", "container", container.id, container.spec.tenancy},
+                   "queued again: a GPU fault stopped " + stopped.id));
+  std::string id = container.id;
+  model_.AddContainer(std::move(container));
+  return id;
+}
+
+void Submissions::AdmitResubmitted(const std::vector<std::string>& ids) {
+  std::lock_guard lock(model_.mu);
+  for (const auto& id : ids)
+    if (auto it = model_.containers.find(id); it != model_.containers.end()) Admit(it->second);
+}
+
 void Submissions::Admit(const ContainerRecord& container) {
   // Deleted before its record was durable: it ended already.
   if (container.state != ContainerState::kPending || container.started) return;

@@ -29,6 +29,14 @@ class Submissions {
   // positions) and its own tenancy's share.
   QueueView Queue(const Caller& caller) const;
 
+  // mu held: `stopped`'s request submitted again as a new pending container (a GPU fault stopped
+  // it and its tenancy asks for that): its record goes into `out`; it joins the queue once the
+  // commit of `out` has ended (AdmitResubmitted). Returns the new ID.
+  Result<std::string> ResubmitLocked(const fleet::ContainerRecord& stopped,
+                                     std::vector<fleet::Mutation>& out);
+  // Takes mu: the resubmitted containers join the queue.
+  void AdmitResubmitted(const std::vector<std::string>& ids);
+
  private:
   // The request on its own (no lock): well formed, and within what the fleet and the backend
   // can serve.

@@ -66,6 +66,15 @@ struct TelemetryOptions {
   std::vector<telemetry::GpuIdentity> gpus;  // this host's NVIDIA GPUs on the nvidia driver
 };
 
+// GPU faults (docs/faults.md): how signals are classified and how often recovery tries.
+struct FaultOptions {
+  std::optional<health::XidTable> table;  // unset: health::XidTable::Default()
+  health::ClassifierOptions classifier;
+  health::RecoveryPolicy policy;  // firmware_step: set by the service (embedded mode)
+  // While a faulted GPU waits for its processes to go: how often it is looked at again.
+  std::chrono::milliseconds drain_poll{1000};
+};
+
 struct ServiceOptions {
   std::string root = "/";  // host root (a fixture tree in tests)
   std::string data_dir = "tessera-data";
@@ -73,6 +82,7 @@ struct ServiceOptions {
   std::string cdi_kind = "nvidia.com/gpu";  // GPUs are given as <cdi_kind>=<UUID or PCI address>
   std::optional<topology::PartitionTable> partition_table;  // partition mode when set
   FirmwareCheckOptions firmware;
+  FaultOptions faults;
   std::chrono::seconds stop_grace{10};
   // Fleet mode (Kubernetes backend): the GPUs are those the nodes publish (UpdateNodes), not this
   // host's; placement chooses a node by `policy`, then GPUs on it with the topology chooser.

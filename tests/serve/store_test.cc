@@ -335,7 +335,7 @@ TEST(SqliteStore, Version7TokensBecomeTenancyTokensThatNeverExpire) {
   const std::string sql =
       "ALTER TABLE tokens DROP COLUMN scope; ALTER TABLE tokens DROP COLUMN expires_ms; "
       "ALTER TABLE tokens DROP COLUMN last_used_ms; DROP TRIGGER audit_append_only; "
-      "DROP TABLE audit; PRAGMA user_version=7; "
+      "DROP TABLE audit; ALTER TABLE gpus DROP COLUMN health_step; PRAGMA user_version=7; "
       "INSERT INTO tokens(id, sha256, tenancy, created_ms, tenancy_uid) VALUES('t-0000000a', '" +
       hash + "', 'team-a', 42, 'fedcba9876543210');";
   ASSERT_NO_FATAL_FAILURE(RunSql(path, sql));

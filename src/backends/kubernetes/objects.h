@@ -77,8 +77,8 @@ Json BuildNfsPersistentVolume(const std::string& tenancy, const NfsEntitlement& 
 Json BuildNfsPersistentVolumeClaim(const std::string& tenancy, const NfsEntitlement& entitlement);
 
 // Lease states as in the node lease file contract.
-inline constexpr const char* kLeaseStates[] = {"free",     "reserved",    "active",  "releasing",
-                                               "checking", "quarantined", "draining"};
+inline constexpr const char* kLeaseStates[] = {"free",     "reserved",    "active",   "releasing",
+                                               "checking", "quarantined", "draining", "faulted"};
 
 struct LeaseSpec {
   std::string name;

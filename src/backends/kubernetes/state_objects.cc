@@ -504,6 +504,8 @@ std::string GpuRecordText(const fleet::GpuRecord& gpu) {
                  {"quarantine", gpu.quarantine_requested},
                  {"baseline", gpu.firmware_baseline},
                  {"updated", gpu.updated_ms}};
+  if (gpu.health != health::GpuHealth{})
+    record["health"] = Json::parse(fleet::GpuHealthToJson(gpu.health));
   return record.dump();
 }
 
@@ -562,6 +564,11 @@ Result<std::vector<fleet::GpuRecord>> GpuRecordsOf(const Json& config_map) {
     gpu.updated_ms = updated.get<int64_t>();
     gpu.drain_requested = drain.get<bool>();
     gpu.quarantine_requested = quarantine.get<bool>();
+    if (record.contains("health")) {
+      auto parsed_health = fleet::ParseGpuHealthJson(record["health"].dump());
+      if (!parsed_health) return parsed_health.error().WithContext(field);
+      gpu.health = std::move(*parsed_health);
+    }
     out.push_back(std::move(gpu));
   }
   return out;

@@ -40,8 +40,9 @@ std::shared_ptr<fabricmanager::PartitionActivator> OpenFabricManager(
 }
 
 std::unique_ptr<fabricmanager::FabricHealthWatch> WatchFabricHealth(
-    const ServeFlags& flags, const fabricmanager::PartitionActivator& fabric,
-    fabricmanager::FabricSignalSink to_service) {
+    const ServeFlags& flags, const fabricmanager::PartitionActivator* fabric,
+    serve::Service& service) {
+  if (!fabric) return nullptr;
   // Checked by OpenFabricManager already.
   auto timeout =
       serve::ParseDurationFlag(serve::kFabricManagerTimeoutFlag, flags.fabric_manager_timeout);
@@ -51,10 +52,11 @@ std::unique_ptr<fabricmanager::FabricHealthWatch> WatchFabricHealth(
                      deadline = static_cast<unsigned>(timeout->count())] {
     return fabricmanager::ConnectNvfmAt(address, library, deadline);
   };
-  options.table = fabric.table();
+  options.table = fabric->table();
   options.interval = kFabricHealthInterval;
-  auto watch =
-      std::make_unique<fabricmanager::FabricHealthWatch>(std::move(options), std::move(to_service));
+  // Failed NVLinks are faults of the GPUs they implicate, contained as any other.
+  auto watch = std::make_unique<fabricmanager::FabricHealthWatch>(
+      std::move(options), [&service](health::Signal signal) { service.OnGpuSignal(signal); });
   watch->Start();
   return watch;
 }

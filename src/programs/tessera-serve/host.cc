@@ -31,6 +31,7 @@ void AddMigSlices(const inventory::PciDevice& gpu, int index, const std::string&
                    : gpu.pci_address + "/gi" + std::to_string(device.gpu_instance_id) + "/ci" +
                          std::to_string(device.compute_instance_id);
     slice.profile = device.profile;
+    slice.gpu_instance_id = device.gpu_instance_id;
     slice.compute_slices = placement::MigProfileComputeSlices(device.profile);
     const std::string name = !device.uuid.empty()
                                  ? device.uuid

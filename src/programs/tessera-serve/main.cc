@@ -20,13 +20,6 @@ namespace {
 using namespace tessera;
 using namespace tessera::serve_program;
 
-// The sink of fabric faults (WatchFabricHealth). Until the service takes health signals, they
-// are logged here only.
-void LogFabricSignal(health::Signal signal) {
-  spdlog::warn("health signal {} on GPU {}: {} (logged only)", health::SignalKindName(signal.kind),
-               signal.gpu, signal.detail);
-}
-
 int Run(const ServeFlags& flags) {
   SetUpLogging(flags.log_level);
   if (auto checked = CheckFlags(flags); !checked) Die(checked.error());
@@ -63,9 +56,10 @@ int Run(const ServeFlags& flags) {
   // Reconciled by the service's start (the backend's list); from here on a restarted fabric
   // manager is sent the active list.
   if (fabric) fabric->StartWatch();
-  std::unique_ptr<fabricmanager::FabricHealthWatch> fabric_health;
-  if (fabric) fabric_health = WatchFabricHealth(flags, *fabric, LogFabricSignal);
+  auto fabric_health = WatchFabricHealth(flags, fabric.get(), *service);
   if (flags.leader_elect) service->SetLeadershipCheck(leading);
+  // Faults are contained from here on; recovery starts with the leading parts.
+  std::unique_ptr<health::Monitor> health_monitor = WatchHostHealth(flags, host, *service);
   if (store.cluster) FollowCluster(*store.cluster, *service);
   // With leader election only the replica holding the Lease runs placement, the lease flow and
   // the checks; it is asked again right before every placement.
@@ -96,6 +90,7 @@ int Run(const ServeFlags& flags) {
   // the node watch, which calls into the service, before both.
   node_watch.reset();
   fabric_health.reset();
+  health_monitor.reset();
   // Nor may the cluster store's watches report into a service that is going.
   if (store.cluster) store.cluster->Unfollow();
   elected = nullptr;

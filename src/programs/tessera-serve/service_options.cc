@@ -117,6 +117,9 @@ serve::ServiceOptions ServiceOptionsFrom(const ServeFlags& flags, const DataDir&
   auto sharing_options = serve::SharingOptionsFrom(flags, host.nvml_library);
   if (!sharing_options) Die(sharing_options.error());
   options.sharing = std::move(*sharing_options);
+  auto fault_options = serve::FaultOptionsFrom(flags);
+  if (!fault_options) Die(fault_options.error());
+  options.faults = std::move(*fault_options);
   SetRetentionOptions(flags, data, options);
   SetTelemetryOptions(flags, host, options);
   SetSchedulingOptions(flags, options);

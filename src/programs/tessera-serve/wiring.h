@@ -19,6 +19,7 @@
 #include "fabricmanager/fabric_health.h"
 #include "fabricmanager/fabricmanager.h"
 #include "fleet/fleet.h"
+#include "health/watch/watch.h"
 #include "inventory/inventory.h"
 #include "kubernetes/client.h"
 #include "kubernetes/kubeconfig.h"
@@ -79,13 +80,14 @@ serve::ServiceOptions ServiceOptionsFrom(const ServeFlags& flags, const DataDir&
 std::shared_ptr<fabricmanager::PartitionActivator> OpenFabricManager(
     const ServeFlags& flags, const DataDir& data, const HostGpus& host,
     serve::ServiceOptions& options);
-// With --fabric-manager: failed NVLinks (a GPU's or an NVSwitch's) become kFabricFatal health
-// signals handed to `to_service`, each new failure once; the fabric manager is asked on a
-// connection of the watch's own every kFabricHealthInterval (fabric.cc).
+// With --fabric-manager (`fabric` set; nullptr otherwise): failed NVLinks (a GPU's or an
+// NVSwitch's) become kFabricFatal health signals handed to the service's fault handling, each
+// new failure once; the fabric manager is asked on a connection of the watch's own every
+// kFabricHealthInterval (fabric.cc).
 inline constexpr std::chrono::seconds kFabricHealthInterval{5};
 std::unique_ptr<fabricmanager::FabricHealthWatch> WatchFabricHealth(
-    const ServeFlags& flags, const fabricmanager::PartitionActivator& fabric,
-    fabricmanager::FabricSignalSink to_service);
+    const ServeFlags& flags, const fabricmanager::PartitionActivator* fabric,
+    serve::Service& service);
 
 // --backend (backend.cc). `leading` is asked before the tenancy controller acts (--leader-elect).
 struct Backend {
@@ -124,6 +126,12 @@ std::unique_ptr<k8s::LeaderElector> ElectLeader(const ServeFlags& flags,
                                                 const k8s::ClientConfig& config,
                                                 serve::Service& service,
                                                 std::atomic<k8s::LeaderElector*>& elected);
+// This host's GPUs watched for faults (embedded mode, unless --no-health): each fault goes to
+// `service`, whose recovery resets through the monitor and the commands. Null when nothing is
+// watched (health.cc). Goes before `service`.
+std::unique_ptr<health::Monitor> WatchHostHealth(const ServeFlags& flags, const HostGpus& host,
+                                                 serve::Service& service);
+
 // The nodes' published GPUs, handed to `service` each time they change.
 std::unique_ptr<backends::NodeGpuWatch> WatchNodeGpus(const k8s::ClientConfig& config,
                                                       const std::string& cdi_kind,
