@@ -59,7 +59,9 @@ std::string LeaseFileFor(const Json& list, const std::string& node, const NodeGp
       warn(name, "spec.gpuIds is not a list; left out");
       continue;
     }
-    Json entry = {{"state", state},
+    // Version 1 of the lease file knows no faulted state (its readers refuse the file over an
+    // unknown one): a faulted GPU is written as quarantined, as tessera serve writes its own.
+    Json entry = {{"state", state == "faulted" ? "quarantined" : state},
                   {"reason", Excerpt(StringField(status, "reason"), kMaxReason)},
                   {"tenancy", Excerpt(StringField(spec, "tenancy"), kMaxName)}};
     // DRA: the node's plugin prepares these GPUs for the pinned claim only.

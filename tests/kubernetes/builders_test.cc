@@ -197,6 +197,15 @@ TEST(Builders, LeaseFileForOneNode) {
   EXPECT_EQ(file["gpus"]["0000:18:00.0"]["tenancy"], "team-a");
 }
 
+TEST(Builders, AFaultedLeaseIsQuarantinedInTheLeaseFile) {
+  // Readers of version 1 (the device plugin, the DRA plugin) refuse unknown states.
+  Json a = BuildGpuLease({"a", "team-a", "node-1", {"0000:18:00.0"}, "ns", "p"});
+  a["status"] = {{"state", "faulted"}, {"reason", "gpu-fault: Xid 79"}};
+  Json file = Json::parse(LeaseFileFor({{"items", {a}}}, "node-1"));
+  EXPECT_EQ(file["gpus"]["0000:18:00.0"]["state"], "quarantined");
+  EXPECT_EQ(file["gpus"]["0000:18:00.0"]["reason"], "gpu-fault: Xid 79");
+}
+
 TEST(Builders, FirmwareCheckJobIsPrivilegedOnTheLeaseNode) {
   LeaseSpec lease{"lease-with-a-rather-long-name-that-goes-on-and-on-and-on-forever",
                   "t",
