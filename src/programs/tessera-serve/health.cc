@@ -3,6 +3,8 @@
 // runs the reset and self-test commands (docs/faults.md).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "health/watch/watch.h"
 #include "serve/recovery.h"
 #include "wiring.h"
@@ -15,14 +17,22 @@ namespace {
 class HostRecoveryIo final : public serve::RecoveryIo {
  public:
   HostRecoveryIo(health::Monitor& monitor, health::RecoveryCommands commands,
-                 std::map<std::string, health::WatchedGpu> watched, serve::Service& service)
+                 std::map<std::string, health::WatchedGpu> watched, serve::Service& service,
+                 std::shared_ptr<const fabricmanager::PartitionActivator> fabric)
       : monitor_(monitor),
         commands_(std::move(commands)),
         watched_(std::move(watched)),
-        service_(service) {}
+        service_(service),
+        fabric_(std::move(fabric)) {}
 
   health::GpuState ReadState(const fleet::GpuRecord& gpu) override {
-    return monitor_.ReadState(gpu.pci_address);
+    health::GpuState state = monitor_.ReadState(gpu.pci_address);
+    // The fabric manager refuses to reset a GPU of an active NVLink partition: one still held
+    // (or whose deactivation is being retried) counts as a process on the GPU, so the reset
+    // waits for the partition to go.
+    if (fabric_ && fabric_->HoldsAnyOf({gpu.pci_address}))
+      state.processes = std::max<uint32_t>(state.processes.value_or(0), 1);
+    return state;
   }
 
   Status Reset(const fleet::GpuRecord& gpu) override {
@@ -55,6 +65,7 @@ class HostRecoveryIo final : public serve::RecoveryIo {
   const health::RecoveryCommands commands_;
   const std::map<std::string, health::WatchedGpu> watched_;
   serve::Service& service_;
+  const std::shared_ptr<const fabricmanager::PartitionActivator> fabric_;  // partition mode
 };
 
 // This host's NVIDIA GPUs as the monitor watches them: those on the nvidia driver through NVML,
@@ -84,8 +95,9 @@ std::chrono::milliseconds HealthDuration(const serve::DurationFlag& flag, const 
 
 }  // namespace
 
-std::unique_ptr<health::Monitor> WatchHostHealth(const ServeFlags& flags, const HostGpus& host,
-                                                 serve::Service& service) {
+std::unique_ptr<health::Monitor> WatchHostHealth(
+    const ServeFlags& flags, const HostGpus& host, serve::Service& service,
+    std::shared_ptr<const fabricmanager::PartitionActivator> fabric) {
   if (host.fleet_mode) return nullptr;  // the node agents watch the fleet's GPUs
   if (flags.no_health) {
     spdlog::info("health: not watching GPUs (--no-health)");
@@ -112,8 +124,8 @@ std::unique_ptr<health::Monitor> WatchHostHealth(const ServeFlags& flags, const 
   commands.self_test = serve::CommandArgv(flags.gpu_self_test_command);
   commands.timeout = HealthDuration(serve::kGpuRecoveryTimeoutFlag, flags.gpu_recovery_timeout);
   spdlog::info("health: watching {} GPUs for faults", by_pci.size());
-  service.SetRecoveryIo(
-      std::make_unique<HostRecoveryIo>(**monitor, std::move(commands), std::move(by_pci), service));
+  service.SetRecoveryIo(std::make_unique<HostRecoveryIo>(
+      **monitor, std::move(commands), std::move(by_pci), service, std::move(fabric)));
   return std::move(*monitor);
 }
 

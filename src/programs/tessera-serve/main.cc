@@ -59,7 +59,7 @@ int Run(const ServeFlags& flags) {
   auto fabric_health = WatchFabricHealth(flags, fabric.get(), *service);
   if (flags.leader_elect) service->SetLeadershipCheck(leading);
   // Faults are contained from here on; recovery starts with the leading parts.
-  std::unique_ptr<health::Monitor> health_monitor = WatchHostHealth(flags, host, *service);
+  std::unique_ptr<health::Monitor> health_monitor = WatchHostHealth(flags, host, *service, fabric);
   if (store.cluster) FollowCluster(*store.cluster, *service);
   // With leader election only the replica holding the Lease runs placement, the lease flow and
   // the checks; it is asked again right before every placement.

@@ -128,9 +128,11 @@ std::unique_ptr<k8s::LeaderElector> ElectLeader(const ServeFlags& flags,
                                                 std::atomic<k8s::LeaderElector*>& elected);
 // This host's GPUs watched for faults (embedded mode, unless --no-health): each fault goes to
 // `service`, whose recovery resets through the monitor and the commands. Null when nothing is
-// watched (health.cc). Goes before `service`.
-std::unique_ptr<health::Monitor> WatchHostHealth(const ServeFlags& flags, const HostGpus& host,
-                                                 serve::Service& service);
+// watched (health.cc). Goes before `service`. With `fabric` (partition mode) a GPU is reset
+// only once no NVLink partition holds it.
+std::unique_ptr<health::Monitor> WatchHostHealth(
+    const ServeFlags& flags, const HostGpus& host, serve::Service& service,
+    std::shared_ptr<const fabricmanager::PartitionActivator> fabric);
 
 // The nodes' published GPUs, handed to `service` each time they change.
 std::unique_ptr<backends::NodeGpuWatch> WatchNodeGpus(const k8s::ClientConfig& config,
