@@ -243,4 +243,8 @@ std::map<std::string, DeviceFault> FaultWatch::Faults() const {
   return state_->handler->Faults();
 }
 
+bool FaultWatch::Follow(const std::map<std::string, health::GpuHealth>& published) {
+  return state_->handler->Follow(published, NowMs());
+}
+
 }  // namespace tessera::dra

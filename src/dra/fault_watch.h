@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "dra/dra.h"
 #include "dra/plugin_options.h"
+#include "health/health.h"
 
 namespace tessera::dra {
 
@@ -30,6 +31,9 @@ class FaultWatch {
 
   // The faults that taint devices now, by PCI address.
   std::map<std::string, DeviceFault> Faults() const;
+  // Recover off: follows the node agent's published health of each GPU (FaultHandler::Follow).
+  // Returns whether any taint or record changed.
+  bool Follow(const std::map<std::string, health::GpuHealth>& published);
 
  private:
   struct State;

@@ -64,6 +64,10 @@ class FaultHandler {
   // One pass over the faulted GPUs: each GPU whose step can go on goes one step (the reset and
   // self-test run here, without the lock). Returns whether any record changed.
   bool Recover(int64_t now_ms);
+  // Follows the node agent that recovers this node's GPUs (recover off): a tainted GPU it
+  // publishes healthy since after the fault loses its taint (once persisted), and a fault it
+  // publishes on a GPU in service here taints it. Returns whether any record changed.
+  bool Follow(const std::map<std::string, health::GpuHealth>& published, int64_t now_ms);
   // The faults that taint devices now, by PCI address (what DeviceState::faults carries).
   std::map<std::string, DeviceFault> Faults() const;
   // Every GPU's record that saw a fault, by PCI address.
@@ -82,6 +86,8 @@ class FaultHandler {
     bool reset_helps = true;
   };
   FaultState SnapshotLocked() const;
+  bool FollowHealthyLocked(Gpu& gpu, const health::GpuHealth& published, int64_t now_ms);
+  bool FollowFaultLocked(const std::string& pci, const health::GpuHealth& published);
   std::optional<Outcome> RunStep(const std::string& pci, health::RecoveryStep step);
   Outcome ResetStep(const std::string& pci);
   Outcome VerifyStep(const std::string& pci);

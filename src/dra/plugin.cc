@@ -23,6 +23,9 @@ namespace {
 
 const k8s::Resource kClaims{"/apis/resource.k8s.io/v1", "resourceclaims", true};
 const k8s::Resource kSlices{"/apis/resource.k8s.io/v1", "resourceslices", false};
+const k8s::Resource kNodes{"/api/v1", "nodes", false};
+// With recover off, how often the Node's published GPU health is read.
+constexpr std::chrono::milliseconds kFollowInterval{1000};
 
 // kubelet gives a prepare call 45 s. One attempt of a claim GET gets 10 s, and the whole fetch
 // with its retries 20 s: a claim whose answer trickles fails on its own, well within kubelet's
@@ -169,6 +172,8 @@ struct KubeletPlugin::State {
   bool slice_dirty = true;
   std::chrono::steady_clock::time_point next_publish = std::chrono::steady_clock::now();
   std::chrono::milliseconds backoff{200};
+  std::chrono::steady_clock::time_point next_follow = std::chrono::steady_clock::now();
+  std::string follow_problem;  // the Node's last problem, logged once
   std::unique_ptr<SocketServer> dra_server;
   std::unique_ptr<SocketServer> reg_server;
 
@@ -180,6 +185,7 @@ struct KubeletPlugin::State {
   Status ServeSockets();
   void RefreshState();
   void PublishWhenDue();
+  void FollowNodeAgent();
 };
 
 Result<NodeDevices> KubeletPlugin::State::DescribeThisNode() {
@@ -313,6 +319,29 @@ void KubeletPlugin::State::PublishWhenDue() {
   }
 }
 
+// Recover off: the node agent recovers the GPUs and publishes their health on this node's Node;
+// the taints follow it. A Node that cannot be read or parsed keeps the taints as they are.
+void KubeletPlugin::State::FollowNodeAgent() {
+  if (options.recover || !faults || !options.published_health) return;
+  if (std::chrono::steady_clock::now() < next_follow) return;
+  next_follow = std::chrono::steady_clock::now() + kFollowInterval;
+  auto node = slices_client->Get(kNodes, "", options.node_name);
+  Result<std::map<std::string, health::GpuHealth>> published =
+      node ? options.published_health(*node)
+           : Result<std::map<std::string, health::GpuHealth>>(node.error());
+  if (!published) {
+    if (published.error().message != follow_problem) {
+      follow_problem = published.error().message;
+      spdlog::warn("node {}: {}; the GPU taints stay as they are", options.node_name,
+                   Excerpt(follow_problem, 600));
+    }
+    return;
+  }
+  follow_problem.clear();
+  if (faults->Follow(*published))
+    spdlog::info("GPU taints follow the node agent's published health");
+}
+
 KubeletPlugin::KubeletPlugin(std::unique_ptr<State> state) : state_(std::move(state)) {}
 KubeletPlugin::~KubeletPlugin() = default;
 
@@ -335,6 +364,7 @@ Status KubeletPlugin::Run(const std::atomic<bool>& stop) {
   s.next_publish = std::chrono::steady_clock::now();
   while (!stop) {
     if (auto served = s.ServeSockets(); !served) return served.error();
+    s.FollowNodeAgent();
     s.RefreshState();
     s.PublishWhenDue();
     std::this_thread::sleep_for(std::chrono::milliseconds(s.options.poll_ms));

@@ -2,11 +2,15 @@
 // checks.
 #pragma once
 
+#include <functional>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "cdi/cdi.h"
 #include "common/error.h"
 #include "dra/dra.h"
+#include "health/health.h"
 
 namespace CLI {
 class App;
@@ -36,6 +40,11 @@ struct PluginOptions {
   std::string gpu_reset_command = "nvidia-smi -r -i {uuid}";
   std::string self_test_command;
   bool recover = true;
+  // With recover off: each GPU's health as the node agent publishes it on this node's Node object
+  // (by PCI address; an error names what is wrong), so that the plugin follows its recovery. Set
+  // by the program (the annotation's parser sits beside this module); empty: not followed.
+  std::function<Result<std::map<std::string, health::GpuHealth>>(const nlohmann::json& node)>
+      published_health;
   std::string log_level = "info";
   // Set by CompletePluginOptions from `mode`.
   cdi::Mode cdi_mode = cdi::Mode::kAuto;

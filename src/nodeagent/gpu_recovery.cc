@@ -3,6 +3,7 @@
 #include "nodeagent/gpu_recovery.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <sstream>
@@ -27,6 +28,24 @@ std::vector<std::string> SplitCommand(const std::string& command) {
   for (std::string word; words >> word;)
     argv.push_back(word);
   return argv;
+}
+
+// The GPUs of `gpus` a DRA claim's device holds: the DRA driver names a GPU's device "gpu-" and
+// its PCI address in lower case with every other character a dash (dra::DeviceNameFor), and
+// its MIG devices that name followed by "-mig-…". Any driver's device so named counts: a
+// false match only delays a reset.
+std::vector<std::string> PciAddressesOfClaimDevice(const std::string& device,
+                                                   const k8s::NodeGpus& gpus) {
+  std::vector<std::string> out;
+  for (const auto& gpu : gpus.gpus) {
+    std::string name = "gpu-";
+    for (char c : gpu.pci_address) {
+      char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      name += std::isalnum(static_cast<unsigned char>(c)) ? lower : '-';
+    }
+    if (device == name || device.starts_with(name + "-")) out.push_back(gpu.pci_address);
+  }
+  return out;
 }
 
 // The tenancies whose leases hold `pci` now (an application fault is counted by them).
@@ -168,7 +187,8 @@ class Recovery final : public GpuRecovery {
     return health.step != before;
   }
 
-  // No Pod holds the GPU (kubelet's allocations) and NVML shows no process on it.
+  // No Pod holds the GPU (kubelet's allocations: device-plugin devices and DRA claims) and NVML
+  // shows no process on it.
   bool Empty(const std::string& pci) {
     if (!pods_checked_) {
       pods_checked_ = true;
@@ -186,6 +206,11 @@ class Recovery final : public GpuRecovery {
           for (const auto& container : pod.devices) {
             for (const auto& id : k8s::PciAddressesOfDeviceIds(container.ids, gpus_))
               held_.push_back(id);
+          }
+          // A DRA claim's devices hold their GPU as long as kubelet lists the Pod.
+          for (const auto& claimed : pod.claim_devices) {
+            for (const auto& pci : PciAddressesOfClaimDevice(claimed.device, gpus_))
+              held_.push_back(pci);
           }
         }
       }

@@ -14,6 +14,37 @@ const PodDevices* PodList::Find(std::string_view namespace_name, std::string_vie
   return nullptr;
 }
 
+namespace {
+
+bool FitsName(const std::string& text) {
+  return text.size() <= kMaxNameBytes;
+}
+
+// The container's DRA devices into `entry`; oversized ones are left out with a warning.
+void AddClaimDevices(const ::v1::ContainerResources& container, PodDevices& entry,
+                     std::vector<std::string>& warnings) {
+  size_t taken = 0;
+  for (const auto& claim : container.dynamic_resources()) {
+    for (const auto& resource : claim.claim_resources()) {
+      bool bad = !FitsName(claim.claim_name()) || !FitsName(claim.claim_namespace()) ||
+                 !FitsName(resource.driver_name()) || !FitsName(resource.pool_name()) ||
+                 resource.device_name().empty() || !FitsName(resource.device_name()) ||
+                 !FitsName(container.name()) || taken >= kMaxClaimDevicesPerContainer;
+      if (bad) {
+        warnings.push_back("pod " + entry.namespace_name + "/" + entry.name + " claim " +
+                           Excerpt(claim.claim_name(), 60) + ": oversized entry; ignored");
+        continue;
+      }
+      ++taken;
+      entry.claim_devices.push_back({container.name(), claim.claim_namespace(), claim.claim_name(),
+                                     resource.driver_name(), resource.pool_name(),
+                                     resource.device_name()});
+    }
+  }
+}
+
+}  // namespace
+
 PodList FromProto(const ::v1::ListPodResourcesResponse& response) {
   PodList out;
   for (const auto& pod : response.pod_resources()) {
@@ -27,8 +58,9 @@ PodList FromProto(const ::v1::ListPodResourcesResponse& response) {
                              Excerpt(pod.name(), 40) + ": bad name; ignored");
       continue;
     }
-    PodDevices entry{pod.namespace_(), pod.name(), {}};
+    PodDevices entry{pod.namespace_(), pod.name(), {}, {}};
     for (const auto& container : pod.containers()) {
+      AddClaimDevices(container, entry, out.warnings);
       for (const auto& devices : container.devices()) {
         bool bad = devices.resource_name().size() > kMaxNameBytes ||
                    static_cast<size_t>(devices.device_ids_size()) > kMaxIdsPerContainer ||

@@ -22,6 +22,7 @@ inline constexpr size_t kMaxPods = 4096;
 inline constexpr size_t kMaxIdsPerContainer = 256;
 inline constexpr size_t kMaxNameBytes = 253;  // DNS subdomain names
 inline constexpr size_t kMaxIdBytes = 256;
+inline constexpr size_t kMaxClaimDevicesPerContainer = 256;
 
 struct ContainerDevices {
   std::string container;
@@ -30,10 +31,22 @@ struct ContainerDevices {
   friend bool operator==(const ContainerDevices&, const ContainerDevices&) = default;
 };
 
+// A device of a ResourceClaim (DRA) that kubelet prepared for a container.
+struct ClaimDevice {
+  std::string container;
+  std::string claim_namespace;
+  std::string claim_name;
+  std::string driver;  // e.g. "gpu.tessera.dev"
+  std::string pool;    // the driver's pool, the node's name for node-local devices
+  std::string device;  // the device's name in the driver's ResourceSlice
+  friend bool operator==(const ClaimDevice&, const ClaimDevice&) = default;
+};
+
 struct PodDevices {
   std::string namespace_name;
   std::string name;
-  std::vector<ContainerDevices> devices;  // every container's device-plugin devices
+  std::vector<ContainerDevices> devices;        // every container's device-plugin devices
+  std::vector<ClaimDevice> claim_devices = {};  // every container's DRA devices
 };
 
 struct PodList {

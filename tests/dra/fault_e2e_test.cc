@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "backends/kubernetes/node_gpus.h"
 #include "dra/fault_state.h"
 #include "dra/plugin_fixture.h"
 #include "support/fake_nvml_state.h"
@@ -117,6 +118,85 @@ TEST_F(DraFaults, WithoutRecoveryTheTaintStays) {
   EXPECT_TRUE(TaintsOf(5).is_array());
   EXPECT_NE(plugin_->Log().find("recovery off"), std::string::npos) << plugin_->Log();
   EXPECT_EQ(faults_.ResetLog(), "");
+}
+
+// The node agent's view of this node's GPUs, as it publishes it on the Node: every GPU as the
+// fixture's node has it, `health` by PCI address for those that differ from a healthy GPU.
+Json NodeWithHealth(const NodeDevices& node,
+                    const std::map<std::string, health::GpuHealth>& health) {
+  k8s::NodeGpus gpus;
+  gpus.node = "node-a";
+  for (const auto& device : node.devices) {
+    k8s::NodeGpu gpu;
+    gpu.pci_address = device.pci_address;
+    gpu.model = "H100";
+    if (auto it = health.find(device.pci_address); it != health.end()) gpu.health = it->second;
+    gpus.gpus.push_back(std::move(gpu));
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", "node-a"},
+            {"annotations", {{k8s::kNodeGpusAnnotation, k8s::NodeGpusAnnotation(gpus)}}}}}};
+}
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// With --recover=false the node agent recovers the GPUs: the taint goes once it publishes the
+// GPU healthy again (since after the fault), and a fault it publishes first taints the GPU here.
+TEST_F(DraFaults, WithoutRecoveryTheTaintFollowsTheNodeAgent) {
+  const k8s::Resource nodes{"/api/v1", "nodes", false};
+  const std::string pci5 = node_.devices[5].pci_address, pci6 = node_.devices[6].pci_address;
+  ASSERT_TRUE(client_->Create(nodes, "", NodeWithHealth(node_, {})).ok());
+  auto publish = [&](const std::map<std::string, health::GpuHealth>& health) {
+    auto live = client_->Get(nodes, "", "node-a");
+    ASSERT_TRUE(live.ok());
+    Json node = NodeWithHealth(node_, health);
+    node["metadata"]["resourceVersion"] = (*live)["metadata"]["resourceVersion"];
+    ASSERT_TRUE(client_->Replace(nodes, "", "node-a", node).ok());
+  };
+  StartFaultPlugin({"--recover=false"});
+  ASSERT_TRUE(WaitUntil([&] { return SliceDevices() == 8; })) << plugin_->Log();
+  faults_.AddEvent(pci5 + " 79");
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(5).is_array(); })) << plugin_->Log();
+  // The Node still says healthy, but since before the fault: the taint stays.
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the Node is read every second
+  EXPECT_TRUE(TaintsOf(5).is_array());
+
+  // The node agent drains the GPU: still tainted. Then it is reset and verified: untainted.
+  health::GpuHealth draining;
+  draining.step = health::RecoveryStep::kDraining;
+  draining.reason = "Xid 79 (GPU has fallen off the bus)";
+  draining.faulted_ms = draining.step_since_ms = UnixMs();
+  draining.history.push_back({UnixMs(), "xid", 79, "gpu", "stop-gpu", draining.reason});
+  publish({{pci5, draining}});
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  EXPECT_TRUE(TaintsOf(5).is_array());
+  health::GpuHealth healthy;
+  healthy.step_since_ms = UnixMs() + 1;
+  healthy.history = draining.history;
+  publish({{pci5, healthy}});
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(5).is_null() && SliceDevices() == 8; }))
+      << plugin_->Log();
+  // The taint's removal is durable: the fault state file says GPU 5 is in service.
+  auto state = ReadFaultStateFile(PluginDir() + "/gpu-faults.json");
+  ASSERT_TRUE(state.ok()) << state.error().message;
+  EXPECT_TRUE(!state->count(pci5) || (*state)[pci5].health.in_service());
+
+  // A fault the node agent saw first (Xid 48 on GPU 6) taints GPU 6 here as well.
+  health::GpuHealth out = draining;
+  out.reason = "Xid 48 (double-bit ECC error)";
+  out.history = {{UnixMs(), "xid", 48, "gpu", "stop-gpu", out.reason}};
+  publish({{pci5, healthy}, {pci6, out}});
+  ASSERT_TRUE(WaitUntil([&] { return TaintsOf(6).is_array(); })) << plugin_->Log();
+  EXPECT_EQ(TaintsOf(6)[0]["value"], "xid-48");
+  EXPECT_EQ(TaintsOf(6)[0]["effect"], "NoExecute");
+  EXPECT_TRUE(TaintsOf(5).is_null());
+  EXPECT_EQ(faults_.ResetLog(), "");  // nothing reset here
 }
 
 // A restart forgets no fault: the GPU's record and taint are in <plugin-dir>/gpu-faults.json,

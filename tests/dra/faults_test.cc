@@ -201,6 +201,63 @@ TEST_F(Faults, WithoutRecoveryTheTaintStays) {
   EXPECT_EQ(handler->Faults().count(kGpu), 1u);
 }
 
+// With recovery off the node agent recovers the GPU: the taint goes once it publishes the GPU
+// healthy since after the fault (a stale healthy record says nothing), and only once the records
+// are persisted; a fault it publishes first taints here as well.
+TEST_F(Faults, WithoutRecoveryTheTaintFollowsThePublishedHealth) {
+  FaultOptions options;
+  options.recover = false;
+  RecoveryHooks hooks;
+  bool persist_ok = false;
+  int persisted = 0;
+  hooks.persist = [&](const FaultState&) -> Status {
+    ++persisted;
+    return persist_ok ? Ok() : Unavailable("disk full");
+  };
+  FaultHandler handler(health::XidTable::Default(), options, hooks);
+  handler.OnSignal(Xid(79), kNow);
+  ASSERT_EQ(handler.Faults().count(kGpu), 1u);
+
+  health::GpuHealth stale;  // healthy since before the fault
+  stale.step_since_ms = kNow - 1;
+  EXPECT_FALSE(handler.Follow({{kGpu, stale}}, kNow + 1000));
+  EXPECT_EQ(handler.Faults().count(kGpu), 1u);
+
+  health::GpuHealth repaired;
+  repaired.step_since_ms = kNow + 500;
+  const int before = persisted;
+  EXPECT_FALSE(handler.Follow({{kGpu, repaired}}, kNow + 1000));  // the write failed
+  EXPECT_GT(persisted, before);
+  EXPECT_EQ(handler.Faults().count(kGpu), 1u);
+  persist_ok = true;
+  EXPECT_TRUE(handler.Follow({{kGpu, repaired}}, kNow + 1000));
+  EXPECT_TRUE(handler.Faults().empty());
+  EXPECT_TRUE(handler.Records()[kGpu].in_service());
+  EXPECT_FALSE(handler.Follow({{kGpu, repaired}}, kNow + 2000));  // nothing more to do
+
+  // The node agent's fault on another GPU: tainted NoExecute with its Xid; its stale record of
+  // the fault this plugin already followed taints nothing.
+  const std::string other = "0000:18:00.0";
+  health::GpuHealth out;
+  out.step = health::RecoveryStep::kResetting;
+  out.reason = "Xid 48 (double-bit ECC error)";
+  out.faulted_ms = kNow + 3000;
+  out.history.push_back({kNow + 3000, "xid", 48, "gpu", "stop-gpu", out.reason});
+  health::GpuHealth old = out;
+  old.faulted_ms = kNow;
+  EXPECT_TRUE(handler.Follow({{other, out}, {kGpu, old}}, kNow + 4000));
+  auto faults = handler.Faults();
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_EQ(faults[other].value, "xid-48");
+  EXPECT_EQ(faults[other].effect, TaintEffect::kNoExecute);
+  EXPECT_EQ(faults[other].since_unix_seconds, (kNow + 3000) / 1000);
+  // A hostile signal name still makes a label value.
+  health::GpuHealth odd = out;
+  odd.history = {{kNow + 3000, "-gpu lost!-", 0, "gpu", "stop-gpu", "lost"}};
+  EXPECT_TRUE(handler.Follow({{"0000:19:00.0", odd}}, kNow + 4000));
+  EXPECT_EQ(handler.Faults()["0000:19:00.0"].value, "gpulost");
+}
+
 TEST(FaultTaintValue, IsALabelValue) {
   health::Signal signal;
   signal.kind = health::SignalKind::kDoubleBitEcc;

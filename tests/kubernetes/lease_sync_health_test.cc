@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "backends/kubernetes/node_gpus.h"
+#include "dra/dra.h"
 #include "inventory/inventory.h"
 #include "kubernetes/client.h"
 #include "kubernetes/fake_apiserver.h"
@@ -168,6 +169,37 @@ TEST_F(LeaseSyncHealthTest, AFaultIsPublishedAtOnceAndTheGpuIsResetOnceNoPodHold
   EXPECT_EQ((*node)["metadata"]["labels"]["a"], "b");
   EXPECT_GT(std::stoll((*node)["metadata"]["resourceVersion"].get<std::string>()),
             std::stoll(version_before));
+}
+
+// A Pod whose DRA claim holds the GPU (kubelet lists the claim's device, not a device-plugin
+// ID) holds it as well: the faulted GPU is reset only once the Pod is gone.
+TEST_F(LeaseSyncHealthTest, AGpuADraClaimHoldsIsResetOnlyOnceThePodIsGone) {
+  PodResourcesKubelet kubelet(dir_.path() + "/kubelet.sock");
+  ASSERT_TRUE(kubelet.ok());
+  podresources::PodDevices pod{"tenant-team-a", "train-1", {}, {}};
+  pod.claim_devices.push_back({"main", "tenant-team-a", "train-1-gpus", "gpu.tessera.dev", "node-1",
+                               dra::DeviceNameFor(gpus_[1].first)});
+  kubelet.SetPods({pod});
+  auto agent = StartAgent(kubelet.socket_path());
+  ASSERT_TRUE(testing::WaitUntil([&] { return Published().has_value(); })) << agent->Log();
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return agent->Log().find("watching") != std::string::npos;
+  })) << agent->Log();
+
+  // Xid 79 on GPU 1, which runs no process: the claim alone keeps it from a reset.
+  Xid(1, 79);
+  ASSERT_TRUE(testing::WaitUntil([&] {
+    return PublishedHealth(1).step == health::RecoveryStep::kDraining;
+  })) << agent->Log();
+  const int calls = kubelet.ListCalls();
+  ASSERT_TRUE(testing::WaitUntil([&] { return kubelet.ListCalls() >= calls + 3; }));
+  EXPECT_EQ(Resets(), "");
+  EXPECT_EQ(PublishedHealth(1).step, health::RecoveryStep::kDraining);
+
+  // The Pod is gone: reset, verified, healthy again.
+  kubelet.SetPods({});
+  ASSERT_TRUE(testing::WaitUntil([&] { return PublishedHealth(1).in_service(); })) << agent->Log();
+  EXPECT_EQ(Resets(), ResetOf(1));
 }
 
 TEST_F(LeaseSyncHealthTest, ARestartedAgentResumesRecoveryFromItsStateOrItsNode) {

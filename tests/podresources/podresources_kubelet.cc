@@ -20,19 +20,29 @@ class ListerService final : public ::v1::PodResourcesLister::Service {
       out->set_name(pod.name);
       out->set_namespace_(pod.namespace_name);
       // One container entry per container name, in order.
-      for (const auto& devices : pod.devices) {
-        ::v1::ContainerResources* container = nullptr;
+      auto container_named = [out](const std::string& name) {
         for (auto& existing : *out->mutable_containers()) {
-          if (existing.name() == devices.container) container = &existing;
+          if (existing.name() == name) return &existing;
         }
-        if (!container) {
-          container = out->add_containers();
-          container->set_name(devices.container);
-        }
-        auto* entry = container->add_devices();
+        ::v1::ContainerResources* added = out->add_containers();
+        added->set_name(name);
+        return added;
+      };
+      for (const auto& devices : pod.devices) {
+        auto* entry = container_named(devices.container)->add_devices();
         entry->set_resource_name(devices.resource);
         for (const auto& id : devices.ids)
           entry->add_device_ids(id);
+      }
+      // A DRA claim's device, one claim entry each, as kubelet lists a prepared claim.
+      for (const auto& claimed : pod.claim_devices) {
+        auto* claim = container_named(claimed.container)->add_dynamic_resources();
+        claim->set_claim_name(claimed.claim_name);
+        claim->set_claim_namespace(claimed.claim_namespace);
+        auto* resource = claim->add_claim_resources();
+        resource->set_driver_name(claimed.driver);
+        resource->set_pool_name(claimed.pool);
+        resource->set_device_name(claimed.device);
       }
     }
     return grpc::Status::OK;

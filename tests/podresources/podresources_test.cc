@@ -69,6 +69,33 @@ TEST(PodResources, OversizedEntriesAreLeftOutWithAWarningAndGarbageIsRefused) {
   EXPECT_FALSE(ParseListResponse("\xff\xff\xff\xff not protobuf").ok());
 }
 
+TEST(PodResources, DraClaimsBecomeTheContainersClaimDevicesOversizedOnesLeftOut) {
+  auto response = TwoPods();
+  auto* container = response.mutable_pod_resources(0)->mutable_containers(0);
+  auto* claim = container->add_dynamic_resources();
+  claim->set_claim_name("train-gpus");
+  claim->set_claim_namespace("tenant-a");
+  auto* resource = claim->add_claim_resources();
+  resource->set_driver_name("gpu.tessera.dev");
+  resource->set_pool_name("node-a");
+  resource->set_device_name("gpu-0000-18-00-0");
+  resource->add_cdi_devices()->set_name("k8s.gpu.tessera.dev/claim=uid-gpu-0000-18-00-0");
+  auto* oversized = claim->add_claim_resources();
+  oversized->set_driver_name("gpu.tessera.dev");
+  oversized->set_device_name(std::string(300, 'g'));
+  auto list = ParseListResponse(response.SerializeAsString());
+  ASSERT_TRUE(list.ok()) << list.error().message;
+  const PodDevices* pod = list->Find("tenant-a", "job-1");
+  ASSERT_NE(pod, nullptr);
+  ASSERT_EQ(pod->claim_devices.size(), 1u);
+  EXPECT_EQ(pod->claim_devices[0], (ClaimDevice{container->name(), "tenant-a", "train-gpus",
+                                                "gpu.tessera.dev", "node-a", "gpu-0000-18-00-0"}));
+  ASSERT_EQ(list->warnings.size(), 1u);
+  EXPECT_LT(list->warnings[0].size(), 200u);
+  // Its device-plugin devices are as before.
+  EXPECT_EQ(DeviceIds(*pod, "nvidia.com/gpu"), (std::vector<std::string>{"GPU-a", "GPU-b"}));
+}
+
 TEST(PodResources, ListOverKubeletsSocket) {
   testing::TempDir dir;
   testing::PodResourcesKubelet kubelet(dir.path() + "/kubelet.sock");

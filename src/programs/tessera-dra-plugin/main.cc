@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 
+#include "backends/kubernetes/node_gpus.h"
 #include "dra/plugin.h"
 #include "dra/plugin_options.h"
 
@@ -40,6 +41,18 @@ int main(int argc, char** argv) {
   if (auto completed = tessera::dra::CompletePluginOptions(options); !completed)
     return Fail(completed.error());
 
+  // With --recover=false the taints follow the node agent's published health of each GPU.
+  options.published_health = [](const nlohmann::json& node)
+      -> tessera::Result<std::map<std::string, tessera::health::GpuHealth>> {
+    auto gpus = tessera::k8s::NodeGpusOf(node);
+    if (!gpus) return gpus.error();
+    std::map<std::string, tessera::health::GpuHealth> out;
+    if (*gpus) {
+      for (const auto& gpu : (*gpus)->gpus)
+        out[gpu.pci_address] = gpu.health;
+    }
+    return out;
+  };
   auto plugin = tessera::dra::KubeletPlugin::Start(options);
   if (!plugin) return Fail(plugin.error());
   ::signal(SIGTERM, OnSignal);
