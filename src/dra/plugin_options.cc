@@ -37,7 +37,7 @@ void AddPluginFlags(CLI::App& app, PluginOptions& options) {
                  "Resets a faulted GPU once no claim holds it ({uuid}, {pci}, {index} replaced; "
                  "\"\" = never reset)")
       ->capture_default_str();
-  app.add_option("--self-test-command", options.self_test_command,
+  app.add_option("--gpu-self-test-command", options.self_test_command,
                  "Active test of a reset GPU before it is untainted (dcgmi diag output is read; "
                  "\"\" = NVML state only)");
   app.add_option("--recover", options.recover,
