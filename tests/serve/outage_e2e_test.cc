@@ -67,8 +67,16 @@ TEST_F(OutageE2e, AnExitWhileTheServiceIsDownIsBilledToItsRealEnd) {
   // The one that never started (its command does not exist) ends as failed.
   auto failed = WaitFor(never_ran, {"exited", "failed"});
   EXPECT_EQ(failed["state"], "failed") << failed;
+  // The usage record goes into the store with the end's commit, which the container's record in
+  // memory may precede: wait for it.
   int status = 0;
-  auto usage = CallJson(*admin_, "GET", "/v1/tenancies/billed/usage", "", &status);
+  nlohmann::json usage;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        usage = CallJson(*admin_, "GET", "/v1/tenancies/billed/usage", "", &status);
+        return status == 200 && usage.value("containers_total", 0) >= 1;
+      },
+      std::chrono::seconds(60)));
   ASSERT_EQ(status, 200) << usage;
   double billed = -1;
   for (const auto& run : usage["containers"])
