@@ -129,9 +129,7 @@ class Bench {
   }
 
   std::string GpuState(const std::string& pci) {
-    for (const auto& gpu : Get("/v1/gpus")["gpus"])
-      if (gpu.value("pci_address", "") == pci) return gpu.value("state", "");
-    return "";
+    return Get("/v1/gpus/" + pci).value("state", "");
   }
 
   double Cpu() const { return ProcessCpuSeconds(ServePid(serve_->data_dir())); }
@@ -171,7 +169,10 @@ int MeasureFaults(Bench& bench, int rounds) {
         ++disturbed;
     while (bench.GpuState(gpu) != "free") {
       if (Clock::now() - t0 > std::chrono::seconds(240))
-        return std::fprintf(stderr, "round %d: %s not free\n", round, gpu.c_str()), 1;
+        return std::fprintf(stderr, "round %d: %s not free (%s)\n%s\nresets:\n%s\n", round,
+                            gpu.c_str(), bench.Get("/v1/gpus/" + gpu).dump().c_str(),
+                            bench.serve_->log().c_str(), bench.faults_.ResetLog().c_str()),
+               1;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     free_ms.push_back(Ms(Clock::now() - t0));
