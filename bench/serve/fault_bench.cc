@@ -128,9 +128,7 @@ class Bench {
     return "";
   }
 
-  std::string GpuState(const std::string& pci) {
-    return Get("/v1/gpus/" + pci).value("state", "");
-  }
+  std::string GpuState(const std::string& pci) { return Get("/v1/gpus/" + pci).value("state", ""); }
 
   double Cpu() const { return ProcessCpuSeconds(ServePid(serve_->data_dir())); }
 
