@@ -2,11 +2,11 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/bounded_file.h"
+#include "health/watch/watch.h"
 
 extern char** environ;
 
@@ -23,12 +23,9 @@ std::map<std::string, std::string> ProcessEnvironment() {
   return env;
 }
 
-// A command flag's argv: its words, split at spaces ("none": no command at all).
+// A command flag's argv ("none": no command at all).
 std::vector<std::string> CommandArgv(const std::string& text) {
-  std::vector<std::string> argv;
-  std::istringstream words(text);
-  for (std::string word; words >> word;)
-    argv.push_back(word);
+  std::vector<std::string> argv = health::CommandWords(text);
   if (argv.size() == 1 && argv[0] == "none") argv.clear();
   return argv;
 }

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "dra/faults.h"
@@ -19,14 +18,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::vector<std::string> Words(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string word; in >> word;)
-    out.push_back(word);
-  return out;
 }
 
 // One entry per GPU (MIG devices name their parent once), in PCI order as the node lists them.
@@ -197,8 +188,8 @@ Result<std::unique_ptr<FaultWatch>> FaultWatch::Start(const PluginOptions& optio
   state->state_path = state_path;
   state->gpus = WatchedGpus(driver.node());
   if (state->gpus.empty()) return Unavailable("no GPU to watch");
-  state->commands.reset = Words(options.gpu_reset_command);
-  state->commands.self_test = Words(options.self_test_command);
+  state->commands.reset = health::CommandWords(options.gpu_reset_command);
+  state->commands.self_test = health::CommandWords(options.self_test_command);
   FaultOptions fault_options;
   fault_options.recover = options.recover;
   state->handler =

@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdio>
 #include <deque>
-#include <sstream>
 #include <thread>
 
 #include "common/untrusted_text.h"
@@ -20,14 +19,6 @@ int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::vector<std::string> SplitCommand(const std::string& command) {
-  std::vector<std::string> argv;
-  std::istringstream words(command);
-  for (std::string word; words >> word;)
-    argv.push_back(word);
-  return argv;
 }
 
 // The GPUs of `gpus` a DRA claim's device holds: the DRA driver names a GPU's device "gpu-" and
@@ -78,8 +69,8 @@ class Recovery final : public GpuRecovery {
         leases_(leases),
         release_nvml_(std::move(release_nvml)),
         classifier_(std::move(table)) {
-    commands_.reset = SplitCommand(options.gpu_reset_command);
-    commands_.self_test = SplitCommand(options.gpu_self_test_command);
+    commands_.reset = health::CommandWords(options.gpu_reset_command);
+    commands_.self_test = health::CommandWords(options.gpu_self_test_command);
     for (const auto& gpu : gpus.gpus)
       watched_.push_back({gpu.pci_address, gpu.uuid, true, {}});
   }

@@ -53,16 +53,4 @@ Result<FaultOptions> FaultOptionsFrom(const ServeFlags& flags) {
   return out;
 }
 
-std::vector<std::string> CommandArgv(const std::string& text) {
-  std::vector<std::string> argv;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find(' ', start);
-    if (end == std::string::npos) end = text.size();
-    if (end > start) argv.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return argv;
-}
-
 }  // namespace tessera::serve

@@ -109,9 +109,6 @@ void AddFaultFlags(CLI::App& app, ServeFlags& flags);
 // --fault-table (read and parsed), --recovery-max-attempts, --max-faults and --fault-window into
 // the service's options. InvalidArgument naming the flag.
 Result<FaultOptions> FaultOptionsFrom(const ServeFlags& flags);
-// A command flag's text as argv (split at spaces; "{uuid}", "{pci}", "{index}" kept for the
-// runner to fill in). Empty text: no command.
-std::vector<std::string> CommandArgv(const std::string& text);
 
 // --share-* and --mps-* into the service's options; `nvml` is the library the host was read with.
 Result<SharingOptions> SharingOptionsFrom(const ServeFlags& flags, const std::string& nvml);

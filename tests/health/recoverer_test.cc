@@ -1,5 +1,5 @@
 // The recovery commands against the stand-in nvidia-smi and small scripts: exit status and
-// output judged, a time limit, placeholders replaced.
+// output judged, a time limit, {uuid}, {pci} and {index} filled in.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -76,7 +76,7 @@ TEST(RunReset, ATimeLimit) {
   EXPECT_NE(reset.error().message.find("no answer within"), std::string::npos);
 }
 
-TEST(RunSelfTest, ExitStatusAndPlaceholders) {
+TEST(RunSelfTest, ExitStatusAndGpuFieldsInTheCommand) {
   RecoveryCommands commands;
   EXPECT_TRUE(RunSelfTest(commands, Gpu("0000:65:00.0", "GPU-a"), 0).passed);  // none set
   commands.self_test = {"/bin/sh", "-c",    "test \"$0 $1 $2\" = 'GPU-a 0000:65:00.0 2'",

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "health/watch/watch.h"
 #include "nvml/nvml.h"
 
 namespace tessera::health {
@@ -154,7 +155,18 @@ TEST(SysfsSignals, GoneAllOnesAndFatalGrowth) {
   EXPECT_TRUE(SysfsSignals("g", gone, gone, 1).empty());
 }
 
-TEST(ExpandCommand, ReplacesEveryPlaceholder) {
+TEST(CommandWords, SplitsAFlagAtWhitespaceWithoutAShell) {
+  EXPECT_EQ(CommandWords("nvidia-smi -r  -i {uuid}"),
+            (std::vector<std::string>{"nvidia-smi", "-r", "-i", "{uuid}"}));
+  EXPECT_EQ(CommandWords(" dcgmi\tdiag -r 1 "),
+            (std::vector<std::string>{"dcgmi", "diag", "-r", "1"}));
+  EXPECT_EQ(CommandWords("sh -c 'reboot; x'"),
+            (std::vector<std::string>{"sh", "-c", "'reboot;", "x'"}));  // no quoting, no shell
+  EXPECT_TRUE(CommandWords("").empty());
+  EXPECT_TRUE(CommandWords("   ").empty());
+}
+
+TEST(ExpandCommand, FillsInEveryGpuField) {
   EXPECT_EQ(ExpandCommand({"nvidia-smi", "-r", "-i", "{uuid}"}, "GPU-a", "0000:65:00.0", 3),
             (std::vector<std::string>{"nvidia-smi", "-r", "-i", "GPU-a"}));
   EXPECT_EQ(ExpandCommand({"probe", "--gpu={index}", "{pci}/{pci}"}, "GPU-a", "0000:65:00.0", 3),

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <sstream>
 
 #include "common/untrusted_text.h"
 #include "health/watch/signals.h"
@@ -85,6 +86,14 @@ SelfTestVerdict RunSelfTest(const RecoveryCommands& commands, const WatchedGpu& 
     return {false, process::Describe(argv) + ": no answer within " + Seconds(commands.timeout)};
   }
   return JudgeSelfTest(outcome->status, outcome->output, IsDcgmi(argv.front()));
+}
+
+std::vector<std::string> CommandWords(std::string_view text) {
+  std::vector<std::string> words;
+  std::istringstream in{std::string(text)};
+  for (std::string word; in >> word;)
+    words.push_back(word);
+  return words;
 }
 
 }  // namespace tessera::health

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -62,6 +63,10 @@ struct RecoveryCommands {
   std::vector<std::string> self_test;
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
+
+// A command flag's text as argv: its words, split at whitespace (no shell, no quoting), so
+// "nvidia-smi -r -i {uuid}" is four words. Empty text: no command.
+std::vector<std::string> CommandWords(std::string_view text);
 
 // Runs one command of `commands` for `gpu` (its exit status judged; output bounded).
 Status RunReset(const RecoveryCommands& commands, const WatchedGpu& gpu, int index);

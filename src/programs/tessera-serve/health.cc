@@ -120,8 +120,8 @@ std::unique_ptr<health::Monitor> WatchHostHealth(
     return nullptr;
   }
   health::RecoveryCommands commands;
-  commands.reset = serve::CommandArgv(flags.gpu_reset_command);
-  commands.self_test = serve::CommandArgv(flags.gpu_self_test_command);
+  commands.reset = health::CommandWords(flags.gpu_reset_command);
+  commands.self_test = health::CommandWords(flags.gpu_self_test_command);
   commands.timeout = HealthDuration(serve::kGpuRecoveryTimeoutFlag, flags.gpu_recovery_timeout);
   spdlog::info("health: watching {} GPUs for faults", by_pci.size());
   service.SetRecoveryIo(std::make_unique<HostRecoveryIo>(
