@@ -93,14 +93,14 @@ static void HolderPath(char* path, size_t size) {
 
 int nvmlInit_v2(void) {
   const char* inits = getenv("TESSERA_FAKE_NVML_INITS");
-  FILE* f = inits ? fopen(inits, "a") : NULL;
+  FILE* f = inits ? fopen(inits, "ae") : NULL;
   if (f) {
     fprintf(f, "nvmlInit_v2 pid=%ld\n", (long)getpid());
     fclose(f);
   }
   char holder[4096];
   HolderPath(holder, sizeof holder);
-  if (init_count++ == 0 && holder[0] && (f = fopen(holder, "w")) != NULL) fclose(f);
+  if (init_count++ == 0 && holder[0] && (f = fopen(holder, "we")) != NULL) fclose(f);
   FakeNvmlMigLoad();
   return 0;
 }
@@ -191,7 +191,7 @@ static int ParseEvent(const char* line, EventData* data) {
 
 /* The set's next event of a registered type (1), passing over the others. */
 static int NextEvent(EventSet* s, const char* path, EventData* data) {
-  FILE* f = path ? fopen(path, "r") : NULL;
+  FILE* f = path ? fopen(path, "re") : NULL;
   if (!f) return 0;
   char text[512];
   long line = 0;

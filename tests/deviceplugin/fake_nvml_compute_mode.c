@@ -34,7 +34,7 @@ typedef struct {
 static void LoadModes(ModeState* state) {
   memset(state, 0, sizeof *state);
   const char* path = getenv("TESSERA_FAKE_NVML_COMPUTE_MODES");
-  FILE* f = path ? fopen(path, "r") : NULL;
+  FILE* f = path ? fopen(path, "re") : NULL;
   if (!f) return;
   char first[80], second[80];
   int code;
@@ -44,7 +44,8 @@ static void LoadModes(ModeState* state) {
       snprintf(state->fail_function, sizeof state->fail_function, "%s", first);
       state->fail_code = code;
     } else if (sscanf(line, "%79s %79s", first, second) == 2 && state->count < MAX_MODES) {
-      snprintf(state->modes[state->count].pci, sizeof state->modes[0].pci, "%s", first);
+      snprintf(state->modes[state->count].pci, sizeof state->modes[0].pci, "%.*s",
+               (int)sizeof state->modes[0].pci - 1, first);
       state->modes[state->count++].mode = (unsigned int)strtoul(second, NULL, 10);
     }
   }
@@ -56,7 +57,7 @@ static void SaveModes(const ModeState* state) {
   if (!path) return;
   char temp[4096];
   snprintf(temp, sizeof temp, "%s.tmp", path);
-  FILE* f = fopen(temp, "w");
+  FILE* f = fopen(temp, "we");
   if (!f) return;
   for (int i = 0; i < state->count; ++i)
     fprintf(f, "%s %u\n", state->modes[i].pci, state->modes[i].mode);
@@ -67,7 +68,7 @@ static void SaveModes(const ModeState* state) {
 
 static void LogModeCall(const char* pci, unsigned int mode, int status) {
   const char* path = getenv("TESSERA_FAKE_NVML_LOG");
-  FILE* f = path ? fopen(path, "a") : NULL;
+  FILE* f = path ? fopen(path, "ae") : NULL;
   if (!f) return;
   fprintf(f, "nvmlDeviceSetComputeMode %s %u -> %d\n", pci, mode, status);
   fclose(f);

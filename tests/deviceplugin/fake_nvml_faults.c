@@ -49,7 +49,7 @@ const char* FakeNvmlValue(const char* line, const char* key, char* out, size_t s
 /* The fault line of `pci` in `out` (1), or 0 when the GPU has none. */
 static int FaultLine(const char* pci, char* out, size_t size) {
   const char* path = getenv("TESSERA_FAKE_NVML_FAULTS");
-  FILE* f = path && pci ? fopen(path, "r") : NULL;
+  FILE* f = path && pci ? fopen(path, "re") : NULL;
   if (!f) return 0;
   char line[512], first[64];
   int found = 0;

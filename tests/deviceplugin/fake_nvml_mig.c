@@ -160,7 +160,7 @@ void FakeNvmlMigLoad(void) {
   memset(cis, 0, sizeof cis);
   fail_count = 0;
   const char* path = getenv("TESSERA_FAKE_NVML_STATE");
-  FILE* f = path ? fopen(path, "r") : NULL;
+  FILE* f = path ? fopen(path, "re") : NULL;
   if (!f) return;
   char line[512], kind[16], pci[64];
   while (fgets(line, sizeof line, f)) {
@@ -170,7 +170,7 @@ void FakeNvmlMigLoad(void) {
         if (gpus[i].used) continue;
         Gpu* g = &gpus[i];
         g->used = 1;
-        snprintf(g->pci, sizeof g->pci, "%s", pci);
+        snprintf(g->pci, sizeof g->pci, "%.*s", (int)sizeof g->pci - 1, pci);
         if (!FakeNvmlValue(line, "board", g->board, sizeof g->board)) strcpy(g->board, "h100-80gb");
         if (!FakeNvmlValue(line, "uuid", g->uuid, sizeof g->uuid))
           snprintf(g->uuid, sizeof g->uuid, "GPU-%s", pci);
@@ -216,7 +216,7 @@ static void Save(void) {
   if (!path) return;
   char temp[4096];
   snprintf(temp, sizeof temp, "%s.tmp", path);
-  FILE* f = fopen(temp, "w");
+  FILE* f = fopen(temp, "we");
   if (!f) return;
   for (int i = 0; i < MAX_GPUS; ++i) {
     const Gpu* g = &gpus[i];
@@ -244,7 +244,7 @@ static void Save(void) {
 
 static void Log(const char* function, const char* pci, const char* arguments, int status) {
   const char* path = getenv("TESSERA_FAKE_NVML_LOG");
-  FILE* f = path ? fopen(path, "a") : NULL;
+  FILE* f = path ? fopen(path, "ae") : NULL;
   if (!f) return;
   fprintf(f, "%s %s %s -> %d\n", function, pci, arguments, status);
   fclose(f);

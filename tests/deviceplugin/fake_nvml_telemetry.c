@@ -142,7 +142,7 @@ static void Load(void) {
       st.st_mtim.tv_sec == loaded_stat.st_mtim.tv_sec &&
       st.st_mtim.tv_nsec == loaded_stat.st_mtim.tv_nsec)
     return;
-  FILE* f = fopen(path, "r");
+  FILE* f = fopen(path, "re");
   if (!f) return;
   line_count = 0;
   char text[512];
@@ -210,7 +210,7 @@ static void Load(void) {
 
 static void Served(const char* format_line) {
   const char* path = getenv("TESSERA_FAKE_NVML_SERVED");
-  FILE* f = path ? fopen(path, "a") : NULL;
+  FILE* f = path ? fopen(path, "ae") : NULL;
   if (!f) return;
   fputs(format_line, f);
   fclose(f);

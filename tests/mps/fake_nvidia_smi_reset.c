@@ -44,7 +44,7 @@ typedef struct {
 
 static void ReadLines(const char* path, Lines* lines) {
   lines->count = 0;
-  FILE* f = path ? fopen(path, "r") : NULL;
+  FILE* f = path ? fopen(path, "re") : NULL;
   if (!f) return;
   while (lines->count < MAX_LINES && fgets(lines->text[lines->count], LINE_SIZE, f))
     ++lines->count;
@@ -110,7 +110,7 @@ static void Applied(const char* line, char* out, size_t size) {
 static void Rewrite(const char* path, const Lines* lines) {
   char temp[4096];
   snprintf(temp, sizeof temp, "%s.smi.tmp", path);
-  FILE* f = fopen(temp, "w");
+  FILE* f = fopen(temp, "we");
   if (!f) return;
   for (int i = 0; i < lines->count; ++i)
     fputs(lines->text[i], f);
@@ -136,7 +136,7 @@ static int NvmlHeldElsewhere(void) {
 
 static int Finish(const char* id, const char* pci, int status) {
   const char* log = getenv("TESSERA_FAKE_NVIDIA_SMI_LOG");
-  FILE* f = log ? fopen(log, "a") : NULL;
+  FILE* f = log ? fopen(log, "ae") : NULL;
   if (f) {
     fprintf(f, "reset %s %s -> %d\n", id, pci[0] ? pci : "?", status);
     fclose(f);
