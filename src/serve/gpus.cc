@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/untrusted_text.h"
 #include "firmware/firmware.h"
 #include "serve/audit.h"
 #include "serve/faults.h"
@@ -342,7 +343,7 @@ std::vector<GpuRecord> Gpus::List(const Caller& caller) const {
 Result<GpuRecord> Gpus::Get(const Caller& caller, const std::string& gpu_id) const {
   std::lock_guard lock(model_.mu);
   const GpuRecord* gpu = model_.FindGpu(gpu_id);
-  if (!gpu) return NotFound("GPU " + gpu_id + " not found");
+  if (!gpu) return NotFound("GPU " + Excerpt(gpu_id, 64) + " not found");
   GpuRecord out = *gpu;
   RedactGpuLocked(model_, caller, out);
   return out;
@@ -354,7 +355,7 @@ void Gpus::Admin(const Caller& caller, const std::string& gpu_id, GpuAction acti
   std::lock_guard lock(model_.mu);
   if (auto refused = model_.WriteRefusal(); !refused) return done(refused.error());
   auto* gpu = model_.FindGpu(gpu_id);
-  if (!gpu) return done(NotFound("GPU " + gpu_id + " not found"));
+  if (!gpu) return done(NotFound("GPU " + Excerpt(gpu_id, 64) + " not found"));
   std::vector<Mutation> mutations;
   if (auto status = ApplyActionLocked(gpu_id, *gpu, action, reason, mutations); !status)
     return done(status.error());

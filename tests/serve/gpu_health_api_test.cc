@@ -158,6 +158,14 @@ TEST_F(GpuHealthApi, AnUnknownGpuIs404AndOtherMethodsAre405) {
   EXPECT_EQ(static_cast<int>(answered.get_future().get().result_int()), 405);
 }
 
+TEST_F(GpuHealthApi, AnUnknownGpuIdIsNotEchoedWhole) {
+  const std::string id = "0000:ff:00.0" + std::string(3000, 'x');
+  const auto response = Get("/v1/gpus/" + id, kAdminToken);
+  EXPECT_EQ(static_cast<int>(response.result_int()), 404);
+  EXPECT_EQ(response.body().find(std::string(200, 'x')), std::string::npos);
+  EXPECT_LT(response.body().size(), 1000u) << response.body().substr(0, 200);
+}
+
 TEST_F(GpuHealthApi, ATenantSeesTheHistoryWithoutOtherTenanciesNames) {
   int status = 0;
   json gpu = GetJson(std::string("/v1/gpus/") + kFaulted, kAlphaToken, &status);
