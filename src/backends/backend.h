@@ -45,6 +45,17 @@ struct StartRequest {
     bool read_only = false;
   };
   std::vector<Bind> binds;
+  // Ports to publish: the embedded service fills in host_address and host_port (ports it holds
+  // for this container alone); backends that choose their own (Kubernetes: a Service) leave
+  // them empty and report them through Exposure(). With `ready`, the container's readiness probe.
+  std::vector<fleet::PublishedPort> ports;
+  std::optional<fleet::ReadinessProbe> ready;
+};
+
+// Where a running container's ports are reached and whether it is ready, as the backend knows it.
+struct Exposure {
+  std::vector<fleet::PublishedPort> ports;
+  std::optional<bool> ready;  // unset: the backend does not probe (the service does)
 };
 
 // How a container ended.
@@ -191,6 +202,12 @@ class ContainerBackend {
   virtual Result<std::string> RuntimeId(const std::string& id) {
     return NotFound(name() + " backend: no runtime ID for " + id);
   }
+  // Where the container's published ports are reached and whether it is ready, for backends that
+  // choose the addresses or probe readiness themselves (Kubernetes: the Service, the Pod's Ready
+  // condition). NotFound when the backend does neither (the service's own ports and probe hold).
+  virtual Result<Exposure> Exposed(const std::string& id) {
+    return NotFound(name() + " backend: no exposure of its own for " + id);
+  }
   // Removes them after the tenancy was deleted (FailedPrecondition while anything still uses
   // them).
   virtual Status ReleaseTenancy(const std::string& tenancy) {
@@ -229,6 +246,7 @@ class ForwardingBackend : public ContainerBackend {
   Result<std::vector<BackendContainer>> List() override { return inner_->List(); }
   Status Remove(const std::string& id) override { return inner_->Remove(id); }
   Result<std::string> RuntimeId(const std::string& id) override { return inner_->RuntimeId(id); }
+  Result<Exposure> Exposed(const std::string& id) override { return inner_->Exposed(id); }
   std::map<std::string, GpuGaugeReading> GpuGauges() override { return inner_->GpuGauges(); }
   Status PrepareTenancy(const std::string& tenancy,
                         const tenancy::StorageEntitlements& storage) override {

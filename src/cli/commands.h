@@ -10,7 +10,9 @@
 namespace tessera::cli {
 
 // Exit codes: 0 ok, 1 check failed (validate/doctor found problems), 2 usage or bad input,
-// 3 not found, 4 unavailable, 5 internal/other.
+// 3 not found, 4 unavailable (or busy: 429), 5 refused by the object's state (409) or internal,
+// 6 not allowed (no token, or the token may not). `run` and `wait` exit with the container's own
+// code, 125 when it failed to run.
 int ExitCodeFor(const Error& error);
 // Prints "tessera: <message>" to stderr and returns the exit code for the error.
 [[noreturn]] void Fail(const Error& error);

@@ -13,6 +13,8 @@ int ExitCodeFor(const Error& error) {
       return 3;
     case ErrorCategory::kUnavailable:
       return 4;
+    case ErrorCategory::kPermissionDenied:
+      return 6;
     default:
       return 5;
   }

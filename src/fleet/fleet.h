@@ -92,6 +92,32 @@ struct MigRequest {
 // "1c.3g.40gb"), else what is wrong with it.
 std::string CheckMigProfileName(std::string_view profile);
 
+// A port a container serves on, to be published (POST /v1/containers `ports`).
+inline constexpr size_t kMaxPortsPerContainer = 16;
+struct PortRequest {
+  int container_port = 0;        // 1..65535, unique per protocol within a container
+  std::string name;              // optional, DNS-1123 label of at most 15 characters (a Service's)
+  std::string protocol = "tcp";  // tcp or udp
+  friend bool operator==(const PortRequest&, const PortRequest&) = default;
+};
+// Where a published port is reached: the host's address and port (embedded: the operator's
+// --publish-address and a port of --publish-ports), or the Service's (Kubernetes).
+struct PublishedPort {
+  int container_port = 0;
+  std::string protocol = "tcp";
+  std::string name;
+  std::string host_address;  // empty until known (a LoadBalancer's address comes later)
+  int host_port = 0;         // 0 until known
+  friend bool operator==(const PublishedPort&, const PublishedPort&) = default;
+};
+// `ready: {httpGet: {path, port}}`: the container counts as ready once an HTTP GET of `path` on
+// `port` (one of its ports) answers 200..399.
+struct ReadinessProbe {
+  std::string path = "/";  // starts with '/', printable, at most 256 bytes
+  int port = 0;            // a container port of `ports`
+  friend bool operator==(const ReadinessProbe&, const ReadinessProbe&) = default;
+};
+
 // What a client asks for (POST /v1/containers).
 struct ContainerSpec {
   std::string image;
@@ -111,6 +137,9 @@ struct ContainerSpec {
   MigRequest mig;  // slices instead of `gpus`
   // A share of one GPU (MPS or time-slicing) instead of `gpus` or `mig` (runc only).
   std::optional<sharing::Share> share;
+  // Ports to publish (needs the tenancy network), and when it counts as ready.
+  std::vector<PortRequest> ports;
+  std::optional<ReadinessProbe> ready;
 
   friend bool operator==(const ContainerSpec&, const ContainerSpec&) = default;
 };
@@ -167,6 +196,10 @@ struct ContainerRecord {
   // the transaction that advances the GPUs' cursors; see TelemetryCursor). Unset: no telemetry
   // ever saw it (telemetry off, or never on a measured GPU).
   std::optional<MeasuredUsage> measured;
+  // Its ports as published (one per spec.ports entry, same order; the host side filled in once
+  // known), and whether its readiness probe answers (a spec without `ready`: never set).
+  std::vector<PublishedPort> published;
+  std::optional<bool> ready;
 
   friend bool operator==(const ContainerRecord&, const ContainerRecord&) = default;
 };
