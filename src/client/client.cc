@@ -9,14 +9,12 @@
 
 #include <cstring>
 
+#include "client/http_response.h"
+
 namespace tessera::client {
 namespace {
 
-std::string Lower(std::string text) {
-  for (auto& c : text)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
+constexpr int kReceiveTimeoutSeconds = 120;
 
 }  // namespace
 
@@ -75,6 +73,9 @@ Status Connection::Open() {
     if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      // A server that stops answering must not hold the client forever.
+      timeval timeout{.tv_sec = kReceiveTimeoutSeconds, .tv_usec = 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
       fd_ = fd;
       break;
     }
@@ -114,6 +115,8 @@ Result<size_t> Connection::Receive(char* buffer, size_t size) {
   for (;;) {
     ssize_t n = ::recv(fd_, buffer, size, 0);
     if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return Unavailable("no answer within " + std::to_string(kReceiveTimeoutSeconds) + " s");
     if (errno != EINTR) return ErrnoError("recv", errno);
   }
 }
@@ -149,56 +152,28 @@ Result<Response> Connection::Exchange(const std::string& request) {
     Close();
     return status.error();
   }
-  std::string data;
+  ResponseReader reader;
   char buffer[16384];
-  Response response;
-  size_t header_end = std::string::npos;
-  size_t content_length = 0;
-  bool close_after = false;
-  for (;;) {
-    if (header_end == std::string::npos) {
-      header_end = data.find("\r\n\r\n");
-      if (header_end != std::string::npos) {
-        std::string head = data.substr(0, header_end);
-        size_t line_end = head.find("\r\n");
-        std::string status_line = head.substr(0, line_end);
-        if (status_line.size() < 12 || status_line.rfind("HTTP/1.", 0) != 0) {
-          Close();
-          return Internal("bad HTTP status line: " + status_line);
-        }
-        response.status = std::stoi(status_line.substr(9, 3));
-        size_t pos = line_end == std::string::npos ? head.size() : line_end + 2;
-        while (pos < head.size()) {
-          size_t end = head.find("\r\n", pos);
-          if (end == std::string::npos) end = head.size();
-          std::string line = head.substr(pos, end - pos);
-          auto colon = line.find(':');
-          if (colon != std::string::npos) {
-            std::string value = line.substr(colon + 1);
-            while (!value.empty() && value.front() == ' ')
-              value.erase(0, 1);
-            response.headers[Lower(line.substr(0, colon))] = value;
-          }
-          pos = end + 2;
-        }
-        if (auto it = response.headers.find("content-length"); it != response.headers.end())
-          content_length = std::stoul(it->second);
-        if (auto it = response.headers.find("connection"); it != response.headers.end())
-          close_after = Lower(it->second) == "close";
-      }
-    }
-    if (header_end != std::string::npos && data.size() >= header_end + 4 + content_length) {
-      response.body = data.substr(header_end + 4, content_length);
-      if (close_after) Close();
-      return response;
-    }
+  while (!reader.done()) {
     auto n = Receive(buffer, sizeof(buffer));
-    if (!n || *n == 0) {
+    if (!n) {
       Close();
-      return n ? Unavailable("connection closed before a full response") : n.error();
+      return n.error();
     }
-    data.append(buffer, *n);
+    Status fed = *n == 0 ? reader.Finish() : reader.Feed(std::string_view(buffer, *n));
+    if (!fed) {
+      Close();
+      return fed.error();
+    }
+    if (*n == 0 && !reader.done()) {
+      Close();
+      return Unavailable("connection closed before a full response");
+    }
   }
+  const bool close_after = reader.closes();
+  Response response = reader.Take();
+  if (close_after) Close();
+  return response;
 }
 
 }  // namespace tessera::client
