@@ -194,7 +194,9 @@ class KubernetesBackend final : public ContainerBackend {
     }
     auto created = StartWithLabels(pod, entitlements, lease, labels, request.id);
     if (!created) {
-      if (publication) (void)k8s::DeletePublication(client_, *ns, pod.name, options_.cilium);
+      // Not when the Pod is there already: what it published stays with it.
+      if (publication && created.error().category != ErrorCategory::kAlreadyExists)
+        (void)k8s::DeletePublication(client_, *ns, pod.name, options_.cilium);
       return created.error();
     }
     if (publication)
