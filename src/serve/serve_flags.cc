@@ -59,6 +59,16 @@ void AddPlacementFlags(CLI::App& app, ServeFlags& flags) {
                  "How Pods get their GPUs: dra (a ResourceClaim pinned to the leased GPUs) or "
                  "device-plugin (default: dra when the cluster serves resource.k8s.io/v1)")
       ->check(CLI::IsMember({"dra", "device-plugin"}));
+  app.add_option("--publish-service-type", flags.publish_service_type,
+                 "--backend kubernetes: the Service of a container's published ports: "
+                 "ClusterIP, NodePort or LoadBalancer")
+      ->check(CLI::IsMember({"ClusterIP", "NodePort", "LoadBalancer"}))
+      ->capture_default_str();
+  app.add_option("--publish-ingress-from", flags.publish_ingress_from,
+                 "--backend kubernetes: who may reach published ports from outside the "
+                 "container's tenancy: CIDRs (10.0.0.0/8,192.168.0.0/16) or a namespace label "
+                 "selector (kubernetes.io/metadata.name=ingress-nginx); repeatable (default: "
+                 "nobody)");
   app.add_option("--lease-file", flags.lease_file, "Node-local lease file for the device plugin")
       ->capture_default_str();
   app.add_flag("--no-tenant-firewall", flags.no_tenant_firewall,

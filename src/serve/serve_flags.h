@@ -31,6 +31,10 @@ struct ServeFlags {
   bool k8s_cilium = false;
   std::string k8s_nfs_mode = "inline";
   std::string k8s_gpu_api;  // empty: from API discovery
+  // --backend kubernetes: published ports' Service type, and who may reach them from outside
+  // the tenancy (CIDRs or namespace label selectors; empty: nobody).
+  std::string publish_service_type = "ClusterIP";
+  std::vector<std::string> publish_ingress_from;
   std::string placement_policy = "binpack";
   std::string lease_file = "/run/tessera/leases.json";
   std::string admin_token_file;     // default <data-dir>/admin.token

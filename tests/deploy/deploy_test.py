@@ -189,6 +189,7 @@ verbs = rules_of(role)
 check("gpuleases/status" in verbs, "control plane may write lease status")
 check({"list", "watch"} <= verbs.get("nodes", set()), "control plane may list and watch nodes (their GPU annotations)")
 all_verbs = {"get", "list", "watch", "create", "update", "patch", "delete"}
+check(all_verbs <= verbs.get("services", set()), "control plane: Services of published ports, all verbs")
 check(all_verbs <= verbs.get("gpucontainers", set()) and all_verbs <= verbs.get("gpucontainers/status", set()),
       "control plane: gpucontainers and their status, all verbs")
 check({"create", "get", "list", "watch", "delete", "update", "patch"} <= verbs.get("resourceclaims", set()),
@@ -330,6 +331,19 @@ check(config["sharing"]["timeSlicing"]["resources"][0]["replicas"] == 4, "time-s
 vdeploy = find(varied, "Deployment", "tessera-control-plane")
 check("--k8s-cilium" in container(vdeploy["spec"]["template"]["spec"], "serve")["command"],
       "control plane told to create Cilium policies")
+published = template("controlPlane.publish.serviceType=LoadBalancer",
+                     "controlPlane.publish.ingressFrom={203.0.113.0/24,198.51.100.0/24}")
+check(published is not None, "helm template with published-port values")
+serve_command = container(find(published or [], "Deployment", "tessera-control-plane")["spec"]["template"]["spec"],
+                          "serve")["command"] if published else []
+check("--publish-service-type=LoadBalancer" in serve_command and
+      "--publish-ingress-from=203.0.113.0/24" in serve_command and
+      "--publish-ingress-from=198.51.100.0/24" in serve_command,
+      "control plane told the published ports' Service type and ingress sources")
+check(not any(a.startswith("--publish-ingress-from") for a in
+              container(find(defaults, "Deployment", "tessera-control-plane")["spec"]["template"]["spec"],
+                        "serve")["command"]),
+      "by default nobody outside a tenancy reaches its published ports")
 pdb = find(varied, "PodDisruptionBudget", "tessera-control-plane")
 check(vdeploy["spec"]["replicas"] == 3 and pdb is not None and pdb["spec"]["minAvailable"] == 1 and
       pdb["spec"]["selector"]["matchLabels"] == vdeploy["spec"]["selector"]["matchLabels"],

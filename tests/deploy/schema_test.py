@@ -99,7 +99,8 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write(r.stdout)
     kinds = sorted({json.loads(line)["kind"] for line in r.stdout.splitlines() if line.strip()})
     check({"Namespace", "NetworkPolicy", "CiliumNetworkPolicy", "Pod", "PersistentVolume", "PersistentVolumeClaim",
-           "Job", "GpuLease", "Tenancy", "CustomResourceDefinition", "ResourceSlice"} <= set(kinds),
+           "Job", "GpuLease", "Tenancy", "CustomResourceDefinition", "ResourceSlice", "Service",
+           "GpuContainer"} <= set(kinds),
           f"built kinds: {kinds}")
 
     # 3. The README's DRA example (what a user writes).

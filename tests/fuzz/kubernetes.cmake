@@ -10,3 +10,6 @@ tessera_add_fuzzer(k8s_responses ${CMAKE_CURRENT_LIST_DIR}/kubernetes_responses.
 tessera_add_fuzzer(k8s_lease_file ${CMAKE_CURRENT_LIST_DIR}/kubernetes_lease_file.cc
   tessera_node_lease_file tessera_k8s
   tessera_deviceplugin)
+# A published container's Service and Pod as Exposed reads them back.
+tessera_add_fuzzer(published_service ${CMAKE_CURRENT_LIST_DIR}/kubernetes_published_service.cc
+  tessera_k8s_objects)

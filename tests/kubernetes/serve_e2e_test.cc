@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -428,6 +429,46 @@ TEST(ServeKubernetes, DraPinsTheLeasedGpusAndAnotherAllocationFailsTheContainer)
   ASSERT_TRUE(lease.ok());
   EXPECT_NE((*lease)["status"].value("reason", "").find("the lease pins"), std::string::npos)
       << lease->dump();
+}
+
+// The published ports' flags: tessera-serve refuses an ingress source that is no CIDR or label
+// selector (naming the flag, before it serves) and a Service type Kubernetes has not, and starts
+// with good ones.
+TEST(ServeKubernetes, PublishedPortFlagsAreCheckedAtStart) {
+  FakeApiServer api;
+  TempDir dir;
+  const std::string kubeconfig = WriteKubeconfig(dir.path(), api.url());
+  const std::vector<std::string> base = {"--backend", "kubernetes",       "--kubeconfig",
+                                         kubeconfig,  "--k8s-gpu-api",    "device-plugin",
+                                         "--cdi-dir", dir.path() + "/cdi"};
+  // One directory (and log) per process.
+  auto own = [&](const std::string& name) {
+    std::filesystem::create_directories(dir.path() + "/" + name);
+    return dir.path() + "/" + name;
+  };
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), base.begin(), base.end());
+    return extra;
+  };
+  {
+    ServeProcess serve(own("cidr"), with({"--publish-ingress-from", "10.0.0.0/33"}));
+    std::string log;
+    ASSERT_FALSE(serve.Start(&log));
+    EXPECT_NE(serve.exit_status(), 0);
+    EXPECT_NE(log.find("--publish-ingress-from \"10.0.0.0/33\""), std::string::npos) << log;
+  }
+  {
+    ServeProcess serve(own("type"), with({"--publish-service-type", "ExternalName"}));
+    std::string log;
+    ASSERT_FALSE(serve.Start(&log));
+    EXPECT_NE(log.find("--publish-service-type"), std::string::npos) << log;
+  }
+  ServeProcess serve(
+      own("good"),
+      with({"--publish-service-type", "LoadBalancer", "--publish-ingress-from", "203.0.113.0/24",
+            "--publish-ingress-from", "kubernetes.io/metadata.name=ingress-nginx"}));
+  std::string log;
+  ASSERT_TRUE(serve.Start(&log)) << log;
 }
 
 }  // namespace

@@ -71,6 +71,64 @@ TEST(KubernetesStateObjects, SchedulingFieldsSurviveAndAreBounded) {
   EXPECT_NE(refused.error().message.find("spec.priority"), std::string::npos);
 }
 
+// Ports and readiness ride in the GpuContainer (spec: what was asked; status: where each is
+// reached and whether it answers), so another replica and a restart see them; hostile ones are
+// refused.
+TEST(KubernetesStateObjects, PublishedPortsSurviveAndAreBounded) {
+  auto record = Sample();
+  record.spec.ports = {{8080, "http", "tcp"}, {5353, "", "udp"}};
+  record.spec.ready = fleet::ReadinessProbe{"/healthz", 8080};
+  record.published = {{8080, "tcp", "http", "10.96.0.12", 8080}, {5353, "udp", "", "", 0}};
+  record.ready = true;
+  Json object = GpuContainerObject(record);
+  EXPECT_EQ(object["spec"]["ports"][0],
+            (Json{{"containerPort", 8080}, {"protocol", "tcp"}, {"name", "http"}}));
+  EXPECT_EQ(object["spec"]["ports"][1], (Json{{"containerPort", 5353}, {"protocol", "udp"}}));
+  EXPECT_EQ(object["spec"]["ready"]["httpGet"], (Json{{"path", "/healthz"}, {"port", 8080}}));
+  EXPECT_EQ(object["status"]["ports"][0]["hostAddress"], "10.96.0.12");
+  EXPECT_FALSE(object["status"]["ports"][1].contains("hostPort"));
+  EXPECT_EQ(object["status"]["ready"], true);
+  auto back = ContainerRecordOf(Json::parse(object.dump()));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, record);
+  // Without ports, nothing of them is written.
+  EXPECT_FALSE(GpuContainerObject(Sample())["spec"].contains("ports"));
+  EXPECT_FALSE(GpuContainerObject(Sample())["status"].contains("ready"));
+
+  auto refused_naming = [&](Json bad, const std::string& field) {
+    auto refused = ContainerRecordOf(bad);
+    ASSERT_FALSE(refused.ok()) << field;
+    EXPECT_NE(refused.error().message.find(field), std::string::npos) << refused.error().message;
+    EXPECT_LT(refused.error().message.size(), 200u);
+  };
+  Json bad = object;
+  bad["spec"]["ports"][0]["containerPort"] = 70000;
+  refused_naming(bad, "spec.ports[0].containerPort");
+  bad = object;
+  bad["spec"]["ports"][1]["protocol"] = "sctp";
+  refused_naming(bad, "spec.ports[1].protocol");
+  bad = object;
+  bad["spec"]["ports"] = Json::array();
+  for (int i = 0; i < 100; ++i)
+    bad["spec"]["ports"].push_back({{"containerPort", 1000 + i}});
+  refused_naming(bad, "spec.ports");
+  bad = object;
+  bad["spec"]["ready"]["httpGet"]["path"] = std::string(100000, '/');
+  refused_naming(bad, "spec.ready.httpGet.path");
+  bad = object;
+  bad["spec"]["ready"] = "yes";
+  refused_naming(bad, "spec.ready");
+  bad = object;
+  bad["status"]["ports"][0]["hostAddress"] = std::string(300, 'a');
+  refused_naming(bad, "status.ports[0]");
+  bad = object;
+  bad["status"]["ports"][0]["hostPort"] = "8080";
+  refused_naming(bad, "status.ports[0].hostPort");
+  bad = object;
+  bad["status"]["ready"] = "true";
+  refused_naming(bad, "status.ready");
+}
+
 TEST(KubernetesStateObjects, UsageLivesInItsOwnConfigMap) {
   fleet::UsageRecord usage{"c-0123456789abcdef", "team-a",     "5e1f00aa", 4,
                            1763900001456,        1763900009789};

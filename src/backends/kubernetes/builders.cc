@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "backends/kubernetes/objects.h"
+#include "backends/kubernetes/published.h"
 #include "kubernetes/client.h"
 
 namespace tessera::k8s {
@@ -201,6 +202,7 @@ Result<Json> BuildPod(const PodRequest& request, const std::vector<NfsEntitlemen
   if (request.name.empty() || request.image.empty())
     return InvalidArgument("pod: name and image are required");
   if (request.gpus < 0) return InvalidArgument("pod: gpus must not be negative");
+  if (auto ports = CheckContainerPorts(request.ports, request.ready); !ports) return ports.error();
   Json labels = Labels(request.tenancy);
   if (!request.lease_name.empty()) labels["tessera.dev/lease"] = request.lease_name;
   Json container = {{"name", "main"},
@@ -239,6 +241,7 @@ Result<Json> BuildPod(const PodRequest& request, const std::vector<NfsEntitlemen
     }
   }
   if (!mounts.empty()) container["volumeMounts"] = mounts;
+  AddPortsAndProbe(container, request.ports, request.ready);
   Json spec = {{"restartPolicy", "Never"},
                {"automountServiceAccountToken", false},
                {"enableServiceLinks", false},

@@ -188,6 +188,46 @@ Json GpuLeaseCrd() {
   return Crd("gpuleases", "gpulease", "GpuLease", Json::array({"gl"}), schema, columns);
 }
 
+namespace {
+
+// GpuContainer spec.ports (what was asked) and status.ports (`published`: where each is reached).
+Json ContainerPortsSchema(bool published) {
+  Json properties = {{"containerPort", {{"type", "integer"}, {"minimum", 1}, {"maximum", 65535}}},
+                     {"protocol", {{"type", "string"}, {"enum", Json::array({"tcp", "udp"})}}},
+                     {"name", {{"type", "string"}, {"maxLength", 15}}}};
+  if (published) {
+    properties["hostAddress"] = {
+        {"type", "string"},
+        {"maxLength", 253},
+        {"description", "the Service's address for this port, once known"}};
+    properties["hostPort"] = {{"type", "integer"}, {"minimum", 0}, {"maximum", 65535}};
+  }
+  return {{"type", "array"},
+          {"maxItems", 16},
+          {"description", published ? "where each published port is reached"
+                                    : "ports to publish (a Service in the tenant namespace)"},
+          {"items",
+           {{"type", "object"},
+            {"required", Json::array({"containerPort"})},
+            {"properties", properties}}}};
+}
+
+// GpuContainer spec.ready: the HTTP readiness probe.
+Json ReadySchema() {
+  return {{"type", "object"},
+          {"description", "ready once an HTTP GET of path on port answers 200..399"},
+          {"required", Json::array({"httpGet"})},
+          {"properties",
+           {{"httpGet",
+             {{"type", "object"},
+              {"required", Json::array({"port"})},
+              {"properties",
+               {{"path", {{"type", "string"}, {"pattern", "^/"}, {"maxLength", 256}}},
+                {"port", {{"type", "integer"}, {"minimum", 1}, {"maximum", 65535}}}}}}}}}};
+}
+
+}  // namespace
+
 // One submission (tessera serve --backend kubernetes): spec is what the tenant asked for, status
 // what became of it. Named after the container ID; a submission with an Idempotency-Key gets a
 // name derived from (tenancy incarnation, key), so the API server's AlreadyExists keeps keys
@@ -224,7 +264,9 @@ Json GpuContainerCrd() {
             {"maxDurationSeconds", {{"type", "integer"}, {"minimum", 1}, {"maximum", 31622400}}},
             {"preemptible", {{"type", "boolean"}}},
             {"stopRequested", {{"type", "boolean"}}},
-            {"createdTime", {{"type", "string"}, {"format", "date-time"}}}}}}},
+            {"createdTime", {{"type", "string"}, {"format", "date-time"}}},
+            {"ports", ContainerPortsSchema(false)},
+            {"ready", ReadySchema()}}}}},
         {"status",
          {{"type", "object"},
           {"properties",
@@ -237,6 +279,9 @@ Json GpuContainerCrd() {
             {"reason", Str()},
             {"startedTime", {{"type", "string"}, {"format", "date-time"}}},
             {"finishedTime", {{"type", "string"}, {"format", "date-time"}}},
+            {"ports", ContainerPortsSchema(true)},
+            {"ready",
+             {{"type", "boolean"}, {"description", "whether its readiness probe answers"}}},
             {"measured",
              {{"type", "object"},
               {"description",

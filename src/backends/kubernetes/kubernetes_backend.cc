@@ -21,6 +21,7 @@
 #include "backends/kubernetes/controller.h"
 #include "backends/kubernetes/node_gpus.h"
 #include "backends/kubernetes/objects.h"
+#include "backends/kubernetes/publication.h"
 #include "backends/kubernetes/state_objects.h"
 #include "common/untrusted_text.h"
 
@@ -151,22 +152,7 @@ class KubernetesBackend final : public ContainerBackend {
   Status Start(const StartRequest& request, ExitCallback on_exit) override {
     auto ns = k8s::TenantNamespace(request.tenancy);
     if (!ns) return ns.error();
-    k8s::PodRequest pod;
-    pod.tenancy = request.tenancy;
-    pod.name = PodNameFor(request.id);
-    pod.image = request.image;
-    pod.command = request.command;
-    pod.env = request.env;
-    pod.isolation = ToK8s(request.isolation);
-    pod.gpu_resource =
-        pod.isolation == k8s::Isolation::kKata ? "nvidia.com/pgpu" : "nvidia.com/gpu";
-    pod.gpus = int(std::max(request.gpu_pci_addresses.size(), request.cdi_devices.size()));
-    // The node the fleet placement chose; without GPUs, the --k8s-node restriction (or any).
-    pod.node = request.node.empty() ? options_.node : request.node;
-    pod.lease_name = "lease-" + pod.name;
-    // DRA: the Pod references a claim pinned to the leased GPUs (named after the lease).
-    if (options_.gpu_api == k8s::GpuApi::kDra && !request.gpu_pci_addresses.empty())
-      pod.resource_claim = pod.lease_name;
+    k8s::PodRequest pod = PodRequestFor(request);
     // The volumes were checked against the tenancy's entitlements by the control plane; the
     // exports they name become nfs volumes (or PV/PVC pairs) and NFS egress exceptions.
     // The namespace policy covers every export the tenancy is entitled to (PrepareTenancy),
@@ -178,7 +164,6 @@ class KubernetesBackend final : public ContainerBackend {
       if (!known) entitlements.push_back(ToEntitlement(volume.source));
       pod.volumes.push_back({volume.source.name, volume.mount_path, volume.read_only});
     }
-    pod.nfs_mode = options_.nfs_mode;
     auto built = k8s::BuildPod(pod, entitlements);
     if (!built) return built.error();
     k8s::LeaseSpec lease;
@@ -190,40 +175,33 @@ class KubernetesBackend final : public ContainerBackend {
     lease.pod_name = pod.name;
     std::lock_guard<std::mutex> lock(client_mu_);
     // The tenancy's namespace and isolation policies come first (idempotent).
-    if (auto r = k8s::EnsureObject(client_, Resource::Namespaces(), "",
-                                   k8s::BuildNamespace(request.tenancy));
-        !r)
-      return r.error();
-    if (auto r = k8s::EnsureObject(client_, Resource::NetworkPolicies(), *ns,
-                                   k8s::BuildNetworkPolicy(request.tenancy, entitlements));
-        !r)
-      return r.error();
-    if (options_.cilium) {
-      if (auto r = k8s::EnsureObject(client_, Resource::CiliumNetworkPolicies(), *ns,
-                                     k8s::BuildCiliumNetworkPolicy(request.tenancy, entitlements));
-          !r)
-        return r.error();
-    }
-    if (pod.nfs_mode == k8s::NfsMode::kPersistentVolume) {
-      for (const auto& entitlement : entitlements) {
-        if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumes(), "",
-                                       k8s::BuildNfsPersistentVolume(request.tenancy, entitlement));
-            !r)
-          return r.error();
-        if (auto r =
-                k8s::EnsureObject(client_, Resource::PersistentVolumeClaims(), *ns,
-                                  k8s::BuildNfsPersistentVolumeClaim(request.tenancy, entitlement));
-            !r)
-          return r.error();
-      }
-    }
+    if (auto r = EnsureTenancyObjects(request.tenancy, *ns, entitlements); !r) return r.error();
     // Labels the backend finds its Pods by (and the caller's extras).
-    Json labels = {{kInstanceLabel, options_.instance}, {kIdLabel, pod.name.substr(8)}};
+    Json identity = {{kInstanceLabel, options_.instance}, {kIdLabel, pod.name.substr(8)}};
+    Json labels = identity;
     for (const auto& [k, v] : request.labels)
       labels[k] = v;
-    k8s::PodRequest with_labels = pod;
-    auto created = StartWithLabels(with_labels, entitlements, lease, labels, request.id);
-    if (!created) return created.error();
+    // Published ports: the Service (and ingress policies) before the Pod, owned by it after.
+    std::optional<k8s::Publication> publication;
+    if (!pod.ports.empty()) {
+      publication = k8s::Publication{
+          request.tenancy,         pod.name, identity, pod.ports, options_.publish_service_type,
+          options_.publish_ingress};
+      if (auto r = k8s::CreatePublication(client_, *publication, options_.cilium); !r) {
+        (void)k8s::DeletePublication(client_, *ns, pod.name, options_.cilium);
+        return r.error();
+      }
+    }
+    auto created = StartWithLabels(pod, entitlements, lease, labels, request.id);
+    if (!created) {
+      // Not when the Pod is there already: what it published stays with it.
+      if (publication && created.error().category != ErrorCategory::kAlreadyExists)
+        (void)k8s::DeletePublication(client_, *ns, pod.name, options_.cilium);
+      return created.error();
+    }
+    if (publication)
+      k8s::AdoptPublication(client_, *publication, options_.cilium,
+                            k8s::StringField(k8s::ObjectField(*created, "metadata"), "uid"));
     Follow(request.id, *ns, pod.name, lease.gpu_ids.empty() ? "" : lease.name,
            !pod.resource_claim.empty(), std::move(on_exit));
     return Ok();
@@ -243,33 +221,7 @@ class KubernetesBackend final : public ContainerBackend {
     auto ns = k8s::TenantNamespace(tenancy);
     if (!ns) return ns.error();
     std::lock_guard<std::mutex> lock(client_mu_);
-    if (auto r =
-            k8s::EnsureObject(client_, Resource::Namespaces(), "", k8s::BuildNamespace(tenancy));
-        !r)
-      return r.error();
-    if (auto r = k8s::EnsureObject(client_, Resource::NetworkPolicies(), *ns,
-                                   k8s::BuildNetworkPolicy(tenancy, entitlements));
-        !r)
-      return r.error();
-    if (options_.cilium) {
-      if (auto r = k8s::EnsureObject(client_, Resource::CiliumNetworkPolicies(), *ns,
-                                     k8s::BuildCiliumNetworkPolicy(tenancy, entitlements));
-          !r)
-        return r.error();
-    }
-    if (options_.nfs_mode == k8s::NfsMode::kPersistentVolume) {
-      for (const auto& entitlement : entitlements) {
-        if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumes(), "",
-                                       k8s::BuildNfsPersistentVolume(tenancy, entitlement));
-            !r)
-          return r.error();
-        if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumeClaims(), *ns,
-                                       k8s::BuildNfsPersistentVolumeClaim(tenancy, entitlement));
-            !r)
-          return r.error();
-      }
-    }
-    return Ok();
+    return EnsureTenancyObjects(tenancy, *ns, entitlements);
   }
 
   Status Watch(const std::string& id, ExitCallback on_exit) override {
@@ -359,17 +311,97 @@ class KubernetesBackend final : public ContainerBackend {
 
   Status Remove(const std::string& id) override {
     auto pod = FindPod(id);
-    if (!pod) return pod.error();
+    if (!pod) {
+      // Its Pod is gone: what it published (found by its labels) goes too.
+      if (pod.error().category == ErrorCategory::kNotFound) {
+        std::lock_guard<std::mutex> lock(client_mu_);
+        auto swept =
+            k8s::DeletePublicationsLabelled(client_, IdentitySelector(id), options_.cilium);
+        if (!swept) spdlog::warn("container {}: published objects: {}", id, swept.error().message);
+      }
+      return pod.error();
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       followed_.erase(id);
     }
+    const Json& metadata = k8s::ObjectField(*pod, "metadata");
+    const std::string ns = k8s::StringField(metadata, "namespace");
+    const std::string name = k8s::StringField(metadata, "name");
     std::lock_guard<std::mutex> lock(client_mu_);
-    return client_.Delete(Resource::Pods(), (*pod)["metadata"].value("namespace", ""),
-                          (*pod)["metadata"].value("name", ""));
+    if (auto deleted = client_.Delete(Resource::Pods(), ns, name); !deleted) return deleted;
+    // A Pod that declares ports published them (a Pod it cannot read: in case it did).
+    auto exposure = k8s::PodExposureOf(*pod);
+    if (exposure && exposure->ports.empty()) return Ok();
+    return k8s::DeletePublication(client_, ns, name, options_.cilium);
+  }
+
+  // The Service's addresses of the container's ports and the Pod's Ready condition.
+  Result<Exposure> Exposed(const std::string& id) override {
+    auto pod = FindPod(id);
+    if (!pod) return pod.error();
+    std::lock_guard<std::mutex> lock(client_mu_);
+    return k8s::ReadExposure(client_, *pod);
   }
 
  private:
+  // The Pod of a start request, volumes apart.
+  k8s::PodRequest PodRequestFor(const StartRequest& request) const {
+    k8s::PodRequest pod;
+    pod.tenancy = request.tenancy;
+    pod.name = PodNameFor(request.id);
+    pod.image = request.image;
+    pod.command = request.command;
+    pod.env = request.env;
+    pod.isolation = ToK8s(request.isolation);
+    pod.gpu_resource =
+        pod.isolation == k8s::Isolation::kKata ? "nvidia.com/pgpu" : "nvidia.com/gpu";
+    pod.gpus = int(std::max(request.gpu_pci_addresses.size(), request.cdi_devices.size()));
+    // The node the fleet placement chose; without GPUs, the --k8s-node restriction (or any).
+    pod.node = request.node.empty() ? options_.node : request.node;
+    pod.lease_name = "lease-" + pod.name;
+    // DRA: the Pod references a claim pinned to the leased GPUs (named after the lease).
+    if (options_.gpu_api == k8s::GpuApi::kDra && !request.gpu_pci_addresses.empty())
+      pod.resource_claim = pod.lease_name;
+    pod.nfs_mode = options_.nfs_mode;
+    for (const auto& port : request.ports)
+      pod.ports.push_back({port.container_port, port.name, port.protocol});
+    if (request.ready) pod.ready = k8s::HttpReadiness{request.ready->path, request.ready->port};
+    return pod;
+  }
+
+  // client_mu_ held. The tenancy's namespace, isolation policies (with NFS egress to every
+  // entitled server) and, in pv mode, its PV/PVC pairs (idempotent).
+  Status EnsureTenancyObjects(const std::string& tenancy, const std::string& ns,
+                              const std::vector<k8s::NfsEntitlement>& entitlements) {
+    if (auto r =
+            k8s::EnsureObject(client_, Resource::Namespaces(), "", k8s::BuildNamespace(tenancy));
+        !r)
+      return r.error();
+    if (auto r = k8s::EnsureObject(client_, Resource::NetworkPolicies(), ns,
+                                   k8s::BuildNetworkPolicy(tenancy, entitlements));
+        !r)
+      return r.error();
+    if (options_.cilium) {
+      if (auto r = k8s::EnsureObject(client_, Resource::CiliumNetworkPolicies(), ns,
+                                     k8s::BuildCiliumNetworkPolicy(tenancy, entitlements));
+          !r)
+        return r.error();
+    }
+    if (options_.nfs_mode != k8s::NfsMode::kPersistentVolume) return Ok();
+    for (const auto& entitlement : entitlements) {
+      if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumes(), "",
+                                     k8s::BuildNfsPersistentVolume(tenancy, entitlement));
+          !r)
+        return r.error();
+      if (auto r = k8s::EnsureObject(client_, Resource::PersistentVolumeClaims(), ns,
+                                     k8s::BuildNfsPersistentVolumeClaim(tenancy, entitlement));
+          !r)
+        return r.error();
+    }
+    return Ok();
+  }
+
   static k8s::NfsEntitlement ToEntitlement(const tenancy::NfsExport& nfs) {
     return {nfs.name, nfs.server, nfs.path, nfs.read_only};
   }
@@ -451,6 +483,12 @@ class KubernetesBackend final : public ContainerBackend {
         return pod;
     }
     return NotFound("container " + id + ": no pod with that ID");
+  }
+
+  // The labels of a container's Pod and of what it published.
+  std::string IdentitySelector(const std::string& id) const {
+    return std::string(kInstanceLabel) + "=" + options_.instance + "," + kIdLabel + "=" +
+           PodNameFor(id).substr(8);
   }
 
   static std::string IdOf(const Json& pod) {

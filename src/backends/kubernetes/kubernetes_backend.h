@@ -1,7 +1,7 @@
 // ContainerBackend over the Kubernetes API (tessera serve --backend kubernetes): a container is
 // a Pod in its tenancy's namespace with a GpuLease created first; exits come from one list+watch
 // of the instance's Pods, and the lease then goes through the firmware-check Job to free or
-// quarantined.
+// quarantined. A container with ports gets a Service (publication.h); Exposed reads it back.
 #pragma once
 
 #include <chrono>
@@ -14,6 +14,7 @@
 #include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/node_gpus.h"
 #include "backends/kubernetes/objects.h"
+#include "backends/kubernetes/published.h"
 #include "kubernetes/client.h"
 
 namespace tessera::backends {
@@ -40,6 +41,10 @@ struct KubernetesBackendOptions {
   // pinned to the leased GPUs that the Pod references (DRA); a claim allocated anything else
   // fails the container.
   k8s::GpuApi gpu_api = k8s::GpuApi::kDevicePlugin;
+  // Published ports: each such container's Service type (--publish-service-type), and where its
+  // ports may be reached from beyond its tenancy (--publish-ingress-from; empty: nowhere).
+  k8s::ServiceType publish_service_type = k8s::ServiceType::kClusterIP;
+  k8s::IngressSources publish_ingress;
 };
 
 // The GPU API for --k8s-gpu-api `flag`; empty: dra when the cluster's API discovery (GET /apis)

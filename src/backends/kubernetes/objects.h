@@ -51,6 +51,18 @@ Json BuildCiliumNetworkPolicy(const std::string& tenancy,
 Json BuildNetworkPolicy(const std::string& tenancy,
                         const std::vector<NfsEntitlement>& entitlements);
 
+// A port the Pod's container serves on (containerPort, name, protocol), and its HTTP readiness
+// probe (readinessProbe.httpGet).
+struct ContainerPort {
+  int port = 0;                  // 1..65535
+  std::string name;              // optional: an IANA service name (at most 15 characters)
+  std::string protocol = "tcp";  // tcp or udp
+};
+struct HttpReadiness {
+  std::string path = "/";
+  int port = 0;  // one of the container's ports
+};
+
 struct PodRequest {
   std::string tenancy;
   std::string name;  // pod name (DNS-1123 subdomain)
@@ -66,10 +78,13 @@ struct PodRequest {
   std::string resource_claim;
   std::vector<VolumeRequest> volumes;
   NfsMode nfs_mode = NfsMode::kInline;
+  std::vector<ContainerPort> ports;
+  std::optional<HttpReadiness> ready;
 };
 
 // The Pod; volumes are checked against the entitlements (PermissionDenied naming the volume;
-// a read-only entitlement forces read-only mounts).
+// a read-only entitlement forces read-only mounts). Ports and the readiness probe are checked
+// (InvalidArgument naming the port or the probe).
 Result<Json> BuildPod(const PodRequest& request, const std::vector<NfsEntitlement>& entitlements);
 // PV/PVC pair for one entitlement (kPersistentVolume mode): PV "tessera-<tenancy>-<name>"
 // bound by claimRef to PVC "<name>" in the tenant namespace.

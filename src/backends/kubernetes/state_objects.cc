@@ -142,6 +142,38 @@ Result<std::vector<std::string>> Texts(const Json& object, const std::string& ke
   return out;
 }
 
+// spec.ports [{containerPort, protocol, name}] and spec.ready {httpGet: {path, port}}, when asked.
+void AddPortsJson(const fleet::ContainerRecord& c, Json& spec) {
+  if (!c.spec.ports.empty()) {
+    Json ports = Json::array();
+    for (const auto& p : c.spec.ports) {
+      Json port = {{"containerPort", p.container_port}, {"protocol", p.protocol}};
+      if (!p.name.empty()) port["name"] = p.name;
+      ports.push_back(port);
+    }
+    spec["ports"] = ports;
+  }
+  if (c.spec.ready)
+    spec["ready"] = {{"httpGet", {{"path", c.spec.ready->path}, {"port", c.spec.ready->port}}}};
+}
+
+// status.ports [{containerPort, protocol, name, hostAddress, hostPort}] (where each is reached,
+// once known) and status.ready.
+void AddPublishedJson(const fleet::ContainerRecord& c, Json& status) {
+  if (!c.published.empty()) {
+    Json ports = Json::array();
+    for (const auto& p : c.published) {
+      Json port = {{"containerPort", p.container_port}, {"protocol", p.protocol}};
+      if (!p.name.empty()) port["name"] = p.name;
+      if (!p.host_address.empty()) port["hostAddress"] = p.host_address;
+      if (p.host_port != 0) port["hostPort"] = p.host_port;
+      ports.push_back(port);
+    }
+    status["ports"] = ports;
+  }
+  if (c.ready) status["ready"] = *c.ready;
+}
+
 }  // namespace
 
 std::string IdempotentContainerId(const std::string& tenancy_uid, const std::string& key) {
@@ -176,6 +208,7 @@ Json GpuContainerObject(const fleet::ContainerRecord& c) {
   if (c.spec.priority != 0) spec["priority"] = c.spec.priority;
   if (c.spec.max_duration_s > 0) spec["maxDurationSeconds"] = c.spec.max_duration_s;
   if (c.spec.preemptible) spec["preemptible"] = true;
+  AddPortsJson(c, spec);
   Json status = {
       {"state", fleet::ContainerStateName(c.state)}, {"started", c.started}, {"gpus", c.gpus}};
   if (c.exit_code) status["exitCode"] = *c.exit_code;
@@ -183,6 +216,7 @@ Json GpuContainerObject(const fleet::ContainerRecord& c) {
   if (c.started_ms) status["startedTime"] = Rfc3339(c.started_ms);
   if (c.finished_ms) status["finishedTime"] = Rfc3339(c.finished_ms);
   if (c.measured) status["measured"] = MeasuredJson(*c.measured);
+  AddPublishedJson(c, status);
   // The node is the GPUs' ("<PCI>@<node>"); the claim is the GpuLease the backend creates.
   if (!c.gpus.empty()) {
     const auto at = c.gpus.front().find('@');
@@ -303,6 +337,78 @@ Status ReadContainerStatus(const Json& status, fleet::ContainerRecord& c) {
   return Ok();
 }
 
+// object[key]: absent → 0, else an integer in min..65535.
+Result<int> PortOf(const Json& object, const char* key, int min, const std::string& field) {
+  if (!object.contains(key)) return 0;
+  const Json& value = object[key];
+  if (!value.is_number_integer() || value.get<int64_t>() < min || value.get<int64_t>() > 65535)
+    return InvalidArgument(field + ": want " + std::to_string(min) + "..65535");
+  return value.get<int>();
+}
+
+// One entry of spec.ports or status.ports.
+Status ReadPortEntry(const Json& entry, const std::string& field, fleet::PublishedPort& out) {
+  if (!entry.is_object()) return InvalidArgument(field + ": not an object");
+  TESSERA_TAKE(out.container_port, PortOf(entry, "containerPort", 1, field + ".containerPort"));
+  if (out.container_port == 0) return InvalidArgument(field + ".containerPort: missing");
+  TESSERA_TAKE(out.protocol, Text(entry, "protocol", field + ".protocol"));
+  if (out.protocol.empty()) out.protocol = "tcp";
+  if (out.protocol != "tcp" && out.protocol != "udp")
+    return InvalidArgument(field + ".protocol: want tcp or udp");
+  TESSERA_TAKE(out.name, Text(entry, "name", field + ".name"));
+  TESSERA_TAKE(out.host_address, Text(entry, "hostAddress", field + ".hostAddress"));
+  if (out.name.size() > 63 || out.host_address.size() > 253)
+    return InvalidArgument(field + ": name or hostAddress too long");
+  TESSERA_TAKE(out.host_port, PortOf(entry, "hostPort", 0, field + ".hostPort"));
+  return Ok();
+}
+
+Result<std::vector<fleet::PublishedPort>> PortList(const Json& object, const std::string& field) {
+  std::vector<fleet::PublishedPort> out;
+  if (!object.contains("ports")) return out;
+  const Json& ports = object["ports"];
+  if (!ports.is_array() || ports.size() > fleet::kMaxPortsPerContainer)
+    return InvalidArgument(field + ": want an array of at most " +
+                           std::to_string(fleet::kMaxPortsPerContainer));
+  for (size_t i = 0; i < ports.size(); ++i) {
+    fleet::PublishedPort port;
+    if (auto read = ReadPortEntry(ports[i], field + "[" + std::to_string(i) + "]", port); !read)
+      return read.error();
+    out.push_back(std::move(port));
+  }
+  return out;
+}
+
+// spec.ports and spec.ready (what was asked), status.ports and status.ready (where they are
+// reached, and whether it answers).
+Status ReadPorts(const Json& spec, const Json& status, fleet::ContainerRecord& c) {
+  std::vector<fleet::PublishedPort> asked;
+  TESSERA_TAKE(asked, PortList(spec, ContainerField("spec.ports")));
+  for (const auto& p : asked)
+    c.spec.ports.push_back({p.container_port, p.name, p.protocol});
+  if (spec.contains("ready")) {
+    const std::string field = ContainerField("spec.ready.httpGet");
+    const Json& ready = spec["ready"];
+    if (!ready.is_object() || !ready.contains("httpGet") || !ready["httpGet"].is_object())
+      return InvalidArgument(field + ": not an object");
+    fleet::ReadinessProbe probe;
+    TESSERA_TAKE(probe.path, Text(ready["httpGet"], "path", field + ".path"));
+    if (probe.path.empty()) probe.path = "/";
+    if (probe.path.front() != '/' || probe.path.size() > 256)
+      return InvalidArgument(field + ".path: want an absolute path of at most 256 bytes");
+    TESSERA_TAKE(probe.port, PortOf(ready["httpGet"], "port", 1, field + ".port"));
+    if (probe.port == 0) return InvalidArgument(field + ".port: missing");
+    c.spec.ready = probe;
+  }
+  TESSERA_TAKE(c.published, PortList(status, ContainerField("status.ports")));
+  if (status.contains("ready")) {
+    if (!status["ready"].is_boolean())
+      return InvalidArgument(ContainerField("status.ready") + ": not a boolean");
+    c.ready = status["ready"].get<bool>();
+  }
+  return Ok();
+}
+
 #undef TESSERA_TAKE
 
 }  // namespace
@@ -317,6 +423,7 @@ Result<fleet::ContainerRecord> ContainerRecordOf(const Json& object) {
   if (auto read = ReadSubmittedSpec(spec, c); !read) return read.error();
   if (auto read = ReadSchedulingSpec(spec, c); !read) return read.error();
   if (auto read = ReadContainerStatus(status, c); !read) return read.error();
+  if (auto read = ReadPorts(spec, status, c); !read) return read.error();
   return c;
 }
 

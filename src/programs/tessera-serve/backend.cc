@@ -43,6 +43,12 @@ Backend CreateKubernetes(const ServeFlags& flags, const DataDir& data,
   auto gpu_api = backends::ChooseGpuApi(k8s_options.client, flags.k8s_gpu_api);
   if (!gpu_api) Die(gpu_api.error());
   k8s_options.gpu_api = *gpu_api;
+  auto service_type = k8s::ParseServiceType(flags.publish_service_type);
+  if (!service_type) Die(service_type.error());
+  k8s_options.publish_service_type = *service_type;
+  auto ingress = k8s::ParseIngressSources(flags.publish_ingress_from);
+  if (!ingress) Die(ingress.error());
+  k8s_options.publish_ingress = *ingress;
   out.backend = backends::CreateKubernetesBackend(std::move(k8s_options));
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "backends/kubernetes/claims.h"
 #include "backends/kubernetes/objects.h"
+#include "backends/kubernetes/published.h"
 #include "backends/kubernetes/state_objects.h"
 #include "dra/dra.h"
 #include "inventory/inventory.h"
@@ -116,6 +117,11 @@ void KubernetesBackendObjects(std::vector<json>& out) {
   container.spec.max_duration_s = 7200;
   container.spec.preemptible = true;
   out.push_back(k8s::GpuContainerObject(container));
+  container.spec.ports = {{8080, "http", "tcp"}, {5353, "", "udp"}};
+  container.spec.ready = fleet::ReadinessProbe{"/healthz", 8080};
+  container.published = {{8080, "tcp", "http", "10.96.0.12", 8080}, {5353, "udp", "", "", 0}};
+  container.ready = false;
+  out.push_back(k8s::GpuContainerObject(container));
   out.push_back(k8s::UsageConfigMap(fleet::UsageRecord{"c-00000000000000a1", "team-a", tenancy.uid,
                                                        2, 1763900000100, 1763900060100},
                                     "tessera-system"));
@@ -135,6 +141,43 @@ void KubernetesBackendObjects(std::vector<json>& out) {
   out.push_back(k8s::BuildFirmwareCheckJob(lease, k8s::FirmwareCheckOptions{}));
   out.push_back(k8s::TenancyCrd());
   out.push_back(k8s::GpuLeaseCrd());
+}
+
+// Published ports: a Pod with ports and a readiness probe, its Service of each type, and the
+// ingress policies for an operator's CIDRs and ingress controller namespace.
+void PublishedPortObjects(std::vector<json>& out) {
+  k8s::PodRequest request;
+  request.tenancy = "team-a";
+  request.name = "tessera-c-0123456789abcdef";
+  request.image = "registry.example/team/web:1.0";
+  request.gpus = 1;
+  request.ports = {{8080, "http", "tcp"}, {5353, "", "udp"}};
+  request.ready = k8s::HttpReadiness{"/healthz", 8080};
+  auto pod = k8s::BuildPod(request, {});
+  if (!pod) throw std::runtime_error("BuildPod (ports): " + pod.error().message);
+  out.push_back(*pod);
+  auto ingress = k8s::ParseIngressSources(
+      {"203.0.113.0/24,2001:db8::/32", "kubernetes.io/metadata.name=ingress-nginx"});
+  if (!ingress) throw std::runtime_error("ParseIngressSources: " + ingress.error().message);
+  k8s::Publication publication{request.tenancy,
+                               request.name,
+                               {{"tessera.dev/instance", "tessera-control-plane"},
+                                {"tessera.dev/container-id", "c-0123456789abcdef"}},
+                               request.ports,
+                               k8s::ServiceType::kClusterIP,
+                               *ingress};
+  for (auto type : {k8s::ServiceType::kClusterIP, k8s::ServiceType::kNodePort,
+                    k8s::ServiceType::kLoadBalancer}) {
+    publication.type = type;
+    auto service = k8s::BuildService(publication);
+    if (!service) throw std::runtime_error("BuildService: " + service.error().message);
+    json owned = *service;
+    owned["metadata"]["ownerReferences"] =
+        json::array({k8s::PodOwnerReference(request.name, "4f1c9a52-0d8e-4c1b-9d7e-2a61c0ffee00")});
+    out.push_back(owned);
+  }
+  out.push_back(k8s::BuildPublishedNetworkPolicy(publication));
+  out.push_back(k8s::BuildPublishedCiliumNetworkPolicy(publication));
 }
 
 // The DRA plugin's ResourceSlice on a driver host (with NVLink partitions) and a VFIO host.
@@ -168,6 +211,7 @@ int main() {
   try {
     std::vector<nlohmann::json> objects;
     tessera::KubernetesBackendObjects(objects);
+    tessera::PublishedPortObjects(objects);
     tessera::DraObjects(objects);
     for (const auto& object : objects)
       std::cout << object.dump() << "\n";
