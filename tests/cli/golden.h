@@ -8,9 +8,9 @@
 //
 // Normalised: container IDs (c-<16 hex>) become c-1, c-2, ... and token IDs (t-<8 hex>) t-1, ...
 // in order of first appearance in the file; times (2026-11-29T19:56:12Z) <time>; Unix-ms values
-// (13 digits) <ms>; ages (12s, 3m, 5h, 2d) <age>; the server's address <server>; any other
-// address's port <port>; runs of two or more blanks inside a line three blanks (a cell's width
-// changes with the values above, so a table's alignment is not compared here: RenderTable has
+// (13 digits) <ms>; ages (12s, 3m, 5h, 2d) in a table's cells <age>; the server's address <server>;
+// any other address's port <port>; runs of two or more blanks inside a line three blanks (a cell's
+// width changes with the values above, so a table's alignment is not compared here: RenderTable has
 // its own tests), blanks at the end of a line dropped. A test adds its own rules for what else
 // varies (a measured figure).
 #pragma once
@@ -196,8 +196,8 @@ inline std::string NormalizeGolden(std::string text, uint16_t server_port,
   text = std::regex_replace(
       text, std::regex("(\\b\\d{1,3}(\\.\\d{1,3}){3}|\\[[0-9a-f:]*\\]):\\d{1,5}\\b"), "$1:<port>");
   text = std::regex_replace(text, std::regex("\\b1\\d{12}\\b"), "<ms>");
-  text =
-      std::regex_replace(text, std::regex("(^|[\\n \\t(,])\\d+[smhd](?=$|[\\n \\t),])"), "$1<age>");
+  // An age is a table's cell: after a line break or the blanks between cells, before either.
+  text = std::regex_replace(text, std::regex("(^|\\n| {2})\\d+[smhd](?= {2}|\\n|$)"), "$1<age>");
   return CollapseBlanks(text);
 }
 

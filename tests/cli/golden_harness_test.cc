@@ -19,8 +19,12 @@ TEST(GoldenNormalize, NumbersIdsInOrderOfFirstAppearance) {
 }
 
 TEST(GoldenNormalize, TimesAgesMillisecondsAndPorts) {
-  EXPECT_EQ(NormalizeGolden("2026-11-29T19:56:12Z 12s (3m) 5h,2d 1764446172000\n", 0),
-            "<time> <age> (<age>) <age>,<age> <ms>\n");
+  EXPECT_EQ(NormalizeGolden("2026-11-29T19:56:12Z 1764446172000\n", 0), "<time> <ms>\n");
+  // Ages as a table's cells (between blanks of two or more, or a line's ends); in prose they stay.
+  EXPECT_EQ(NormalizeGolden("ID   AGE   STATE\nc-0123456789abcdef   12s   up\n3m   5h\n", 0),
+            "ID   AGE   STATE\nc-1   <age>   up\n<age>   <age>\n");
+  EXPECT_EQ(NormalizeGolden("--step 1h: want 90s, 30m or 1d\n", 0),
+            "--step 1h: want 90s, 30m or 1d\n");
   // A word that merely ends in a unit is no age; a digit run of another length is no time.
   EXPECT_EQ(NormalizeGolden("busybox:1h h100 8 12345\n", 0), "busybox:1h h100 8 12345\n");
   EXPECT_EQ(NormalizeGolden("http://127.0.0.1:41234/v1 0.0.0.0:38001->80/tcp [::]:9\n", 41234),
