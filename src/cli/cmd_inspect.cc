@@ -25,8 +25,7 @@ struct InspectFlags {
 bool LooksLikeContainerId(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
   for (char c : id)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
-      return false;
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') return false;
   return true;
 }
 

@@ -26,13 +26,15 @@ void Queue(const QueueFlags& flags) {
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
   PrintOutput(flags.output, *doc, client::QueueTable(*doc, now_ms));
-  if (flags.output.format != "wide") return;
+  if (flags.output.format != "table" && flags.output.format != "wide") return;
+  // The API lists the first 1,000 entries; say so when more wait.
   const json& total = client::FieldOf(*doc, "queue_total");
   const json& queue = client::FieldOf(*doc, "queue");
   if (total.is_number() && queue.is_array() &&
       client::IntOf(total) > static_cast<int64_t>(queue.size()))
-    std::printf("(%zu of %lld pending listed)\n", queue.size(),
-                static_cast<long long>(client::IntOf(total)));
+    std::fprintf(stderr, "tessera: %zu of %lld pending containers listed\n", queue.size(),
+                 static_cast<long long>(client::IntOf(total)));
+  if (flags.output.format != "wide") return;
   std::printf("\n");
   OutputFlags shares = flags.output;
   PrintOutput(shares, json::object(), client::QueueSharesTable(*doc));

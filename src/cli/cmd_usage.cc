@@ -1,11 +1,13 @@
 // `tessera usage`: a tenancy's metered GPU time (GET /v1/tenancies/{name}/usage), per run with a
 // total, or per bucket of --step; the tenancy is the only one the token sees unless named.
 #include <chrono>
+#include <cstdio>
 #include <memory>
 
 #include "cli/api_session.h"
 #include "cli/commands.h"
 #include "client/usage_view.h"
+#include "client/views.h"
 
 namespace tessera::cli {
 namespace {
@@ -60,6 +62,14 @@ void Usage(const UsageFlags& flags) {
   if (!doc) Fail(doc.error());
   PrintOutput(flags.output, *doc,
               window.step_s > 0 ? client::UsageSeriesTable(*doc) : client::UsageTable(*doc));
+  // The API lists at most 1,000 runs (the total covers them all); say so when it left some out.
+  const json& total = client::FieldOf(*doc, "containers_total");
+  const json& runs = client::FieldOf(*doc, "containers");
+  if (window.step_s == 0 && total.is_number() && runs.is_array() &&
+      client::IntOf(total) > static_cast<int64_t>(runs.size()) &&
+      (flags.output.format == "table" || flags.output.format == "csv"))
+    std::fprintf(stderr, "tessera: %zu of %lld runs listed; TOTAL covers them all\n", runs.size(),
+                 static_cast<long long>(client::IntOf(total)));
 }
 
 }  // namespace
