@@ -3,6 +3,7 @@
 // table and JSON form compared with golden files, and what each kind of token may read.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "cli/golden.h"
@@ -114,6 +115,28 @@ TEST_F(ReadVerbs, PsListsWhatTheTokenSees) {
   // A format it does not print is refused; an unknown token is 6.
   EXPECT_NE(Golden("ps-bad-output", admin, {"ps", "-o", "xml"}).exit_code, 0);
   EXPECT_EQ(Golden("ps-unknown-token", "no-such-token", {"ps"}).exit_code, 6);
+}
+
+TEST_F(ReadVerbs, PsFollowsPagesToTheEnd) {
+  // More than one page (500 records): every container is listed once, in creation order.
+  std::vector<std::string> ids = {a_ended_, b_ended_, a_pending_};
+  for (int i = 0; i < 520; ++i) {
+    ids.push_back(Submit(serve_->admin_token(), "team-c", 0));
+    ASSERT_FALSE(ids.back().empty());
+  }
+  // The API's first page ends before them all.
+  auto first = CallJson(*admin_, "GET", "/v1/containers?limit=500");
+  ASSERT_TRUE(first.contains("next")) << first.dump().substr(0, 300);
+  TesseraCli cli(server_, serve_->admin_token());
+  auto listed = cli.Run({"ps", "-a", "-o", "json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  auto doc = json::parse(listed.out, nullptr, false);
+  ASSERT_TRUE(doc.is_object()) << listed.out.substr(0, 300);
+  ASSERT_EQ(doc["containers"].size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    EXPECT_EQ(doc["containers"][i].value("id", ""), ids[i]) << i;
+  auto table = cli.Run({"ps", "-a", "--no-headers", "--tenancy", "team-c"});
+  EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), 520) << table.err;
 }
 
 TEST_F(ReadVerbs, InspectShowsRecordsOfTheTokensTenancyOnly) {
