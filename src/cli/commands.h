@@ -32,6 +32,10 @@ void AddGpuCheckCommand(CLI::App& app);  // the firmware check (cmd_gpu_check.cc
 void AddMigCommand(CLI::App& app);       // `tessera mig apply` (cmd_mig.cc)
 void AddFabricCommand(CLI::App& app);    // `tessera fabric ...` (cmd_fabric.cc)
 void AddTopCommand(CLI::App& app);       // `tessera top` (cmd_top.cc)
+void AddPsCommand(CLI::App& app);        // `tessera ps` (cmd_ps.cc)
+void AddInspectCommand(CLI::App& app);   // `tessera inspect` (cmd_inspect.cc)
+void AddQueueCommand(CLI::App& app);     // `tessera queue` (cmd_queue.cc)
+void AddUsageCommand(CLI::App& app);     // `tessera usage` (cmd_usage.cc)
 
 // The API the client commands talk to: the flag, else $TESSERA_SERVER, else
 // http://127.0.0.1:8080; and its token: $TESSERA_TOKEN, else the file (the flag,

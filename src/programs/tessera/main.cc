@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
   tessera::cli::AddMigCommand(app);
   tessera::cli::AddFabricCommand(app);
   tessera::cli::AddTopCommand(app);
+  tessera::cli::AddPsCommand(app);
+  tessera::cli::AddInspectCommand(app);
+  tessera::cli::AddQueueCommand(app);
+  tessera::cli::AddUsageCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
