@@ -24,6 +24,14 @@ int main(int argc, char** argv) {
   tessera::cli::AddInspectCommand(app);
   tessera::cli::AddQueueCommand(app);
   tessera::cli::AddUsageCommand(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& failure) {
+    return app.exit(failure);  // a command's own exit code (commands.h)
+  } catch (const CLI::ParseError& error) {
+    // --help and --version exit 0; a bad flag or argument is bad input: 2, as documented, rather
+    // than CLI11's own codes.
+    return app.exit(error) == 0 ? 0 : 2;
+  }
   return 0;
 }
