@@ -33,6 +33,12 @@ void AddMigCommand(CLI::App& app);       // `tessera mig apply` (cmd_mig.cc)
 void AddFabricCommand(CLI::App& app);    // `tessera fabric ...` (cmd_fabric.cc)
 void AddTopCommand(CLI::App& app);       // `tessera top` (cmd_top.cc)
 
+// `tessera login`, `tessera config ...` (the client config's contexts) and `tessera completion
+// bash|zsh` (cmd_login.cc, cmd_config.cc, cmd_completion.cc).
+void AddLoginCommand(CLI::App& app);
+void AddConfigCommand(CLI::App& app);
+void AddCompletionCommand(CLI::App& app);
+
 // The API the client commands talk to: the flag, else $TESSERA_SERVER, else
 // http://127.0.0.1:8080; and its token: $TESSERA_TOKEN, else the file (the flag,
 // $TESSERA_TOKEN_FILE, tessera-data/admin.token) (api_access.cc).

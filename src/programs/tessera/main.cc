@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   tessera::cli::AddMigCommand(app);
   tessera::cli::AddFabricCommand(app);
   tessera::cli::AddTopCommand(app);
+  tessera::cli::AddLoginCommand(app);
+  tessera::cli::AddConfigCommand(app);
+  tessera::cli::AddCompletionCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
