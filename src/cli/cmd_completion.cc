@@ -35,7 +35,7 @@ std::vector<std::string> ChoicesOf(CLI::Option* option) {
   return choices;
 }
 
-CompletionCommand Describe(CLI::App* app) {
+CompletionCommand DescribeForCompletion(CLI::App* app) {
   CompletionCommand command;
   command.name = app->get_name();
   for (CLI::Option* option : app->get_options()) {
@@ -57,7 +57,7 @@ CompletionCommand Describe(CLI::App* app) {
   }
   for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) {
     if (sub->get_group().empty() || sub->get_name().empty()) continue;  // hidden
-    command.subcommands.push_back(Describe(sub));
+    command.subcommands.push_back(DescribeForCompletion(sub));
   }
   return command;
 }
@@ -75,7 +75,7 @@ void AddCompletionCommand(CLI::App& app) {
       ->check(CLI::IsMember({"bash", "zsh"}));
   CLI::App* root = &app;
   completion->callback([shell, root] {
-    CompletionCommand tree = Describe(root);
+    CompletionCommand tree = DescribeForCompletion(root);
     tree.name = "tessera";  // the app is named after argv[0], a path
     const std::string script = *shell == "zsh" ? ZshCompletion(tree) : BashCompletion(tree);
     std::fwrite(script.data(), 1, script.size(), stdout);

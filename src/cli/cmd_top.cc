@@ -27,7 +27,7 @@ struct TopFlags {
   bool once = false;
 };
 
-std::string FirstOf(std::initializer_list<std::string> choices) {
+std::string FirstSetting(std::initializer_list<std::string> choices) {
   for (const auto& choice : choices)
     if (!choice.empty()) return choice;
   return "";
@@ -48,14 +48,15 @@ Result<ApiTarget> ResolveTop(const ApiFlags& flags) {
     const char* value = std::getenv(name);
     return std::string(value ? value : "");
   };
-  if (!FirstOf({flags.token_file, env("TESSERA_TOKEN_FILE"), context.token_file}).empty())
+  if (!FirstSetting({flags.token_file, env("TESSERA_TOKEN_FILE"), context.token_file}).empty())
     return target;
   ApiTarget tokenless;
   tokenless.server =
-      FirstOf({flags.server, env("TESSERA_SERVER"), context.server, "http://127.0.0.1:8080"});
-  tokenless.tls.ca_file = FirstOf({flags.tls.ca_file, env("TESSERA_CA_FILE"), context.ca_file});
-  tokenless.tls.cert_file = FirstOf({flags.tls.cert_file, context.client_cert});
-  tokenless.tls.key_file = FirstOf({flags.tls.key_file, context.client_key});
+      FirstSetting({flags.server, env("TESSERA_SERVER"), context.server, "http://127.0.0.1:8080"});
+  tokenless.tls.ca_file =
+      FirstSetting({flags.tls.ca_file, env("TESSERA_CA_FILE"), context.ca_file});
+  tokenless.tls.cert_file = FirstSetting({flags.tls.cert_file, context.client_cert});
+  tokenless.tls.key_file = FirstSetting({flags.tls.key_file, context.client_key});
   return tokenless;
 }
 

@@ -9,7 +9,7 @@
 namespace tessera::cli {
 namespace {
 
-bool Plain(std::string_view word) {
+bool PlainWord(std::string_view word) {
   if (word.empty()) return false;
   return std::all_of(word.begin(), word.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -18,9 +18,10 @@ bool Plain(std::string_view word) {
 }
 
 // The plain ones of `words`, sorted, without repeats, separated by spaces.
-std::string WordList(std::vector<std::string> words) {
-  words.erase(std::remove_if(words.begin(), words.end(), [](const auto& w) { return !Plain(w); }),
-              words.end());
+std::string CompletionWords(std::vector<std::string> words) {
+  words.erase(
+      std::remove_if(words.begin(), words.end(), [](const auto& w) { return !PlainWord(w); }),
+      words.end());
   std::sort(words.begin(), words.end());
   words.erase(std::unique(words.begin(), words.end()), words.end());
   std::string out;
@@ -29,47 +30,50 @@ std::string WordList(std::vector<std::string> words) {
   return out;
 }
 
-struct Tables {
+struct CompletionTables {
   std::string subcommands, options, valued, choices, positional;
 };
 
-void AddCase(std::string& table, const std::string& key, const std::string& list) {
+void AddCaseLine(std::string& table, const std::string& key, const std::string& list) {
   if (!list.empty()) table += "    \"" + key + "\") printf '%s\\n' \"" + list + "\" ;;\n";
 }
 
-void Collect(const CompletionCommand& command, const std::string& path, Tables& tables) {
+void CollectTables(const CompletionCommand& command, const std::string& path,
+                   CompletionTables& tables) {
   std::vector<std::string> names, options, valued;
   for (const auto& sub : command.subcommands)
-    if (Plain(sub.name)) names.push_back(sub.name);
+    if (PlainWord(sub.name)) names.push_back(sub.name);
   for (const auto& option : command.options) {
     options.insert(options.end(), option.names.begin(), option.names.end());
     if (option.takes_value) valued.insert(valued.end(), option.names.begin(), option.names.end());
     for (const auto& name : option.names)
-      if (Plain(name)) AddCase(tables.choices, path + "|" + name, WordList(option.choices));
+      if (PlainWord(name))
+        AddCaseLine(tables.choices, path + "|" + name, CompletionWords(option.choices));
   }
-  AddCase(tables.subcommands, path, WordList(names));
-  AddCase(tables.options, path, WordList(options));
-  AddCase(tables.valued, path, WordList(valued));
-  AddCase(tables.positional, path, WordList(command.positional_choices));
+  AddCaseLine(tables.subcommands, path, CompletionWords(names));
+  AddCaseLine(tables.options, path, CompletionWords(options));
+  AddCaseLine(tables.valued, path, CompletionWords(valued));
+  AddCaseLine(tables.positional, path, CompletionWords(command.positional_choices));
   for (const auto& sub : command.subcommands)
-    if (Plain(sub.name)) Collect(sub, path + " " + sub.name, tables);
+    if (PlainWord(sub.name)) CollectTables(sub, path + " " + sub.name, tables);
 }
 
-std::string Function(const std::string& name, const std::string& key, const std::string& table) {
+std::string CaseFunction(const std::string& name, const std::string& key,
+                         const std::string& table) {
   return name + "() {\n  case \"" + key + "\" in\n" + table + "  esac\n}\n";
 }
 
 // The lookup functions, and <fn>_path: the subcommand path named by its arguments (the words
 // after the program's name), skipping options' values.
 std::string SharedFunctions(const CompletionCommand& root, const std::string& fn) {
-  Tables tables;
-  Collect(root, root.name, tables);
+  CompletionTables tables;
+  CollectTables(root, root.name, tables);
   std::string out;
-  out += Function(fn + "_subcommands", "$1", tables.subcommands);
-  out += Function(fn + "_options", "$1", tables.options);
-  out += Function(fn + "_valued", "$1", tables.valued);
-  out += Function(fn + "_choices", "$1|$2", tables.choices);
-  out += Function(fn + "_positional", "$1", tables.positional);
+  out += CaseFunction(fn + "_subcommands", "$1", tables.subcommands);
+  out += CaseFunction(fn + "_options", "$1", tables.options);
+  out += CaseFunction(fn + "_valued", "$1", tables.valued);
+  out += CaseFunction(fn + "_choices", "$1|$2", tables.choices);
+  out += CaseFunction(fn + "_positional", "$1", tables.positional);
   out += fn +
          "_has() {\n  case \" $1 \" in\n    *\" $2 \"*) [ -n \"$2\" ] ;;\n    *) return 1 ;;\n"
          "  esac\n}\n";

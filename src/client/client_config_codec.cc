@@ -16,8 +16,8 @@
 namespace tessera::client {
 namespace {
 
-constexpr size_t kMaxValueBytes = 4096;
-constexpr size_t kMaxNameBytes = 63;
+constexpr size_t kMaxConfigValueBytes = 4096;
+constexpr size_t kMaxContextNameBytes = 63;
 
 // The length of the UTF-8 sequence at `at` and its code point; 0 when it is not valid UTF-8
 // (overlong forms, surrogates and code points past U+10FFFF included).
@@ -40,10 +40,10 @@ size_t DecodeUtf8(std::string_view text, size_t at, char32_t* code) {
 
 // Text a value may hold: valid UTF-8 without control characters or the code points YAML reads
 // as line breaks or a byte order mark.
-Status CheckText(std::string_view value, std::string_view field) {
-  if (value.size() > kMaxValueBytes)
-    return InvalidArgument(std::string(field) + ": longer than " + std::to_string(kMaxValueBytes) +
-                           " bytes");
+Status CheckConfigText(std::string_view value, std::string_view field) {
+  if (value.size() > kMaxConfigValueBytes)
+    return InvalidArgument(std::string(field) + ": longer than " +
+                           std::to_string(kMaxConfigValueBytes) + " bytes");
   for (size_t at = 0; at < value.size();) {
     char32_t code = 0;
     const size_t length = DecodeUtf8(value, at, &code);
@@ -56,28 +56,28 @@ Status CheckText(std::string_view value, std::string_view field) {
   return Ok();
 }
 
-Status CheckPath(std::string_view path, std::string_view field, bool required) {
+Status CheckConfigPath(std::string_view path, std::string_view field, bool required) {
   if (path.empty()) return required ? InvalidArgument(std::string(field) + ": required") : Ok();
-  if (Status text = CheckText(path, field); !text.ok()) return text;
+  if (Status text = CheckConfigText(path, field); !text.ok()) return text;
   if (path.front() != '/')
     return InvalidArgument(std::string(field) + ": not an absolute path: " + Excerpt(path));
   return Ok();
 }
 
 // A mapping's key as a string, or why it is not one.
-Result<std::string> KeyOf(const YAML::Node& key, const std::string& field) {
+Result<std::string> ConfigKeyOf(const YAML::Node& key, const std::string& field) {
   if (!key.IsScalar()) return InvalidArgument(field + ": a key that is not a string");
   return key.Scalar();
 }
 
 // A string value (null reads as empty), or why it is not one.
-Result<std::string> StringOf(const YAML::Node& value, const std::string& field) {
+Result<std::string> ConfigStringOf(const YAML::Node& value, const std::string& field) {
   if (value.IsNull()) return std::string();
   if (!value.IsScalar()) return InvalidArgument(field + ": not a string");
   return value.Scalar();
 }
 
-std::string* SlotFor(ClientContext& context, const std::string& key) {
+std::string* ContextSlotFor(ClientContext& context, const std::string& key) {
   if (key == "name") return &context.name;
   if (key == "server") return &context.server;
   if (key == "token-file") return &context.token_file;
@@ -92,14 +92,14 @@ Result<ClientContext> ParseContext(const YAML::Node& node, const std::string& fi
   ClientContext context;
   std::set<std::string> seen;
   for (const auto& entry : node) {
-    auto key = KeyOf(entry.first, field);
+    auto key = ConfigKeyOf(entry.first, field);
     if (!key) return key.error();
-    std::string* slot = SlotFor(context, *key);
+    std::string* slot = ContextSlotFor(context, *key);
     if (!slot)
       return InvalidArgument(field + ": unknown key \"" + Excerpt(*key, 40) +
                              "\" (name, server, token-file, ca-file, client-cert, client-key)");
     if (!seen.insert(*key).second) return InvalidArgument(field + "." + *key + ": repeated");
-    auto value = StringOf(entry.second, field + "." + *key);
+    auto value = ConfigStringOf(entry.second, field + "." + *key);
     if (!value) return value.error();
     *slot = std::move(*value);
   }
@@ -124,13 +124,13 @@ Status ParseContexts(const YAML::Node& node, ClientConfig& config) {
   return Ok();
 }
 
-Result<ClientConfig> ParseRoot(const YAML::Node& root) {
+Result<ClientConfig> ParseConfigRoot(const YAML::Node& root) {
   ClientConfig config;
   if (root.IsNull()) return config;
   if (!root.IsMap()) return InvalidArgument("not a mapping (current-context, contexts)");
   std::set<std::string> seen;
   for (const auto& entry : root) {
-    auto key = KeyOf(entry.first, "top level");
+    auto key = ConfigKeyOf(entry.first, "top level");
     if (!key) return key.error();
     if (*key != "current-context" && *key != "contexts")
       return InvalidArgument("unknown key \"" + Excerpt(*key, 40) +
@@ -140,7 +140,7 @@ Result<ClientConfig> ParseRoot(const YAML::Node& root) {
       if (Status parsed = ParseContexts(entry.second, config); !parsed.ok()) return parsed.error();
       continue;
     }
-    auto current = StringOf(entry.second, "current-context");
+    auto current = ConfigStringOf(entry.second, "current-context");
     if (!current) return current.error();
     config.current = std::move(*current);
   }
@@ -154,8 +154,8 @@ Result<ClientConfig> ParseRoot(const YAML::Node& root) {
 }
 
 // A double-quoted YAML scalar: only the quote and the backslash need escaping in text that
-// CheckText accepts.
-std::string Quoted(std::string_view value) {
+// CheckConfigText accepts.
+std::string YamlQuoted(std::string_view value) {
   std::string out = "\"";
   for (char c : value) {
     if (c == '"' || c == '\\') out += '\\';
@@ -169,7 +169,7 @@ std::string Quoted(std::string_view value) {
 Status CheckContextName(std::string_view name, std::string_view field) {
   const std::string where(field);
   if (name.empty()) return InvalidArgument(where + ": required");
-  if (name.size() > kMaxNameBytes)
+  if (name.size() > kMaxContextNameBytes)
     return InvalidArgument(where + ": longer than 63 characters: " + Excerpt(name));
   const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
   bool valid = alnum(name.front());
@@ -185,7 +185,7 @@ Status CheckClientContext(const ClientContext& context, std::string_view field) 
   const std::string at(field);
   if (Status name = CheckContextName(context.name, at + ".name"); !name.ok()) return name;
   if (context.server.empty()) return InvalidArgument(at + ".server: required");
-  if (Status text = CheckText(context.server, at + ".server"); !text.ok()) return text;
+  if (Status text = CheckConfigText(context.server, at + ".server"); !text.ok()) return text;
   if (auto endpoint = ParseServer(context.server); !endpoint)
     return endpoint.error().WithContext(at + ".server");
   const std::pair<const std::string*, const char*> paths[] = {{&context.token_file, "token-file"},
@@ -194,7 +194,7 @@ Status CheckClientContext(const ClientContext& context, std::string_view field) 
                                                               {&context.client_key, "client-key"}};
   for (const auto& [value, key] : paths) {
     const bool required = value == &context.token_file;
-    if (Status path = CheckPath(*value, at + "." + key, required); !path.ok()) return path;
+    if (Status path = CheckConfigPath(*value, at + "." + key, required); !path.ok()) return path;
   }
   if (context.client_cert.empty() != context.client_key.empty())
     return InvalidArgument(at + ": client-cert and client-key go together");
@@ -209,7 +209,7 @@ Result<ClientConfig> ParseClientConfig(std::string_view text) {
   auto loaded = LoadBoundedYaml(text, bounds);
   if (!loaded) return loaded.error().WithContext("client config");
   try {
-    auto config = ParseRoot(*loaded);
+    auto config = ParseConfigRoot(*loaded);
     if (!config) return config.error().WithContext("client config");
     return config;
   } catch (const YAML::Exception& e) {
@@ -221,17 +221,18 @@ std::string FormatClientConfig(const ClientConfig& config) {
   std::string out =
       "# The tessera client's contexts (tessera login, tessera config). Tokens are not kept\n"
       "# here, only the files that hold them.\n";
-  if (!config.current.empty()) out += "current-context: " + Quoted(config.current) + "\n";
+  if (!config.current.empty()) out += "current-context: " + YamlQuoted(config.current) + "\n";
   if (config.contexts.empty()) return out + "contexts: []\n";
   out += "contexts:\n";
   for (const auto& context : config.contexts) {
-    out += "  - name: " + Quoted(context.name) + "\n";
-    out += "    server: " + Quoted(context.server) + "\n";
-    out += "    token-file: " + Quoted(context.token_file) + "\n";
-    if (!context.ca_file.empty()) out += "    ca-file: " + Quoted(context.ca_file) + "\n";
+    out += "  - name: " + YamlQuoted(context.name) + "\n";
+    out += "    server: " + YamlQuoted(context.server) + "\n";
+    out += "    token-file: " + YamlQuoted(context.token_file) + "\n";
+    if (!context.ca_file.empty()) out += "    ca-file: " + YamlQuoted(context.ca_file) + "\n";
     if (!context.client_cert.empty())
-      out += "    client-cert: " + Quoted(context.client_cert) + "\n";
-    if (!context.client_key.empty()) out += "    client-key: " + Quoted(context.client_key) + "\n";
+      out += "    client-cert: " + YamlQuoted(context.client_cert) + "\n";
+    if (!context.client_key.empty())
+      out += "    client-key: " + YamlQuoted(context.client_key) + "\n";
   }
   return out;
 }
