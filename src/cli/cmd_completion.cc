@@ -51,7 +51,7 @@ CompletionCommand DescribeForCompletion(CLI::App* app) {
       described.names.push_back("--" + name);
     for (const auto& name : option->get_snames())
       described.names.push_back("-" + name);
-    described.takes_value = option->get_type_size_max() > 0;
+    described.takes_value = option->get_items_expected_max() > 0;  // flags expect none
     described.choices = ChoicesOf(option);
     command.options.push_back(std::move(described));
   }

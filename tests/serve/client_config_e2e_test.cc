@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "cli/completion_script.h"
 #include "serve/null_serve_fixture.h"
 #include "support/hostile_files.h"
 
@@ -258,10 +259,33 @@ TEST_F(ClientConfigE2e, BashCompletionOffersTheAppsOwnVerbsFlagsAndChoices) {
   EXPECT_EQ(out, " csv json table wide yaml \n") << out;
   out = complete("tessera completion ''", 2);
   EXPECT_EQ(out, " bash zsh \n") << out;
-  // An option's value is not taken for a subcommand: "top" here is --server's value.
-  out = complete("tessera doctor --server top --p", 4);
-  EXPECT_NE(out.find(" --probe "), std::string::npos) << out;
+  // After an option that takes a value comes its value, not an option; after a flag, anything.
+  out = complete("tessera top --server -", 3);
   EXPECT_EQ(out.find(" --once "), std::string::npos) << out;
+  out = complete("tessera top --once -", 3);
+  EXPECT_NE(out.find(" --server "), std::string::npos) << out;
+  // A flag is not taken for an option with a value: the subcommand after it is found.
+  out = complete("tessera config -h get-contexts -", 4);
+  EXPECT_NE(out.find(" --output "), std::string::npos) << out;
+  EXPECT_NE(out.find(" --no-headers "), std::string::npos) << out;
+}
+
+TEST(CompletionScript, AnOptionsValueIsNotTakenForASubcommand) {
+  cli::CompletionCommand root{"tessera", {{{"--at"}, true, {}}}, {}, {}};
+  root.subcommands.push_back({"one", {{{"--x"}, false, {}}}, {}, {}});
+  root.subcommands.push_back({"two", {{{"--y"}, true, {"a", "b", "not plain"}}}, {}, {}});
+  TempDir dir;
+  std::ofstream(dir.path() + "/script") << cli::BashCompletion(root);
+  const auto complete = [&](const std::string& words, int cword) {
+    return RunCommand("bash -c " +
+                      Quote("source " + dir.path() + "/script && COMP_WORDS=(" + words +
+                            ") && COMP_CWORD=" + std::to_string(cword) +
+                            " && _tessera && echo \" ${COMPREPLY[*]} \"") +
+                      " 2>&1");
+  };
+  EXPECT_EQ(complete("tessera --at one -", 3), " --at \n");  // "one" is --at's value
+  EXPECT_EQ(complete("tessera one -", 2), " --x \n");
+  EXPECT_EQ(complete("tessera two --y ''", 3), " a b \n");  // a word that is not plain is left out
 }
 
 TEST_F(ClientConfigE2e, ZshCompletionIsValidZshAndOffersTheVerbs) {
