@@ -184,13 +184,17 @@ void AddDoctorHostFlags(CLI::App* cmd, DoctorOptions& options) {
 }
 
 void AddDoctorServeFlags(CLI::App* cmd, DoctorOptions& options) {
-  cmd->add_option("--server", options.serve.server,
-                  "Also ask tessera serve (http[s]://HOST:PORT) for GPUs out of service after a "
-                  "fault, and why");
-  cmd->add_option("--token-file", options.serve.token_file,
-                  "Token for --server (default $TESSERA_TOKEN, $TESSERA_TOKEN_FILE, "
-                  "tessera-data/admin.token); a read-only token will do");
-  AddTlsOptions(cmd, options.serve.tls);
+  AddApiOptions(cmd, options.serve.api);
+  cmd->get_option("--server")
+      ->description(
+          "Also ask tessera serve (http[s]://HOST:PORT) for GPUs out of service after a fault, and "
+          "why");
+  cmd->get_option("--token-file")
+      ->description(
+          "Token for --server (default $TESSERA_TOKEN, $TESSERA_TOKEN_FILE, the "
+          "context's, tessera-data/admin.token); a read-only token will do");
+  cmd->get_option("--context")
+      ->description("Also ask tessera serve, at this context of the client config (tessera login)");
 }
 
 void AddDoctorFabricFlags(CLI::App* cmd, DoctorOptions& options) {
@@ -274,7 +278,7 @@ void RunDoctor(const DoctorOptions& options) {
   AppendChecks(&report, runtimes::CheckHost(facts, drivers, containerd ? &*containerd : nullptr));
   AppendChecks(&report, SharingChecks(options.root, options.mps_root));
   AppendChecks(&report, fabricmanager::FabricChecks(FabricInput(options, facts)));
-  if (!options.serve.server.empty()) AppendChecks(&report, GpuFaultChecks(options.serve));
+  if (options.serve.asked()) AppendChecks(&report, GpuFaultChecks(options.serve));
   if (options.probe) {
     runtimes::ProbeOptions probe;
     probe.podman = options.podman;

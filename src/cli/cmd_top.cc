@@ -5,12 +5,15 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli/api_session.h"
 #include "cli/commands.h"
 #include "client/client.h"
+#include "client/client_config.h"
 #include "client/top_view.h"
 
 namespace tessera::cli {
@@ -19,12 +22,43 @@ namespace {
 using nlohmann::json;
 
 struct TopFlags {
-  std::string server;
-  std::string token_file;
-  client::TlsOptions tls;
+  ApiFlags api;
   double interval_s = 2;
   bool once = false;
 };
+
+std::string FirstSetting(std::initializer_list<std::string> choices) {
+  for (const auto& choice : choices)
+    if (!choice.empty()) return choice;
+  return "";
+}
+
+// tessera serve asks for a token; a node agent without --metrics-token-file asks for none. When
+// ResolveApi finds no token file and none was named (flag, environment, context), top asks
+// without one, at the server and with the TLS files that ResolveApi's order gives.
+Result<ApiTarget> ResolveTop(const ApiFlags& flags) {
+  auto target = ResolveApi(flags);
+  if (target || target.error().category != ErrorCategory::kNotFound) return target;
+  auto config = client::ReadClientConfig(client::ClientConfigPath());
+  if (!config) return config.error();
+  const client::ClientContext* found = config->Find(flags.context);
+  if (!flags.context.empty() && !found) return target;  // a --context that is not there
+  const client::ClientContext context = found ? *found : client::ClientContext{};
+  const auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value ? value : "");
+  };
+  if (!FirstSetting({flags.token_file, env("TESSERA_TOKEN_FILE"), context.token_file}).empty())
+    return target;
+  ApiTarget tokenless;
+  tokenless.server =
+      FirstSetting({flags.server, env("TESSERA_SERVER"), context.server, "http://127.0.0.1:8080"});
+  tokenless.tls.ca_file =
+      FirstSetting({flags.tls.ca_file, env("TESSERA_CA_FILE"), context.ca_file});
+  tokenless.tls.cert_file = FirstSetting({flags.tls.cert_file, context.client_cert});
+  tokenless.tls.key_file = FirstSetting({flags.tls.key_file, context.client_key});
+  return tokenless;
+}
 
 }  // namespace
 
@@ -34,24 +68,27 @@ void AddTopCommand(CLI::App& app) {
       "top",
       "What each GPU and each tenancy uses, refreshing: reads /v1/telemetry of tessera serve or "
       "of a node agent (tessera-lease-sync --metrics-listen)");
-  top->add_option("--server", flags->server,
-                  "tessera serve or a node agent (default $TESSERA_SERVER or "
-                  "http://127.0.0.1:8080)");
-  top->add_option("--token-file", flags->token_file,
-                  "Token for tessera serve, or a node agent's --metrics-token-file (default "
-                  "$TESSERA_TOKEN, $TESSERA_TOKEN_FILE, tessera-data/admin.token)");
-  AddTlsOptions(top, flags->tls);
+  AddApiOptions(top, flags->api);
+  top->get_option("--server")
+      ->description(
+          "tessera serve or a node agent (default $TESSERA_SERVER, the client config's context, "
+          "http://127.0.0.1:8080)");
+  top->get_option("--token-file")
+      ->description(
+          "Token for tessera serve, or a node agent's --metrics-token-file (default "
+          "$TESSERA_TOKEN, $TESSERA_TOKEN_FILE, the context's, "
+          "tessera-data/admin.token; none found: no token)");
   top->add_option("--interval", flags->interval_s, "Seconds between refreshes")
       ->check(CLI::Range(0.2, 3600.0))
       ->capture_default_str();
   top->add_flag("--once", flags->once, "Print one frame and exit (no screen control codes)");
   top->callback([flags] {
-    const std::string server = ApiServer(flags->server);
+    auto target = ResolveTop(flags->api);
+    if (!target) Fail(target.error());
+    const std::string server = target->server;
     auto endpoint = client::ParseServer(server);
     if (!endpoint) Fail(endpoint.error());
-    // None found: a node agent without a token file asks for none.
-    auto token = ApiToken(flags->token_file);
-    client::Connection connection(*endpoint, token ? *token : "", flags->tls);
+    client::Connection connection(*endpoint, target->token, target->tls);
     for (;;) {
       auto response = connection.Call("GET", "/v1/telemetry");
       if (!response) Fail(response.error().WithContext(server));

@@ -37,6 +37,12 @@ void AddInspectCommand(CLI::App& app);   // `tessera inspect` (cmd_inspect.cc)
 void AddQueueCommand(CLI::App& app);     // `tessera queue` (cmd_queue.cc)
 void AddUsageCommand(CLI::App& app);     // `tessera usage` (cmd_usage.cc)
 
+// `tessera login`, `tessera config ...` (the client config's contexts) and `tessera completion
+// bash|zsh` (cmd_login.cc, cmd_config.cc, cmd_completion.cc).
+void AddLoginCommand(CLI::App& app);
+void AddConfigCommand(CLI::App& app);
+void AddCompletionCommand(CLI::App& app);
+
 // The API the client commands talk to: the flag, else $TESSERA_SERVER, else
 // http://127.0.0.1:8080; and its token: $TESSERA_TOKEN, else the file (the flag,
 // $TESSERA_TOKEN_FILE, tessera-data/admin.token) (api_access.cc).

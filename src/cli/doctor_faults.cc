@@ -15,7 +15,7 @@ runtimes::Check Unreachable(const std::string& server, const std::string& why) {
   return {"gpu.faults", "GPU faults as tessera serve at " + server + " reports them",
           runtimes::Verdict::kFail, why,
           "start tessera serve, or name it with --server and its token with --token-file "
-          "(or $TESSERA_TOKEN)"};
+          "(or $TESSERA_TOKEN), or a context of tessera login with --context"};
 }
 
 std::string UtcTime(int64_t ms) {
@@ -56,12 +56,12 @@ runtimes::Check FaultCheck(const client::GpuFault& fault) {
 }  // namespace
 
 std::vector<runtimes::Check> GpuFaultChecks(const DoctorServer& options) {
-  const std::string& server = options.server;
+  auto target = ResolveApi(options.api);
+  const std::string server = target ? target->server : options.api.server;
+  if (!target) return {Unreachable(server, target.error().message)};
   auto endpoint = client::ParseServer(server);
   if (!endpoint) return {Unreachable(server, endpoint.error().message)};
-  auto token = ApiToken(options.token_file);
-  if (!token) return {Unreachable(server, token.error().message)};
-  client::Connection connection(*endpoint, *token, options.tls);
+  client::Connection connection(*endpoint, target->token, target->tls);
   auto response = connection.Call("GET", "/v1/gpus");
   if (!response) return {Unreachable(server, response.error().message)};
   if (response->status != 200)

@@ -5,15 +5,16 @@
 #include <string>
 #include <vector>
 
-#include "client/tls_channel.h"
+#include "cli/api_session.h"
 #include "runtimes/runtimes.h"
 
 namespace tessera::cli {
 
+// --server, --token-file, --context and TLS (AddApiOptions); the server is asked when --server or
+// --context is given, with what ResolveApi finds for the rest (the client config applies).
 struct DoctorServer {
-  std::string server;  // empty: no server asked
-  std::string token_file;
-  client::TlsOptions tls;
+  ApiFlags api;
+  bool asked() const { return !api.server.empty() || !api.context.empty(); }
 };
 
 // GET /v1/gpus of the server: one PASS check when every GPU is healthy; else one check per

@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   tessera::cli::AddInspectCommand(app);
   tessera::cli::AddQueueCommand(app);
   tessera::cli::AddUsageCommand(app);
+  tessera::cli::AddLoginCommand(app);
+  tessera::cli::AddConfigCommand(app);
+  tessera::cli::AddCompletionCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& failure) {
@@ -33,5 +36,4 @@ int main(int argc, char** argv) {
     // than CLI11's own codes.
     return app.exit(error) == 0 ? 0 : 2;
   }
-  return 0;
-}
+
