@@ -37,3 +37,5 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? 0 : 2;
   }
 
+  return 0;
+}
