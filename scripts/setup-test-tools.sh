@@ -24,6 +24,8 @@ packages=(
   # virsh with its test driver (libvirt0)
   libvirt-clients
   chromium wrk pciutils file procps iproute2 kmod
+  # `tessera completion zsh` checked by zsh itself
+  zsh
   # the container image (scripts/build-image.sh) and unpacking the helm/kubectl npm package
   mmdebstrap unzip
   # the real-GPU proof kit's runc, made to load the libraries carried with it

@@ -1,6 +1,8 @@
 // Where the client verbs find the API, and their calls and output (api_session.h).
 #include "cli/api_session.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -11,6 +13,8 @@
 
 namespace tessera::cli {
 namespace {
+
+constexpr char kDefaultTokenFile[] = "tessera-data/admin.token";
 
 std::string FromEnv(const char* name) {
   const char* value = std::getenv(name);
@@ -98,9 +102,14 @@ Result<ApiTarget> ResolveApi(const ApiFlags& flags) {
     target.token = token;
     return target;
   }
-  const std::string path = first({flags.token_file, FromEnv("TESSERA_TOKEN_FILE"),
-                                  context.token_file, "tessera-data/admin.token"});
-  auto token = ReadToken(path);
+  const std::string named =
+      first({flags.token_file, FromEnv("TESSERA_TOKEN_FILE"), context.token_file});
+  if (named.empty() && ::access(kDefaultTokenFile, F_OK) != 0) {
+    // None named and no service's token here: ask without one (a node agent's endpoint takes
+    // none; the service answers 401, which ApiSession turns into "no token").
+    return target;
+  }
+  auto token = ReadToken(named.empty() ? kDefaultTokenFile : named);
   if (!token) return token.error();
   target.token = *token;
   return target;
@@ -125,6 +134,10 @@ Result<nlohmann::json> ApiSession::Json(const std::string& method, const std::st
   auto response = Call(method, path, body);
   if (!response) return response.error();
   const std::string what = method + " " + Excerpt(path, 120);
+  if (response->status == 401 && target_.token.empty())
+    return PermissionDenied(what +
+                            ": HTTP 401: no token found (tessera login, --token-file, "
+                            "$TESSERA_TOKEN or $TESSERA_TOKEN_FILE)");
   if (response->status < 200 || response->status >= 300) return HttpError(*response, what);
   if (response->body.empty()) return nlohmann::json::object();
   if (Status nesting = CheckJsonNesting(response->body, "answer"); !nesting.ok())

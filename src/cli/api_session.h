@@ -26,7 +26,8 @@ void AddApiOptions(CLI::App* command, ApiFlags& flags);
 
 // Resolution, first found wins: the flag; $TESSERA_SERVER / $TESSERA_TOKEN /
 // $TESSERA_TOKEN_FILE / $TESSERA_CA_FILE; the client config's context (--context, else its
-// current); the defaults (http://127.0.0.1:8080, tessera-data/admin.token).
+// current); the defaults (http://127.0.0.1:8080, tessera-data/admin.token when it exists, else
+// no token). A token file that is named and cannot be read is an error.
 struct ApiTarget {
   std::string server;
   std::string token;  // empty: none found (a node agent asks for none)

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -13,7 +12,6 @@
 #include "cli/api_session.h"
 #include "cli/commands.h"
 #include "client/client.h"
-#include "client/client_config.h"
 #include "client/top_view.h"
 
 namespace tessera::cli {
@@ -26,39 +24,6 @@ struct TopFlags {
   double interval_s = 2;
   bool once = false;
 };
-
-std::string FirstSetting(std::initializer_list<std::string> choices) {
-  for (const auto& choice : choices)
-    if (!choice.empty()) return choice;
-  return "";
-}
-
-// tessera serve asks for a token; a node agent without --metrics-token-file asks for none. When
-// ResolveApi finds no token file and none was named (flag, environment, context), top asks
-// without one, at the server and with the TLS files that ResolveApi's order gives.
-Result<ApiTarget> ResolveTop(const ApiFlags& flags) {
-  auto target = ResolveApi(flags);
-  if (target || target.error().category != ErrorCategory::kNotFound) return target;
-  auto config = client::ReadClientConfig(client::ClientConfigPath());
-  if (!config) return config.error();
-  const client::ClientContext* found = config->Find(flags.context);
-  if (!flags.context.empty() && !found) return target;  // a --context that is not there
-  const client::ClientContext context = found ? *found : client::ClientContext{};
-  const auto env = [](const char* name) {
-    const char* value = std::getenv(name);
-    return std::string(value ? value : "");
-  };
-  if (!FirstSetting({flags.token_file, env("TESSERA_TOKEN_FILE"), context.token_file}).empty())
-    return target;
-  ApiTarget tokenless;
-  tokenless.server =
-      FirstSetting({flags.server, env("TESSERA_SERVER"), context.server, "http://127.0.0.1:8080"});
-  tokenless.tls.ca_file =
-      FirstSetting({flags.tls.ca_file, env("TESSERA_CA_FILE"), context.ca_file});
-  tokenless.tls.cert_file = FirstSetting({flags.tls.cert_file, context.client_cert});
-  tokenless.tls.key_file = FirstSetting({flags.tls.key_file, context.client_key});
-  return tokenless;
-}
 
 }  // namespace
 
@@ -83,7 +48,7 @@ void AddTopCommand(CLI::App& app) {
       ->capture_default_str();
   top->add_flag("--once", flags->once, "Print one frame and exit (no screen control codes)");
   top->callback([flags] {
-    auto target = ResolveTop(flags->api);
+    auto target = ResolveApi(flags->api);
     if (!target) Fail(target.error());
     const std::string server = target->server;
     auto endpoint = client::ParseServer(server);

@@ -289,7 +289,8 @@ TEST(CompletionScript, AnOptionsValueIsNotTakenForASubcommand) {
 }
 
 TEST_F(ClientConfigE2e, ZshCompletionIsValidZshAndOffersTheVerbs) {
-  if (RunCommand("command -v zsh").empty()) GTEST_SKIP() << "zsh is not installed";
+  ASSERT_FALSE(RunCommand("command -v zsh").empty())
+      << "zsh is not installed (scripts/setup-test-tools.sh installs it)";
   const std::string script = home_.path() + "/_tessera";
   int status = -1;
   RunCommand(TesseraBinary() + " completion zsh > " + script, &status);
