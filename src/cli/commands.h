@@ -32,6 +32,10 @@ void AddGpuCheckCommand(CLI::App& app);  // the firmware check (cmd_gpu_check.cc
 void AddMigCommand(CLI::App& app);       // `tessera mig apply` (cmd_mig.cc)
 void AddFabricCommand(CLI::App& app);    // `tessera fabric ...` (cmd_fabric.cc)
 void AddTopCommand(CLI::App& app);       // `tessera top` (cmd_top.cc)
+void AddTenancyCommand(CLI::App& app);   // `tessera tenancy ...` (cmd_tenancy.cc)
+void AddTokenCommand(CLI::App& app);     // `tessera token ...` (cmd_token.cc)
+void AddGpusCommand(CLI::App& app);      // `tessera gpus`, `tessera gpu ...` (cmd_gpus.cc)
+void AddAuditCommand(CLI::App& app);     // `tessera audit` (cmd_audit.cc)
 
 // The API the client commands talk to: the flag, else $TESSERA_SERVER, else
 // http://127.0.0.1:8080; and its token: $TESSERA_TOKEN, else the file (the flag,

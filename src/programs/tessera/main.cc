@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
   tessera::cli::AddMigCommand(app);
   tessera::cli::AddFabricCommand(app);
   tessera::cli::AddTopCommand(app);
+  tessera::cli::AddTenancyCommand(app);
+  tessera::cli::AddTokenCommand(app);
+  tessera::cli::AddGpusCommand(app);
+  tessera::cli::AddAuditCommand(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
