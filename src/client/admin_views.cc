@@ -50,7 +50,8 @@ std::string Limit(const json& value) {
 
 std::string RateLimit(const json& limit) {
   if (!limit.is_object()) return "-";
-  return Cell(Field(limit, "perSecond")) + "/s burst " + Cell(Field(limit, "burst"));
+  return Excerpt(Cell(Field(limit, "perSecond")) + "/s burst " + Cell(Field(limit, "burst")),
+                 kMaxCellBytes);
 }
 
 std::string Labels(const json& labels) {

@@ -88,6 +88,7 @@ TEST(TenancyTable, CutsHugeAndControlCharacterText) {
     labels["k" + std::to_string(i) + "\r\n"] = std::string(1000, '\x9b');
   hostile["labels"] = labels;
   hostile["uid"] = std::string(1 << 20, '\n');
+  hostile["rateLimit"] = {{"perSecond", std::string(500, 'x')}, {"burst", std::string(500, 'y')}};
   auto table = TenancyTable({{"tenancies", json::array({hostile})}}, kNowMs);
   ASSERT_TRUE(table.ok()) << table.error().message;
   ExpectPrintableAndBounded(*table);
