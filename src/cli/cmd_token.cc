@@ -72,22 +72,26 @@ void List(const Flags& flags) {
 // the first failure's code.
 void Revoke(const Flags& flags) {
   std::optional<ApiSession> session;
-  int exit_code = 0;
+  std::optional<Error> first_failure;
+  auto failed = [&](const Error& error) {
+    std::fprintf(stderr, "tessera: %s\n", error.message.c_str());
+    if (!first_failure) first_failure = error;
+  };
   for (const auto& id : flags.ids) {
     auto segment = client::PathSegment(id, "token");
-    if (segment) {
-      if (!session) session.emplace(ConnectOrFail(flags.api));
-      auto revoked = session->Json("DELETE", "/v1/tokens/" + *segment);
-      if (revoked) {
-        std::printf("token %s revoked\n", segment->c_str());
-        continue;
-      }
-      segment = revoked.error();
+    if (!segment) {
+      failed(segment.error());
+      continue;
     }
-    std::fprintf(stderr, "tessera: %s\n", segment.error().message.c_str());
-    if (exit_code == 0) exit_code = ExitCodeFor(segment.error());
+    if (!session) session.emplace(ConnectOrFail(flags.api));
+    auto revoked = session->Json("DELETE", "/v1/tokens/" + *segment);
+    if (!revoked) {
+      failed(revoked.error());
+      continue;
+    }
+    std::printf("token %s revoked\n", segment->c_str());
   }
-  if (exit_code != 0) throw CLI::RuntimeError(exit_code);
+  if (first_failure) throw CLI::RuntimeError(ExitCodeFor(*first_failure));
 }
 
 }  // namespace token_cmd

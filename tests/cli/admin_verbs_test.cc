@@ -231,6 +231,7 @@ TEST_F(AdminVerbs, AuditFiltersAndFollowsPages) {
   Golden("audit-action-json", {"audit", "--action", "token.create", "-o", "json"});
   Golden("audit-limit", {"audit", "--limit", "2"});
   Golden("audit-bad-since", {"audit", "--since", "yesterday"}, 2);
+  Golden("audit-bad-limit", {"audit", "--limit", "-1"}, 2);
   // More than a page: --follow-pages reads on up to --limit, and says where the rest begins.
   for (int i = 0; i < 1001; ++i) {
     int status = 0;
