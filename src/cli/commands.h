@@ -42,6 +42,10 @@ void AddUsageCommand(CLI::App& app);     // `tessera usage` (cmd_usage.cc)
 void AddLoginCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
 void AddCompletionCommand(CLI::App& app);
+void AddTenancyCommand(CLI::App& app);   // `tessera tenancy ...` (cmd_tenancy.cc)
+void AddTokenCommand(CLI::App& app);     // `tessera token ...` (cmd_token.cc)
+void AddGpusCommand(CLI::App& app);      // `tessera gpus`, `tessera gpu ...` (cmd_gpus.cc)
+void AddAuditCommand(CLI::App& app);     // `tessera audit` (cmd_audit.cc)
 
 // The API the client commands talk to: the flag, else $TESSERA_SERVER, else
 // http://127.0.0.1:8080; and its token: $TESSERA_TOKEN, else the file (the flag,

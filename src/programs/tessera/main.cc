@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   tessera::cli::AddLoginCommand(app);
   tessera::cli::AddConfigCommand(app);
   tessera::cli::AddCompletionCommand(app);
+  tessera::cli::AddTenancyCommand(app);
+  tessera::cli::AddTokenCommand(app);
+  tessera::cli::AddGpusCommand(app);
+  tessera::cli::AddAuditCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& failure) {
@@ -36,6 +40,5 @@ int main(int argc, char** argv) {
     // than CLI11's own codes.
     return app.exit(error) == 0 ? 0 : 2;
   }
-
   return 0;
 }
