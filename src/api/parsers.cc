@@ -8,6 +8,7 @@
 #include <set>
 
 #include "api/api.h"
+#include "api/ports_json.h"
 #include "common/strict_json.h"
 #include "common/untrusted_text.h"
 #include "serve/faults.h"
@@ -268,6 +269,20 @@ Status SpecShare(const json& value, fleet::ContainerSpec& spec) {
   return Ok();
 }
 
+Status SpecPorts(const json& value, fleet::ContainerSpec& spec) {
+  auto ports = ParsePortRequests(value);
+  if (!ports) return ports.error();
+  spec.ports = std::move(*ports);
+  return Ok();
+}
+
+Status SpecReady(const json& value, fleet::ContainerSpec& spec) {
+  auto probe = ParseReadinessProbe(value);
+  if (!probe) return probe.error();
+  spec.ready = std::move(*probe);
+  return Ok();
+}
+
 struct SpecField {
   std::string_view name;
   Status (*parse)(const json& value, fleet::ContainerSpec& spec);
@@ -287,6 +302,8 @@ constexpr SpecField kSpecFields[] = {
     {"preemptible", SpecPreemptible},
     {"mig", SpecMig},
     {"share", SpecShare},
+    {"ports", SpecPorts},
+    {"ready", SpecReady},
 };
 
 // What the fields say together: the required ones, GPUs asked one way only, and the isolation
@@ -312,6 +329,7 @@ Status CheckSpecAsAWhole(const fleet::ContainerSpec& spec) {
       return InvalidArgument(
           "share: shares run with isolation runc (or gvisor with nvproxy MPS), not kata");
   }
+  if (auto ports = CheckPortsOfSpec(spec); !ports) return ports;
   if (auto bytes = SpecBytes(spec); bytes > kMaxSpecBytes)
     return InvalidArgument("body: image, command, env and volumes add up to " +
                            std::to_string(bytes) + " bytes, more than " +
@@ -335,7 +353,7 @@ Result<fleet::ContainerSpec> ParseContainerSpec(std::string_view body) {
       return InvalidArgument(Excerpt(key) +
                              ": unknown field (image, tenancy, gpus, mig, share, isolation, "
                              "command, env, network, volumes, priority, maxDurationSeconds, "
-                             "preemptible)");
+                             "preemptible, ports, ready)");
     }
     if (auto set = field->parse(value, spec); !set) return set.error();
   }

@@ -1,6 +1,7 @@
 // Records of the service as the API renders them in JSON.
 #include "api/records_json.h"
 
+#include "api/ports_json.h"
 #include "serve/faults.h"
 #include "serve/queue.h"
 #include "sharing/sharing.h"
@@ -176,6 +177,11 @@ json ContainerJson(const fleet::ContainerRecord& c) {
                        {"energy_joules", c.measured->energy_joules}};
   doc["network"] = tenancy::NetworkModeName(c.spec.network);
   doc["volumes"] = tenancy::VolumeRequestsToJson(c.spec.volumes);
+  doc["ports"] = PublishedPortsToJson(c);
+  // Readiness is a live observation: false until a probe answered, and for a container that
+  // is not running.
+  if (c.spec.ready)
+    doc["ready"] = c.state == fleet::ContainerState::kRunning && c.ready.value_or(false);
   return doc;
 }
 

@@ -201,6 +201,10 @@ int Progress(const ContainerRecord& record) {
   const int state = IsTerminal(record.state) ? 4 : record.state == ContainerState::kRunning ? 2 : 0;
   return state + (record.started ? 1 : 0);
 }
+size_t PortsKnown(const ContainerRecord& record) {
+  return static_cast<size_t>(std::count_if(record.published.begin(), record.published.end(),
+                                           [](const PublishedPort& p) { return p.host_port > 0; }));
+}
 }  // namespace
 
 ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const ContainerRecord& theirs) {
@@ -218,6 +222,12 @@ ContainerRecord MergeContainerRecords(const ContainerRecord& ours, const Contain
     merged.started = theirs.started;
     merged.started_ms = theirs.started_ms;
     merged.finished_ms = theirs.finished_ms;
+    merged.published = theirs.published;
+    merged.ready = theirs.ready;
+  } else if (Progress(theirs) == Progress(ours) && !theirs.published.empty() &&
+             PortsKnown(theirs) > PortsKnown(ours)) {
+    // The same step, but the other copy knows more of where its ports are reached.
+    merged.published = theirs.published;
   }
   // Measured use only grows: the larger of each figure.
   if (theirs.measured) {

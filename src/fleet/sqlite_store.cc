@@ -211,6 +211,48 @@ std::map<std::string, std::string> MapFromJson(const json& doc, const char* key)
   return out;
 }
 
+// Ports (the spec's and where they are published) and the readiness probe. The host port of a
+// running container is its claim on that port: written in the transaction that records the
+// placement, so a restart finds every port held by the containers still running. `ready`
+// itself is a live observation and is not stored.
+void AddPortsToDoc(const ContainerRecord& c, json& doc) {
+  if (!c.spec.ports.empty()) {
+    json ports = json::array();
+    for (const auto& port : c.spec.ports)
+      ports.push_back({{"container_port", port.container_port},
+                       {"name", port.name},
+                       {"protocol", port.protocol}});
+    doc["ports"] = std::move(ports);
+  }
+  if (c.spec.ready) doc["ready"] = {{"path", c.spec.ready->path}, {"port", c.spec.ready->port}};
+  if (!c.published.empty()) {
+    json published = json::array();
+    for (const auto& port : c.published)
+      published.push_back({{"container_port", port.container_port},
+                           {"protocol", port.protocol},
+                           {"name", port.name},
+                           {"host_address", port.host_address},
+                           {"host_port", port.host_port}});
+    doc["published"] = std::move(published);
+  }
+}
+
+void ReadPortsFromDoc(const json& doc, ContainerRecord& c) {
+  if (doc.contains("ports") && doc["ports"].is_array())
+    for (const auto& port : doc["ports"])
+      if (port.is_object())
+        c.spec.ports.push_back(PortRequest{port.value("container_port", 0), port.value("name", ""),
+                                           port.value("protocol", "tcp")});
+  if (doc.contains("ready") && doc["ready"].is_object())
+    c.spec.ready = ReadinessProbe{doc["ready"].value("path", "/"), doc["ready"].value("port", 0)};
+  if (doc.contains("published") && doc["published"].is_array())
+    for (const auto& port : doc["published"])
+      if (port.is_object())
+        c.published.push_back(PublishedPort{
+            port.value("container_port", 0), port.value("protocol", "tcp"), port.value("name", ""),
+            port.value("host_address", ""), port.value("host_port", 0)});
+}
+
 std::string ContainerDoc(const ContainerRecord& c) {
   json doc = {
       {"image", c.spec.image},
@@ -247,6 +289,7 @@ std::string ContainerDoc(const ContainerRecord& c) {
   }
   if (!c.enforcement.empty()) doc["enforcement"] = c.enforcement;
   if (!c.spec.volumes.empty()) doc["volumes"] = tenancy::VolumeRequestsToJson(c.spec.volumes);
+  AddPortsToDoc(c, doc);
   return doc.dump();
 }
 
@@ -300,6 +343,7 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
     c.share_gpus = doc.value("share_gpus", 0.0);
   }
   c.enforcement = doc.value("enforcement", "");
+  ReadPortsFromDoc(doc, c);
   c.gpus = doc.value("gpus", std::vector<std::string>{});
   c.reason = doc.value("reason", "");
   c.stop_requested = doc.value("stop_requested", false);

@@ -88,6 +88,11 @@ size_t EstimatedJsonBytes(const fleet::ContainerRecord& c) {
     bytes += JsonStringBytes(gpu) + 1;
   for (const auto& volume : c.spec.volumes)
     bytes += JsonStringBytes(volume.name) + JsonStringBytes(volume.mount_path) + 48;
+  // `ports` and `ready`; each port's keys, numbers, protocol, and its host address twice (in
+  // host_address and address, at most an IPv6 address's 45 characters each).
+  bytes += 32;
+  for (const auto& port : c.spec.ports)
+    bytes += JsonStringBytes(port.name) + 220;
   return bytes;
 }
 

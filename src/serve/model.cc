@@ -279,6 +279,11 @@ void Model::FinishContainer(ContainerRecord& container, const backends::ExitInfo
                              std::max(mine.energy_joules, info.measured->energy_joules)};
   }
   ReleaseGpus(container, out);
+  // Its ports are free for the next container once it has ended (the record keeps where they
+  // were published, as history).
+  ports.Release(container.id);
+  probed.erase(container.id);
+  container.ready.reset();
   out.push_back(container);
   MeterEnded(container, ran, out);
 }
@@ -354,14 +359,29 @@ void Model::AddContainer(ContainerRecord container) {
     idempotency[container.tenancy_uid + '\n' + container.idempotency_key] = container.id;
   container_position[container.id] = container_order.size();
   container_order.push_back(container.id);
+  HoldPortsOf(container);
   std::string id = container.id;
   containers.emplace(std::move(id), std::move(container));
+}
+
+void Model::HoldPortsOf(const ContainerRecord& container) {
+  // A placed container that has not ended holds the host ports its record names (written with
+  // its placement): after a restart, before anything new is placed.
+  if (fleet::IsTerminal(container.state) || !container.started) return;
+  for (const auto& port : container.published)
+    if (port.host_port > 0 && !ports.Hold(container.id, port.host_port))
+      spdlog::error("container {}: host port {} is held by container {} as well", container.id,
+                    port.host_port, ports.HolderOf(port.host_port));
+  if (container.state == ContainerState::kRunning && container.spec.ready)
+    probed.insert(container.id);
 }
 
 void Model::RemoveContainer(const std::string& id) {
   auto it = containers.find(id);
   if (it == containers.end()) return;
   const ContainerRecord& container = it->second;
+  ports.Release(id);
+  probed.erase(id);
   if (!container.idempotency_key.empty()) {
     auto key = idempotency.find(container.tenancy_uid + '\n' + container.idempotency_key);
     if (key != idempotency.end() && key->second == id) idempotency.erase(key);

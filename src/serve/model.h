@@ -26,6 +26,7 @@
 #include "fleet/fleet.h"
 #include "placement/placement.h"
 #include "serve/metering.h"
+#include "serve/port_allocator.h"
 #include "serve/share_billing.h"
 #include "serve/types.h"
 #include "topology/topology.h"
@@ -35,7 +36,10 @@ namespace tessera::serve {
 class Model {
  public:
   Model(const ServiceOptions& options, fleet::Store& store)
-      : options(options), store(store), share_holds(!options.sharing.across_tenancies) {}
+      : options(options),
+        store(store),
+        ports(options.publish.low, options.publish.high),
+        share_holds(!options.sharing.across_tenancies) {}
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
@@ -55,6 +59,11 @@ class Model {
   std::unordered_map<std::string, size_t> container_position;  // id -> index in container_order
   // Tenancy incarnation (uid) '\n' Idempotency-Key -> container ID.
   std::unordered_map<std::string, std::string> idempotency;
+  // Host ports of published container ports (embedded mode): held from placement until the
+  // container ended (port_publishing.h).
+  PortAllocator ports;
+  // Running containers with a readiness probe (readiness.h asks about these).
+  std::set<std::string> probed;
   // Container IDs retention removed with a tombstone: never given again.
   std::unordered_set<std::string> retired_ids;
   // Per incarnation: submissions accepted into the model whose commit is not yet durable. They
@@ -208,6 +217,8 @@ class Model {
   void ShareStarted(const fleet::ContainerRecord& container, std::vector<fleet::Mutation>& out);
   // A new record, at the end of the listing order, its key indexed.
   void AddContainer(fleet::ContainerRecord container);
+  // A placed container that has not ended holds its published host ports again (AddContainer).
+  void HoldPortsOf(const fleet::ContainerRecord& container);
   // Drops a record from memory (retention, a submission whose commit failed, another
   // replica's deletion), compacting the listing order behind it.
   void RemoveContainer(const std::string& id);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "serve/port_publishing.h"
 #include "serve/queue.h"
 #include "serve/record_names.h"
 
@@ -191,6 +192,8 @@ void Scheduler::PlacePendingLocked(placement::Fleet* fleet) {
   if (fleet && model_.queue->pending_count() > 0) PassLocked(*fleet, mutations, to_start);
   PlaceMigLocked(&mutations, &to_start, nullptr);
   PlaceSharesLocked(&mutations, &to_start, nullptr);
+  // Host ports in the same transaction as the placement.
+  PublishPortsLocked(model_, to_start, mutations);
   ++model_.passes;
   model_.QueueChanged();
   if (!mutations.empty()) {
@@ -521,10 +524,10 @@ void Scheduler::PassLocked(placement::Fleet& fleet, std::vector<Mutation>& out,
   }
 }
 
-void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& out) {
-  auto it = model_.containers.find(id);
-  if (it == model_.containers.end()) return;
-  const auto& container = it->second;
+namespace {
+
+// What a start takes from the record as it stands: the spec, and where its ports are published.
+backends::StartRequest StartRequestOf(const ContainerRecord& container) {
   backends::StartRequest request;
   request.id = container.id;
   request.tenancy = container.spec.tenancy;
@@ -533,6 +536,18 @@ void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& 
   request.env = container.spec.env;
   request.isolation = container.spec.isolation;
   request.network = container.spec.network;
+  request.ports = container.published;
+  request.ready = container.spec.ready;
+  return request;
+}
+
+}  // namespace
+
+void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& out) {
+  auto it = model_.containers.find(id);
+  if (it == model_.containers.end()) return;
+  const auto& container = it->second;
+  backends::StartRequest request = StartRequestOf(container);
   // Checked again at start: the entitlement may have been withdrawn since the submission.
   auto tenancy_it = model_.tenancies.find(container.spec.tenancy);
   auto volumes = tenancy::ResolveVolumes(container.spec.tenancy,
@@ -615,6 +630,7 @@ void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {
         started.started_ms = fleet::NowMs();
         model_.MeterStarted(started);
         model_.ShareStarted(started, mutations);
+        if (started.spec.ready) model_.probed.insert(id);
         if (started.spec.max_duration_s > 0) {
           deadlines_.emplace(started.started_ms + started.spec.max_duration_s * 1000, id);
           limits_changed_ = true;

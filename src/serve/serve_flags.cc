@@ -9,6 +9,7 @@
 #include "placement/placement.h"
 #include "scheduling/scheduling.h"
 #include "serve/flag_paths.h"
+#include "serve/port_allocator.h"
 #include "sharing/sharing.h"
 
 namespace tessera::serve {
@@ -74,6 +75,13 @@ void AddPlacementFlags(CLI::App& app, ServeFlags& flags) {
   app.add_flag("--no-tenant-firewall", flags.no_tenant_firewall,
                "Do not add the iptables rules that fence each tenancy network (hosts without "
                "iptables; the --internal networks still isolate)");
+  app.add_option("--publish-address", flags.publish_address,
+                 "Host address published container ports are reached on (local backend)")
+      ->capture_default_str();
+  app.add_option("--publish-ports", flags.publish_ports,
+                 "Range LOW-HIGH of host ports handed to published container ports, within "
+                 "1024-65535 (local backend)")
+      ->capture_default_str();
 }
 
 // Who may call the API, and how often.
@@ -350,6 +358,8 @@ Status CheckValueFlags(const ServeFlags& flags) {
     return mode.error().WithContext("--scheduling");
   if (auto policy = placement::ParsePolicy(flags.placement_policy); !policy)
     return policy.error().WithContext("--placement-policy");
+  if (auto publish = ParsePublishFlags(flags.publish_address, flags.publish_ports); !publish)
+    return publish.error();
   return Ok();
 }
 

@@ -63,6 +63,8 @@ struct ServeFlags {
   bool synchronous_full = true;
   bool foreground_checkpoint = false;
   bool no_tenant_firewall = false;
+  std::string publish_address = "127.0.0.1";  // where published container ports are reached
+  std::string publish_ports = "30000-32767";  // the host ports handed out
   std::string retain_finished = "168h";
   std::string container_log_max = "16Mi";  // each podman log's cap (local backend)
   std::string store_reserve = "256Mi";     // kept free on the data dir's file system

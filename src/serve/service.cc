@@ -28,6 +28,7 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       checker_(model_, *backend_, shared_),
       replica_sync_(model_),
       measurement_(model_, *backend_),
+      readiness_(model_, *backend_),
       faults_(model_, submissions_, fault_metrics_),
       recovery_(model_, faults_) {
   gpus_.SetFaults(&faults_);
@@ -463,6 +464,7 @@ void Service::WatchReconciled(const std::vector<std::pair<std::string, bool>>& t
 void Service::Start() {
   StartLeading();
   measurement_.Start();
+  readiness_.Start();
 }
 
 void Service::StartLeading() {
@@ -496,6 +498,7 @@ void Service::ApplyReplicated(const fleet::Mutation& change) {
 }
 
 void Service::Stop() {
+  readiness_.Stop();
   measurement_.Stop();
   StopLeading();
 }

@@ -41,6 +41,7 @@
 #include "serve/gpus.h"
 #include "serve/measurement.h"
 #include "serve/model.h"
+#include "serve/readiness.h"
 #include "serve/recovery.h"
 #include "serve/replica_sync.h"
 #include "serve/request_limits.h"
@@ -261,6 +262,7 @@ class Service {
   FirmwareChecker checker_;
   ReplicaSync replica_sync_;
   Measurement measurement_;
+  Readiness readiness_;
   FaultMetrics fault_metrics_;
   Faults faults_;
   Recovery recovery_;

@@ -18,6 +18,7 @@
 #include "placement/placement.h"
 #include "scheduling/scheduling.h"
 #include "serve/bounds.h"
+#include "serve/port_allocator.h"
 #include "serve/rate_limit.h"
 #include "serve/store_reserve.h"
 #include "telemetry/telemetry.h"
@@ -117,6 +118,12 @@ struct ServiceOptions {
   // Requests per token, and per source address for requests without a valid token; a tenancy's
   // own limit (PUT /v1/tenancies/{name} rateLimit) replaces the first. The admin token has none.
   RateLimit rate_limit{50, 100};
+  // Published ports (embedded mode): the host address and the range of host ports handed out
+  // (--publish-address, --publish-ports).
+  PublishOptions publish;
+  // How often running containers with a readiness probe are probed, and each probe's deadline.
+  std::chrono::milliseconds readiness_interval{2000};
+  std::chrono::milliseconds readiness_timeout{1000};
 };
 
 // Who is calling: the admin, or one tenancy's token.

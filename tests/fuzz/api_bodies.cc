@@ -23,6 +23,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (spec->share && (!tessera::sharing::CheckShare(*spec->share) || spec->gpus > 0 ||
                         spec->mig.count > 0 || spec->isolation == tessera::fleet::Isolation::kKata))
       __builtin_trap();
+    // Published ports: bounded, in range, unique per protocol, on the tenancy network; the
+    // probe's port is one of its tcp ports and its path fits a request line.
+    if (spec->ports.size() > tessera::fleet::kMaxPortsPerContainer) __builtin_trap();
+    if (!spec->ports.empty() && spec->network == tessera::tenancy::NetworkMode::kNone)
+      __builtin_trap();
+    for (size_t i = 0; i < spec->ports.size(); ++i) {
+      const auto& port = spec->ports[i];
+      if (port.container_port < 1 || port.container_port > 65535 || port.name.size() > 15 ||
+          (port.protocol != "tcp" && port.protocol != "udp"))
+        __builtin_trap();
+      for (size_t j = 0; j < i; ++j)
+        if (spec->ports[j].container_port == port.container_port &&
+            spec->ports[j].protocol == port.protocol)
+          __builtin_trap();
+    }
+    if (spec->ready) {
+      bool tcp = false;
+      for (const auto& port : spec->ports)
+        tcp = tcp || (port.container_port == spec->ready->port && port.protocol == "tcp");
+      if (!tcp || spec->ready->path.empty() || spec->ready->path[0] != '/' ||
+          spec->ready->path.size() > 256)
+        __builtin_trap();
+      for (unsigned char c : spec->ready->path)
+        if (c <= 0x20 || c >= 0x7f) __builtin_trap();
+    }
   } else if (spec.error().message.empty()) {
     __builtin_trap();  // a 400 must name the field
   }

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "backends/local/local.h"
+#include "backends/local/port_forwarder.h"
 #include "backends/local/start_check.h"
 #include "common/atomic_file.h"
 #include "process/process.h"
@@ -37,6 +38,8 @@ constexpr const char* kTenancyLabel = "tessera.tenancy";
 // them (they are global flags of one podman call), yet `runsc start` needs them again when a
 // created container is started after a restart.
 constexpr const char* kRuntimeFlagsLabel = "tessera.runtime-flags";
+// Its published ports (PortsToLabel), so a restarted service listens for them again.
+constexpr const char* kPortsLabel = "tessera.ports";
 
 std::string ContainerName(const std::string& id) {
   return "tessera-" + id;
@@ -191,15 +194,23 @@ class PodmanBackend final : public ContainerBackend {
     std::vector<std::string> argv = RunArgs(request, cid_file);
     if (auto status = PrepareForStart(request); !status) return status;
     AppendMountsAndCommand(request, &argv);
+    // Its host ports are listened on before it runs: they are this container's from now on.
+    if (auto status = PublishPorts(request); !status) return status;
     spdlog::debug("local backend: {}", process::Describe(argv));
     auto child = process::Spawn(argv);
-    if (!child) return child.error();
+    if (!child) {
+      forwarder_.Remove(request.id);
+      return child.error();
+    }
     auto handoff = std::make_shared<StartHandoff>();
     Follow(request.id, *child, std::move(on_exit), false, RuntimeFor(request.isolation), handoff);
-    return AwaitCreated(request, cid_file, child->pid, *handoff);
+    auto created = AwaitCreated(request, cid_file, child->pid, *handoff);
+    if (!created) forwarder_.Remove(request.id);
+    return created;
   }
 
   Status Watch(const std::string& id, ExitCallback on_exit) override {
+    RestorePorts(id);
     auto child = process::Spawn({options_.podman, "wait", ContainerName(id)});
     if (!child) return child.error();
     Follow(id, *child, std::move(on_exit), true, "its OCI runtime");
@@ -207,6 +218,7 @@ class PodmanBackend final : public ContainerBackend {
   }
 
   Status Resume(const std::string& id, ExitCallback on_exit) override {
+    RestorePorts(id);
     // A client of the service that died may still be starting it: then only wait.
     auto clients = LiveRunClientIdFiles();
     if (std::find(clients.begin(), clients.end(), StatePath(id, ".cid")) != clients.end())
@@ -428,6 +440,47 @@ class PodmanBackend final : public ContainerBackend {
     }
   }
 
+  // The listeners of its published ports (port_forwarder.h). UDP is not forwarded: refused.
+  Status PublishPorts(const StartRequest& request) {
+    for (const auto& port : request.ports)
+      if (port.protocol != "tcp")
+        return InvalidArgument("port " + std::to_string(port.container_port) + "/" + port.protocol +
+                               ": the local backend publishes tcp ports only");
+    if (request.ports.empty()) return Ok();
+    return forwarder_.Add(request.id, request.ports);
+  }
+
+  // A container found after a restart: its ports are listened on again (from its label).
+  void RestorePorts(const std::string& id) {
+    auto label =
+        Podman({"inspect", "--type", "container", "--format",
+                "{{index .Config.Labels \"" + std::string(kPortsLabel) + "\"}}", ContainerName(id)},
+               30000, /*capture_stderr=*/false);
+    if (!label || label->status != 0) return;
+    std::string text = label->output;
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+      text.pop_back();
+    if (text.empty() || text == "<no value>") return;
+    if (auto status = forwarder_.Add(id, PortsFromLabel(text)); !status)
+      spdlog::warn("container {}: its published ports: {}", id, status.error().message);
+  }
+
+  // Where a running container is reached: its PID (network namespace) and its address.
+  Result<ForwardTarget> Locate(const std::string& id) {
+    auto inspected = Podman({"inspect", "--type", "container", "--format",
+                             "{{.State.Pid}} {{range .NetworkSettings.Networks}}{{.IPAddress}} "
+                             "{{end}}",
+                             ContainerName(id)},
+                            30000, /*capture_stderr=*/false);
+    if (!inspected) return inspected.error();
+    if (inspected->status != 0) return Classify("inspect " + id, *inspected);
+    std::istringstream fields(inspected->output);
+    ForwardTarget target;
+    if (!(fields >> target.pid) || target.pid <= 0 || !(fields >> target.address))
+      return Unavailable("container " + id + " is not running on a network");
+    return target;
+  }
+
   Result<process::Outcome> Podman(std::vector<std::string> args, int timeout_ms,
                                   bool capture_stderr = true) {
     args.insert(args.begin(), options_.podman);
@@ -503,6 +556,8 @@ class PodmanBackend final : public ContainerBackend {
         joined += (joined.empty() ? "" : ",") + flag;
       argv.push_back("--label=" + std::string(kRuntimeFlagsLabel) + "=" + joined);
     }
+    if (auto ports = PortsToLabel(request.ports); !ports.empty())
+      argv.push_back("--label=" + std::string(kPortsLabel) + "=" + ports);
     for (const auto& [key, value] : request.labels)
       argv.push_back("--label=" + key + "=" + value);
     argv.push_back("--runtime=" + RuntimeFor(request.isolation));
@@ -583,6 +638,8 @@ class PodmanBackend final : public ContainerBackend {
     follower.thread = std::thread(
         [this, self, id, child, waited, runtime, handoff, on_exit = std::move(on_exit)] {
           process::Outcome outcome = process::Finish(child);
+          // Its ports stop forwarding once it has ended (the service frees them then).
+          forwarder_.Remove(id);
           {
             std::lock_guard lock(mutex_);
             self->pid = 0;
@@ -702,6 +759,8 @@ class PodmanBackend final : public ContainerBackend {
   std::atomic<bool> stopping_{false};
   std::mutex mutex_;               // guards followers_
   std::list<Follower> followers_;  // stable addresses: each thread updates its own entry
+  // Last: the followers (joined in the destructor's body) remove their containers' listeners.
+  PortForwarder forwarder_{[this](const std::string& id) { return Locate(id); }};
 };
 
 }  // namespace

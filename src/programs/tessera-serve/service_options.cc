@@ -124,6 +124,9 @@ serve::ServiceOptions ServiceOptionsFrom(const ServeFlags& flags, const DataDir&
   SetTelemetryOptions(flags, host, options);
   SetSchedulingOptions(flags, options);
   SetPartitionTable(flags, host.fleet_mode, options);
+  auto publish = serve::ParsePublishFlags(flags.publish_address, flags.publish_ports);
+  if (!publish) Die(publish.error());
+  options.publish = std::move(*publish);
   return options;
 }
 
