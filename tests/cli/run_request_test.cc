@@ -44,8 +44,10 @@ TEST(RunRequest, ReadinessIsAnHttpGetOfAPort) {
 }
 
 TEST(RunRequest, BadPublishValuesAreRefusedNamingTheFlag) {
-  for (const std::string bad : {"", "0", "65536", "http", "80/sctp", "80:", "-1", "80/udp/tcp",
-                                "8080x", std::string(5000, '9')}) {
+  const std::vector<std::string> bads = {
+      "",    "0",  "65536",      "http",  "80/sctp",
+      "80:", "-1", "80/udp/tcp", "8080x", std::string(5000, '9')};
+  for (const std::string& bad : bads) {
     RunOptions options;
     options.publish = {bad};
     auto body = RunRequest(options, {"busybox"});
