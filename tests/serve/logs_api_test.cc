@@ -2,13 +2,19 @@
 // (Tessera-Log-Offset, Tessera-Container-State, Tessera-Log-Cut), and the client verbs that
 // use it (run -d, logs, stop, wait), against a real tessera-serve with the null backend: its
 // containers print nothing and exit 0 at once.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <string>
 
 #include "serve/cli_process.h"
 #include "serve/container_wait.h"
 #include "serve/null_serve_fixture.h"
+#include "support/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -135,6 +141,61 @@ TEST_F(LogsApi, VerbsGiveTheDocumentedExitCodes) {
   const std::string other = TenancyToken(*admin_, "other");
   CliResult foreign = RunTessera(*serve_, other, home_.path(), {"logs", id});
   EXPECT_EQ(foreign.status, 3) << foreign.err;
+}
+
+// On a terminal (script(1) gives it one) the wait line is written in place: a carriage return
+// and an erase of the line before each new text, and the line erased once it no longer waits.
+TEST_F(LogsApi, RunShowsTheWaitLineInPlaceOnATerminal) {
+  int status = 0;
+  CallJson(*admin_, "PUT", "/v1/tenancies/team", R"({"quota":{"gpus":0}})", &status);
+  ASSERT_EQ(status, 200);
+  const std::string command =
+      std::string(TESSERA_BINARY_DIR) +
+      "/src/cli/tessera run --server http://127.0.0.1:" + std::to_string(serve_->port()) +
+      " --tenancy team --gpus 1 busybox true";
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  std::vector<std::string> argv = {"/usr/bin/script", "-qefc", command, "/dev/null"};
+  std::vector<std::string> env = {"TESSERA_TOKEN=" + serve_->admin_token(), "HOME=" + home_.path(),
+                                  "PATH=/usr/bin:/bin", "TERM=dumb"};
+  std::vector<char*> args, envp;
+  for (auto& arg : argv)
+    args.push_back(arg.data());
+  args.push_back(nullptr);
+  for (auto& entry : env)
+    envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(::posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  std::string seen;
+  auto read_until = [&](const std::string& wanted) {
+    const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
+    char buffer[512];
+    while (seen.find(wanted) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+      ssize_t n = ::read(pipe_fds[0], buffer, sizeof(buffer));
+      if (n <= 0) break;
+      seen.append(buffer, static_cast<size_t>(n));
+    }
+    return seen.find(wanted) != std::string::npos;
+  };
+  EXPECT_TRUE(read_until("\r\033[Ktessera: c-")) << seen;
+  EXPECT_TRUE(read_until("waiting: tenancy quota 0/0 GPUs in use (queue position 1)")) << seen;
+  CallJson(*admin_, "PUT", "/v1/tenancies/team", R"({"quota":{"gpus":null}})", &status);
+  ASSERT_EQ(status, 200);
+  read_until("\x01");  // to EOF
+  ::close(pipe_fds[0]);
+  int wait_status = 0;
+  ASSERT_EQ(::waitpid(pid, &wait_status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << wait_status << seen;
+  // No plain line of it: the text ends with the erase, not a newline after the reason.
+  EXPECT_EQ(seen.find("(queue position 1)\n"), std::string::npos) << seen;
+  EXPECT_EQ(seen.find("(queue position 1)\r\n"), std::string::npos) << seen;
+  EXPECT_NE(seen.rfind("\r\033[K"), seen.find("\r\033[K")) << seen;
 }
 
 }  // namespace
