@@ -137,7 +137,7 @@ void Run(const RunFlags& flags, const std::vector<std::string>& rest) {
   if (!ended) Fail(ended.error());
   if (TextOf(*ended, "state") == "failed") {
     std::fprintf(stderr, "tessera: container %s failed: %s\n", id.c_str(),
-                 TextOf(*ended, "reason").c_str());
+                 ReasonOf(*ended).c_str());
     throw CLI::RuntimeError(125);
   }
   const int code = ExitCodeOf(*ended);

@@ -30,8 +30,7 @@ void Wait(const WaitFlags& flags) {
     }
     last = ExitCodeOf(*ended);
     if (TextOf(*ended, "state") == "failed")
-      std::fprintf(stderr, "tessera: %s failed: %s\n", id.c_str(),
-                   TextOf(*ended, "reason").c_str());
+      std::fprintf(stderr, "tessera: %s failed: %s\n", id.c_str(), ReasonOf(*ended).c_str());
     std::printf("%d\n", last);
     std::fflush(stdout);
   }

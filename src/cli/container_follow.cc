@@ -45,6 +45,18 @@ std::string TextOf(const nlohmann::json& record, const char* field) {
   return it != record.end() && it->is_string() ? Excerpt(it->get<std::string>(), 200) : "";
 }
 
+std::string ReasonOf(const nlohmann::json& record) {
+  constexpr size_t kMaxReason = 4096;
+  if (!record.is_object()) return "";
+  auto it = record.find("reason");
+  if (it == record.end() || !it->is_string()) return "";
+  std::string reason = it->get<std::string>();
+  if (reason.size() > kMaxReason) reason = reason.substr(0, kMaxReason) + "...";
+  for (char& c : reason)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f) c = '?';
+  return reason;
+}
+
 Result<std::string> ContainerPath(const std::string& id) {
   const bool fits = !id.empty() && id.size() <= 128 &&
                     id.find_first_not_of(

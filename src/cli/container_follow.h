@@ -45,5 +45,9 @@ int ExitCodeOf(const nlohmann::json& record);
 bool IsEnded(const std::string& state);
 // A string field of an answer, cut to printable ASCII (Excerpt); "" when absent or not a string.
 std::string TextOf(const nlohmann::json& record, const char* field);
+// A record's reason for a message of its own on stderr: whole lines (a start failure's reason
+// holds the runtime's error and the fix), control characters other than newlines and tabs
+// replaced by '?', at most 4 KiB.
+std::string ReasonOf(const nlohmann::json& record);
 
 }  // namespace tessera::cli
