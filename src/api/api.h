@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -55,6 +56,16 @@ Status ParseEmptyBody(std::string_view body);
 // GET /v1/containers query string (after '?'): limit=1..1000, after=ID, order=asc|desc,
 // state=S[,S...], tenancy=NAME; percent-encoded; unknown or repeated parameters are errors.
 Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query);
+// GET /v1/containers/{id}/logs query string: tail=1..100000 (only the last N lines),
+// offset=BYTES (only what follows that byte of the log, 0..kMaxOffset: the previous answer's
+// Tessera-Log-Offset); percent-encoded; unknown or repeated parameters are errors.
+struct LogQuery {
+  static constexpr size_t kMaxTail = 100000;
+  static constexpr uint64_t kMaxOffset = uint64_t{1} << 50;  // past any log's cap (1Ti)
+  std::optional<size_t> tail;
+  uint64_t offset = 0;
+};
+Result<LogQuery> ParseLogQuery(std::string_view query);
 // GET /v1/tenancies/{name}/usage query string: from=SECONDS, to=SECONDS (Unix time, whole
 // seconds up to the year 9999, from <= to; defaults 0 and now, the service refusing a `from`
 // after now), step=SECONDS (60..86400: a series of buckets, at most 1440); percent-encoded;

@@ -589,6 +589,35 @@ Result<serve::ContainerQuery> ParseContainerQuery(std::string_view query) {
   return out;
 }
 
+Result<LogQuery> ParseLogQuery(std::string_view query) {
+  LogQuery out;
+  auto parsed = ForEachQueryParameter(
+      query,
+      [&out](const std::string& name, std::string& value, const std::string& field) -> Status {
+        uint64_t number = 0;
+        const char* end = value.data() + value.size();
+        auto [ptr, ec] = std::from_chars(value.data(), end, number);
+        const bool whole = ec == std::errc() && ptr == end && !value.empty();
+        if (name == "tail") {
+          if (!whole || number < 1 || number > LogQuery::kMaxTail)
+            return InvalidArgument(field + ": want a whole number of lines from 1 to " +
+                                   std::to_string(LogQuery::kMaxTail));
+          out.tail = static_cast<size_t>(number);
+        } else if (name == "offset") {
+          if (!whole || number > LogQuery::kMaxOffset)
+            return InvalidArgument(field + ": want a byte offset from 0 to " +
+                                   std::to_string(LogQuery::kMaxOffset) +
+                                   " (the last answer's Tessera-Log-Offset)");
+          out.offset = number;
+        } else {
+          return InvalidArgument(field + ": unknown (known: tail, offset)");
+        }
+        return Ok();
+      });
+  if (!parsed) return parsed.error();
+  return out;
+}
+
 Status ParseNoQuery(std::string_view query) {
   return ForEachQueryParameter(
       query, [](const std::string&, std::string&, const std::string& field) -> Status {

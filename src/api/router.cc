@@ -146,12 +146,14 @@ std::optional<serve::AuditSubject> MutationOf(http::verb method,
   return std::nullopt;
 }
 
-// Query parameters: only the container and token listings, the usage report, the audit trail and
-// the dashboard's document take any; on every other endpoint one is a mistake, refused rather
-// than ignored.
+// Query parameters: only the container and token listings, a container's logs, the usage report,
+// the audit trail and the dashboard's document take any; on every other endpoint one is a
+// mistake, refused rather than ignored.
 bool TakesQuery(http::verb method, const std::vector<std::string>& parts) {
   return parts.size() >= 2 && parts[0] == "v1" &&
          ((parts.size() == 2 && parts[1] == "containers" && method == http::verb::get) ||
+          (parts.size() == 4 && parts[1] == "containers" && parts[3] == "logs" &&
+           method == http::verb::get) ||
           (parts.size() == 2 && parts[1] == "tokens" && method == http::verb::get) ||
           (parts.size() == 4 && parts[1] == "tenancies" && parts[3] == "usage") ||
           (parts.size() == 2 && parts[1] == "dashboard" && method == http::verb::get) ||

@@ -80,13 +80,42 @@ void Router::RouteContainer(RoutedRequest& route) {
   route.respond(MethodNotAllowed("GET, DELETE"));
 }
 
+namespace {
+
+// The last `count` lines of `text` (a last line without its newline counts).
+std::string_view LastLinesOf(std::string_view text, size_t count) {
+  size_t at = text.size();
+  if (at > 0 && text.back() == '\n') --at;
+  while (at > 0) {
+    auto newline = text.rfind('\n', at - 1);
+    if (newline == std::string_view::npos) return text;
+    if (--count == 0) return text.substr(newline + 1);
+    at = newline;
+  }
+  return text;
+}
+
+}  // namespace
+
+// The state is read before the output: once it is ended, the answer holds all of the output up
+// to its Tessera-Log-Offset, so a follower stops at the first empty answer of an ended container.
 void Router::ContainerLogs(RoutedRequest& route) {
   if (route.method != http::verb::get) return route.respond(MethodNotAllowed("GET"));
-  boost::asio::post(blocking_, [this, caller = route.caller, id = route.parts[2],
+  auto query = ParseLogQuery(route.query);
+  if (!query) return route.respond(ErrorResponse(query.error()));
+  boost::asio::post(blocking_, [this, caller = route.caller, id = route.parts[2], query = *query,
                                 respond = std::move(route.respond)] {
-    auto logs = service_->Logs(caller, id);
-    if (!logs) return respond(ErrorResponse(logs.error()));
-    respond(MakeResponse(http::status::ok, std::move(*logs), "text/plain; charset=utf-8"));
+    auto container = service_->GetContainer(caller, id);
+    if (!container) return respond(ErrorResponse(container.error()));
+    auto part = service_->LogsFrom(caller, id, query.offset);
+    if (!part) return respond(ErrorResponse(part.error()));
+    std::string text =
+        query.tail ? std::string(LastLinesOf(part->text, *query.tail)) : std::move(part->text);
+    auto response = MakeResponse(http::status::ok, std::move(text), "text/plain; charset=utf-8");
+    response.set("Tessera-Log-Offset", std::to_string(part->end));
+    response.set("Tessera-Container-State", fleet::ContainerStateName(container->state));
+    if (part->cut) response.set("Tessera-Log-Cut", "true");
+    respond(std::move(response));
   });
 }
 

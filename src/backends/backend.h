@@ -58,6 +58,17 @@ struct Exposure {
   std::optional<bool> ready;  // unset: the backend does not probe (the service does)
 };
 
+// A part of a container's output for a follower: what follows byte `offset` of its log, as the
+// backend numbers the log (podman: the bytes of its k8s-file log; others: the bytes of the text
+// Logs() gives), so `end` asked for next time gives only what came after.
+struct LogPart {
+  std::string text;  // the output, stdout and stderr interleaved
+  uint64_t end = 0;  // where the next part starts
+  // Output between the offset asked for and `text` is gone: the log was emptied at its cap since
+  // (the offset lies past its end), or it lies further back than one part reaches.
+  bool cut = false;
+};
+
 // How a container ended.
 struct ExitInfo {
   ExitInfo() = default;
@@ -167,6 +178,17 @@ class ContainerBackend {
 
   // Everything it printed (stdout and stderr interleaved, as the runtime recorded them).
   virtual Result<std::string> Logs(const std::string& id) = 0;
+  // What it printed after byte `offset` of its log (LogPart). By default the bytes of Logs()'s
+  // text; an offset past its end reads it from the start, as cut.
+  virtual Result<LogPart> LogsFrom(const std::string& id, uint64_t offset) {
+    auto text = Logs(id);
+    if (!text) return text.error();
+    LogPart part;
+    part.cut = offset > text->size();
+    part.text = part.cut ? std::move(*text) : text->substr(offset);
+    part.end = part.cut ? part.text.size() : text->size();
+    return part;
+  }
 
   // Every container of this backend instance, for reconciliation after a restart.
   virtual Result<std::vector<BackendContainer>> List() = 0;
@@ -243,6 +265,9 @@ class ForwardingBackend : public ContainerBackend {
   }
   Result<BackendContainer> Inspect(const std::string& id) override { return inner_->Inspect(id); }
   Result<std::string> Logs(const std::string& id) override { return inner_->Logs(id); }
+  Result<LogPart> LogsFrom(const std::string& id, uint64_t offset) override {
+    return inner_->LogsFrom(id, offset);
+  }
   Result<std::vector<BackendContainer>> List() override { return inner_->List(); }
   Status Remove(const std::string& id) override { return inner_->Remove(id); }
   Result<std::string> RuntimeId(const std::string& id) override { return inner_->RuntimeId(id); }

@@ -23,7 +23,11 @@ void AddWindowsCommand(CLI::App& app);
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
 void AddFleetCommand(CLI::App& app);
-void AddServeCommand(CLI::App& app);  // serve and run (cmd_serve.cc)
+void AddServeCommand(CLI::App& app);  // `tessera serve` (cmd_serve.cc)
+void AddRunCommand(CLI::App& app);    // `tessera run` (cmd_run.cc)
+void AddLogsCommand(CLI::App& app);   // `tessera logs` (cmd_logs.cc)
+void AddStopCommand(CLI::App& app);   // `tessera stop` (cmd_stop.cc)
+void AddWaitCommand(CLI::App& app);   // `tessera wait` (cmd_wait.cc)
 void AddRuntimeConfigCommand(CLI::App& app);
 void AddDoctorCommand(CLI::App& app);
 void AddDevicePluginCommand(CLI::App& app);

@@ -644,6 +644,11 @@ Result<std::string> Service::Logs(const Caller& caller, const std::string& id) {
   return submissions_.Logs(caller, id);
 }
 
+Result<backends::LogPart> Service::LogsFrom(const Caller& caller, const std::string& id,
+                                            uint64_t offset) {
+  return submissions_.LogsFrom(caller, id, offset);
+}
+
 QueueView Service::Queue(const Caller& caller) const {
   return submissions_.Queue(caller);
 }

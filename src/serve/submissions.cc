@@ -439,4 +439,20 @@ Result<std::string> Submissions::Logs(const Caller& caller, const std::string& i
   return logs;
 }
 
+Result<backends::LogPart> Submissions::LogsFrom(const Caller& caller, const std::string& id,
+                                                uint64_t offset) {
+  backends::LogPart nothing;  // nothing printed yet: an offset past 0 lies past the end
+  nothing.cut = offset > 0;
+  {
+    std::lock_guard lock(model_.mu);
+    auto it = model_.containers.find(id);
+    if (it == model_.containers.end() || !caller.Sees(it->second))
+      return NotFound("container " + id + " not found");
+    if (!it->second.started) return nothing;
+  }
+  auto part = backend_.LogsFrom(id, offset);
+  if (!part && part.error().category == ErrorCategory::kNotFound) return nothing;
+  return part;
+}
+
 }  // namespace tessera::serve

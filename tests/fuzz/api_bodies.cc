@@ -132,6 +132,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto reason = tessera::api::ParseGpuActionBody(text);
   if (!reason && reason.error().message.empty()) __builtin_trap();
   (void)tessera::api::ParseListen(text);
+  auto logs = tessera::api::ParseLogQuery(text);
+  if (logs) {
+    if (logs->offset > tessera::api::LogQuery::kMaxOffset ||
+        (logs->tail && (*logs->tail < 1 || *logs->tail > tessera::api::LogQuery::kMaxTail)))
+      __builtin_trap();
+  } else if (logs.error().message.empty() || logs.error().message.size() > 400) {
+    __builtin_trap();  // an error names the parameter by an excerpt, never the input whole
+  }
   auto query = tessera::api::ParseContainerQuery(text);
   if (query) {
     if (query->limit < 1 || query->limit > tessera::serve::ContainerQuery::kMaxLimit)

@@ -1,6 +1,11 @@
 // podman's k8s-file log format (the CRI container log format): one record per line,
 // "<timestamp> <stream> <tag> <text>", tag F for a full line and P for a partial one that the
 // next record continues (the runtime splits long lines).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include "backends/local/local.h"
 
 namespace tessera::backends {
@@ -46,6 +51,59 @@ std::string TextOfCriLog(std::string_view log) {
     if (tag == "F") out.push_back('\n');
   }
   return out;
+}
+
+namespace {
+
+// Whether byte `at` of the log starts a record: the byte before it ends one, and what follows
+// begins with "<time> stdout|stderr ". At the end of the log only the first can be seen.
+bool AtRecordStart(int fd, uint64_t at, uint64_t size) {
+  if (at == 0) return true;
+  char before = 0;
+  if (::pread(fd, &before, 1, static_cast<off_t>(at - 1)) != 1 || before != '\n') return false;
+  if (at == size) return true;
+  char head[64];
+  ssize_t got = ::pread(fd, head, sizeof(head), static_cast<off_t>(at));
+  if (got <= 0) return false;
+  std::string_view rest(head, static_cast<size_t>(got));
+  std::string_view time = NextField(rest);
+  std::string_view stream = NextField(rest);
+  if (stream.empty()) return rest.size() < 8;  // too little to tell: a record being written
+  return time.find('T') != std::string_view::npos && (stream == "stdout" || stream == "stderr");
+}
+
+}  // namespace
+
+Result<LogPart> ReadCriLogFrom(int fd, uint64_t offset, size_t max_bytes) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return ErrnoError("log", errno);
+  const uint64_t size = static_cast<uint64_t>(info.st_size);
+  LogPart part;
+  uint64_t from = offset;
+  if (from > size || !AtRecordStart(fd, from, size)) {
+    part.cut = true;
+    from = 0;
+  }
+  bool skip_first = false;
+  if (size - from > max_bytes) {
+    part.cut = true;
+    from = size - max_bytes;
+    skip_first = !AtRecordStart(fd, from, size);
+  }
+  std::string raw(static_cast<size_t>(size - from), '\0');
+  ssize_t got = raw.empty() ? 0 : ::pread(fd, raw.data(), raw.size(), static_cast<off_t>(from));
+  if (got < 0) return ErrnoError("log", errno);
+  raw.resize(static_cast<size_t>(got));  // shorter when emptied meanwhile
+  size_t begin = 0;
+  if (skip_first) {
+    auto newline = raw.find('\n');
+    begin = newline == std::string::npos ? raw.size() : newline + 1;
+  }
+  auto last = raw.rfind('\n');
+  size_t stop = last == std::string::npos || last < begin ? begin : last + 1;
+  part.text = TextOfCriLog(std::string_view(raw).substr(begin, stop - begin));
+  part.end = from + stop;
+  return part;
 }
 
 }  // namespace tessera::backends

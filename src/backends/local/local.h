@@ -49,6 +49,11 @@ struct LocalOptions {
 // ("<RFC 3339 time> <stdout|stderr> <F|P> <text>" per line; P: a partial line continued by the
 // next). Lines not in that format are kept as they are.
 std::string TextOfCriLog(std::string_view log);
+// The text of such a log open at `fd` from byte `offset` on, whole records only, at most
+// `max_bytes` of them: LogPart::end is the byte after the last whole record. Cut (and read from
+// the start) when `offset` lies past the end or not at a record's start (the log was emptied at
+// its cap and written again since); cut to the latest `max_bytes` when it lies further back.
+Result<LogPart> ReadCriLogFrom(int fd, uint64_t offset, size_t max_bytes);
 
 std::unique_ptr<ContainerBackend> CreateLocalBackend(LocalOptions options);
 

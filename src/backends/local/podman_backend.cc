@@ -301,6 +301,18 @@ class PodmanBackend final : public ContainerBackend {
     return outcome->output;
   }
 
+  // Offsets are bytes of the k8s-file log this service started it with; without one, `podman
+  // logs`'s text (ContainerBackend's numbering).
+  Result<LogPart> LogsFrom(const std::string& id, uint64_t offset) override {
+    constexpr size_t kMaxPart = 8 << 20;  // as for Logs()
+    const std::string path = StatePath(id, ".log");
+    int fd = path.empty() ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ContainerBackend::LogsFrom(id, offset);
+    auto part = ReadCriLogFrom(fd, offset, kMaxPart);
+    ::close(fd);
+    return part;
+  }
+
   Result<std::vector<BackendContainer>> List() override {
     WaitForRunClientsToCreate();
     auto outcome = Podman(

@@ -12,6 +12,10 @@ int main(int argc, char** argv) {
   tessera::cli::AddCdiCommand(app);
   tessera::cli::AddFleetCommand(app);
   tessera::cli::AddServeCommand(app);
+  tessera::cli::AddRunCommand(app);
+  tessera::cli::AddLogsCommand(app);
+  tessera::cli::AddStopCommand(app);
+  tessera::cli::AddWaitCommand(app);
   tessera::cli::AddRuntimeConfigCommand(app);
   tessera::cli::AddDoctorCommand(app);
   tessera::cli::AddDevicePluginCommand(app);
