@@ -30,31 +30,6 @@ Result<std::string> ReadToken(const std::string& path) {
   return token;
 }
 
-Error HttpError(const client::Response& response, const std::string& what) {
-  std::string message = response.body;
-  auto doc = nlohmann::json::parse(response.body, nullptr, false);
-  if (doc.is_object() && doc.contains("error") && doc["error"].is_object() &&
-      doc["error"].contains("message") && doc["error"]["message"].is_string())
-    message = doc["error"]["message"].get<std::string>();
-  message = what + ": HTTP " + std::to_string(response.status) + ": " + Excerpt(message, 300);
-  switch (response.status) {
-    case 400:
-      return InvalidArgument(message);
-    case 401:
-    case 403:
-      return PermissionDenied(message);
-    case 404:
-      return NotFound(message);
-    case 409:
-      return FailedPrecondition(message);
-    case 429:
-    case 503:
-      return Unavailable(message);
-    default:
-      return Internal(message);
-  }
-}
-
 }  // namespace
 
 void AddApiOptions(CLI::App* command, ApiFlags& flags) {
@@ -115,6 +90,34 @@ Result<ApiTarget> ResolveApi(const ApiFlags& flags) {
   return target;
 }
 
+Error ApiError(const client::Response& response, const std::string& what) {
+  std::string message = response.body;
+  // Nested deeper than the bound, the answer is not even parsed: freeing it would recurse.
+  auto doc = CheckJsonNesting(response.body, "answer").ok()
+                 ? nlohmann::json::parse(response.body, nullptr, false)
+                 : nlohmann::json();
+  if (doc.is_object() && doc.contains("error") && doc["error"].is_object() &&
+      doc["error"].contains("message") && doc["error"]["message"].is_string())
+    message = doc["error"]["message"].get<std::string>();
+  message = what + ": HTTP " + std::to_string(response.status) + ": " + Excerpt(message, 300);
+  switch (response.status) {
+    case 400:
+      return InvalidArgument(message);
+    case 401:
+    case 403:
+      return PermissionDenied(message);
+    case 404:
+      return NotFound(message);
+    case 409:
+      return FailedPrecondition(message);
+    case 429:
+    case 503:
+      return Unavailable(message);
+    default:
+      return Internal(message);
+  }
+}
+
 ApiSession::ApiSession(ApiTarget target) : target_(std::move(target)) {}
 
 Result<client::Response> ApiSession::Call(const std::string& method, const std::string& path,
@@ -138,7 +141,7 @@ Result<nlohmann::json> ApiSession::Json(const std::string& method, const std::st
     return PermissionDenied(what +
                             ": HTTP 401: no token found (tessera login, --token-file, "
                             "$TESSERA_TOKEN or $TESSERA_TOKEN_FILE)");
-  if (response->status < 200 || response->status >= 300) return HttpError(*response, what);
+  if (response->status < 200 || response->status >= 300) return ApiError(*response, what);
   if (response->body.empty()) return nlohmann::json::object();
   if (Status nesting = CheckJsonNesting(response->body, "answer"); !nesting.ok())
     return nesting.error().WithContext(what);

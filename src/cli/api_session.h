@@ -35,6 +35,11 @@ struct ApiTarget {
 };
 Result<ApiTarget> ResolveApi(const ApiFlags& flags);
 
+// An answer that is not 2xx as an Error: 400 InvalidArgument, 401/403 PermissionDenied, 404
+// NotFound, 409 FailedPrecondition, 429/503 Unavailable, others Internal; the message is
+// "<what>: HTTP <status>: <the API's message, excerpted>".
+Error ApiError(const client::Response& response, const std::string& what);
+
 class ApiSession {
  public:
   explicit ApiSession(ApiTarget target);

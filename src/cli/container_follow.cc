@@ -8,36 +8,6 @@
 #include "common/untrusted_text.h"
 
 namespace tessera::cli {
-namespace {
-
-// A logs answer other than 200 as the error ApiSession::Json makes of it (api_session.h).
-Error AnswerError(const client::Response& response, const std::string& what) {
-  std::string message = response.body;
-  auto doc = CheckJsonNesting(response.body, "answer").ok()
-                 ? nlohmann::json::parse(response.body, nullptr, false)
-                 : nlohmann::json();
-  if (doc.is_object() && doc.contains("error") && doc["error"].is_object())
-    message = TextOf(doc["error"], "message");
-  message = what + ": HTTP " + std::to_string(response.status) + ": " + Excerpt(message, 300);
-  switch (response.status) {
-    case 400:
-      return InvalidArgument(message);
-    case 401:
-    case 403:
-      return PermissionDenied(message);
-    case 404:
-      return NotFound(message);
-    case 409:
-      return FailedPrecondition(message);
-    case 429:
-    case 503:
-      return Unavailable(message);
-    default:
-      return Internal(message);
-  }
-}
-
-}  // namespace
 
 std::string TextOf(const nlohmann::json& record, const char* field) {
   if (!record.is_object()) return "";
@@ -78,7 +48,7 @@ Result<LogAnswer> ReadLogs(ApiSession& session, const std::string& path, uint64_
   if (tail) target += "&tail=" + std::to_string(*tail);
   auto response = session.Call("GET", target);
   if (!response) return response.error();
-  if (response->status != 200) return AnswerError(*response, "GET " + path + "/logs");
+  if (response->status != 200) return ApiError(*response, "GET " + path + "/logs");
   LogAnswer answer;
   answer.text = std::move(response->body);
   const std::string offset_text = response->headers["tessera-log-offset"];
