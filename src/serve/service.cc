@@ -640,10 +640,6 @@ void Service::DeleteContainer(const Caller& caller, const std::string& id,
   submissions_.Delete(caller, id, std::move(done));
 }
 
-Result<std::string> Service::Logs(const Caller& caller, const std::string& id) {
-  return submissions_.Logs(caller, id);
-}
-
 Result<backends::LogPart> Service::LogsFrom(const Caller& caller, const std::string& id,
                                             uint64_t offset) {
   return submissions_.LogsFrom(caller, id, offset);

@@ -159,9 +159,8 @@ class Service {
   Result<ContainerPage> ListContainers(const Caller& caller, const ContainerQuery& query) const;
   void DeleteContainer(const Caller& caller, const std::string& id,
                        Done<fleet::ContainerRecord> done);
-  // Blocks on the backend: call it off the I/O thread.
-  Result<std::string> Logs(const Caller& caller, const std::string& id);
-  // What it printed after byte `offset` of its log (backends::LogPart); blocks as Logs does.
+  // What it printed after byte `offset` of its log (backends::LogPart). Blocks on the backend:
+  // call it off the I/O thread.
   Result<backends::LogPart> LogsFrom(const Caller& caller, const std::string& id, uint64_t offset);
   // GET /v1/queue: pending GPU containers in dispatch order with why each waits, and each
   // tenancy's share next to its weight (a tenant: its own entries and tenancy).

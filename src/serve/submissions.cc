@@ -426,19 +426,6 @@ QueueView Submissions::Queue(const Caller& caller) const {
   return view;
 }
 
-Result<std::string> Submissions::Logs(const Caller& caller, const std::string& id) {
-  {
-    std::lock_guard lock(model_.mu);
-    auto it = model_.containers.find(id);
-    if (it == model_.containers.end() || !caller.Sees(it->second))
-      return NotFound("container " + id + " not found");
-    if (!it->second.started) return std::string();
-  }
-  auto logs = backend_.Logs(id);
-  if (!logs && logs.error().category == ErrorCategory::kNotFound) return std::string();
-  return logs;
-}
-
 Result<backends::LogPart> Submissions::LogsFrom(const Caller& caller, const std::string& id,
                                                 uint64_t offset) {
   backends::LogPart nothing;  // nothing printed yet: an offset past 0 lies past the end

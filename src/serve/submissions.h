@@ -24,7 +24,6 @@ class Submissions {
   Result<ContainerPage> List(const Caller& caller, const ContainerQuery& query) const;
   void Delete(const Caller& caller, const std::string& id, Done<fleet::ContainerRecord> done);
   // Blocks on the backend.
-  Result<std::string> Logs(const Caller& caller, const std::string& id);
   Result<backends::LogPart> LogsFrom(const Caller& caller, const std::string& id, uint64_t offset);
   // The queue after the last scheduling pass; a tenant sees its own entries (with their global
   // positions) and its own tenancy's share.
