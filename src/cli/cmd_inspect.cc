@@ -7,6 +7,7 @@
 
 #include "cli/api_session.h"
 #include "cli/commands.h"
+#include "client/client.h"
 #include "client/views.h"
 #include "common/untrusted_text.h"
 
@@ -37,7 +38,7 @@ void Inspect(const InspectFlags& flags) {
   json records = json::array();
   std::optional<Error> first_error;
   for (const auto& id : flags.ids) {
-    auto record = session.Json("GET", "/v1/containers/" + client::PercentEncoded(id));
+    auto record = session.Json("GET", "/v1/containers/" + client::QueryEscape(id));
     if (record) {
       records.push_back(std::move(*record));
     } else if (!first_error) {

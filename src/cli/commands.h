@@ -46,18 +46,9 @@ void AddUsageCommand(CLI::App& app);     // `tessera usage` (cmd_usage.cc)
 void AddLoginCommand(CLI::App& app);
 void AddConfigCommand(CLI::App& app);
 void AddCompletionCommand(CLI::App& app);
-void AddTenancyCommand(CLI::App& app);   // `tessera tenancy ...` (cmd_tenancy.cc)
-void AddTokenCommand(CLI::App& app);     // `tessera token ...` (cmd_token.cc)
-void AddGpusCommand(CLI::App& app);      // `tessera gpus`, `tessera gpu ...` (cmd_gpus.cc)
-void AddAuditCommand(CLI::App& app);     // `tessera audit` (cmd_audit.cc)
-
-// The API the client commands talk to: the flag, else $TESSERA_SERVER, else
-// http://127.0.0.1:8080; and its token: $TESSERA_TOKEN, else the file (the flag,
-// $TESSERA_TOKEN_FILE, tessera-data/admin.token) (api_access.cc).
-std::string ApiServer(const std::string& flag);
-Result<std::string> ApiToken(const std::string& token_file);
-// --ca-file (default $TESSERA_CA_FILE; empty: the system's roots), --client-cert and
-// --client-key for an https:// server, added to `command` (api_access.cc).
-void AddTlsOptions(CLI::App* command, client::TlsOptions& options);
+void AddTenancyCommand(CLI::App& app);  // `tessera tenancy ...` (cmd_tenancy.cc)
+void AddTokenCommand(CLI::App& app);    // `tessera token ...` (cmd_token.cc)
+void AddGpusCommand(CLI::App& app);     // `tessera gpus`, `tessera gpu ...` (cmd_gpus.cc)
+void AddAuditCommand(CLI::App& app);    // `tessera audit` (cmd_audit.cc)
 
 }  // namespace tessera::cli

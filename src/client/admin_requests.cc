@@ -136,21 +136,6 @@ Result<std::string> PathSegment(std::string_view value, std::string_view what) {
   return std::string(value);
 }
 
-std::string QueryEscape(std::string_view value) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : value) {
-    if (admin_requests_detail::Unreserved(static_cast<char>(c))) {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 Result<json> NewTenancyBody(const TenancyFlagValues& flags) {
   json body = json::object();
   if (auto policy = admin_requests_detail::AddPolicyFlags(flags, body); !policy)

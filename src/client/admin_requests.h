@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client/client.h"
 #include "common/error.h"
 
 namespace tessera::client {
@@ -19,8 +20,6 @@ namespace tessera::client {
 // into a path must be 1 to 253 characters of [A-Za-z0-9._:@~-], and not "." or "..";
 // InvalidArgument naming `what` otherwise. The API judges the rest (a tenancy's DNS label).
 Result<std::string> PathSegment(std::string_view value, std::string_view what);
-// application/x-www-form-urlencoded: every byte but [A-Za-z0-9._~-] as %XX.
-std::string QueryEscape(std::string_view value);
 
 // `tessera tenancy create|set` flags as typed; nullopt / empty: not given.
 struct TenancyFlagValues {

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
 
 #include "client/http_response.h"
@@ -46,6 +47,21 @@ Result<Endpoint> ParseServer(std::string_view url) {
   endpoint.port = static_cast<uint16_t>(std::stoi(port));
   if (endpoint.host.empty()) endpoint.host = "127.0.0.1";
   return endpoint;
+}
+
+std::string QueryEscape(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '.' || c == '_' || c == '~' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 Connection::~Connection() {

@@ -22,6 +22,9 @@ struct Endpoint {
 // defaults to 8080.
 Result<Endpoint> ParseServer(std::string_view url);
 
+// A query value (or path segment) for a request: every byte but [A-Za-z0-9._~-] as %XX.
+std::string QueryEscape(std::string_view value);
+
 struct Response {
   int status = 0;
   std::map<std::string, std::string> headers;  // lower-case names

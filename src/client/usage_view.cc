@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "client/client.h"
 #include "client/views.h"
 #include "common/untrusted_text.h"
 
@@ -137,7 +138,7 @@ Result<int64_t> ParseTimeBound(std::string_view text, int64_t now_ms, std::strin
 
 std::string UsageQuery(const std::string& tenancy, int64_t from_s, int64_t to_s, int64_t step_s) {
   std::string query =
-      "/v1/tenancies/" + PercentEncoded(tenancy) + "/usage?from=" + std::to_string(from_s);
+      "/v1/tenancies/" + QueryEscape(tenancy) + "/usage?from=" + std::to_string(from_s);
   if (to_s >= 0) query += "&to=" + std::to_string(to_s);
   if (step_s > 0) query += "&step=" + std::to_string(step_s);
   return query;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "client/client.h"
+
 namespace tessera::client {
 namespace {
 
@@ -15,21 +17,6 @@ using nlohmann::json;
 constexpr size_t kMaxPortsInCell = 4;
 
 }  // namespace
-
-std::string PercentEncoded(const std::string& value) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : value) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == ',') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
 
 namespace {
 
@@ -110,9 +97,16 @@ std::string AgeCell(const json& value, int64_t now_ms) {
 std::string ContainersQuery(const std::string& states, const std::string& tenancy,
                             const std::string& after) {
   std::string query = "/v1/containers?limit=500";
-  if (!states.empty()) query += "&state=" + PercentEncoded(states);
-  if (!tenancy.empty()) query += "&tenancy=" + PercentEncoded(tenancy);
-  if (!after.empty()) query += "&after=" + PercentEncoded(after);
+  if (!states.empty()) {
+    // Each state escaped; the commas between them stay the list's.
+    query += "&state=";
+    size_t start = 0;
+    for (size_t comma; (comma = states.find(',', start)) != std::string::npos; start = comma + 1)
+      query += QueryEscape(std::string_view(states).substr(start, comma - start)) + ",";
+    query += QueryEscape(std::string_view(states).substr(start));
+  }
+  if (!tenancy.empty()) query += "&tenancy=" + QueryEscape(tenancy);
+  if (!after.empty()) query += "&after=" + QueryEscape(after);
   return query;
 }
 

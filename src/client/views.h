@@ -16,9 +16,6 @@ namespace tessera::client {
 // note on stderr.
 inline constexpr size_t kMaxListedContainers = 100000;
 
-// `value` with every byte but [A-Za-z0-9-._~,] as %XX (a path segment or a query value).
-std::string PercentEncoded(const std::string& value);
-
 // The query of one page of GET /v1/containers: `states` ("pending,running"; empty: every
 // state), `tenancy` (empty: every one the token sees), `after` (the previous page's `next`;
 // empty: the first page). Values are percent-encoded.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "client/client.h"
+#include "serve/cli_process.h"
 #include "serve/podman_serve_fixture.h"
 
 namespace tessera::testing {
@@ -135,6 +136,41 @@ TEST_F(ServePortsE2e, KeepsItsPortAcrossAKillAndRestartOfTheService) {
   EXPECT_NE(next_record["ports"][0].value("host_port", 0), port.value("host_port", 0))
       << next_record;
   EXPECT_EQ(Fetch(next_record["ports"][0]), std::string(kBody) + "\n");
+}
+
+// The client: `tessera run -d -p` publishes, `ps -o wide` shows the address, which answers;
+// attached, `tessera run -p` says where the port is while the container runs.
+TEST_F(ServePortsE2e, TheClientPublishesAPortAndSaysWhereItIs) {
+  StartWithRange(20);
+  TempDir home;
+  const std::string token = serve_->admin_token();
+  const std::string script = std::string("mkdir -p /www && echo '") + kBody +
+                             "' > /www/index.html && exec httpd -f -p 8080 -h /www";
+  CliResult run =
+      RunTessera(*serve_, token, home.path(),
+                 {"run", "-d", "--tenancy", "ports-cli", "-p", "8080:http", "--ready-path",
+                  "/index.html", "--ready-port", "8080", image_, "sh", "-c", script});
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::string id = Trimmed(run.out);
+  ASSERT_EQ(id.rfind("c-", 0), 0u) << run.out;
+  auto record = WaitReady(id);
+  const std::string address = "127.0.0.1:" + std::to_string(low_);
+  CliResult ps = RunTessera(*serve_, token, home.path(), {"ps", "-o", "wide"});
+  ASSERT_EQ(ps.status, 0) << ps.err;
+  EXPECT_NE(ps.out.find(address), std::string::npos) << ps.out;
+  EXPECT_EQ(Fetch(record["ports"][0]), std::string(kBody) + "\n");
+  CliResult stop = RunTessera(*serve_, token, home.path(), {"stop", id});
+  EXPECT_EQ(stop.status, 0) << stop.err;
+  CliResult waited = RunTessera(*serve_, token, home.path(), {"wait", id});
+  EXPECT_NE(waited.status, 0) << waited.out;  // stopped: SIGTERM's or SIGKILL's code
+
+  // Attached: the address on stderr while it runs (its port is free again: the lowest).
+  CliResult attached = RunTessera(*serve_, token, home.path(),
+                                  {"run", "--tenancy", "ports-cli", "-p", "8080", image_, "sh",
+                                   "-c", "httpd -p 8080 -h / && sleep 6 && echo served"});
+  EXPECT_EQ(attached.status, 0) << attached.err;
+  EXPECT_EQ(attached.out, "served\n");
+  EXPECT_NE(attached.err.find(" port 8080/tcp at " + address), std::string::npos) << attached.err;
 }
 
 TEST_F(ServePortsE2e, FiftyConcurrentSubmissionsGetFiftyDistinctPorts) {
