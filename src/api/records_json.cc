@@ -41,6 +41,7 @@ json HealthJson(const health::GpuHealth& health, bool history) {
               {"attempts", health.attempts},
               {"step_since_ms", MsOrNull(health.step_since_ms)},
               {"faulted_ms", MsOrNull(health.faulted_ms)},
+              {"fault_count", health.history.size()},
               {"last_fault",
                health.history.empty() ? json(nullptr) : FaultEntryJson(health.history.back())}};
   if (history) {

@@ -13,8 +13,8 @@ namespace gpus_cmd {
 
 using nlohmann::json;
 
-// -o wide asks each faulted GPU for its history (the listing carries the latest fault only);
-// past this many the count is "?".
+// -o wide asks a server whose listing carries no fault_count each faulted GPU's history; past this
+// many the count is "?".
 constexpr size_t kMaxHistoryCalls = 256;
 
 struct Flags {

@@ -34,12 +34,12 @@ Result<std::string> CreatedTokenSecret(const nlohmann::json& doc);
 // GET /v1/gpus ({"gpus": [...]}) or one GPU (an action's answer):
 // ID NODE MODEL STATE TENANCY CONTAINER HEALTH REASON; wide: PCI FAULTS LAST-FAULT. REASON is
 // the GPU's own (a drain's, a quarantine's), else its health's. FAULTS: 0 for a GPU with no
-// latest fault, else its count in `fault_counts` (by GPU ID, from GET /v1/gpus/{id}'s history),
-// else "?".
+// latest fault, else its health's fault_count, else (a server that lists none) its count in
+// `fault_counts` (by GPU ID, from GET /v1/gpus/{id}'s history), else "?".
 Result<Table> GpuTable(const nlohmann::json& doc,
                        const std::map<std::string, size_t>& fault_counts);
-// The IDs of the listed GPUs that have a latest fault (whose history is worth asking for),
-// at most `max`; IDs that could not be sent in a path are left out.
+// The IDs of the listed GPUs that have a latest fault but no fault_count (whose history is worth
+// asking for), at most `max`; IDs that could not be sent in a path are left out.
 std::vector<std::string> GpusWithFaults(const nlohmann::json& doc, size_t max);
 // The number of faults in GET /v1/gpus/{id}'s health history; nullopt when it has none.
 std::optional<size_t> FaultHistoryCount(const nlohmann::json& gpu);

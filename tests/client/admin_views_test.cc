@@ -224,6 +224,16 @@ TEST(GpuTable, CountsAFaultedGpuWhoseHistoryIsUnknownAsAQuestionMark) {
   EXPECT_EQ(table->rows[0][9], "?");
 }
 
+TEST(GpuTable, CountsFaultsFromTheListingWithoutAskingAgain) {
+  json health = FaultedHealth();
+  health["fault_count"] = 7;
+  const json doc = {{"gpus", json::array({Gpu("0000:9d:00.0", "", health)})}};
+  EXPECT_TRUE(GpusWithFaults(doc, 10).empty());
+  auto table = GpuTable(doc, {});
+  ASSERT_TRUE(table.ok()) << table.error().message;
+  EXPECT_EQ(table->rows[0][9], "7");
+}
+
 TEST(GpuTable, TakesOneGpuAsAnActionAnswersIt) {
   auto table = GpuTable(Gpu("0000:18:00.0", "", nullptr), {});
   ASSERT_TRUE(table.ok()) << table.error().message;

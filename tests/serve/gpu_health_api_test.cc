@@ -125,6 +125,7 @@ TEST_F(GpuHealthApi, OneGpuShowsItsStepReasonAndWholeHistory) {
   EXPECT_EQ(health["faulted_ms"], 1700000001000);
   EXPECT_EQ(health["step_since_ms"], 1700000002000);
   ASSERT_EQ(health["history"].size(), 2u) << health;
+  EXPECT_EQ(health["fault_count"], 2);
   EXPECT_EQ(health["history"][0]["xid"], 13);
   EXPECT_EQ(health["history"][0]["class"], "application");
   EXPECT_EQ(health["history"][0]["action"], "notify");
@@ -142,6 +143,7 @@ TEST_F(GpuHealthApi, OneGpuShowsItsStepReasonAndWholeHistory) {
   EXPECT_TRUE(healthy["health"]["faulted_ms"].is_null());
   EXPECT_TRUE(healthy["health"]["last_fault"].is_null());
   EXPECT_EQ(healthy["health"]["history"], json::array());
+  EXPECT_EQ(healthy["health"]["fault_count"], 0);
 }
 
 TEST_F(GpuHealthApi, AnUnknownGpuIs404AndOtherMethodsAre405) {
