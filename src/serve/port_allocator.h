@@ -24,6 +24,9 @@ struct PublishOptions {
   std::string address = "127.0.0.1";
   int low = 30000;
   int high = 32767;
+  // --publish-ports-per-tenancy: the host ports one tenancy's containers may hold at once, so no
+  // tenancy can take the whole range from the others (0: no limit).
+  int per_tenancy = 64;
 };
 
 // "LOW-HIGH" with 1024 <= LOW <= HIGH <= 65535 (ports below 1024 are the host's services').

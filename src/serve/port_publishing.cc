@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+#include <unordered_map>
 #include <variant>
 
 #include "serve/host_ports.h"
@@ -47,10 +49,37 @@ Status TakeHostPorts(Model& model, ContainerRecord& container) {
   return Ok();
 }
 
+// Host ports each tenancy's containers hold now (by incarnation), for the per-tenancy limit.
+std::unordered_map<std::string, size_t> HeldByTenancy(const Model& model) {
+  std::unordered_map<std::string, size_t> held;
+  for (const auto& [id, container] : model.containers) {
+    const bool live = container.state == fleet::ContainerState::kRunning ||
+                      (container.state == fleet::ContainerState::kPending && container.started);
+    if (!live) continue;
+    for (const auto& port : container.published)
+      if (port.host_port > 0) ++held[container.tenancy_uid];
+  }
+  return held;
+}
+
+// Unavailable naming the limit when `container`'s ports would take its tenancy past it.
+Status CheckTenancyLimit(const Model& model, const ContainerRecord& container,
+                         std::optional<std::unordered_map<std::string, size_t>>& held) {
+  const int limit = model.options.publish.per_tenancy;
+  if (limit <= 0) return Ok();
+  if (!held) held = HeldByTenancy(model);
+  const size_t holds = (*held)[container.tenancy_uid];
+  if (holds + container.spec.ports.size() <= static_cast<size_t>(limit)) return Ok();
+  return Unavailable("tenancy " + container.spec.tenancy + " holds " + std::to_string(holds) +
+                     " of its " + std::to_string(limit) +
+                     " published host ports (--publish-ports-per-tenancy)");
+}
+
 }  // namespace
 
 void PublishPortsLocked(Model& model, const std::vector<std::string>& placed,
                         std::vector<fleet::Mutation>& out) {
+  std::optional<std::unordered_map<std::string, size_t>> held;  // built at the first need
   for (const auto& id : placed) {
     auto it = model.containers.find(id);
     if (it == model.containers.end()) continue;
@@ -63,7 +92,9 @@ void PublishPortsLocked(Model& model, const std::vector<std::string>& placed,
           fleet::PublishedPort{request.container_port, request.protocol, request.name, "", 0});
     // Fleet mode: the backend chooses where they are reached (Exposed).
     if (!model.options.fleet) {
-      if (auto taken = TakeHostPorts(model, container); !taken) {
+      Status taken = CheckTenancyLimit(model, container, held);
+      if (taken) taken = TakeHostPorts(model, container);
+      if (!taken) {
         container.published.clear();
         spdlog::warn("container {}: {}", container.id, taken.error().message);
         model.FinishContainer(
@@ -71,6 +102,7 @@ void PublishPortsLocked(Model& model, const std::vector<std::string>& placed,
             backends::ExitInfo{std::nullopt, true, "not started: " + taken.error().message}, out);
         continue;
       }
+      if (held) (*held)[container.tenancy_uid] += container.spec.ports.size();
     }
     UpdateMutation(container, out);
   }

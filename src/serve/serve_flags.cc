@@ -82,6 +82,11 @@ void AddPlacementFlags(CLI::App& app, ServeFlags& flags) {
                  "Range LOW-HIGH of host ports handed to published container ports, within "
                  "1024-65535 (local backend)")
       ->capture_default_str();
+  app.add_option("--publish-ports-per-tenancy", flags.publish_ports_per_tenancy,
+                 "Host ports one tenancy's containers may hold at once (local backend; 0: no "
+                 "limit), so no tenancy takes the range from the others")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
 }
 
 // Who may call the API, and how often.

@@ -65,6 +65,7 @@ struct ServeFlags {
   bool no_tenant_firewall = false;
   std::string publish_address = "127.0.0.1";  // where published container ports are reached
   std::string publish_ports = "30000-32767";  // the host ports handed out
+  int publish_ports_per_tenancy = 64;         // what one tenancy may hold of them (0: no limit)
   std::string retain_finished = "168h";
   std::string container_log_max = "16Mi";  // each podman log's cap (local backend)
   std::string store_reserve = "256Mi";     // kept free on the data dir's file system

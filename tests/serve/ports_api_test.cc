@@ -133,6 +133,20 @@ TEST_F(ServePortsApi, FailsAContainerWhoseRangeIsTooSmall) {
   EXPECT_EQ(next["ports"][0].value("host_port", 0), low) << next;
 }
 
+TEST_F(ServePortsApi, ATenancyHoldsNoMoreThanItsShareOfTheRange) {
+  const int low = RangeBase();
+  StartServe({"--publish-ports", std::to_string(low) + "-" + std::to_string(low + 9),
+              "--publish-ports-per-tenancy", "2"});
+  auto over = RunToEnd(
+      WithPorts({{{"containerPort", 80}}, {{"containerPort", 81}}, {{"containerPort", 82}}}));
+  EXPECT_EQ(over.value("state", ""), "failed") << over;
+  EXPECT_NE(over.value("reason", "").find("holds 0 of its 2 published host ports"),
+            std::string::npos)
+      << over;
+  auto within = RunToEnd(WithPorts({{{"containerPort", 80}}, {{"containerPort", 81}}}));
+  EXPECT_EQ(within.value("state", ""), "exited") << within;
+}
+
 TEST_F(ServePortsApi, RefusesHostileBodiesNamingTheField) {
   StartServe();
   const std::vector<std::pair<json, std::string>> cases = {

@@ -173,6 +173,39 @@ TEST_F(ServePortsE2e, TheClientPublishesAPortAndSaysWhereItIs) {
   EXPECT_NE(attached.err.find(" port 8080/tcp at " + address), std::string::npos) << attached.err;
 }
 
+// One tenancy cannot take the range from the others: past --publish-ports-per-tenancy its next
+// container fails, naming the limit, while another tenancy's still gets its port.
+TEST_F(ServePortsE2e, ATenancyCannotHoldMoreThanItsShareOfPorts) {
+  low_ = 43000 + static_cast<int>(::getpid() % 400) * 50;
+  StartServe({"--publish-ports", std::to_string(low_) + "-" + std::to_string(low_ + 19),
+              "--publish-ports-per-tenancy", "2"});
+  auto sleeper = [this](const std::string& tenancy, int ports) {
+    json body = {{"tenancy", tenancy},
+                 {"image", image_},
+                 {"command", {"sleep", "120"}},
+                 {"maxDurationSeconds", 150},
+                 {"ports", json::array()}};
+    for (int i = 0; i < ports; ++i)
+      body["ports"].push_back({{"containerPort", 8000 + i}});
+    return SubmitAccepted(body);
+  };
+  const std::string first = sleeper("ports-greedy", 2);
+  EXPECT_EQ(WaitFor(first, {"running", "exited", "failed"}).value("state", ""), "running");
+  const std::string refused = sleeper("ports-greedy", 1);
+  auto record = WaitFor(refused, {"exited", "failed"});
+  EXPECT_EQ(record.value("state", ""), "failed") << record;
+  EXPECT_NE(record.value("reason", "").find("holds 2 of its 2 published host ports"),
+            std::string::npos)
+      << record;
+  const std::string other = sleeper("ports-other", 1);
+  EXPECT_EQ(WaitFor(other, {"running", "exited", "failed"}).value("state", ""), "running");
+  for (const auto& id : {first, other}) {
+    int status = 0;
+    CallJson(*admin_, "DELETE", "/v1/containers/" + id, "", &status);
+    WaitFor(id, {"exited", "failed"});
+  }
+}
+
 TEST_F(ServePortsE2e, FiftyConcurrentSubmissionsGetFiftyDistinctPorts) {
   StartWithRange(50);
   std::vector<std::string> ids(50);

@@ -127,6 +127,7 @@ serve::ServiceOptions ServiceOptionsFrom(const ServeFlags& flags, const DataDir&
   auto publish = serve::ParsePublishFlags(flags.publish_address, flags.publish_ports);
   if (!publish) Die(publish.error());
   options.publish = std::move(*publish);
+  options.publish.per_tenancy = flags.publish_ports_per_tenancy;
   return options;
 }
 
