@@ -84,7 +84,7 @@ std::string LastFault(const json& health) {
 std::string Faults(const json& gpu, const std::map<std::string, size_t>& fault_counts) {
   if (!Field(Field(gpu, "health"), "last_fault").is_object()) return "0";
   const json& count = Field(Field(gpu, "health"), "fault_count");
-  if (count.is_number_unsigned()) return Cell(count);
+  if (count.is_number_integer() && count.get<int64_t>() >= 0) return Cell(count);
   const json& id = Field(gpu, "id");
   if (!id.is_string()) return "?";
   auto it = fault_counts.find(id.get<std::string>());
@@ -183,7 +183,8 @@ std::vector<std::string> GpusWithFaults(const json& doc, size_t max) {
   for (const auto& gpu : list) {
     if (ids.size() >= max) break;
     if (!Field(Field(gpu, "health"), "last_fault").is_object()) continue;
-    if (Field(Field(gpu, "health"), "fault_count").is_number_unsigned()) continue;  // listed
+    const json& count = Field(Field(gpu, "health"), "fault_count");
+    if (count.is_number_integer() && count.get<int64_t>() >= 0) continue;  // listed already
     const json& id = Field(gpu, "id");
     if (id.is_string() && PathSegment(id.get<std::string>(), "GPU").ok())
       ids.push_back(id.get<std::string>());

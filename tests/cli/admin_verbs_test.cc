@@ -31,6 +31,9 @@ const std::vector<GoldenRule> kAdminRules = {
 class AdminVerbs : public NullServeTest {
  protected:
   void Start(std::vector<std::string> extra = {}) {
+    // The GPUs' option ROMs written before the service reads its baselines: the fixture tree is
+    // shared, and the listings show the baselines.
+    WriteGpuRoms(root_);
     StartServe(std::move(extra));
     cli_ = std::make_unique<TesseraCli>("http://127.0.0.1:" + std::to_string(serve_->port()),
                                         serve_->admin_token());

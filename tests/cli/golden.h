@@ -9,10 +9,10 @@
 // Normalised: container IDs (c-<16 hex>) become c-1, c-2, ... and token IDs (t-<8 hex>) t-1, ...
 // in order of first appearance in the file; times (2026-11-29T19:56:12Z) <time>; Unix-ms values
 // (13 digits) <ms>; ages (12s, 3m, 5h, 2d) in a table's cells <age>; the server's address <server>;
-// any other address's port <port>; runs of two or more blanks inside a line three blanks (a cell's
-// width changes with the values above, so a table's alignment is not compared here: RenderTable has
-// its own tests), blanks at the end of a line dropped. A test adds its own rules for what else
-// varies (a measured figure).
+// any other address's port <port>; SHA-256 digests (a GPU's firmware baseline) sha256:<rom>; runs
+// of two or more blanks inside a line three blanks (a cell's width changes with the values above,
+// so a table's alignment is not compared here: RenderTable has its own tests), blanks at the end of
+// a line dropped. A test adds its own rules for what else varies (a measured figure).
 #pragma once
 
 #include <fcntl.h>
@@ -196,6 +196,8 @@ inline std::string NormalizeGolden(std::string text, uint16_t server_port,
   text = std::regex_replace(
       text, std::regex("(\\b\\d{1,3}(\\.\\d{1,3}){3}|\\[[0-9a-f:]*\\]):\\d{1,5}\\b"), "$1:<port>");
   text = std::regex_replace(text, std::regex("\\b1\\d{12}\\b"), "<ms>");
+  // A GPU's firmware baseline hashes the fixture's option ROM, which tests share and some rewrite.
+  text = std::regex_replace(text, std::regex("sha256:[0-9a-f]{64}"), "sha256:<rom>");
   // An age is a table's cell: after a line break or the blanks between cells, before either.
   text = std::regex_replace(text, std::regex("(^|\\n| {2})\\d+[smhd](?= {2}|\\n|$)"), "$1<age>");
   return CollapseBlanks(text);
