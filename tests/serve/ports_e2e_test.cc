@@ -24,9 +24,10 @@ class ServePortsE2e : public PodmanServeTest {
  protected:
   ServePortsE2e() : PodmanServeTest("ports") {}
 
-  // A range of its own per test process (parallel suites skip each other's ports if they meet).
+  // A range of its own per test process (parallel suites skip each other's ports if they meet),
+  // below the ephemeral ports the tests' own connections take.
   void StartWithRange(int size) {
-    low_ = 43000 + static_cast<int>(::getpid() % 400) * 50;
+    low_ = 20000 + static_cast<int>(::getpid() % 200) * 50;
     StartServe({"--publish-ports", std::to_string(low_) + "-" + std::to_string(low_ + size - 1)});
   }
 
@@ -176,7 +177,7 @@ TEST_F(ServePortsE2e, TheClientPublishesAPortAndSaysWhereItIs) {
 // One tenancy cannot take the range from the others: past --publish-ports-per-tenancy its next
 // container fails, naming the limit, while another tenancy's still gets its port.
 TEST_F(ServePortsE2e, ATenancyCannotHoldMoreThanItsShareOfPorts) {
-  low_ = 43000 + static_cast<int>(::getpid() % 400) * 50;
+  low_ = 20000 + static_cast<int>(::getpid() % 200) * 50;
   StartServe({"--publish-ports", std::to_string(low_) + "-" + std::to_string(low_ + 19),
               "--publish-ports-per-tenancy", "2"});
   auto sleeper = [this](const std::string& tenancy, int ports) {
