@@ -12,6 +12,8 @@
 #include <boost/beast/http/write.hpp>
 #include <memory>
 
+#include "common/asio_cloexec.h"
+
 namespace tessera::serve {
 namespace {
 
@@ -45,6 +47,8 @@ struct ProbeSession : std::enable_shared_from_this<ProbeSession> {
     parser.header_limit(kMaxHeaderBytes);
     parser.body_limit(kMaxBodyBytes);
     stream.expires_after(timeout);
+    // Opened close-on-exec here: async_connect would open it without the flag.
+    if (OpenCloseOnExec(stream.socket(), v6 ? tcp::v6() : tcp::v4())) return;
     stream.async_connect(tcp::endpoint(address, static_cast<unsigned short>(target.port)),
                          [self = shared_from_this()](beast::error_code error) {
                            if (!error) self->Write();

@@ -18,6 +18,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/asio_cloexec.h"
+
 namespace tessera::backends {
 namespace {
 
@@ -145,7 +147,8 @@ struct PortForwarder::State : std::enable_shared_from_this<PortForwarder::State>
   }
 
   void Accept(const std::shared_ptr<Listener>& listener) {
-    listener->acceptor->async_accept(
+    AsyncAcceptCloseOnExec(
+        *listener->acceptor, io.get_executor(),
         [self = shared_from_this(), listener](boost::system::error_code error, tcp::socket client) {
           if (error == asio::error::operation_aborted || !listener->acceptor->is_open()) return;
           if (!error) self->Connect(listener, std::move(client));
@@ -240,10 +243,11 @@ Status PortForwarder::Add(const std::string& id, const std::vector<fleet::Publis
     listener->container_port = port.container_port;
     listener->acceptor = std::make_unique<tcp::acceptor>(state_->io);
     const tcp::endpoint endpoint(address, static_cast<unsigned short>(port.host_port));
-    listener->acceptor->open(endpoint.protocol(), error);
+    error = OpenCloseOnExec(*listener->acceptor, endpoint.protocol());
     if (!error) listener->acceptor->set_option(tcp::acceptor::reuse_address(true), error);
     if (!error) listener->acceptor->bind(endpoint, error);
     if (!error) listener->acceptor->listen(asio::socket_base::max_listen_connections, error);
+    if (!error) listener->acceptor->non_blocking(true, error);  // AsyncAcceptCloseOnExec's accept4
     if (error)
       return Unavailable("publish " + port.host_address + ":" + std::to_string(port.host_port) +
                          ": " + error.message());
