@@ -161,10 +161,12 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("--isolation", options.isolation, "runc, gvisor or kata")
       ->check(CLI::IsMember({"runc", "gvisor", "kata"}))
       ->capture_default_str();
-  run->add_option("-e,--env", options.env, "NAME=VALUE (repeatable)");
+  // One value per occurrence: `-e A=1 IMAGE` must leave IMAGE to the positionals.
+  run->add_option("-e,--env", options.env, "NAME=VALUE (repeatable)")->allow_extra_args(false);
   run->add_option("-p,--publish", options.publish,
                   "PORT[/udp][:NAME]: publish a port of the container (repeatable); its address "
-                  "is printed once it runs");
+                  "is printed once it runs")
+      ->allow_extra_args(false);
   auto* ready_port = run->add_option("--ready-port", options.ready_port,
                                      "Ready once an HTTP GET of this port answers 2xx or 3xx")
                          ->check(CLI::Range(1, 65535));

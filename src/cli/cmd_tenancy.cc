@@ -77,9 +77,11 @@ void AddPolicyOptions(CLI::App* command, Flags& flags, bool removing) {
   flags.requeue_option =
       command->add_flag("--requeue-on-gpu-fault,!--no-requeue-on-gpu-fault", flags.requeue,
                         "Submit a request again when a GPU fault stops it");
-  command->add_option("--label", flags.labels,
-                      removing ? "KEY=VALUE to set a label, KEY- to remove one (repeatable)"
-                               : "KEY=VALUE label (repeatable)");
+  command
+      ->add_option("--label", flags.labels,
+                   removing ? "KEY=VALUE to set a label, KEY- to remove one (repeatable)"
+                            : "KEY=VALUE label (repeatable)")
+      ->allow_extra_args(false);
 }
 
 void Create(const Flags& flags) {

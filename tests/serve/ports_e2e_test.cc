@@ -165,10 +165,12 @@ TEST_F(ServePortsE2e, TheClientPublishesAPortAndSaysWhereItIs) {
   CliResult waited = RunTessera(*serve_, token, home.path(), {"wait", id});
   EXPECT_NE(waited.status, 0) << waited.out;  // stopped: SIGTERM's or SIGKILL's code
 
-  // Attached: the address on stderr while it runs (its port is free again: the lowest).
-  CliResult attached = RunTessera(*serve_, token, home.path(),
-                                  {"run", "--tenancy", "ports-cli", "-p", "8080", image_, "sh",
-                                   "-c", "httpd -p 8080 -h / && sleep 6 && echo served"});
+  // Attached: the address on stderr while it runs (its port is free again: the lowest). -p and
+  // -e right before the image take one value each.
+  CliResult attached =
+      RunTessera(*serve_, token, home.path(),
+                 {"run", "--tenancy", "ports-cli", "-e", "WORD=served", "-p", "8080", image_, "sh",
+                  "-c", "httpd -p 8080 -h / && sleep 6 && echo $WORD"});
   EXPECT_EQ(attached.status, 0) << attached.err;
   EXPECT_EQ(attached.out, "served\n");
   EXPECT_NE(attached.err.find(" port 8080/tcp at " + address), std::string::npos) << attached.err;
