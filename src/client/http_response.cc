@@ -50,6 +50,9 @@ Status ResponseReader::Feed(std::string_view bytes) {
 }
 
 Status ResponseReader::Finish() {
+  // Beast calls a message complete at the end of input even when none came (a default 200):
+  // a connection closed before a whole header is no answer at all.
+  if (!parser_->parser.is_header_done()) return Unavailable("connection closed before a response");
   boost::system::error_code error;
   parser_->parser.put_eof(error);
   if (error) return Unavailable("connection closed before a full response");

@@ -56,6 +56,18 @@ TEST(ResponseReader, ABodyWithoutALengthEndsWithTheConnection) {
   EXPECT_FALSE(reader.done());
 }
 
+// A server killed after the request went out: the connection ends with no answer, or half a
+// header. Neither is a response (a parser left to itself would call it a 200).
+TEST(ResponseReader, AConnectionClosedBeforeAHeaderIsNoAnswer) {
+  ResponseReader nothing;
+  EXPECT_FALSE(nothing.Finish().ok());
+  EXPECT_FALSE(nothing.done());
+  ResponseReader half;
+  ASSERT_TRUE(half.Feed("HTTP/1.1 200 OK\r\nContent-Ty").ok());
+  EXPECT_FALSE(half.Finish().ok());
+  EXPECT_FALSE(half.done());
+}
+
 TEST(ResponseReader, SaysWhetherTheServerClosesTheConnection) {
   ResponseReader reader;
   ASSERT_TRUE(reader.Feed("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n").ok());
