@@ -372,8 +372,12 @@ void Model::HoldPortsOf(const ContainerRecord& container) {
     if (port.host_port > 0 && !ports.Hold(container.id, port.host_port))
       spdlog::error("container {}: host port {} is held by container {} as well", container.id,
                     port.host_port, ports.HolderOf(port.host_port));
-  if (container.state == ContainerState::kRunning && container.spec.ready)
-    probed.insert(container.id);
+  if (container.state == ContainerState::kRunning && Probed(container)) probed.insert(container.id);
+}
+
+bool Model::Probed(const ContainerRecord& container) const {
+  // Its readiness probe; or, where the backend chooses the addresses (fleet mode), its ports.
+  return container.spec.ready || (options.fleet && !container.spec.ports.empty());
 }
 
 void Model::RemoveContainer(const std::string& id) {

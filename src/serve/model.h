@@ -62,7 +62,8 @@ class Model {
   // Host ports of published container ports (embedded mode): held from placement until the
   // container ended (port_publishing.h).
   PortAllocator ports;
-  // Running containers with a readiness probe (readiness.h asks about these).
+  // Running containers with a readiness probe, or (fleet mode) with ports the backend publishes:
+  // readiness.h asks about these.
   std::set<std::string> probed;
   // Container IDs retention removed with a tombstone: never given again.
   std::unordered_set<std::string> retired_ids;
@@ -219,6 +220,8 @@ class Model {
   void AddContainer(fleet::ContainerRecord container);
   // A placed container that has not ended holds its published host ports again (AddContainer).
   void HoldPortsOf(const fleet::ContainerRecord& container);
+  // Whether readiness.h asks about it while it runs (see `probed`).
+  bool Probed(const fleet::ContainerRecord& container) const;
   // Drops a record from memory (retention, a submission whose commit failed, another
   // replica's deletion), compacting the listing order behind it.
   void RemoveContainer(const std::string& id);

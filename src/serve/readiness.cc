@@ -20,11 +20,13 @@ std::vector<Probe> ProbesLocked(const Model& model) {
   std::vector<Probe> probes;
   for (const auto& id : model.probed) {
     auto it = model.containers.find(id);
-    if (it == model.containers.end() || !it->second.spec.ready) continue;
+    if (it == model.containers.end()) continue;
     const fleet::ContainerRecord& container = it->second;
-    Probe probe{id, {"", 0, container.spec.ready->path}};
+    // Without a probe of its own it is asked about only for where its ports are (Exposed).
+    Probe probe{id, {"", 0, container.spec.ready ? container.spec.ready->path : "/"}};
     for (const auto& port : container.published)
-      if (port.container_port == container.spec.ready->port && port.protocol == "tcp") {
+      if (container.spec.ready && port.container_port == container.spec.ready->port &&
+          port.protocol == "tcp") {
         probe.target.address = port.host_address;
         probe.target.port = port.host_port;
       }
@@ -97,7 +99,7 @@ void Readiness::Pass() {
     // Only a container still probed: one that ended meanwhile keeps no verdict.
     if (!model_.probed.count(id)) continue;
     auto& container = model_.containers.at(id);
-    container.ready = ready;
+    if (container.spec.ready) container.ready = ready;
     if (auto ports = exposed.find(id); ports != exposed.end()) container.published = ports->second;
   }
 }

@@ -630,7 +630,7 @@ void Scheduler::ApplyStartLocked(const std::string& id, const Status& status) {
         started.started_ms = fleet::NowMs();
         model_.MeterStarted(started);
         model_.ShareStarted(started, mutations);
-        if (started.spec.ready) model_.probed.insert(id);
+        if (model_.Probed(started)) model_.probed.insert(id);
         if (started.spec.max_duration_s > 0) {
           deadlines_.emplace(started.started_ms + started.spec.max_duration_s * 1000, id);
           limits_changed_ = true;
