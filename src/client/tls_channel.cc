@@ -24,16 +24,16 @@ namespace tls_channel_detail {
   X(SSL_CTX_new)                                                                                   \
   X(SSL_CTX_free)                                                                                  \
   X(SSL_CTX_ctrl)                                                                                  \
-  X(SSL_CTX_set_cipher_list)                                                                       \
-  X(SSL_CTX_set_options)                                                                           \
-  X(SSL_CTX_set_verify) X(SSL_CTX_set_default_verify_paths) X(SSL_CTX_get_cert_store)              \
-      X(SSL_CTX_use_certificate) X(SSL_CTX_use_PrivateKey) X(SSL_CTX_check_private_key) X(SSL_new) \
-          X(SSL_free) X(SSL_set_fd) X(SSL_ctrl) X(SSL_set1_host) X(SSL_get0_param) X(SSL_connect)  \
-              X(SSL_read) X(SSL_write) X(SSL_get_error) X(SSL_shutdown) X(SSL_get_verify_result)   \
-                  X(BIO_new_mem_buf) X(BIO_free) X(PEM_read_bio_X509) X(PEM_read_bio_PrivateKey)   \
-                      X(X509_free) X(EVP_PKEY_free) X(X509_STORE_add_cert)                         \
-                          X(X509_VERIFY_PARAM_set1_ip_asc) X(X509_verify_cert_error_string)        \
-                              X(ERR_get_error) X(ERR_error_string_n) X(ERR_clear_error)
+  X(SSL_CTX_set_cipher_list) X(SSL_CTX_set_options) X(SSL_CTX_set_verify)                          \
+      X(SSL_CTX_set_default_verify_paths) X(SSL_CTX_get_cert_store) X(SSL_CTX_use_certificate)     \
+          X(SSL_CTX_use_PrivateKey) X(SSL_CTX_check_private_key) X(SSL_new) X(SSL_free)            \
+              X(SSL_set_fd) X(SSL_ctrl) X(SSL_set1_host) X(SSL_get0_param) X(SSL_connect)          \
+                  X(SSL_read) X(SSL_write) X(SSL_get_error) X(SSL_shutdown)                        \
+                      X(SSL_get_verify_result) X(BIO_new_mem_buf) X(BIO_free) X(PEM_read_bio_X509) \
+                          X(PEM_read_bio_PrivateKey) X(X509_free) X(EVP_PKEY_free)                 \
+                              X(X509_STORE_add_cert) X(X509_VERIFY_PARAM_set1_ip_asc)              \
+                                  X(X509_verify_cert_error_string) X(ERR_get_error)                \
+                                      X(ERR_error_string_n) X(ERR_clear_error)
 
 struct OpenSsl {
 #define TESSERA_OPENSSL_MEMBER(name) decltype(&::name) name = nullptr;
