@@ -215,7 +215,7 @@ std::map<std::string, std::string> MapFromJson(const json& doc, const char* key)
 // running container is its claim on that port: written in the transaction that records the
 // placement, so a restart finds every port held by the containers still running. `ready`
 // itself is a live observation and is not stored.
-void AddPortsToDoc(const ContainerRecord& c, json& doc) {
+void WritePortsInto(const ContainerRecord& c, json& doc) {
   if (!c.spec.ports.empty()) {
     json ports = json::array();
     for (const auto& port : c.spec.ports)
@@ -237,7 +237,7 @@ void AddPortsToDoc(const ContainerRecord& c, json& doc) {
   }
 }
 
-void ReadPortsFromDoc(const json& doc, ContainerRecord& c) {
+void ReadPortsFrom(const json& doc, ContainerRecord& c) {
   if (doc.contains("ports") && doc["ports"].is_array())
     for (const auto& port : doc["ports"])
       if (port.is_object())
@@ -289,7 +289,7 @@ std::string ContainerDoc(const ContainerRecord& c) {
   }
   if (!c.enforcement.empty()) doc["enforcement"] = c.enforcement;
   if (!c.spec.volumes.empty()) doc["volumes"] = tenancy::VolumeRequestsToJson(c.spec.volumes);
-  AddPortsToDoc(c, doc);
+  WritePortsInto(c, doc);
   return doc.dump();
 }
 
@@ -343,7 +343,7 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
     c.share_gpus = doc.value("share_gpus", 0.0);
   }
   c.enforcement = doc.value("enforcement", "");
-  ReadPortsFromDoc(doc, c);
+  ReadPortsFrom(doc, c);
   c.gpus = doc.value("gpus", std::vector<std::string>{});
   c.reason = doc.value("reason", "");
   c.stop_requested = doc.value("stop_requested", false);
