@@ -46,11 +46,13 @@ inline constexpr uint64_t kMinShareMemory = 256 * kMiB;
 inline constexpr uint64_t kMaxShareMemory = uint64_t{4} << 40;
 
 // A share of one GPU: its memory, its compute in percent of the GPU's SMs (MPS: the active
-// thread percentage, a ceiling), and the mode.
+// thread percentage, a ceiling), and the mode. With `mig_profile` it is a share of one MIG
+// device of that profile instead (memory and compute then count against that device).
 struct Share {
   uint64_t memory_bytes = 0;
   int compute_percent = 0;  // 1..100
   Mode mode = Mode::kMps;
+  std::string mig_profile;  // "3g.40gb"; empty: a share of a whole GPU
   friend bool operator==(const Share&, const Share&) = default;
 };
 

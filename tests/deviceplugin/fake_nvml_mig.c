@@ -8,14 +8,23 @@
  *       [activation=<nvml error>]      (SetMigMode records pending but answers this status)
  *       [memory_mb=<MiB>]              (the whole GPU's memory; default: the board's)
  *       [module=<n>]                   (nvmlDeviceGetModuleId; absent: not supported)
+ *       [minor=<n>]                    (its /dev/nvidia<n>; default: its place among the gpu lines)
  *   gi <pci> id=<g> profile=<profile ID> start=<memory slice>
- *   ci <pci> gi=<g> id=<c> slices=<compute slices> uuid=<MIG-…>
+ *   ci <pci> gi=<g> id=<c> slices=<compute slices> uuid=<MIG-…> [processes=<n>]
+ *       (processes: what runs on that MIG device; destroying it answers NVML_ERROR_IN_USE)
  *   fail <nvml function> <nvml error>  (that function answers the error)
  * Each state-changing call is appended to TESSERA_FAKE_NVML_LOG as
- * "<function> <pci> <arguments> -> <status>", so tests can read back what changed. */
+ * "<function> <pci> <arguments> -> <status>", so tests can read back what changed.
+ *
+ * As the driver does, creating and destroying instances adds and removes their capability files
+ * under <TESSERA_FAKE_NVML_ROOT>/proc/driver/nvidia/capabilities/gpu<minor>/mig (gi<g>/access,
+ * gi<g>/ci<c>/access, "DeviceFileMinor: <n>" by the driver's numbering) when that variable names
+ * a fixture host's root. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define NVML_SUCCESS 0
 #define NVML_ERROR_INVALID_ARGUMENT 2
@@ -102,7 +111,7 @@ typedef struct {
   char pci[24];
   char board[24];
   char uuid[96];
-  int mig, pending, processes, activation, module, used;
+  int mig, pending, processes, activation, module, used, minor;
   unsigned int memory_mb;
 } Gpu;
 typedef struct {
@@ -113,6 +122,7 @@ typedef struct {
   int used, gpu;
   unsigned int gi, id, slices;
   char uuid[96];
+  unsigned int processes;
 } Ci;
 
 static Gpu gpus[MAX_GPUS];
@@ -180,6 +190,7 @@ void FakeNvmlMigLoad(void) {
         g->activation = (int)Number(line, "activation", 0);
         g->memory_mb = Number(line, "memory_mb", 0);
         g->module = (int)Number(line, "module", 0);
+        g->minor = (int)Number(line, "minor", (unsigned int)i);
         break;
       }
     } else if (strcmp(kind, "gi") == 0) {
@@ -197,7 +208,8 @@ void FakeNvmlMigLoad(void) {
                       Number(line, "gi", 0),
                       Number(line, "id", 0),
                       Number(line, "slices", 1),
-                      ""};
+                      "",
+                      Number(line, "processes", 0)};
         FakeNvmlValue(line, "uuid", cis[i].uuid, sizeof cis[i].uuid);
         break;
       }
@@ -226,16 +238,20 @@ static void Save(void) {
     if (g->activation) fprintf(f, " activation=%d", g->activation);
     if (g->memory_mb) fprintf(f, " memory_mb=%u", g->memory_mb);
     if (g->module) fprintf(f, " module=%d", g->module);
+    if (g->minor != i) fprintf(f, " minor=%d", g->minor);
     fprintf(f, "\n");
   }
   for (int i = 0; i < MAX_GIS; ++i)
     if (gis[i].used && gis[i].gpu >= 0)
       fprintf(f, "gi %s id=%u profile=%u start=%u\n", gpus[gis[i].gpu].pci, gis[i].id,
               gis[i].profile_id, gis[i].start);
-  for (int i = 0; i < MAX_CIS; ++i)
-    if (cis[i].used && cis[i].gpu >= 0)
-      fprintf(f, "ci %s gi=%u id=%u slices=%u uuid=%s\n", gpus[cis[i].gpu].pci, cis[i].gi,
-              cis[i].id, cis[i].slices, cis[i].uuid);
+  for (int i = 0; i < MAX_CIS; ++i) {
+    if (!cis[i].used || cis[i].gpu < 0) continue;
+    fprintf(f, "ci %s gi=%u id=%u slices=%u uuid=%s", gpus[cis[i].gpu].pci, cis[i].gi, cis[i].id,
+            cis[i].slices, cis[i].uuid);
+    if (cis[i].processes) fprintf(f, " processes=%u", cis[i].processes);
+    fprintf(f, "\n");
+  }
   for (int i = 0; i < fail_count; ++i)
     fprintf(f, "fail %s %d\n", fails[i].function, fails[i].code);
   fclose(f);
@@ -247,6 +263,36 @@ static void Log(const char* function, const char* pci, const char* arguments, in
   FILE* f = path ? fopen(path, "ae") : NULL;
   if (!f) return;
   fprintf(f, "%s %s %s -> %d\n", function, pci, arguments, status);
+  fclose(f);
+}
+
+/* The driver's capability file of a GPU instance (ci < 0) or compute instance: present with its
+ * minor after a create, gone after a destroy. Minors: 3 for the global caps, then per GPU 15
+ * GPU-instance slots of 9 (the instance's own, then 8 compute instances). */
+static void CapabilityFile(int gpu, unsigned int gi, int ci, int present) {
+  const char* root = getenv("TESSERA_FAKE_NVML_ROOT");
+  if (!root || gpu < 0) return;
+  char dir[4096], path[4200];
+  int n = snprintf(dir, sizeof dir, "%s/proc/driver/nvidia/capabilities/gpu%d/mig/gi%u", root,
+                   gpus[gpu].minor, gi);
+  if (ci >= 0) snprintf(dir + n, sizeof dir - (size_t)n, "/ci%d", ci);
+  snprintf(path, sizeof path, "%s/access", dir);
+  if (!present) {
+    unlink(path);
+    rmdir(dir);
+    return;
+  }
+  for (char* slash = strchr(dir + strlen(root) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+    *slash = 0;
+    mkdir(dir, 0755);
+    *slash = '/';
+  }
+  mkdir(dir, 0755);
+  FILE* f = fopen(path, "we");
+  if (!f) return;
+  unsigned int minor =
+      3u + (unsigned int)gpus[gpu].minor * 135u + gi * 9u + (ci >= 0 ? 1u + (unsigned int)ci : 0u);
+  fprintf(f, "DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n", minor);
   fclose(f);
 }
 
@@ -672,6 +718,7 @@ int nvmlDeviceCreateGpuInstanceWithPlacement(void* device, unsigned int profile_
       gis[i] = (Gi){1, gpu, next_id, profile_id, placement->start};
       *out = &gis[i];
       rc = NVML_SUCCESS;
+      CapabilityFile(gpu, next_id, -1, 1);
       Save();
       break;
     }
@@ -706,7 +753,7 @@ int nvmlGpuInstanceCreateComputeInstance(void* handle, unsigned int profile_id, 
     rc = NVML_ERROR_INSUFFICIENT_RESOURCES;
     for (int i = 0; i < MAX_CIS; ++i) {
       if (cis[i].used) continue;
-      cis[i] = (Ci){1, gi->gpu, gi->id, next_id, kCiSlices[profile_id], ""};
+      cis[i] = (Ci){1, gi->gpu, gi->id, next_id, kCiSlices[profile_id], "", 0};
       /* A stable, well-formed UUID derived from where the instance sits. */
       unsigned int h = 2166136261u;
       for (const char* c = gpus[gi->gpu].pci; *c; ++c)
@@ -715,6 +762,7 @@ int nvmlGpuInstanceCreateComputeInstance(void* handle, unsigned int profile_id, 
                next_id, gi->start, (unsigned int)i);
       *out = &cis[i];
       rc = NVML_SUCCESS;
+      CapabilityFile(gi->gpu, gi->id, (int)next_id, 1);
       Save();
       break;
     }
@@ -730,9 +778,10 @@ int nvmlComputeInstanceDestroy(void* handle) {
   int rc = Injected("nvmlComputeInstanceDestroy");
   if (!rc && !ci) rc = NVML_ERROR_INVALID_ARGUMENT;
   const char* pci = ci ? gpus[ci->gpu].pci : "?";
-  if (!rc && gpus[ci->gpu].processes > 0) rc = NVML_ERROR_IN_USE;
+  if (!rc && (gpus[ci->gpu].processes > 0 || ci->processes > 0)) rc = NVML_ERROR_IN_USE;
   if (!rc) {
     ci->used = 0;
+    CapabilityFile(ci->gpu, ci->gi, (int)ci->id, 0);
     Save();
   }
   Log("nvmlComputeInstanceDestroy", pci, args, rc);
@@ -750,6 +799,7 @@ int nvmlGpuInstanceDestroy(void* handle) {
   const char* pci = gi ? gpus[gi->gpu].pci : "?";
   if (!rc) {
     gi->used = 0;
+    CapabilityFile(gi->gpu, gi->id, -1, 0);
     Save();
   }
   Log("nvmlGpuInstanceDestroy", pci, args, rc);

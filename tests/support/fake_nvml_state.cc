@@ -39,6 +39,11 @@ FakeNvmlState::~FakeNvmlState() {
   ::unsetenv("TESSERA_FAKE_NVML_STATE");
   ::unsetenv("TESSERA_FAKE_NVML_LOG");
   ::unsetenv("TESSERA_FAKE_NVML_INITS");
+  ::unsetenv("TESSERA_FAKE_NVML_ROOT");
+}
+
+void FakeNvmlState::MirrorCapabilitiesUnder(const std::string& root) const {
+  ::setenv("TESSERA_FAKE_NVML_ROOT", root.c_str(), 1);
 }
 
 std::string FakeNvmlState::State() const {

@@ -1,7 +1,7 @@
 // The stand-in NVML's state for one test (tests/deviceplugin/fake_nvml_mig.c): a private copy of
 // a fixture host's <name>.nvml, named by TESSERA_FAKE_NVML_STATE, and a log of every
 // state-changing NVML call, named by TESSERA_FAKE_NVML_LOG, and one line per nvmlInit_v2, named
-// by TESSERA_FAKE_NVML_INITS. Child processes inherit all three.
+// by TESSERA_FAKE_NVML_INITS. Child processes inherit all three (and TESSERA_FAKE_NVML_ROOT).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,9 @@ class FakeNvmlState {
   void Append(const std::string& line) const;  // e.g. "fail nvmlGpuInstanceDestroy 19"
   // Replaces `from` with `to` in the state file (e.g. "processes=0" -> "processes=2").
   void Replace(const std::string& from, const std::string& to) const;
+  // From now on instances the stand-in creates or destroys add or remove their capability files
+  // under `root`/proc/driver/nvidia/capabilities, as the driver does (TESSERA_FAKE_NVML_ROOT).
+  void MirrorCapabilitiesUnder(const std::string& root) const;
 
  private:
   TempDir dir_;
