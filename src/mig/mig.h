@@ -114,6 +114,68 @@ Result<GpuPlan> PlanGpu(const GpuState& state, const std::optional<LayoutEntry>&
 // "destroy GI 7 (1g.10gb at 0+1)", one line per step; "no change" for an empty plan.
 std::vector<std::string> DescribePlan(const GpuPlan& plan, const ProfileTable& table);
 
+// ---- Shaping by demand (pure, demand.cc) ----
+// serve and the fleet bench make the MIG instance a waiting request needs instead of waiting for
+// an operator to re-apply a layout. Running work is never touched: only idle instances go.
+
+inline bool Overlaps(const nvml::Placement& a, const nvml::Placement& b) {
+  return a.start < b.start + b.size && b.start < a.start + a.size;
+}
+
+// A GPU instance as shaping sees it.
+struct LiveInstance {
+  uint32_t gpu_instance_id = 0;
+  uint32_t profile_id = 0;
+  nvml::Placement placement;
+  bool busy = false;  // holds work (a container, a share, a process): never destroyed
+};
+
+// One GPU in MIG mode.
+struct ShapeGpu {
+  const ProfileTable* table = nullptr;  // its board; nullptr: not shaped
+  std::vector<LiveInstance> instances;
+  // Memory slices kept for a larger waiting request: nothing new is made there, and no idle
+  // instance there is handed out.
+  std::vector<nvml::Placement> reserved;
+  bool placeable = true;  // false: leave it alone (draining, quarantined, faulted)
+};
+
+// How one new instance is made on one GPU.
+struct ShapeStep {
+  std::vector<uint32_t> destroy;  // idle GPU instance IDs, destroyed first
+  Creation create;
+  // What stays possible afterwards, higher is better: the largest profile (memory slices) that
+  // could still be made, then how many placements of every profile stay open.
+  uint32_t largest_after = 0;
+  uint32_t open_after = 0;
+};
+
+// The best way to make one instance of `profile` on `gpu`: at an allowed start whose memory
+// slices hold no busy instance and no reservation, within the board's compute slices and the
+// profile's instance limit; fewest idle instances destroyed, then the most left possible.
+// nullopt when no start qualifies.
+std::optional<ShapeStep> PlanInstance(const ShapeGpu& gpu, const Profile& profile);
+
+// Across GPUs: which GPU makes the instance. Prefers fewer destroyed instances, then GPUs that
+// already hold work (whole free GPUs stay whole for large requests), then the most left
+// possible, then the lowest index. `profile_name` is looked up in each GPU's table.
+struct ShapeChoice {
+  size_t gpu = 0;
+  ShapeStep step;
+};
+std::optional<ShapeChoice> ChooseInstance(const std::vector<ShapeGpu>& gpus,
+                                          std::string_view profile_name);
+
+// Where a request that fits nowhere now should wait (its reservation): the GPU and placement
+// whose busy instances in the way hold the fewest compute slices. nullopt when no GPU's board
+// offers the profile.
+struct Reservation {
+  size_t gpu = 0;
+  nvml::Placement placement;
+};
+std::optional<Reservation> ChooseReservation(const std::vector<ShapeGpu>& gpus,
+                                             std::string_view profile_name);
+
 // ---- Effects (NVML) ----
 
 Result<GpuState> ReadGpuState(const nvml::Library& nvml, const std::string& pci_address);
