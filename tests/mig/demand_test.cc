@@ -2,6 +2,9 @@
 // which GPU makes it, and where a request that fits nowhere waits.
 #include <gtest/gtest.h>
 
+#include <random>
+#include <tuple>
+
 #include "mig/mig.h"
 
 namespace tessera::mig {
@@ -109,6 +112,62 @@ TEST(MigDemand, AReservationWaitsWhereTheLeastBusyWorkIsInTheWay) {
   EXPECT_EQ(reservation->gpu, 1u);  // 4 busy compute slices in the way, not 6
   EXPECT_EQ(reservation->placement, (nvml::Placement{0, 8}));
   EXPECT_FALSE(ChooseReservation(gpus, "nope"));
+}
+
+// A random valid H100 state: instances laid down at random allowed starts, some busy.
+ShapeGpu RandomH100(std::mt19937& rng) {
+  ShapeGpu gpu = H100();
+  const auto& profiles = BuiltinH100Table().profiles;
+  uint32_t next_id = 1;
+  for (int tries = 0; tries < 6; ++tries) {
+    const Profile& p = profiles[rng() % profiles.size()];
+    const uint32_t start = p.starts[rng() % p.starts.size()];
+    auto step = PlanInstance(gpu, p);
+    bool clash = false;
+    for (const auto& instance : gpu.instances)
+      clash = clash || Overlaps(instance.placement, {start, p.size});
+    if (!step || clash) continue;
+    gpu.instances.push_back(Gi(next_id++, p.id, start, p.size, rng() % 2 == 0));
+  }
+  if (rng() % 5 == 0) gpu.reserved.push_back({0, 4});
+  return gpu;
+}
+
+TEST(MigDemand, AFleetChoiceIsTheBestOfEveryGpuPlannedOnItsOwn) {
+  // ChooseInstance plans each distinct GPU shape once; the answer must be what planning every GPU
+  // separately gives.
+  std::mt19937 rng(41);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<ShapeGpu> gpus;
+    for (int i = 0; i < 40; ++i)
+      gpus.push_back(rng() % 3 == 0 ? H100() : RandomH100(rng));
+    for (const auto& profile : BuiltinH100Table().profiles) {
+      std::optional<size_t> want;
+      std::tuple<size_t, int64_t, int64_t, int64_t> want_key;
+      for (size_t i = 0; i < gpus.size(); ++i) {
+        auto step = PlanInstance(gpus[i], profile);
+        if (!step) continue;
+        int64_t busy = 0;
+        for (const auto& instance : gpus[i].instances)
+          if (instance.busy)
+            busy += BuiltinH100Table().FindById(instance.profile_id)->compute_slices;
+        auto key =
+            std::make_tuple(step->destroy.size(), -busy, -static_cast<int64_t>(step->largest_after),
+                            -static_cast<int64_t>(step->open_after));
+        if (!want || key < want_key) {
+          want = i;
+          want_key = key;
+        }
+      }
+      auto choice = ChooseInstance(gpus, profile.name);
+      ASSERT_EQ(choice.has_value(), want.has_value()) << profile.name << " round " << round;
+      if (!choice) continue;
+      EXPECT_EQ(choice->gpu, *want) << profile.name << " round " << round;
+      auto alone = PlanInstance(gpus[*want], profile);
+      EXPECT_EQ(choice->step.create.placement, alone->create.placement);
+      EXPECT_EQ(choice->step.destroy, alone->destroy);
+    }
+  }
 }
 
 }  // namespace
