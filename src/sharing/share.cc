@@ -74,7 +74,8 @@ Result<Share> ParseShareFlag(std::string_view text) {
   }
   if (parts.size() < 2 || parts.size() > 3)
     return InvalidArgument(fmt::format(
-        "--share \"{}\": want [MIG-PROFILE:]MEMORY,COMPUTE[,mps|timeslice] (e.g. 20Gi,25)", Excerpt(text, 40)));
+        "--share \"{}\": want [MIG-PROFILE:]MEMORY,COMPUTE[,mps|timeslice] (e.g. 20Gi,25)",
+        Excerpt(text, 40)));
   Share share;
   share.mig_profile = std::string(profile);
   auto memory = ParseMemory(parts[0]);

@@ -96,8 +96,7 @@ Status CheckMigProfile(std::string_view profile);
 uint64_t MigProfileMemoryBytes(std::string_view profile);
 // What a share of a MIG slice is metered as: its Fraction of the slice (memory over the slice's,
 // compute over 100) times the slice's fraction of its GPU (placement::MigGpuFraction).
-double MigShareFraction(const Share& share, uint64_t slice_memory_bytes,
-                        double slice_gpu_fraction);
+double MigShareFraction(const Share& share, uint64_t slice_memory_bytes, double slice_gpu_fraction);
 
 // ---------------------------------------------------------------------------------------------
 // Placement.
