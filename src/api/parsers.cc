@@ -125,7 +125,8 @@ Result<fleet::MigRequest> ParseMigRequest(const json& value) {
   return mig;
 }
 
-// {"memory": "20Gi", "compute": 25, "mode": "mps"|"timeslice"}: memory and compute required.
+// {"memory": "20Gi", "compute": 25, "mode": "mps"|"timeslice", "mig": "3g.40gb"}: memory and
+// compute required; `mig` makes it a share of a MIG slice of that profile.
 Result<sharing::Share> ParseShareRequest(const json& value) {
   if (!value.is_object())
     return InvalidArgument("share: must be an object {\"memory\": \"20Gi\", \"compute\": 25}");
@@ -149,8 +150,16 @@ Result<sharing::Share> ParseShareRequest(const json& value) {
       auto mode = sharing::ParseMode(item.get<std::string>());
       if (!mode) return mode.error().WithContext("share");
       share.mode = *mode;
+    } else if (key == "mig") {
+      if (!item.is_string())
+        return InvalidArgument("share.mig: must be a MIG profile name such as \"3g.40gb\"");
+      const std::string& profile = item.get_ref<const std::string&>();
+      if (auto status = sharing::CheckMigProfile(profile); !status)
+        return status.error().WithContext("share");
+      share.mig_profile = profile;
     } else {
-      return InvalidArgument("share." + Excerpt(key) + ": unknown field (memory, compute, mode)");
+      return InvalidArgument("share." + Excerpt(key) +
+                             ": unknown field (memory, compute, mode, mig)");
     }
   }
   if (!memory) return InvalidArgument("share.memory: required");

@@ -128,10 +128,12 @@ json CreatedTokenJson(const serve::CreatedToken& created) {
 }
 
 json ShareJson(const sharing::Share& share) {
-  return {{"memory", sharing::FormatMemory(share.memory_bytes)},
-          {"memory_bytes", share.memory_bytes},
-          {"compute", share.compute_percent},
-          {"mode", sharing::ModeName(share.mode)}};
+  json doc = {{"memory", sharing::FormatMemory(share.memory_bytes)},
+              {"memory_bytes", share.memory_bytes},
+              {"compute", share.compute_percent},
+              {"mode", sharing::ModeName(share.mode)}};
+  if (!share.mig_profile.empty()) doc["mig"] = share.mig_profile;
+  return doc;
 }
 
 json ContainerJson(const fleet::ContainerRecord& c) {
@@ -164,6 +166,8 @@ json ContainerJson(const fleet::ContainerRecord& c) {
   }
   doc["share"] = c.spec.share ? ShareJson(*c.spec.share) : json(nullptr);
   if (c.spec.share) doc["share_gpus"] = c.share_gpus;
+  // A share of a MIG slice: the MIG device it was placed on.
+  if (c.spec.share && !c.spec.share->mig_profile.empty()) doc["mig_devices"] = c.mig_devices;
   // What holds its limits: hardware (MIG), driver (MPS), watchdog, none; empty for whole GPUs.
   doc["enforcement"] = !c.enforcement.empty() ? json(c.enforcement)
                        : c.spec.mig.count > 0
@@ -210,7 +214,8 @@ json GpuJson(const fleet::GpuRecord& g, bool admin, bool watchdog, bool history)
                         {"compute_slices", slice.compute_slices},
                         {"cdi_device", slice.cdi_device},
                         {"tenancy", slice.tenancy},
-                        {"container_id", slice.container_id}});
+                        {"container_id", slice.container_id},
+                        {"shared", slice.shared}});
     doc["mig"] = {
         {"enabled", true}, {"compute_slices", g.compute_slices}, {"slices", std::move(slices)}};
   } else {

@@ -185,8 +185,9 @@ void AddRunCommand(CLI::App& app) {
                       "MIG slices instead of --gpus: PROFILE or PROFILExCOUNT (1g.10gb, 1g.10gbx2)")
           ->excludes("--gpus");
   run->add_option("--share", options.share,
-                  "A share of one GPU instead of --gpus: MEMORY,COMPUTE[,mps|timeslice] "
-                  "(20Gi,25: 20 GiB and 25% of its SMs, MPS)")
+                  "A share of one GPU instead of --gpus: [MIG-PROFILE:]MEMORY,COMPUTE"
+                  "[,mps|timeslice] (20Gi,25: 20 GiB and 25% of its SMs, MPS; "
+                  "3g.40gb:10Gi,50: a share of a 3g.40gb MIG slice)")
       ->excludes("--gpus")
       ->excludes(mig);
   run->callback([run, flags] { Run(*flags, run->remaining()); });

@@ -90,6 +90,7 @@ Result<nlohmann::json> RunRequest(const RunOptions& options, const std::vector<s
     body["share"] = {{"memory", sharing::FormatMemory(share->memory_bytes)},
                      {"compute", share->compute_percent},
                      {"mode", sharing::ModeName(share->mode)}};
+    if (!share->mig_profile.empty()) body["share"]["mig"] = share->mig_profile;
   }
   return body;
 }

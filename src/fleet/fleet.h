@@ -265,6 +265,13 @@ struct MigSlice {
   std::string tenancy;       // holder's tenancy
   // Its GPU instance (NVML's GI ID): a fault contained to one instance names it.
   uint32_t gpu_instance_id = health::kWholeGpu;
+  // Its memory as NVML reports it (0: not known; a share counts the profile's name then).
+  uint64_t memory_bytes = 0;
+  // Held by shares (ShareHolder::mig_device names it): `container_id` is then one of them, and
+  // the slice is never handed out whole until the last one leaves.
+  bool shared = false;
+  // Why the MPS daemon of a shared slice failed (no new shares there until it is back).
+  std::string share_fault;
   friend bool operator==(const MigSlice&, const MigSlice&) = default;
 };
 
@@ -274,6 +281,7 @@ struct ShareHolder {
   std::string tenancy;
   std::string tenancy_uid;
   sharing::Share share;
+  std::string mig_device;  // a share of a MIG slice: the slice's MigSlice::id; else empty
   friend bool operator==(const ShareHolder&, const ShareHolder&) = default;
 };
 

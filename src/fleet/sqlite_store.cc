@@ -286,6 +286,11 @@ std::string ContainerDoc(const ContainerRecord& c) {
                     {"compute", c.spec.share->compute_percent},
                     {"mode", sharing::ModeName(c.spec.share->mode)}};
     doc["share_gpus"] = c.share_gpus;
+    // A share of a MIG slice: its profile, and the MIG device it was placed on.
+    if (!c.spec.share->mig_profile.empty()) {
+      doc["share"]["mig"] = c.spec.share->mig_profile;
+      doc["mig_devices"] = c.mig_devices;
+    }
   }
   if (!c.enforcement.empty()) doc["enforcement"] = c.enforcement;
   if (!c.spec.volumes.empty()) doc["volumes"] = tenancy::VolumeRequestsToJson(c.spec.volumes);
@@ -339,8 +344,12 @@ Result<ContainerRecord> ContainerFromRow(std::string id, std::string tenancy,
     auto mode = sharing::ParseMode(doc["share"].value("mode", "mps"));
     if (!mode) return mode.error().WithContext("container " + c.id);
     share.mode = *mode;
+    // Records written before shares of MIG slices have none: a share of a whole GPU.
+    share.mig_profile = doc["share"].value("mig", "");
     c.spec.share = share;
     c.share_gpus = doc.value("share_gpus", 0.0);
+    if (!share.mig_profile.empty())
+      c.mig_devices = doc.value("mig_devices", std::vector<std::string>{});
   }
   c.enforcement = doc.value("enforcement", "");
   ReadPortsFrom(doc, c);

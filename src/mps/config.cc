@@ -14,9 +14,21 @@ bool IsHex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
-// NVML's GPU UUIDs: "GPU-" then hex groups ("GPU-8f6b2c1d-4e5f-…"). It names a directory, so
-// nothing else gets through.
+// A MIG device's UUID as NVML gives it since R470: "MIG-" and a UUID's 8-4-4-4-12 hex groups.
+bool IsMigUuid(std::string_view uuid) {
+  if (uuid.size() != 40 || !uuid.starts_with("MIG-")) return false;
+  for (size_t i = 4; i < uuid.size(); ++i) {
+    const bool dash = i == 12 || i == 17 || i == 22 || i == 27;
+    if (dash ? uuid[i] != '-' : !IsHex(uuid[i])) return false;
+  }
+  return true;
+}
+
+// NVML's GPU UUIDs: "GPU-" then hex groups ("GPU-8f6b2c1d-4e5f-…"), or a MIG device's "MIG-"
+// then hex groups (the older "MIG-GPU-…/<gi>/<ci>" form has slashes and is refused). It names a
+// directory, so nothing else gets through.
 bool IsGpuUuid(std::string_view uuid) {
+  if (uuid.starts_with("MIG-")) return IsMigUuid(uuid);
   if (!uuid.starts_with("GPU-") || uuid.size() < 12 || uuid.size() > 80) return false;
   for (char c : uuid.substr(4))
     if (!IsHex(c) && c != '-') return false;
@@ -25,10 +37,14 @@ bool IsGpuUuid(std::string_view uuid) {
 
 }  // namespace
 
+bool IsMigDevice(std::string_view uuid) {
+  return IsMigUuid(uuid);
+}
+
 Status CheckConfig(const DaemonConfig& config) {
   if (!IsGpuUuid(config.gpu_uuid))
     return InvalidArgument("gpu_uuid: \"" + Excerpt(config.gpu_uuid, 80) +
-                           "\" is not an NVML GPU UUID");
+                           "\" is not an NVML GPU or MIG device UUID");
   if (config.pinned_memory_limit_bytes < kMiB)
     return InvalidArgument("pinned memory limit: under 1 MiB");
   if (config.active_thread_percentage < 1 || config.active_thread_percentage > 100)
@@ -56,7 +72,8 @@ std::vector<std::string> DefaultLimitCommands(const DaemonConfig& config) {
 
 Result<Paths> PathsFor(const std::string& root, const std::string& gpu_uuid) {
   if (!IsGpuUuid(gpu_uuid))
-    return InvalidArgument("\"" + Excerpt(gpu_uuid, 80) + "\" is not an NVML GPU UUID");
+    return InvalidArgument("\"" + Excerpt(gpu_uuid, 80) +
+                           "\" is not an NVML GPU or MIG device UUID");
   Paths paths;
   paths.dir = root + "/" + gpu_uuid;
   paths.pipe = paths.dir + "/pipe";

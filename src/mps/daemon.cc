@@ -113,7 +113,8 @@ Result<std::unique_ptr<Daemon>> Daemon::Open(const Options& options, const nvml:
       daemon->fatal_seen_ = daemon->ReadLog().fatal_exceptions;
       auto gpu = nvml.GpuByPci(config.pci_address);
       auto current = gpu ? nvml.GetComputeMode(*gpu) : Result<nvml::ComputeMode>(gpu.error());
-      if (!current || *current != nvml::ComputeMode::kExclusiveProcess) {
+      if (!IsMigDevice(config.gpu_uuid) &&
+          (!current || *current != nvml::ComputeMode::kExclusiveProcess)) {
         if (auto status = daemon->SetComputeMode(true); !status) return status.error();
       }
       if (ReadReadyMarker(*paths) != daemon->hash_) {
@@ -196,6 +197,8 @@ LogFacts Daemon::ReadLog() const {
 }
 
 Status Daemon::SetComputeMode(bool exclusive) {
+  // A MIG device's daemon is one of several on its GPU: the GPU's compute mode stays as it is.
+  if (IsMigDevice(config_.gpu_uuid)) return Ok();
   auto gpu = nvml_.GpuByPci(config_.pci_address);
   if (!gpu) return gpu.error().WithContext("compute mode of " + config_.gpu_uuid);
   const auto mode = exclusive ? nvml::ComputeMode::kExclusiveProcess : nvml::ComputeMode::kDefault;

@@ -71,16 +71,22 @@ LogFacts ReadLogFacts(std::string_view text);
 // ---------------------------------------------------------------------------------------------
 // One daemon's config and files.
 
+// A daemon serves one GPU, or one MIG device ("MIG-…"): each MIG device of a GPU has a daemon of
+// its own, with its own directories, as NVIDIA's MIG guide runs MPS. A MIG device's daemon never
+// touches the compute mode: it is the whole GPU's, and EXCLUSIVE_PROCESS does not go with MIG
+// (one MPS server per MIG device).
 struct DaemonConfig {
-  std::string gpu_uuid;     // "GPU-…": the daemon's CUDA_VISIBLE_DEVICES and its directory
-  std::string pci_address;  // how NVML finds the GPU for its compute mode
+  std::string gpu_uuid;     // "GPU-…"/"MIG-…": the daemon's CUDA_VISIBLE_DEVICES and directory
+  std::string pci_address;  // how NVML finds the GPU for its compute mode (the parent's for MIG)
   // Applied as the daemon's defaults, and to every running server on a change.
   uint64_t pinned_memory_limit_bytes = 0;  // set_default_device_pinned_mem_limit 0 <MiB>M
   int active_thread_percentage = 100;      // set_default_active_thread_percentage
   friend bool operator==(const DaemonConfig&, const DaemonConfig&) = default;
 };
-// InvalidArgument naming the field: a UUID that is not "GPU-" and hex (it names a directory),
-// a limit under 1 MiB, a percentage outside 1..100.
+// Whether a daemon's UUID names a MIG device ("MIG-…").
+bool IsMigDevice(std::string_view uuid);
+// InvalidArgument naming the field: a UUID that is not "GPU-" or "MIG-" and hex (it names a
+// directory), a limit under 1 MiB, a percentage outside 1..100.
 Status CheckConfig(const DaemonConfig& config);
 // "sha256:<hex>" of the config's canonical text: what the ready marker holds.
 std::string ConfigHash(const DaemonConfig& config);

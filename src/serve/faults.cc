@@ -38,8 +38,14 @@ std::vector<std::pair<ContainerRecord*, uint32_t>> HoldersOf(Model& model, const
   };
   for (const auto& slice : gpu.mig_slices)
     add(slice.container_id, slice.gpu_instance_id);
-  for (const auto& share : gpu.shares)
-    add(share.container_id, health::kWholeGpu);
+  for (const auto& share : gpu.shares) {
+    // A share of a MIG slice is in that slice's GPU instance, as the slice's other holders.
+    uint32_t instance = health::kWholeGpu;
+    for (const auto& slice : gpu.mig_slices)
+      if (!share.mig_device.empty() && slice.id == share.mig_device)
+        instance = slice.gpu_instance_id;
+    add(share.container_id, instance);
+  }
   if (!gpu.mig_enabled && gpu.shares.empty()) add(gpu.container_id, health::kWholeGpu);
   return out;
 }

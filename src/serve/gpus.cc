@@ -9,6 +9,7 @@
 #include "firmware/firmware.h"
 #include "serve/audit.h"
 #include "serve/faults.h"
+#include "serve/mig_shares.h"
 
 namespace tessera::serve {
 
@@ -48,7 +49,7 @@ bool Gpus::MigSlicesFreeLocked(const std::string& profile) const {
         gpu.state != LeaseState::kActive)
       continue;
     for (const auto& slice : gpu.mig_slices)
-      if (slice.profile == profile && slice.container_id.empty()) return true;
+      if (slice.profile == profile && slice.container_id.empty() && !slice.shared) return true;
   }
   return false;
 }
@@ -88,6 +89,7 @@ Status Gpus::CheckShareRequest(const sharing::Share& share) const {
     return InvalidArgument(
         "share: the kubernetes backend places whole GPUs; share GPUs there with the device "
         "plugin's sharing.mps or sharing.timeSlicing");
+  if (!share.mig_profile.empty()) return CheckMigShareRequestLocked(share);
   // Whether any GPU here could ever hold it (one it fits once its other shares end).
   const uint64_t reserve = model_.options.sharing.reserve_bytes;
   uint64_t largest = 0;
@@ -105,6 +107,40 @@ Status Gpus::CheckShareRequest(const sharing::Share& share) const {
                               " is more than any GPU here holds for shares (" +
                               sharing::FormatGiB(largest) + " after a reserve of " +
                               sharing::FormatGiB(reserve) + ")");
+  return Ok();
+}
+
+Status Gpus::CheckMigShareRequestLocked(const sharing::Share& share) const {
+  // Some slice of its profile here, with the memory for it: the largest such slice less the
+  // reserve. The profile was checked for its shape (at most 32 plain characters) before.
+  const uint64_t reserve = model_.options.sharing.reserve_bytes;
+  uint64_t largest = 0;
+  bool found = false;
+  std::set<std::string> profiles;
+  for (const auto& gpu : model_.gpus) {
+    if (!gpu.mig_enabled || !gpu.node.empty()) continue;
+    for (const auto& slice : gpu.mig_slices) {
+      if (slice.profile.empty()) continue;
+      profiles.insert(slice.profile);
+      if (slice.profile != share.mig_profile) continue;
+      found = true;
+      const uint64_t memory = SliceMemory(slice);
+      if (memory > reserve) largest = std::max(largest, memory - reserve);
+    }
+  }
+  if (!found) {
+    std::string offered;
+    for (const auto& profile : profiles)
+      offered += (offered.empty() ? "" : ", ") + profile;
+    return FailedPrecondition(
+        "share.mig: this host has no MIG device of " + share.mig_profile +
+        (offered.empty() ? " (no GPU is in MIG mode)" : " (profiles here: " + offered + ")"));
+  }
+  if (share.memory_bytes > largest)
+    return FailedPrecondition("share: " + sharing::FormatMemory(share.memory_bytes) +
+                              " is more than a MIG device of " + share.mig_profile +
+                              " holds for shares (" + sharing::FormatGiB(largest) +
+                              " after a reserve of " + sharing::FormatGiB(reserve) + ")");
   return Ok();
 }
 
@@ -446,6 +482,9 @@ void Gpus::StopHoldersLocked(const GpuRecord& gpu, std::vector<Mutation>& mutati
   std::set<std::string> holders = {gpu.container_id};
   for (const auto& slice : gpu.mig_slices)
     if (!slice.container_id.empty()) holders.insert(slice.container_id);
+  // Every share's (a shared slice names only one of its shares).
+  for (const auto& share : gpu.shares)
+    holders.insert(share.container_id);
   for (const auto& holder : holders) {
     auto it = model_.containers.find(holder);
     if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||

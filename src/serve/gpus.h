@@ -39,6 +39,8 @@ class Gpus {
   Status CheckMigRequest(const fleet::MigRequest& mig) const;
   // FailedPrecondition when no GPU here could ever hold `share` (none shareable, or none with
   // that much memory less the reserve); InvalidArgument in fleet mode.
+  // A share of a MIG slice: FailedPrecondition when no MIG device here has its profile, or none
+  // of them the memory less the reserve.
   Status CheckShareRequest(const sharing::Share& share) const;
   // mu held: whether a GPU that lets new slices in has a free MIG device of `profile` (a MIG
   // request arriving may then start).
@@ -51,6 +53,7 @@ class Gpus {
              Done<fleet::GpuRecord> done);
 
  private:
+  Status CheckMigShareRequestLocked(const sharing::Share& share) const;  // mu held
   // Admin's steps, mu held: the action's change of the lease of GPU `gpu_id` (or the refusal to
   // make it).
   Status ApplyActionLocked(const std::string& gpu_id, fleet::GpuRecord& gpu, GpuAction action,

@@ -277,20 +277,21 @@ telemetry::Directory Measurement::DirectoryLocked() {
   };
   for (const auto& gpu : model_.gpus) {
     if (!gpu.node.empty()) continue;  // another node's: its agent measures it
-    if (!gpu.shares.empty()) {
-      // Shares: each holder, with its fraction (the lease names only one of them).
-      for (const auto& share : gpu.shares)
-        if (auto* h = holder_of(share.container_id))
-          h->gpus[gpu.pci_address] = model_.containers.at(share.container_id).share_gpus;
-    } else if (gpu.mig_enabled) {
+    // Shares: each holder, with its fraction (the lease names only one of them).
+    for (const auto& share : gpu.shares)
+      if (auto* h = holder_of(share.container_id))
+        h->gpus[gpu.pci_address] = model_.containers.at(share.container_id).share_gpus;
+    if (gpu.mig_enabled) {
       for (const auto& slice : gpu.mig_slices) {
-        if (slice.container_id.empty()) continue;
+        // A shared slice's shares are counted above, each by its own fraction.
+        if (slice.container_id.empty() || slice.shared) continue;
         if (auto* h = holder_of(slice.container_id); h && gpu.compute_slices > 0)
           h->gpus[gpu.pci_address] +=
               static_cast<double>(slice.compute_slices) / gpu.compute_slices;
       }
-    } else if (!gpu.container_id.empty() && (gpu.state == fleet::LeaseState::kActive ||
-                                             gpu.state == fleet::LeaseState::kReserved)) {
+    } else if (gpu.shares.empty() && !gpu.container_id.empty() &&
+               (gpu.state == fleet::LeaseState::kActive ||
+                gpu.state == fleet::LeaseState::kReserved)) {
       if (auto* h = holder_of(gpu.container_id)) h->gpus[gpu.pci_address] = 1.0;
     }
   }

@@ -32,9 +32,11 @@ MigParents MigParentsOf(const Model& model) {
     parent.placeable = (gpu.state == LeaseState::kFree || gpu.state == LeaseState::kReserved ||
                         gpu.state == LeaseState::kActive) &&
                        !gpu.drain_requested && !gpu.quarantine_requested;
+    // A slice shares hold (or whose shares' MPS daemon is still being torn down) is not free.
     for (const auto& slice : gpu.mig_slices)
-      parent.slots.push_back({slice.profile, slice.compute_slices,
-                              slice.container_id.empty() && !slice.profile.empty()});
+      parent.slots.push_back(
+          {slice.profile, slice.compute_slices,
+           slice.container_id.empty() && !slice.shared && !slice.profile.empty()});
     out.parents.push_back(std::move(parent));
     out.gpu.push_back(i);
   }

@@ -108,8 +108,11 @@ void Model::ReleaseMigSlices(GpuRecord& gpu, const ContainerRecord& container,
 void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
                          std::vector<Mutation>& out) {
   const size_t before = gpu.shares.size();
+  std::string mig_device;  // the slice it shared, if any
   std::erase_if(gpu.shares, [&](const fleet::ShareHolder& holder) {
-    return holder.container_id == container.id;
+    if (holder.container_id != container.id) return false;
+    mig_device = holder.mig_device;
+    return true;
   });
   if (gpu.shares.size() != before && container.started) {
     // Its tenancy's GPUs in use shrink by what it was charged (ShareHolds: the whole GPU with
@@ -119,8 +122,7 @@ void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
         std::any_of(gpu.shares.begin(), gpu.shares.end(), [&](const fleet::ShareHolder& holder) {
           return holder.tenancy_uid == container.tenancy_uid;
         });
-    AddMigUse(key,
-              -share_holds.UseLeaving(container.spec.share->mode, still, container.share_gpus));
+    AddMigUse(key, -share_holds.UseLeaving(*container.spec.share, still, container.share_gpus));
     const int64_t held_until = share_holds.Left(gpu, container, container.started_ms > 0,
                                                 container.finished_ms, meter, out);
     // Fair share was charged up to now: the time after the hold's end goes back.
@@ -129,13 +131,37 @@ void Model::ReleaseShare(GpuRecord& gpu, const ContainerRecord& container,
       queue->ChargePast(key, -1.0, static_cast<double>(held_until) / 1000.0,
                         static_cast<double>(now_ms) / 1000.0);
   }
+  if (!mig_device.empty()) LeaveSharedSlice(gpu, mig_device);
   if (gpu.state != LeaseState::kReserved && gpu.state != LeaseState::kActive) return;
+  if (gpu.mig_enabled) {
+    // A GPU in MIG mode: its lease lasts while any slice is held, whole or by shares.
+    for (const auto& slice : gpu.mig_slices)
+      if (!slice.container_id.empty())
+        return PassLeaseOn(gpu, container, slice.container_id, slice.tenancy, out);
+    return PassLeaseOn(gpu, container, "", "", out);
+  }
   if (!gpu.shares.empty())
     return PassLeaseOn(gpu, container, gpu.shares.front().container_id, gpu.shares.front().tenancy,
                        out);
   // The last share: its MPS daemon goes (Model::unshare, run by the checker), then the whole GPU
   // is checked, the check following this holder.
   PassLeaseOn(gpu, container, "", "", out);
+}
+
+void Model::LeaveSharedSlice(GpuRecord& gpu, const std::string& mig_device) {
+  for (auto& slice : gpu.mig_slices) {
+    if (slice.id != mig_device) continue;
+    // The slice is named after one of the shares still on it; with none left it stays shared
+    // (taken by nothing) until its MPS daemon is torn down (SharedGpus), then it is free again.
+    slice.container_id.clear();
+    slice.tenancy.clear();
+    for (const auto& holder : gpu.shares) {
+      if (holder.mig_device != mig_device) continue;
+      slice.container_id = holder.container_id;
+      slice.tenancy = holder.tenancy;
+      break;
+    }
+  }
 }
 
 void Model::PassLeaseOn(GpuRecord& gpu, const ContainerRecord& container,
@@ -314,8 +340,7 @@ void Model::ChargeEnded(const ContainerRecord& container, int64_t now_ms, bool r
   const bool beside_queue = container.spec.mig.count > 0 || container.spec.share.has_value();
   // A share on a GPU its tenancy pays whole is corrected with the hold, when it ends
   // (ReleaseShare).
-  const bool corrected_later =
-      container.spec.share && share_holds.whole_gpu(container.spec.share->mode);
+  const bool corrected_later = container.spec.share && share_holds.whole(*container.spec.share);
   if (!queue->Finished(request, now_s, static_cast<double>(ended_ms) / 1000.0) && ran &&
       !beside_queue && gpus > 0)
     queue->ChargePast(QueueTenancy(container), gpus,

@@ -274,6 +274,8 @@ class Model {
                         std::vector<fleet::Mutation>& out);
   void ReleaseShare(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                     std::vector<fleet::Mutation>& out);
+  // A share left the MIG slice `mig_device` of `gpu`: the slice names another share still there.
+  void LeaveSharedSlice(fleet::GpuRecord& gpu, const std::string& mig_device);
   // A holder of part of `gpu` (a MIG slice, a share) is gone: the lease passes to another
   // holder (`next_container`), or with none left the whole GPU goes to its check.
   void PassLeaseOn(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,

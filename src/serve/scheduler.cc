@@ -575,11 +575,12 @@ void Scheduler::StartOnPoolLocked(const std::string& id, std::vector<Mutation>& 
     if (auto* gpu = model_.FindGpu(gpu_id)) {
       request.gpu_pci_addresses.push_back(gpu->pci_address);
       request.node = gpu->node;
-      if (container.spec.mig.count == 0) {
+      if (container.mig_devices.empty()) {
         request.cdi_devices.push_back(gpu->cdi_device);
         continue;
       }
-      // Its MIG devices only: each brings the parent's node and its two capability nodes.
+      // Its MIG devices only (a MIG request's, or the slice a share of a MIG slice is on): each
+      // brings the parent's node and its two capability nodes.
       for (const auto& slice : gpu->mig_slices)
         if (std::find(container.mig_devices.begin(), container.mig_devices.end(), slice.id) !=
             container.mig_devices.end())

@@ -268,6 +268,25 @@ void Service::AttachMigHoldersLocked() {
   }
 }
 
+void Service::AttachSliceShareLocked(GpuRecord& gpu, const ContainerRecord& container) {
+  const std::string device = container.mig_devices.empty() ? "" : container.mig_devices.front();
+  // Held (and counted) until it ends, as every share.
+  gpu.shares.push_back(
+      {container.id, container.spec.tenancy, container.tenancy_uid, *container.spec.share, device});
+  for (auto& slice : gpu.mig_slices) {
+    if (slice.id != device) continue;
+    slice.shared = true;
+    if (slice.container_id.empty()) {
+      slice.container_id = container.id;
+      slice.tenancy = container.spec.tenancy;
+    }
+    return;
+  }
+  // Its parent's lease (still naming the container) is released with the container.
+  spdlog::warn("container {}: MIG device {} of its share is no longer in the host's layout",
+               container.id, device);
+}
+
 void Service::AttachShareHoldersLocked() {
   // Per (GPU, tenancy incarnation): its running share containers, and those that ended.
   using HoldKey = std::pair<std::string, std::string>;
@@ -296,14 +315,19 @@ void Service::AttachShareHoldersLocked() {
           return holder.tenancy_uid == container.tenancy_uid;
         });
     const double use =
-        model_.share_holds.UseJoining(container.spec.share->mode, holds, container.share_gpus);
+        model_.share_holds.UseJoining(*container.spec.share, holds, container.share_gpus);
     model_.AddMigUse(QueueTenancy(container), use);
     if (container.started_ms > 0 && use > 0)
       model_.queue->ChargePast(QueueTenancy(container), use,
                                static_cast<double>(container.started_ms) / 1000.0,
                                static_cast<double>(fleet::NowMs()) / 1000.0);
+    if (!container.spec.share->mig_profile.empty()) {
+      // A share of a MIG slice holds the slice it names, and pays its part only (no hold).
+      AttachSliceShareLocked(*gpu, container);
+      continue;
+    }
     gpu->shares.push_back(
-        {container.id, container.spec.tenancy, container.tenancy_uid, *container.spec.share});
+        {container.id, container.spec.tenancy, container.tenancy_uid, *container.spec.share, ""});
     names[hold] = container.spec.tenancy;
     if (container.state == ContainerState::kRunning) running[hold].push_back(&container);
   }

@@ -230,6 +230,8 @@ class Service {
   // from the container records.
   void AttachMigHoldersLocked();
   void AttachShareHoldersLocked();
+  // A started share of a MIG slice holds its slice again (AttachShareHoldersLocked).
+  void AttachSliceShareLocked(fleet::GpuRecord& gpu, const fleet::ContainerRecord& container);
   void Reconcile();
   // Reconcile's steps. The backend's containers by ID; false when it cannot list them.
   bool ListBackendContainers(std::map<std::string, backends::BackendContainer>& present);

@@ -66,8 +66,7 @@ void ShareHolds::Resegment(Hold& hold, int64_t at_ms, bool reopen, Meter& meter,
 
 void ShareHolds::Started(const fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                          Meter& meter, std::vector<fleet::Mutation>& out) {
-  if (!container.spec.share || !whole_gpu(container.spec.share->mode) || container.started_ms <= 0)
-    return;
+  if (!container.spec.share || !whole(*container.spec.share) || container.started_ms <= 0) return;
   auto [it, created] = holds_.try_emplace({gpu.id(), container.tenancy_uid});
   Hold& hold = it->second;
   if (created) {
@@ -87,7 +86,7 @@ void ShareHolds::Started(const fleet::GpuRecord& gpu, const fleet::ContainerReco
 int64_t ShareHolds::Left(const fleet::GpuRecord& gpu, const fleet::ContainerRecord& container,
                          bool ran, int64_t ended_ms, Meter& meter,
                          std::vector<fleet::Mutation>& out) {
-  if (!container.spec.share || !whole_gpu(container.spec.share->mode)) return 0;
+  if (!container.spec.share || !whole(*container.spec.share)) return 0;
   auto it = holds_.find({gpu.id(), container.tenancy_uid});
   if (it == holds_.end()) return 0;
   Hold& hold = it->second;
@@ -115,7 +114,8 @@ void ShareHolds::Adopt(const fleet::GpuRecord& gpu, const std::string& uid, cons
                        const std::vector<const fleet::ContainerRecord*>& ended, Meter& meter) {
   const auto mode_of = [](const std::vector<const fleet::ContainerRecord*>& list) {
     for (const auto* container : list)
-      if (container->spec.share) return std::optional<sharing::Mode>(container->spec.share->mode);
+      if (container->spec.share && container->spec.share->mig_profile.empty())
+        return std::optional<sharing::Mode>(container->spec.share->mode);
     return std::optional<sharing::Mode>();
   };
   auto mode = mode_of(running);

@@ -50,6 +50,17 @@ class ShareHolds {
   double UseLeaving(sharing::Mode mode, bool holds_still, double part) const {
     return whole_gpu(mode) ? (holds_still ? 0.0 : 1.0) : part;
   }
+  // A share of a MIG slice pays its part only (its fraction of the slice times the slice's of
+  // the GPU): the other slices of its GPU take other work, so nothing is held whole.
+  bool whole(const sharing::Share& share) const {
+    return share.mig_profile.empty() && whole_gpu(share.mode);
+  }
+  double UseJoining(const sharing::Share& share, bool holds_already, double part) const {
+    return whole(share) ? (holds_already ? 0.0 : 1.0) : part;
+  }
+  double UseLeaving(const sharing::Share& share, bool holds_still, double part) const {
+    return whole(share) ? (holds_still ? 0.0 : 1.0) : part;
+  }
 
   // Usage, under the whole-GPU rule (each does nothing otherwise). `gpu` as it is after the
   // change: its shares list the containers that hold it now.

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <unordered_set>
 
+#include "serve/mig_shares.h"
 #include "serve/queue.h"
 #include "serve/record_names.h"
 #include "serve/request_order.h"
@@ -62,6 +63,8 @@ struct SharePass {
 
   sharing::PlacementRules rules;
   sharing::PlacementIndex index;
+  // The slices of GPUs in MIG mode, for shares of a MIG slice.
+  MigShareRooms mig;
   // The report says why each waits, which takes every GPU's view (ChooseGpu's reasons); only a
   // dry walk keeps them.
   std::vector<sharing::SharedGpu> views;
@@ -77,15 +80,41 @@ struct SharePass {
 // GPUs in use; a non-empty reason when it waits instead.
 struct ShareChoice {
   std::optional<size_t> gpu;
+  std::optional<size_t> room;  // a share of a MIG slice: its slice in SharePass::mig
   double part = 0, use = 0;
   std::string reason;
 };
+
+// The slice a share of a MIG slice takes now, or why it waits: it pays its part of the slice's
+// part of the GPU, nothing held whole.
+ShareChoice ChooseShareSlice(const Model& model, SharePass& pass,
+                             const ContainerRecord& container) {
+  const sharing::Share& share = *container.spec.share;
+  const std::string key = QueueTenancy(container);
+  ShareChoice choice;
+  auto chosen = sharing::ChooseSlice(pass.mig.slices, share, container.tenancy_uid, pass.rules);
+  if (!chosen) {
+    choice.reason = "waiting: room on a MIG slice: " + chosen.error().message;
+    return choice;
+  }
+  const auto [gpu_index, slice_index] = pass.mig.where[*chosen];
+  const GpuRecord& gpu = model.gpus[gpu_index];
+  choice.gpu = gpu_index;
+  choice.room = *chosen;
+  choice.part = MigSharePart(gpu, gpu.mig_slices[slice_index], share);
+  choice.use = choice.part;
+  const int quota = model.queue->GetTenancy(key).quota_gpus;
+  if (quota != scheduling::kUnlimited && pass.in_use[key] + choice.use > quota + 1e-9)
+    choice.reason = QuotaWaitReason(pass.in_use[key], quota);
+  return choice;
+}
 
 // The GPU a share takes now, or why it waits (explained in full only when `explain`, for the
 // queue report).
 ShareChoice ChooseShareGpu(const Model& model, SharePass& pass, const ContainerRecord& container,
                            bool explain) {
   const sharing::Share& share = *container.spec.share;
+  if (!share.mig_profile.empty()) return ChooseShareSlice(model, pass, container);
   const std::string key = QueueTenancy(container);
   ShareChoice choice;
   choice.gpu = pass.index.Choose(share, container.tenancy_uid);
@@ -95,9 +124,9 @@ ShareChoice ChooseShareGpu(const Model& model, SharePass& pass, const ContainerR
     if (others == pass.charged.end())
       others = pass.charged.emplace(*choice.gpu, ChargedOn(model, gpu)).first;
     choice.part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes), others->second,
-                              model.share_holds.whole_gpu(share.mode));
+                              model.share_holds.whole(share));
     choice.use = model.share_holds.UseJoining(
-        share.mode, pass.index.Holds(*choice.gpu, container.tenancy_uid), choice.part);
+        share, pass.index.Holds(*choice.gpu, container.tenancy_uid), choice.part);
     const int quota = model.queue->GetTenancy(key).quota_gpus;
     if (quota != scheduling::kUnlimited && pass.in_use[key] + choice.use > quota + 1e-9)
       choice.reason = QuotaWaitReason(pass.in_use[key], quota);
@@ -121,6 +150,13 @@ ShareChoice ChooseShareGpu(const Model& model, SharePass& pass, const ContainerR
 void CountShareTaken(const Model& model, SharePass& pass, const ContainerRecord& container,
                      const ShareChoice& choice, bool dry) {
   const size_t chosen = *choice.gpu;
+  if (choice.room) {
+    sharing::SharedGpu& room = pass.mig.slices[*choice.room].room;
+    room.held.push_back(*container.spec.share);
+    if (room.tenancy_uid.empty()) room.tenancy_uid = container.tenancy_uid;
+    pass.in_use[QueueTenancy(container)] += choice.use;
+    return;
+  }
   pass.index.Add(chosen, *container.spec.share, container.tenancy_uid);
   if (dry) {
     pass.views[chosen].held.push_back(*container.spec.share);
@@ -155,12 +191,19 @@ bool ShareStillPendingLocked(const Model& model, const std::string& id) {
 }
 
 // mu held: the share takes its room on the chosen GPU (the first share leases the GPU whole).
-void LeaseShareLocked(Model& model, ContainerRecord& container, const ShareChoice& choice,
-                      std::vector<Mutation>& out) {
+void LeaseShareLocked(Model& model, const MigShareRooms& rooms, ContainerRecord& container,
+                      const ShareChoice& choice, std::vector<Mutation>& out) {
   const std::string& tenancy = container.spec.tenancy;
   const sharing::Share& share = *container.spec.share;
   GpuRecord& gpu = model.gpus[*choice.gpu];
-  gpu.shares.push_back({container.id, tenancy, container.tenancy_uid, share});
+  container.mig_devices.clear();
+  if (choice.room) {
+    fleet::MigSlice& slice = gpu.mig_slices[rooms.where[*choice.room].second];
+    TakeSharedSliceLocked(gpu, slice, container);
+    container.mig_devices = {slice.id};
+  } else {
+    gpu.shares.push_back({container.id, tenancy, container.tenancy_uid, share, ""});
+  }
   if (gpu.state == LeaseState::kFree) {
     // The first share leases the whole GPU; the last one's release checks it.
     gpu.tenancy = tenancy;
@@ -178,11 +221,12 @@ void LeaseShareLocked(Model& model, ContainerRecord& container, const ShareChoic
   const double waited = static_cast<double>(fleet::NowMs() - container.created_ms) / 1000.0;
   model.meter.ObserveWait(container.tenancy_uid, tenancy, waited);
   spdlog::info(
-      "container {}: placed (a {} share {} / {}% of GPU {}, tenancy {}, {:.3f} GPUs of its own, "
+      "container {}: placed (a {} share {} / {}% of {}GPU {}, tenancy {}, {:.3f} GPUs of its own, "
       "its tenancy's GPUs in use +{:.3f}, enforcement {}) after {:.3f} s",
       container.id, sharing::ModeName(share.mode), sharing::FormatMemory(share.memory_bytes),
-      share.compute_percent, gpu.id(), tenancy, choice.part, choice.use, container.enforcement,
-      waited);
+      share.compute_percent,
+      container.mig_devices.empty() ? "" : "MIG device " + container.mig_devices.front() + " of ",
+      gpu.id(), tenancy, choice.part, choice.use, container.enforcement, waited);
   out.push_back(container);
 }
 
@@ -207,6 +251,10 @@ bool ShareMightStartLocked(const Model& model, const ContainerRecord& container)
   if (!container.spec.share) return false;
   const sharing::Share& share = *container.spec.share;
   const auto rules = RulesOf(model);
+  // A share of a MIG slice: whether a slice of its profile has room (its quota is the pass's).
+  if (!share.mig_profile.empty())
+    return static_cast<bool>(
+        sharing::ChooseSlice(MigShareRoomsOf(model).slices, share, container.tenancy_uid, rules));
   // The least it could add to its tenancy's GPUs in use: nothing on a GPU it pays whole already.
   std::optional<double> least;
   for (size_t i = 0; i < model.gpus.size(); ++i) {
@@ -215,8 +263,8 @@ bool ShareMightStartLocked(const Model& model, const ContainerRecord& container)
     if (!sharing::Fits(view, share, container.tenancy_uid, rules)) continue;
     const bool holds = !view.held.empty() && view.tenancy_uid == container.tenancy_uid;
     const double part = ChargedPart(sharing::Fraction(share, gpu.memory_bytes),
-                                    ChargedOn(model, gpu), model.share_holds.whole_gpu(share.mode));
-    const double use = model.share_holds.UseJoining(share.mode, holds, part);
+                                    ChargedOn(model, gpu), model.share_holds.whole(share));
+    const double use = model.share_holds.UseJoining(share, holds, part);
     least = least ? std::min(*least, use) : use;
     if (*least == 0) break;
   }
@@ -242,7 +290,8 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
     pass.index.Set(i, view);
     if (dry) pass.views.push_back(std::move(view));
   }
-  if (!dry && !pass.index.AnyRoom()) {
+  pass.mig = MigShareRoomsOf(model_);
+  if (!dry && !pass.index.AnyRoom() && !AnySliceRoom(pass.mig)) {
     // No GPU has room for any share: none is tried.
     model_.DropStalePending(model_.share_pending, model_.share_waiting);
     return;
@@ -268,7 +317,7 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
     order.Placed(choice.use);
     if (dry) continue;
     if (may_place_ && !may_place_()) return;
-    LeaseShareLocked(model_, *container, choice, *out);
+    LeaseShareLocked(model_, pass.mig, *container, choice, *out);
     placed.insert(container->id);
     to_start->push_back(container->id);
   }

@@ -28,8 +28,10 @@ void SharedGpus::Start() {
   if (running_) return;
   stop_ = false;
   running_ = true;
-  for (auto& [pci, leftover] : leftovers)
-    GpuOfLocked(pci).leftover = std::move(leftover);
+  for (auto& [key, leftover] : leftovers) {
+    const std::string pci = leftover.pci;
+    GpuOfLocked(key, pci).leftover = std::move(leftover);
+  }
   for (auto& [pci, gpu] : gpus_)
     StartKeeperLocked(pci, *gpu);
   watchdog_thread_ = std::thread([this] { WatchLoop(); });
@@ -40,28 +42,37 @@ std::map<std::string, SharedGpus::Leftover> SharedGpus::Leftovers() {
   std::lock_guard lock(model_.mu);
   const auto existing = mps::Daemon::Existing(options_.mps.root);
   for (const auto& gpu : model_.gpus) {
-    if (!gpu.node.empty() || gpu.uuid.empty()) continue;
+    if (!gpu.node.empty()) continue;
+    if (gpu.mig_enabled) {
+      LeftoversOfMig(gpu, existing, leftovers);
+      continue;
+    }
+    if (gpu.uuid.empty()) continue;
     const auto mps_holder = std::find_if(
         gpu.shares.begin(), gpu.shares.end(),
         [](const fleet::ShareHolder& h) { return h.share.mode == sharing::Mode::kMps; });
     if (mps_holder != gpu.shares.end()) {
       auto container = model_.containers.find(mps_holder->container_id);
       if (container == model_.containers.end()) continue;
-      if (auto start = StartOfLocked(container->second))
+      if (auto start = StartOfLocked(container->second)) {
+        leftovers[gpu.pci_address].pci = gpu.pci_address;
         leftovers[gpu.pci_address].take_over = std::move(*start);
+      }
     } else if (std::binary_search(existing.begin(), existing.end(), gpu.uuid)) {
+      leftovers[gpu.pci_address].pci = gpu.pci_address;
       leftovers[gpu.pci_address].remove_uuid = gpu.uuid;
     }
   }
   return leftovers;
 }
 
-void SharedGpus::Settle(const std::string& pci, Gpu& gpu) {
+void SharedGpus::Settle(const std::string& key, Gpu& gpu) {
+  const std::string& pci = gpu.pci;
   Leftover leftover = std::move(gpu.leftover);
   gpu.leftover = {};
   if (leftover.take_over) {
     if (auto ready = Prepare(*leftover.take_over); !ready)
-      spdlog::error("GPU {}: its MPS daemon: {}", pci, ready.error().message);
+      spdlog::error("GPU {}: its MPS daemon: {}", key, ready.error().message);
   } else if (!leftover.remove_uuid.empty()) {
     std::lock_guard lock(gpu.mutex);
     if (gpu.daemon) return;  // a share came first and made its own
@@ -69,9 +80,9 @@ void SharedGpus::Settle(const std::string& pci, Gpu& gpu) {
     Status removed =
         nvml ? mps::Daemon::Remove(options_.mps, **nvml, leftover.remove_uuid, pci) : nvml.error();
     if (!removed)
-      spdlog::warn("GPU {}: the MPS daemon an earlier run left: {}", pci, removed.error().message);
+      spdlog::warn("GPU {}: the MPS daemon an earlier run left: {}", key, removed.error().message);
     else
-      spdlog::info("GPU {}: the MPS daemon an earlier run left (no share holds it) torn down", pci);
+      spdlog::info("GPU {}: the MPS daemon an earlier run left (no share holds it) torn down", key);
   }
 }
 
@@ -102,23 +113,24 @@ uint64_t SharedGpus::limits_restored() const {
   return total;
 }
 
-SharedGpus::Gpu& SharedGpus::GpuOf(const std::string& pci) {
+SharedGpus::Gpu& SharedGpus::GpuOf(const std::string& key, const std::string& pci) {
   std::lock_guard lock(mutex_);
-  return GpuOfLocked(pci);
+  return GpuOfLocked(key, pci);
 }
 
-SharedGpus::Gpu& SharedGpus::GpuOfLocked(const std::string& pci) {
-  auto& entry = gpus_[pci];
+SharedGpus::Gpu& SharedGpus::GpuOfLocked(const std::string& key, const std::string& pci) {
+  auto& entry = gpus_[key];
   if (!entry) {
     entry = std::make_unique<Gpu>();
-    if (running_) StartKeeperLocked(pci, *entry);
+    entry->pci = pci;
+    if (running_) StartKeeperLocked(key, *entry);
   }
   return *entry;
 }
 
-void SharedGpus::StartKeeperLocked(const std::string& pci, Gpu& gpu) {
+void SharedGpus::StartKeeperLocked(const std::string& key, Gpu& gpu) {
   if (gpu.keeper.joinable()) return;
-  gpu.keeper = std::thread([this, pci, &gpu] { Keep(pci, gpu); });
+  gpu.keeper = std::thread([this, key, &gpu] { Keep(key, gpu); });
 }
 
 Result<const nvml::Library*> SharedGpus::Nvml() {
@@ -151,11 +163,19 @@ Result<ShareStart> SharedGpus::StartOfLocked(const ContainerRecord& container) c
   start.pci_address = gpu->pci_address;
   start.uuid = gpu->uuid;
   start.share = *container.spec.share;
-  start.config.gpu_uuid = gpu->uuid;
+  if (!start.share.mig_profile.empty()) {
+    // A share of a MIG slice: the slice's own daemon, named by its MIG device.
+    if (container.mig_devices.size() != 1)
+      return Internal("container " + container.id + " holds no MIG slice");
+    start.mig_device = container.mig_devices.front();
+    start.uuid = start.mig_device;
+  }
+  start.config.gpu_uuid = start.uuid;
   start.config.pci_address = gpu->pci_address;
   start.config.pinned_memory_limit_bytes = start.share.memory_bytes;
   start.config.active_thread_percentage = start.share.compute_percent;
   for (const auto& holder : gpu->shares) {
+    if (holder.mig_device != start.mig_device) continue;  // another slice's daemon
     start.config.pinned_memory_limit_bytes =
         std::max(start.config.pinned_memory_limit_bytes, holder.share.memory_bytes);
     start.config.active_thread_percentage =
@@ -178,7 +198,8 @@ Status SharedGpus::SetTimeslice(const std::string& uuid, int value) {
 }
 
 Result<sharing::ClientEdits> SharedGpus::Prepare(const ShareStart& start) {
-  Gpu& gpu = GpuOf(start.pci_address);
+  Gpu& gpu =
+      GpuOf(start.mig_device.empty() ? start.pci_address : start.mig_device, start.pci_address);
   std::lock_guard lock(gpu.mutex);
   if (start.share.mode == sharing::Mode::kTimeslice) {
     if (options_.timeslice >= 0 && !gpu.timesliced) {
@@ -214,7 +235,8 @@ Result<sharing::ClientEdits> SharedGpus::Prepare(const ShareStart& start) {
 }
 
 Status SharedGpus::Release(const GpuRecord& record) {
-  Gpu& gpu = GpuOf(record.pci_address);
+  if (record.mig_enabled) return ReleaseMig(record);
+  Gpu& gpu = GpuOf(record.pci_address, record.pci_address);
   std::lock_guard lock(gpu.mutex);
   Status result = Ok();
   if (gpu.daemon) {
@@ -237,24 +259,27 @@ Status SharedGpus::Release(const GpuRecord& record) {
   return result;
 }
 
-void SharedGpus::Keep(std::string pci, Gpu& gpu) {
-  Settle(pci, gpu);
+void SharedGpus::Keep(std::string key, Gpu& gpu) {
+  Settle(key, gpu);
   std::unique_lock lock(mutex_);
   while (!stop_) {
     wake_.wait_for(lock, options_.interval, [this] { return stop_; });
     if (stop_) break;
     lock.unlock();
-    CheckDaemon(pci, gpu);
+    CheckDaemon(key, gpu);
     lock.lock();
   }
 }
 
-void SharedGpus::CheckDaemon(const std::string& pci, Gpu& gpu) {
+void SharedGpus::CheckDaemon(const std::string& key, Gpu& gpu) {
   // Only a Prepare or Release of this same GPU can hold it, each bounded by the daemon's
   // command time-out.
   std::lock_guard lock(gpu.mutex);
   if (!gpu.daemon) return;
-  if (auto check = gpu.daemon->Check(); !check) Fault(pci, gpu, check.error().message);
+  if (auto check = gpu.daemon->Check(); !check) {
+    if (key != gpu.pci) return FaultSlice(key, gpu, check.error().message);
+    Fault(key, gpu, check.error().message);
+  }
 }
 
 void SharedGpus::Fault(const std::string& pci, Gpu& gpu, const std::string& reason) {
@@ -305,6 +330,7 @@ void SharedGpus::WatchLoop() {
     wake_.wait_for(lock, delay, [this] { return stop_; });
     if (stop_) break;
     lock.unlock();
+    SettleMigSlices();
     Watch();
     lock.lock();
   }
@@ -319,7 +345,12 @@ void SharedGpus::Watch() {
   }
   const auto used = sharing::SumByContainer(*processes);
   std::map<std::string, uint64_t> limits;
-  std::map<std::string, std::pair<std::string, sharing::Mode>> where;  // container -> GPU, mode
+  // Container -> its daemon's key (PCI address or MIG device) and parent, mode.
+  struct Where {
+    std::string key, pci;
+    sharing::Mode mode;
+  };
+  std::map<std::string, Where> where;
   {
     std::lock_guard lock(model_.mu);
     for (const auto& gpu : model_.gpus) {
@@ -327,18 +358,20 @@ void SharedGpus::Watch() {
         auto it = model_.containers.find(holder.container_id);
         if (it == model_.containers.end() || it->second.state != ContainerState::kRunning) continue;
         limits[holder.container_id] = holder.share.memory_bytes;
-        where[holder.container_id] = {gpu.pci_address, holder.share.mode};
+        where[holder.container_id] = {
+            holder.mig_device.empty() ? gpu.pci_address : holder.mig_device, gpu.pci_address,
+            holder.share.mode};
       }
     }
   }
   const auto breaches = watchdog_.Observe(sharing::Watchdog::Clock::now(), limits, used);
   for (const auto& breach : breaches) {
-    const auto& [pci, mode] = where.at(breach.container_id);
+    const Where& at = where.at(breach.container_id);
     spdlog::warn("container {}: {} (over its share for longer than {} ms)", breach.container_id,
                  breach.reason, watchdog_.grace().count());
-    if (mode == sharing::Mode::kMps) {
+    if (at.mode == sharing::Mode::kMps) {
       // MPS ends the client's GPU work first, without touching the other clients.
-      Gpu& gpu = GpuOf(pci);
+      Gpu& gpu = GpuOf(at.key, at.pci);
       std::lock_guard lock(gpu.mutex);
       for (const auto& process : *processes) {
         if (process.container_id != breach.container_id || !gpu.daemon) continue;

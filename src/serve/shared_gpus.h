@@ -18,6 +18,10 @@
 //   after MPS's terminate_client for each of its processes.
 // - When a GPU's last share is gone (Release, on the checker before the GPU's check) its daemon
 //   is torn down: quit, compute mode DEFAULT, unmount, remove; a time-slice goes back to 0.
+// - A share of a MIG slice has the slice's own daemon (one per MIG device, named by its MIG
+//   UUID, the GPU's compute mode left alone), checked by a keeper of its own; a fault there stops
+//   only that slice's shares. When a slice's last share is gone, the watchdog's thread tears its
+//   daemon down and frees the slice (MigSlice::shared), so the next holder never meets it.
 #pragma once
 
 #include <map>
@@ -42,6 +46,8 @@ struct ShareStart {
   std::string container_id;
   std::string pci_address;
   std::string uuid;
+  // A share of a MIG slice: the slice's MIG device (its daemon's UUID); else empty.
+  std::string mig_device;
   sharing::Share share;
   // MPS: the largest memory and compute among the GPU's shares now.
   mps::DaemonConfig config;
@@ -72,16 +78,20 @@ class SharedGpus {
   // Limits that someone other than the service moved, and that were put back, since the start.
   uint64_t limits_restored() const;
 
-  // MPS daemons now, by PCI address: their config hash (empty while none is ready).
+  // MPS daemons now, by PCI address (a MIG device's by its MIG UUID): their config hash (empty
+  // while none is ready).
   std::map<std::string, std::string> ReadyHashes() const;
 
  private:
   // What a restart of the service left on a GPU, for its keeper to settle first.
   struct Leftover {
+    std::string pci;                      // the GPU's (a MIG device's parent's)
     std::optional<ShareStart> take_over;  // a daemon for the MPS shares the GPU still holds
     std::string remove_uuid;              // else a daemon nobody needs: torn down
   };
+  // One daemon's GPU: a whole GPU (keyed by its PCI address) or a MIG device (by its UUID).
   struct Gpu {
+    std::string pci;   // the GPU's PCI address (the MIG device's parent's)
     std::mutex mutex;  // one Prepare, Release, check or restart of this GPU at a time
     std::unique_ptr<mps::Daemon> daemon;
     bool timesliced = false;
@@ -89,9 +99,16 @@ class SharedGpus {
     std::thread keeper;     // joined by Stop
     uint64_t restored = 0;  // limits restored by its daemons that are gone
   };
-  Gpu& GpuOf(const std::string& pci);
-  Gpu& GpuOfLocked(const std::string& pci);                  // mutex_ held
-  void StartKeeperLocked(const std::string& pci, Gpu& gpu);  // mutex_ held
+  // By key: the PCI address, or a MIG device's UUID (then `pci` names its parent).
+  Gpu& GpuOf(const std::string& key, const std::string& pci);
+  Gpu& GpuOfLocked(const std::string& key, const std::string& pci);  // mutex_ held
+  void StartKeeperLocked(const std::string& key, Gpu& gpu);          // mutex_ held
+  void LeftoversOfMig(const fleet::GpuRecord& gpu, const std::vector<std::string>& existing,
+                      std::map<std::string, Leftover>& out) const;  // model_.mu held
+  Status ReleaseMig(const fleet::GpuRecord& gpu);
+  void FaultSlice(const std::string& mig_device, Gpu& gpu, const std::string& reason);
+  // Tears down the daemons of slices whose last share is gone, and frees those slices.
+  void SettleMigSlices();
   std::map<std::string, Leftover> Leftovers();
   Result<const nvml::Library*> Nvml();
   Status SetTimeslice(const std::string& uuid, int value);
@@ -107,7 +124,7 @@ class SharedGpus {
   sharing::Watchdog watchdog_;
 
   mutable std::mutex mutex_;                          // guards gpus_, nvml_, running_ and stop_
-  std::map<std::string, std::unique_ptr<Gpu>> gpus_;  // by PCI address; never erased
+  std::map<std::string, std::unique_ptr<Gpu>> gpus_;  // by key (see GpuOf); never erased
   std::unique_ptr<nvml::Library> nvml_;
   bool running_ = false;  // keepers are started for new GPUs
   bool stop_ = false;

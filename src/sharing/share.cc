@@ -45,10 +45,25 @@ Status CheckShare(const Share& share) {
   if (share.compute_percent < 1 || share.compute_percent > 100)
     return InvalidArgument("compute: " + std::to_string(share.compute_percent) +
                            " is out of range (1..100 percent)");
+  if (!share.mig_profile.empty()) {
+    if (auto status = CheckMigProfile(share.mig_profile); !status) return status;
+    // Inside a MIG slice only MPS limits a share: a time-slice is the whole GPU's setting.
+    if (share.mode != Mode::kMps)
+      return InvalidArgument("mode: a share of a MIG slice is an MPS share (mode mps)");
+  }
   return Ok();
 }
 
 Result<Share> ParseShareFlag(std::string_view text) {
+  if (text.size() > 64 + kMaxMigProfileLength) return InvalidArgument("--share: too long");
+  // "3g.40gb:10Gi,50": a share of a MIG slice of that profile.
+  std::string_view profile;
+  if (const size_t colon = text.find(':'); colon != std::string_view::npos) {
+    profile = text.substr(0, colon);
+    text.remove_prefix(colon + 1);
+    if (auto status = CheckMigProfile(profile); !status)
+      return status.error().WithContext("--share");
+  }
   if (text.size() > 64) return InvalidArgument("--share: too long");
   std::vector<std::string_view> parts;
   for (size_t start = 0;;) {
@@ -59,8 +74,10 @@ Result<Share> ParseShareFlag(std::string_view text) {
   }
   if (parts.size() < 2 || parts.size() > 3)
     return InvalidArgument(fmt::format(
-        "--share \"{}\": want MEMORY,COMPUTE[,mps|timeslice] (e.g. 20Gi,25)", Excerpt(text, 40)));
+        "--share \"{}\": want [MIG-PROFILE:]MEMORY,COMPUTE[,mps|timeslice] (e.g. 20Gi,25)",
+        Excerpt(text, 40)));
   Share share;
+  share.mig_profile = std::string(profile);
   auto memory = ParseMemory(parts[0]);
   if (!memory) return memory.error().WithContext("--share");
   share.memory_bytes = *memory;

@@ -68,7 +68,8 @@ std::string FormatGiB(uint64_t bytes);
 
 // InvalidArgument naming the field when a share is outside its ranges.
 Status CheckShare(const Share& share);
-// `tessera run --share`: "MEMORY,COMPUTE[,mps|timeslice]" ("20Gi,25", "8Gi,50,timeslice").
+// `tessera run --share`: "[PROFILE:]MEMORY,COMPUTE[,mps|timeslice]" ("20Gi,25",
+// "8Gi,50,timeslice", "3g.40gb:10Gi,50": a share of a MIG slice of profile 3g.40gb).
 Result<Share> ParseShareFlag(std::string_view text);
 
 // What a share is metered and fair-shared as: its fraction of the GPU, the larger of its memory
@@ -77,6 +78,25 @@ Result<Share> ParseShareFlag(std::string_view text);
 // is 1. Where a GPU takes no other tenancy's work its holder pays the whole GPU, these fractions
 // being the breakdown (serve/share_billing.h).
 double Fraction(const Share& share, uint64_t gpu_memory_bytes);
+
+// ---------------------------------------------------------------------------------------------
+// Shares of a MIG slice: the slice's memory and compute are what the share counts against, one
+// MPS daemon per MIG device enforces it, and its metered fraction is its fraction of the slice
+// times the slice's fraction of the GPU.
+
+// The longest MIG profile name a share may give.
+inline constexpr size_t kMaxMigProfileLength = 32;
+// InvalidArgument unless `profile` has the shape of NVML's GPU/compute instance profile names:
+// [<c>c.]<g>g.<memory>gb[(+|-)<attribute>] ("1g.10gb", "3g.40gb", "1g.10gb+me", "1c.3g.40gb"),
+// at most kMaxMigProfileLength characters. The error quotes a short excerpt only.
+Status CheckMigProfile(std::string_view profile);
+// The memory a slice of `profile` is counted as holding when the inventory does not say: its
+// "<N>gb" in decimal gigabytes (NVML's names round a slice's memory, which is never below it);
+// 0 for a name of another shape.
+uint64_t MigProfileMemoryBytes(std::string_view profile);
+// What a share of a MIG slice is metered as: its Fraction of the slice (memory over the slice's,
+// compute over 100) times the slice's fraction of its GPU (placement::MigGpuFraction).
+double MigShareFraction(const Share& share, uint64_t slice_memory_bytes, double slice_gpu_fraction);
 
 // ---------------------------------------------------------------------------------------------
 // Placement.
@@ -115,6 +135,18 @@ bool Fits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_u
 // Why `share` does not fit on `gpu`; empty when it fits.
 std::string WhyNotFits(const SharedGpu& gpu, const Share& share, const std::string& tenancy_uid,
                        const PlacementRules& rules);
+
+// One MIG slice as share placement sees it: its profile, and its room as a SharedGpu (the
+// slice's memory; placeable while free or shared, never while a container holds it whole).
+struct SharedSlice {
+  std::string profile;
+  SharedGpu room;
+};
+// The slice a share of a MIG slice (share.mig_profile set) goes to: among the slices of its
+// profile where it fits (Fits, with the slice as the GPU), the fullest by memory, then the lowest
+// index; FailedPrecondition saying why none fits.
+Result<size_t> ChooseSlice(const std::vector<SharedSlice>& slices, const Share& share,
+                           const std::string& tenancy_uid, const PlacementRules& rules);
 
 // ChooseGpu's choice without a walk over every GPU: the GPUs' free room indexed by what can go
 // there (empty, or one mode and, by default, one tenancy) and by memory held, so a decision costs

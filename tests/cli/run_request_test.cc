@@ -31,6 +31,24 @@ TEST(RunRequest, WithoutPortsTheBodyHasNone) {
   EXPECT_EQ((*body)["tenancy"], "default");
 }
 
+TEST(RunRequest, AShareMayNameAMigProfileBeforeAColon) {
+  RunOptions options;
+  options.share = "3g.40gb:10Gi,50";
+  auto body = RunRequest(options, {"busybox"});
+  ASSERT_TRUE(body) << body.error().message;
+  EXPECT_EQ((*body)["share"],
+            json::parse(R"({"memory":"10Gi","compute":50,"mode":"mps","mig":"3g.40gb"})"));
+  EXPECT_FALSE(body->contains("gpus"));
+  options.share = "10Gi,50";
+  EXPECT_FALSE((*RunRequest(options, {"busybox"}))["share"].contains("mig"));
+  for (const char* bad : {"3g:10Gi,50", "3g.40gb:10Gi,50,timeslice", ":10Gi,50"}) {
+    options.share = bad;
+    auto refused = RunRequest(options, {"busybox"});
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().message.find("--share"), std::string::npos) << bad;
+  }
+}
+
 TEST(RunRequest, ReadinessIsAnHttpGetOfAPort) {
   RunOptions options;
   options.ready_port = 8080;

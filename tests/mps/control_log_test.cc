@@ -104,6 +104,23 @@ TEST(MpsConfig, HashFollowsTheLimitsAndCommandsAreInMiB) {
                                       "set_default_active_thread_percentage 25"}));
 }
 
+TEST(MpsConfig, AMigDevicesDaemonIsNamedByItsMigUuid) {
+  // A MIG device's daemon is named by its MIG UUID (8-4-4-4-12 hex), nothing looser.
+  for (const char* bad :
+       {"MIG-8e2c3d4b-0001-4000-8000-00000000000", "MIG-8e2c3d4b-0001-4000-8000-0000000000/0",
+        "MIG-GPU-8e2c3d4b-1a5f-4b6c-8d7e-2f3a4b5c6d01/1/0",
+        "MIG-8e2c3d4b_0001-4000-8000-000000000000"}) {
+    EXPECT_FALSE(PathsFor("/run/tessera/mps", bad)) << bad;
+    EXPECT_FALSE(IsMigDevice(bad)) << bad;
+  }
+  const std::string mig = "MIG-8e2c3d4b-0001-4000-8000-000000000000";
+  ASSERT_TRUE(PathsFor("/run/tessera/mps", mig));
+  EXPECT_EQ(PathsFor("/run/tessera/mps", mig)->pipe, "/run/tessera/mps/" + mig + "/pipe");
+  EXPECT_TRUE(IsMigDevice(mig));
+  EXPECT_FALSE(IsMigDevice("GPU-8e2c3d4b-1a5f-4b6c-8d7e-2f3a4b5c6d01"));
+  EXPECT_TRUE(CheckConfig({mig, "0000:18:00.0", uint64_t{1} << 30, 25}));
+}
+
 TEST(MpsConfig, RefusesUuidsThatAreNotUuidsSinceTheyNameDirectories) {
   for (const char* bad : {"", "GPU-", "GPU-../../etc", "GPU-abc/def", "MIG-1234567890",
                           "GPU-1234567890-", "gpu-1234567890"}) {

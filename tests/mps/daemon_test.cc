@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "mps/mps.h"
@@ -444,6 +445,41 @@ TEST_F(MpsDaemon, ATakeOverTrustsOnlyTheServicesStateFileAndAnUnreadableOneStart
   EXPECT_EQ(mps_->Lines(" -f ").size(), 2u) << mps_->Transcript();
   EXPECT_TRUE(daemon_->Check());
   ::kill(static_cast<pid_t>(*first), SIGKILL);  // the one nobody could vouch for
+}
+
+// Two MIG devices of one GPU: a daemon each, named by its MIG UUID (its CUDA_VISIBLE_DEVICES),
+// with directories of its own and the same limit commands as a whole GPU's; neither touches the
+// GPU's compute mode, and stopping one leaves the other answering.
+TEST_F(MpsDaemon, EachMigDeviceHasItsOwnDaemonAndTheComputeModeStaysAsItWas) {
+  const std::string first = "MIG-8e2c3d4b-0001-4000-8000-000000000000";
+  const std::string second = "MIG-8e2c3d4b-0005-4000-8004-000000000000";
+  auto a = Daemon::Open(options_, *nvml_, {first, kPci, 10 * kGiB, 50});
+  ASSERT_TRUE(a) << a.error().message;
+  auto b = Daemon::Open(options_, *nvml_, {second, kPci, 4 * kGiB, 25});
+  ASSERT_TRUE(b) << b.error().message;
+  const std::string transcript = mps_->Transcript();
+  EXPECT_NE(transcript.find("nvidia-cuda-mps-control " + first + " -f"), std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find("nvidia-cuda-mps-control " + second + " -f"), std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find(first + " cmd set_default_device_pinned_mem_limit 0 10240M"),
+            std::string::npos)
+      << transcript;
+  EXPECT_NE(transcript.find(second + " cmd set_default_device_pinned_mem_limit 0 4096M"),
+            std::string::npos)
+      << transcript;
+  EXPECT_EQ(transcript.find("nvmlDeviceSetComputeMode"), std::string::npos) << transcript;
+  EXPECT_EQ((*a)->paths().pipe, options_.root + "/" + first + "/pipe");
+  EXPECT_EQ((*b)->paths().pipe, options_.root + "/" + second + "/pipe");
+  EXPECT_EQ(ReadReadyMarker((*a)->paths()), (*a)->hash());
+  EXPECT_EQ(ReadReadyMarker((*b)->paths()), (*b)->hash());
+  EXPECT_EQ(mps_->ComputeMode(kPci), 0);
+  ASSERT_TRUE((*a)->Stop());
+  EXPECT_TRUE((*b)->Check());
+  EXPECT_EQ(mps_->ComputeMode(kPci), 0);
+  EXPECT_EQ(mps_->Transcript().find("nvmlDeviceSetComputeMode"), std::string::npos);
+  ASSERT_TRUE((*b)->Stop());
+  EXPECT_FALSE(std::filesystem::exists(options_.root + "/" + second));
 }
 
 }  // namespace

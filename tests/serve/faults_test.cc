@@ -5,13 +5,18 @@
 // checked, and returns; a fault during the reset counts as a failed attempt; too many faults in
 // the window keep it out until an operator releases it; every step survives a restart.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <filesystem>
 #include <future>
 #include <mutex>
 
+#include "mps/mps.h"
 #include "serve/service.h"
+#include "support/fake_mps.h"
+#include "support/fake_nvml_state.h"
 #include "support/fixture_host.h"
 
 namespace tessera::serve {
@@ -119,10 +124,17 @@ class GpuFaults : public ::testing::Test {
       const std::string device = dir_.path() + "/root/sys/bus/pci/devices/" + pci;
       std::filesystem::create_directories(device);
     }
+    mps_ = std::make_unique<testing::FakeMps>();  // after the NVML state
     Open(true);
   }
   void TearDown() override {
     if (service_) service_->Stop();
+    // The MPS daemons of shares of MIG slices outlive the service on purpose.
+    for (const auto& daemon : mps::InspectDaemons(dir_.path() + "/mps")) {
+      (void)mps::UnmountShm(daemon.paths.shm);
+      (void)mps::UnmountShm(daemon.paths.pipe);
+      if (daemon.control_pid) ::kill(static_cast<pid_t>(*daemon.control_pid), SIGKILL);
+    }
   }
 
   void Open(bool with_io, int max_faults = 3) {
@@ -137,6 +149,11 @@ class GpuFaults : public ::testing::Test {
     options.stop_grace = 1s;
     options.faults.policy.max_faults = max_faults;
     options.faults.drain_poll = 50ms;
+    // Shares of MIG slices: their daemons are the stand-in nvidia-cuda-mps-control's.
+    options.sharing.mps.root = dir_.path() + "/mps";
+    options.sharing.mps.control_binary = testing::FakeMps::Binary();
+    options.sharing.mps.shm_bytes = 4 << 20;
+    options.sharing.nvml_library = FAKE_NVML;
     auto service =
         Service::Create(std::move(options), Host(), std::move(*store), std::move(backend));
     ASSERT_TRUE(service.ok()) << service.error().message;
@@ -166,7 +183,7 @@ class GpuFaults : public ::testing::Test {
         gpu.compute_slices = 7;
         for (uint32_t gi : {1u, 2u}) {
           fleet::MigSlice slice;
-          slice.id = std::string(pci) + "/gi" + std::to_string(gi) + "/ci0";
+          slice.id = "MIG-00000000-000" + std::to_string(gi) + "-4000-8000-000000000000";
           slice.profile = "3g.40gb";
           slice.compute_slices = 3;
           slice.cdi_device = "nvidia.com/gpu=3:" + std::to_string(gi);
@@ -184,14 +201,21 @@ class GpuFaults : public ::testing::Test {
     return host;
   }
 
-  std::string Submit(const std::string& tenancy, bool mig = false) {
+  std::string Submit(const std::string& tenancy, bool mig = false, bool share = false) {
     fleet::ContainerSpec spec;
     spec.image = "busybox";
     spec.tenancy = tenancy;
-    if (mig)
+    if (share) {
+      sharing::Share slice_share;
+      slice_share.memory_bytes = 4 * sharing::kGiB;
+      slice_share.compute_percent = 25;
+      slice_share.mig_profile = "3g.40gb";
+      spec.share = slice_share;
+    } else if (mig) {
       spec.mig = {"3g.40gb", 1};
-    else
+    } else {
       spec.gpus = 1;
+    }
     std::promise<Result<SubmitResult>> answered;
     service_->Submit(admin_, spec, "",
                      [&answered](Result<SubmitResult> result) { answered.set_value(result); });
@@ -255,6 +279,8 @@ class GpuFaults : public ::testing::Test {
     return by_gpu;
   }
 
+  testing::FakeNvmlState nvml_{""};
+  std::unique_ptr<testing::FakeMps> mps_;
   TempDir dir_;
   RunningBackend* backend_ = nullptr;
   std::shared_ptr<StandIn> io_ = std::make_shared<StandIn>();
@@ -333,6 +359,36 @@ TEST_F(GpuFaults, Xid94OnOneMigInstanceStopsOnlyThatSlicesContainer) {
   EXPECT_NE(Container(first).reason.find("Xid 94"), std::string::npos);
   EXPECT_EQ(Container(second).state, ContainerState::kRunning);
   EXPECT_EQ(backend_->stopped(), std::vector<std::string>{first});
+}
+
+TEST_F(GpuFaults, AFaultOnOneMigInstanceStopsOnlyThatSlicesShares) {
+  // Two shares join one slice; another tenancy holds the other slice whole.
+  const std::string first = Submit("alpha", false, true);
+  ASSERT_TRUE(WaitState(first, ContainerState::kRunning)) << Container(first).reason;
+  const std::string second = Submit("alpha", false, true);
+  ASSERT_TRUE(WaitState(second, ContainerState::kRunning)) << Container(second).reason;
+  const std::string whole = Submit("beta", true);
+  ASSERT_TRUE(WaitState(whole, ContainerState::kRunning));
+  ASSERT_EQ(Container(first).mig_devices, Container(second).mig_devices);
+  uint32_t shared_instance = health::kWholeGpu, whole_instance = health::kWholeGpu;
+  for (const auto& slice : Gpu(kMig).mig_slices) {
+    if (slice.id == Container(first).mig_devices.at(0)) shared_instance = slice.gpu_instance_id;
+    if (slice.container_id == whole) whole_instance = slice.gpu_instance_id;
+  }
+  ASSERT_NE(shared_instance, health::kWholeGpu);
+  ASSERT_NE(whole_instance, health::kWholeGpu);
+  ASSERT_NE(shared_instance, whole_instance);
+  // A fault contained to the shared slice's instance stops both its shares, and only them.
+  Fault(kMig, 94, shared_instance);
+  ASSERT_TRUE(WaitState(first, ContainerState::kExited));
+  ASSERT_TRUE(WaitState(second, ContainerState::kExited));
+  EXPECT_NE(Container(second).reason.find("Xid 94"), std::string::npos) << Container(second).reason;
+  EXPECT_EQ(Container(whole).state, ContainerState::kRunning);
+  auto stopped = backend_->stopped();
+  std::sort(stopped.begin(), stopped.end());
+  auto want = std::vector<std::string>{first, second};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(stopped, want);
 }
 
 TEST_F(GpuFaults, AFaultDuringTheResetIsAFailedAttempt) {

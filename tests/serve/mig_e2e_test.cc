@@ -4,6 +4,7 @@
 // runs and checked once when the last is released, the holders surviving a kill -9, MIG
 // GPU-seconds metered by the share of the GPU, and the requests the service refuses.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,9 +12,11 @@
 #include <sstream>
 #include <thread>
 
+#include "mps/mps.h"
 #include "serve/container_wait.h"
 #include "serve/podman_serve_fixture.h"
 #include "serve/serve_process.h"
+#include "support/fake_mps.h"
 #include "support/fake_nvml_state.h"
 #include "support/wait.h"
 
@@ -337,6 +340,71 @@ TEST_F(MigMixedHost, SlicesCountAgainstTheTenancysGpuQuota) {
   Stop(small);
   auto done = WaitFor(whole["id"], {"exited", "failed"});
   EXPECT_EQ(done["state"], "exited") << done;
+}
+
+// The mixed host with the stand-in nvidia-cuda-mps-control: shares of its 3g.40gb slice.
+class MigSliceShares : public MigMixedHost {
+ protected:
+  void SetUp() override {
+    MigMixedHost::SetUp();
+    mps_ = std::make_unique<FakeMps>();  // after the NVML state: it takes over the call log
+    mps_root_ = dir_.path() + "/mps";
+  }
+  void TearDown() override {
+    MigMixedHost::TearDown();
+    for (const auto& daemon : mps::InspectDaemons(mps_root_)) {
+      (void)mps::UnmountShm(daemon.paths.shm);
+      (void)mps::UnmountShm(daemon.paths.pipe);
+      if (daemon.control_pid) ::kill(static_cast<pid_t>(*daemon.control_pid), SIGKILL);
+    }
+  }
+  std::string SubmitSliceShare(const std::string& memory, int compute) {
+    return SubmitAccepted(
+        {{"image", image_},
+         {"tenancy", "slices"},
+         {"share", {{"mig", "3g.40gb"}, {"memory", memory}, {"compute", compute}}},
+         {"command",
+          {"/bin/sh", "-c",
+           "for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do [ -e \"$n\" ] && echo \"$n\"; "
+           "done; echo \"env $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT "
+           "$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE\"; echo listed; exec sleep 600"}}});
+  }
+  std::unique_ptr<FakeMps> mps_;
+  std::string mps_root_;
+};
+
+TEST_F(MigSliceShares, TwoSharesRunOnOneSliceWithItsDeviceNodesAndTheirOwnLimits) {
+  StartServe({"--nvml", FAKE_NVML, "--mps-root", mps_root_, "--mps-control", FakeMps::Binary(),
+              "--nvidia-smi", FakeMps::NvidiaSmi(), "--mps-shm-mib", "4", "--share-check-interval",
+              "200ms"});
+  const std::string slice = "MIG-8e2c3d4b-0001-4000-8000-000000000000";
+  const std::string a = SubmitSliceShare("10Gi", 50);
+  const std::string b = SubmitSliceShare("4Gi", 20);
+  for (const auto& id : {a, b}) {
+    EXPECT_EQ(WaitFor(id, {"running", "exited", "failed"})["state"], "running") << id;
+    EXPECT_EQ(Get("/v1/containers/" + id)["mig_devices"], json::array({slice})) << id;
+  }
+  // The slice's device nodes only (GI 1: capability minors 12 and 13), and each container's own
+  // limits, as a share of a whole GPU gets them.
+  EXPECT_EQ(Listed(a), (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12",
+                                                 "/dev/nvidia-caps/nvidia-cap13",
+                                                 "env /run/tessera/mps 0=10240M 50"}));
+  EXPECT_EQ(Listed(b), (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12",
+                                                 "/dev/nvidia-caps/nvidia-cap13",
+                                                 "env /run/tessera/mps 0=4096M 20"}));
+  // One daemon, the slice's.
+  EXPECT_EQ(mps_->Lines("nvidia-cuda-mps-control " + slice + " -f").size(), 1u)
+      << mps_->Transcript();
+  // A whole-slice request waits while the shares hold it.
+  std::string whole = SubmitMig("3g.40gb", 1);
+  json waiting = WaitFirstInQueue(whole);
+  EXPECT_NE(waiting["reason"].get<std::string>().find("1 free MIG slice(s) wanted, 0 free"),
+            std::string::npos)
+      << waiting;
+  Stop(a);
+  Stop(b);
+  EXPECT_EQ(WaitFor(whole, {"running", "exited", "failed"})["state"], "running");
+  Stop(whole);
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ fleet::ContainerRecord Share(const std::string& id, double part, int64_t started
 }
 
 void Hold(fleet::GpuRecord& gpu, const fleet::ContainerRecord& c) {
-  gpu.shares.push_back({c.id, c.spec.tenancy, c.tenancy_uid, *c.spec.share});
+  gpu.shares.push_back({c.id, c.spec.tenancy, c.tenancy_uid, *c.spec.share, ""});
 }
 void Unhold(fleet::GpuRecord& gpu, const fleet::ContainerRecord& c) {
   std::erase_if(gpu.shares, [&](const auto& holder) { return holder.container_id == c.id; });
@@ -108,6 +108,35 @@ TEST(ShareBilling, SharesComingAndGoingAddUpToOneGpuOverTheHold) {
   EXPECT_NEAR(gpu_ms, 1.0 * (6500 - 1000), 1e-6);
   // 0.99 beside a, 0.69 beside a and b, 0.7 beside b, then 1.0 while only c, placed, held it.
   EXPECT_EQ(Records(out).size(), 4u);
+}
+
+TEST(ShareBilling, AShareOfAMigSliceCountsItsPartOnlyAndHoldsNothingWhole) {
+  ShareHolds holds(/*across_tenancies=*/false);
+  sharing::Share slice_share;
+  slice_share.memory_bytes = sharing::kGiB;
+  slice_share.compute_percent = 50;
+  slice_share.mig_profile = "3g.40gb";
+  sharing::Share gpu_share = slice_share;
+  gpu_share.mig_profile.clear();
+  EXPECT_FALSE(holds.whole(slice_share));
+  EXPECT_TRUE(holds.whole(gpu_share));
+  EXPECT_DOUBLE_EQ(holds.UseJoining(slice_share, false, 0.2), 0.2);
+  EXPECT_DOUBLE_EQ(holds.UseLeaving(slice_share, false, 0.2), 0.2);
+  EXPECT_DOUBLE_EQ(holds.UseJoining(gpu_share, false, 0.2), 1.0);
+  // Its start and end bill no "held-" run for the GPU.
+  Meter meter;
+  fleet::GpuRecord gpu = Gpu();
+  fleet::ContainerRecord container;
+  container.id = "c-slice";
+  container.tenancy_uid = "u1";
+  container.spec.tenancy = "t1";
+  container.spec.share = slice_share;
+  container.share_gpus = 0.2;
+  container.started_ms = 1000;
+  std::vector<fleet::Mutation> out;
+  holds.Started(gpu, container, meter, out);
+  EXPECT_EQ(holds.Left(gpu, container, true, 5000, meter, out), 0);
+  EXPECT_TRUE(Records(out).empty());
 }
 
 TEST(ShareBilling, FairShareAndQuotaCountTheWholeGpuOnceUnlessTenanciesMayShareIt) {

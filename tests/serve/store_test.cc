@@ -283,6 +283,45 @@ TEST(SqliteStore, MigRequestsTheirDevicesAndFractionalUsageRoundTrip) {
   EXPECT_EQ(snapshot->usage[0], usage);  // stored as REAL, read back exactly
 }
 
+TEST(SqliteStore, ASharesMigProfileAndSliceRoundTripAndOlderSharesHaveNone) {
+  TempDir dir;
+  const std::string path = dir.path() + "/t.db";
+  ContainerRecord slice_share, gpu_share;
+  slice_share.id = "c-slice";
+  gpu_share.id = "c-gpu";
+  slice_share.spec.tenancy = gpu_share.spec.tenancy = "t";
+  sharing::Share share;
+  share.memory_bytes = 10 * sharing::kGiB;
+  share.compute_percent = 50;
+  gpu_share.spec.share = share;
+  gpu_share.gpus = {"0000:2a:00.0"};
+  gpu_share.share_gpus = 0.5;
+  share.mig_profile = "3g.40gb";
+  slice_share.spec.share = share;
+  slice_share.gpus = {"0000:18:00.0"};
+  slice_share.mig_devices = {"MIG-8e2c3d4b-0001-4000-8000-000000000000"};
+  slice_share.share_gpus = 0.5 * 3.0 / 7.0;
+  slice_share.enforcement = "driver";
+  slice_share.started = true;
+  ASSERT_TRUE(Open(path)->CommitAndWait({slice_share, gpu_share}).ok());
+  auto snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->containers.size(), 2u);
+  for (const auto& loaded : snapshot->containers)
+    EXPECT_EQ(loaded, loaded.id == slice_share.id ? slice_share : gpu_share);
+  // A share written before shares of MIG slices (no "mig" in its document) is a whole GPU's.
+  RunSql(path,
+         "UPDATE containers SET doc = json_remove(doc, '$.share.mig', '$.mig_devices') WHERE "
+         "id = 'c-slice'");
+  snapshot = Open(path)->Load();
+  ASSERT_TRUE(snapshot.ok());
+  for (const auto& loaded : snapshot->containers) {
+    ASSERT_TRUE(loaded.spec.share);
+    EXPECT_EQ(loaded.spec.share->mig_profile, "");
+    EXPECT_TRUE(loaded.mig_devices.empty());
+  }
+}
+
 TEST(SqliteStore, AContainerDeletionRemovesTheRecord) {
   TempDir dir;
   const std::string path = dir.path() + "/t.db";

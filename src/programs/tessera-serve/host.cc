@@ -32,6 +32,7 @@ void AddMigSlices(const inventory::PciDevice& gpu, int index, const std::string&
                          std::to_string(device.compute_instance_id);
     slice.profile = device.profile;
     slice.gpu_instance_id = device.gpu_instance_id;
+    slice.memory_bytes = device.memory_bytes;
     slice.compute_slices = placement::MigProfileComputeSlices(device.profile);
     const std::string name = !device.uuid.empty()
                                  ? device.uuid
