@@ -117,11 +117,13 @@ Status Driver::DestroyClaimInstances(const ClaimRef& ref) {
     // The claim's file stays until every instance is gone: kubelet retries the unprepare, and an
     // instance destroyed by an earlier try answers Ok.
     if (auto destroyed = mig_.destroy(instance); !destroyed) {
-      std::string why = destroyed.error().category == ErrorCategory::kFailedPrecondition
-                            ? " is in use (processes run on it: NVML_ERROR_IN_USE)"
-                            : ": " + destroyed.error().message;
-      return Error{destroyed.error().category,
-                   which + why + "; it stays, and kubelet retries the unprepare"};
+      // NVML_ERROR_IN_USE (19): processes run on it.
+      const Error& error = destroyed.error();
+      bool in_use = error.category == ErrorCategory::kFailedPrecondition &&
+                    error.message.find("NVML error 19") != std::string::npos;
+      std::string why =
+          in_use ? " is in use (processes run on it: NVML_ERROR_IN_USE)" : ": " + error.message;
+      return Error{error.category, which + why + "; it stays, and kubelet retries the unprepare"};
     }
   }
   return Ok();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -272,6 +273,107 @@ TEST(DraMigDemand, AnA100IsPartitionedByItsTable) {
   std::vector<json> slices = Slices(d.node);
   EXPECT_EQ(PoolProblem(slices), "");
   EXPECT_EQ(SchemaProblem(slices), "");
+}
+
+// The driver alone, with MIG hooks that record what they were asked: a prepare that fails part
+// way leaves no instance behind; an unprepare of a busy instance keeps the claim.
+class DraMigDriver : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_ = Describe("hgx-h100-dgx", ByDemand(), "mig=0", "mig=1").node;
+    gpu_ = node_.devices.front().name;
+    config_.node_name = "node-a";
+    config_.cdi_dir = dir_.path();
+    config_.plugin_dir = dir_.path();
+  }
+  std::unique_ptr<Driver> Make() {
+    auto driver = std::make_unique<Driver>(
+        config_, node_,
+        [this](const std::string&, const std::string&) -> Result<std::string> { return claim_; });
+    EXPECT_TRUE(driver->Load().ok());
+    return driver;
+  }
+  void Allocate(const std::vector<std::string>& devices) {
+    json results = json::array();
+    for (const auto& d : devices)
+      results.push_back(
+          {{"request", "r"}, {"driver", "gpu.tessera.dev"}, {"pool", "node-a"}, {"device", d}});
+    claim_ = json{{"metadata", {{"namespace", "team"}, {"name", "c"}, {"uid", ref_.uid}}},
+                  {"status", {{"allocation", {{"devices", {{"results", results}}}}}}}}
+                 .dump();
+  }
+  MigHooks Recording() {
+    MigHooks hooks;
+    hooks.create = [this](const NodeDevice& device,
+                          const std::set<uint32_t>&) -> Result<MigInstance> {
+      calls_.push_back("create " + device.name);
+      if (device.mig_slot->start == 6) return Unavailable("NVML error 23");
+      return MigInstance{device.pci_address, device.mig_slot->start + 1, 0, "MIG-x", {}};
+    };
+    hooks.destroy = [this](const MigInstance& instance) -> Status {
+      calls_.push_back("destroy " + std::to_string(instance.gpu_instance_id));
+      if (busy_) return FailedPrecondition("nvmlComputeInstanceDestroy failed: NVML error 19");
+      return Ok();
+    };
+    return hooks;
+  }
+
+  testing::TempDir dir_;
+  NodeDevices node_;
+  std::string gpu_;
+  DriverConfig config_;
+  std::string claim_;
+  std::vector<std::string> calls_;
+  bool busy_ = false;
+  const ClaimRef ref_{"team", "c", "5b0c4a2e-1111-4222-8333-944455556666"};
+};
+
+TEST_F(DraMigDriver, WithoutMigHooksAPlacementIsRefused) {
+  Allocate({gpu_ + "-mig-1g-10gb-0"});
+  auto prepared = Make()->Prepare(ref_);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_NE(prepared.error().message.find("not made here"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(ClaimSpecPath(config_.cdi_dir, ref_.uid)));
+}
+
+TEST_F(DraMigDriver, APrepareThatFailsPartWayDestroysWhatItMade) {
+  Allocate({gpu_ + "-mig-1g-10gb-0", gpu_ + "-mig-1g-10gb-6"});
+  auto driver = Make();
+  driver->SetMig(Recording());
+  auto prepared = driver->Prepare(ref_);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_NE(prepared.error().message.find("NVML error 23"), std::string::npos);
+  EXPECT_EQ(calls_, (std::vector<std::string>{"create " + gpu_ + "-mig-1g-10gb-0",
+                                              "create " + gpu_ + "-mig-1g-10gb-6", "destroy 1"}));
+  EXPECT_TRUE(driver->PreparedClaimUids().empty());
+  EXPECT_FALSE(std::filesystem::exists(ClaimSpecPath(config_.cdi_dir, ref_.uid)));
+}
+
+TEST_F(DraMigDriver, ABusyInstanceKeepsTheClaimUntilItIsDestroyed) {
+  Allocate({gpu_ + "-mig-3g-40gb-4"});
+  {
+    auto driver = Make();
+    driver->SetMig(Recording());
+    auto prepared = driver->Prepare(ref_);
+    ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+    ASSERT_TRUE(prepared->devices[0].mig_instance.has_value());
+    EXPECT_EQ(prepared->devices[0].mig_instance->gpu_instance_id, 5u);
+  }
+  // A restarted driver knows the instance from the claim's file.
+  auto driver = Make();
+  driver->SetMig(Recording());
+  busy_ = true;
+  auto busy = driver->Unprepare(ref_);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_NE(busy.error().message.find("in use"), std::string::npos) << busy.error().message;
+  EXPECT_NE(busy.error().message.find("kubelet retries"), std::string::npos);
+  EXPECT_EQ(driver->PreparedClaimUids(), std::vector<std::string>{ref_.uid});
+  EXPECT_TRUE(std::filesystem::exists(ClaimSpecPath(config_.cdi_dir, ref_.uid)));
+  busy_ = false;
+  EXPECT_TRUE(driver->Unprepare(ref_).ok());
+  EXPECT_TRUE(driver->PreparedClaimUids().empty());
+  EXPECT_EQ(calls_, (std::vector<std::string>{"create " + gpu_ + "-mig-3g-40gb-4", "destroy 5",
+                                              "destroy 5"}));
 }
 
 TEST(DraMigDemand, ProfileLabelsAreDnsLabels) {
