@@ -5,6 +5,9 @@
 //
 // {"version":1,"claims":{"<uid>":{"namespace":"..","name":"..","devices":[{"requestNames":[..],
 //   "poolName":"..","deviceName":"..","cdiDeviceIds":[..]}]}}}
+// A device whose MIG instance prepare made (MIG by demand) adds "migInstance":{"pciAddress":..,
+// "gpuInstanceId":n,"computeInstanceId":n,"uuid":..,"deviceNodes":[{"path":..,"hostPath":..,
+// "major":n,"minor":n}]}: unprepare destroys that instance, also after a restart.
 #include <dirent.h>
 
 #include <cerrno>
@@ -69,6 +72,91 @@ Result<std::vector<std::string>> Strings(const json& object, const char* key,
   return out;
 }
 
+constexpr size_t kMaxMigNodes = 4;
+
+json MigInstanceJson(const MigInstance& instance) {
+  json nodes = json::array();
+  for (const auto& node : instance.device_nodes) {
+    json entry = {{"path", node.path}, {"major", node.major}, {"minor", node.minor}};
+    if (!node.host_path.empty()) entry["hostPath"] = node.host_path;
+    nodes.push_back(std::move(entry));
+  }
+  json out = {{"pciAddress", instance.pci_address},
+              {"gpuInstanceId", instance.gpu_instance_id},
+              {"computeInstanceId", instance.compute_instance_id},
+              {"deviceNodes", std::move(nodes)}};
+  if (!instance.uuid.empty()) out["uuid"] = instance.uuid;
+  return out;
+}
+
+Result<uint32_t> SmallNumber(const json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_unsigned() || it->get<uint64_t>() > (1u << 20)) {
+    return InvalidArgument(where + "." + key + ": want a number up to 2^20");
+  }
+  return it->get<uint32_t>();
+}
+
+Result<cdi::DeviceNode> ParseMigNode(const json& item, const std::string& at) {
+  if (!item.is_object()) return InvalidArgument(at + ": want an object");
+  if (auto keys = CheckKeys(item, {"path", "hostPath", "major", "minor"}, at); !keys) {
+    return keys.error();
+  }
+  cdi::DeviceNode node;
+  auto path = String(item, "path", at);
+  if (!path) return path.error();
+  if (!path->starts_with("/dev/")) return InvalidArgument(at + ".path: want a /dev path");
+  node.path = *path;
+  if (item.contains("hostPath")) {
+    auto host = String(item, "hostPath", at);
+    if (!host) return host.error();
+    node.host_path = *host;
+  }
+  auto major = SmallNumber(item, "major", at);
+  if (!major) return major.error();
+  auto minor = SmallNumber(item, "minor", at);
+  if (!minor) return minor.error();
+  node.type = "c";
+  node.major = *major;
+  node.minor = *minor;
+  return node;
+}
+
+Result<MigInstance> ParseMigInstance(const json& item, const std::string& where) {
+  std::string at = where + ".migInstance";
+  if (!item.is_object()) return InvalidArgument(at + ": want an object");
+  if (auto keys = CheckKeys(
+          item, {"pciAddress", "gpuInstanceId", "computeInstanceId", "uuid", "deviceNodes"}, at);
+      !keys) {
+    return keys.error();
+  }
+  MigInstance instance;
+  auto pci = String(item, "pciAddress", at);
+  if (!pci) return pci.error();
+  instance.pci_address = *pci;
+  auto gi = SmallNumber(item, "gpuInstanceId", at);
+  if (!gi) return gi.error();
+  auto ci = SmallNumber(item, "computeInstanceId", at);
+  if (!ci) return ci.error();
+  instance.gpu_instance_id = *gi;
+  instance.compute_instance_id = *ci;
+  if (item.contains("uuid")) {
+    auto uuid = String(item, "uuid", at);
+    if (!uuid) return uuid.error();
+    instance.uuid = *uuid;
+  }
+  auto nodes = item.find("deviceNodes");
+  if (nodes == item.end() || !nodes->is_array() || nodes->size() > kMaxMigNodes) {
+    return InvalidArgument(at + ".deviceNodes: want at most " + std::to_string(kMaxMigNodes));
+  }
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    auto node = ParseMigNode((*nodes)[i], at + ".deviceNodes[" + std::to_string(i) + "]");
+    if (!node) return node.error();
+    instance.device_nodes.push_back(std::move(*node));
+  }
+  return instance;
+}
+
 }  // namespace
 
 std::string SerializeCheckpoint(const Checkpoint& checkpoint) {
@@ -76,10 +164,12 @@ std::string SerializeCheckpoint(const Checkpoint& checkpoint) {
   for (const auto& [uid, claim] : checkpoint) {
     json devices = json::array();
     for (const auto& device : claim.devices) {
-      devices.push_back({{"requestNames", device.request_names},
-                         {"poolName", device.pool_name},
-                         {"deviceName", device.device_name},
-                         {"cdiDeviceIds", device.cdi_device_ids}});
+      json entry = {{"requestNames", device.request_names},
+                    {"poolName", device.pool_name},
+                    {"deviceName", device.device_name},
+                    {"cdiDeviceIds", device.cdi_device_ids}};
+      if (device.mig_instance) entry["migInstance"] = MigInstanceJson(*device.mig_instance);
+      devices.push_back(std::move(entry));
     }
     claims[uid] = {{"namespace", claim.ref.namespace_name},
                    {"name", claim.ref.name},
@@ -129,8 +219,8 @@ Result<Checkpoint> ParseCheckpoint(std::string_view text) {
       const json& item = (*devices)[i];
       std::string at = where + ".devices[" + std::to_string(i) + "]";
       if (!item.is_object()) return InvalidArgument(at + ": want an object");
-      if (auto keys =
-              CheckKeys(item, {"requestNames", "poolName", "deviceName", "cdiDeviceIds"}, at);
+      if (auto keys = CheckKeys(
+              item, {"requestNames", "poolName", "deviceName", "cdiDeviceIds", "migInstance"}, at);
           !keys) {
         return keys.error();
       }
@@ -147,6 +237,11 @@ Result<Checkpoint> ParseCheckpoint(std::string_view text) {
       device.pool_name = std::move(*pool);
       device.device_name = std::move(*device_name);
       device.cdi_device_ids = std::move(*ids);
+      if (auto mig = item.find("migInstance"); mig != item.end()) {
+        auto instance = ParseMigInstance(*mig, at);
+        if (!instance) return instance.error();
+        device.mig_instance = std::move(*instance);
+      }
       claim.devices.push_back(std::move(device));
     }
     checkpoint[uid] = std::move(claim);

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "deviceplugin/deviceplugin.h"
 #include "inventory/inventory.h"
+#include "mig/mig.h"
 #include "topology/topology.h"
 
 namespace tessera::dra {
@@ -37,6 +38,26 @@ inline constexpr size_t kMaxSliceDevices = 128;    // ResourceSlice spec.devices
 
 // ---------------------------------------------------------------------------------------------
 // This node's devices.
+
+// Where a MIG placement device's instance goes: a GPU instance profile at a start, in memory
+// slices of its board's profile table.
+struct MigSlot {
+  std::string profile;  // "1g.10gb"
+  uint32_t profile_id = 0;
+  uint32_t start = 0;
+  uint32_t size = 0;
+  uint32_t compute_slices = 0;
+  friend bool operator==(const MigSlot&, const MigSlot&) = default;
+};
+
+// A partitionable GPU's shared counters (resource.k8s.io/v1 CounterSet): what its placement
+// devices and the whole GPU take while allocated, so that the scheduler never allocates two that
+// overlap.
+struct CounterSet {
+  std::string name;                          // "gpu-0000-18-00-0-counters"
+  std::map<std::string, uint64_t> counters;  // "compute-slices", "memory-slice-3", ...
+  friend bool operator==(const CounterSet&, const CounterSet&) = default;
+};
 
 // One GPU as this node publishes it in its ResourceSlice, with the CDI edits a claim gets.
 struct NodeDevice {
@@ -57,14 +78,33 @@ struct NodeDevice {
   std::optional<uint32_t> multiprocessors;
   std::vector<uint32_t> memory_slices;
   std::optional<uint32_t> gpu_instance_id;  // MIG devices: the GPU instance they are
-  cdi::ContainerEdits edits;                // the device's own edits (device nodes)
-  cdi::ContainerEdits shared_edits;  // spec-level edits of its mode (nvidiactl, libraries, ...)
+  // MIG by demand (partitionable devices, KEP-4815): the instance prepare makes for a placement
+  // device ("gpu-<pci>-mig-<profile>-<start>", type "mig"); nullopt for every other device.
+  std::optional<MigSlot> mig_slot;
+  // The counters the device takes from its GPU's counter set while allocated (placement devices
+  // and the whole GPU of a partitionable GPU); empty: it consumes none.
+  std::string counter_set;
+  std::map<std::string, uint64_t> consumes;
+  std::optional<uint32_t> gpu_minor;  // its /dev/nvidia<minor> (a MIG device's: its parent's)
+  cdi::ContainerEdits edits;          // the device's own edits (device nodes)
+  cdi::ContainerEdits shared_edits;   // spec-level edits of its mode (nvidiactl, libraries, ...)
 };
 
 struct NodeOptions {
   cdi::Mode mode = cdi::Mode::kAuto;  // auto: nvidia -> gpu, vfio-pci -> vfio
   // A GPU with MIG on is published as its MIG devices (type "mig"), not whole.
   std::optional<topology::PartitionTable> partitions;
+  // MIG by demand: a GPU with MIG on whose board has a table here is published partitionable
+  // (partitionable.cc): a counter set, the whole GPU and every profile at every allowed start. Off:
+  // such a GPU is published as its existing MIG devices (or whole when it has none).
+  bool mig_by_demand = false;
+  std::vector<mig::ProfileTable> mig_tables;
+  // GPU instances this plugin made for prepared claims (by PCI address): not someone else's, so
+  // their slices stay offered (their claims hold the counters).
+  std::map<std::string, std::set<uint32_t>> owned_instances;
+  // Bytes of memory of each GPU instance profile (by PCI address, then profile ID), from NVML:
+  // the placement devices' `memory` capacity; absent: not published.
+  std::map<std::string, std::map<uint32_t, uint64_t>> profile_memory;
 };
 
 // "0000:18:00.0" -> "gpu-0000-18-00-0" (a DNS label: lowercase alphanumerics and '-').
@@ -78,6 +118,7 @@ std::optional<uint64_t> KnownBoardMemory(uint16_t vendor_id, uint16_t device_id)
 // cannot serve (no device node, no IOMMU group) are left out with a warning.
 struct NodeDevices {
   std::vector<NodeDevice> devices;
+  std::vector<CounterSet> counter_sets;  // partitionable GPUs' (MIG by demand); usually none
   std::vector<std::string> warnings;
   const NodeDevice* Find(std::string_view name) const;
 };
@@ -175,6 +216,25 @@ std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::s
                                const SliceOptions& options, std::string_view resource_version = {},
                                const std::map<std::string, DeviceTaint>& taints = {});
 
+// A pool with counter sets (MIG by demand, KEP-4815): the counter sets in slices of their own (at
+// most 8 sets each; from 1.35 a slice holds either devices or sharedCounters), then the devices in
+// slices of at most 64 (the limit of a slice whose devices consume counters). Every slice names the
+// pool's resourceSliceCount and generation.
+inline constexpr size_t kMaxSliceCounterSets = 8;
+inline constexpr size_t kMaxCounterSliceDevices = 64;
+
+// The pool's slice names: SliceName for the first, "<SliceName>-<index>" for the others.
+std::string PoolSliceName(std::string_view driver, std::string_view node_name, size_t index);
+// How many slices the pool has: 1 without counter sets; fixed by the node's devices, not by which
+// are published now.
+size_t PoolSliceCount(const NodeDevices& node);
+// The pool's slices as JSON, in order, without resourceVersion; without counter sets exactly
+// BuildResourceSlice's one slice.
+std::vector<std::string> BuildResourceSlices(const NodeDevices& node,
+                                             const std::vector<std::string>& published,
+                                             const SliceOptions& options,
+                                             const std::map<std::string, DeviceTaint>& taints);
+
 // ---------------------------------------------------------------------------------------------
 // ResourceClaim (resource.k8s.io/v1), read strictly for what prepare needs.
 
@@ -208,12 +268,23 @@ struct ClaimRef {
   friend bool operator==(const ClaimRef&, const ClaimRef&) = default;
 };
 
+// A MIG instance prepare made for a placement device (MIG by demand): unprepare destroys it.
+struct MigInstance {
+  std::string pci_address;  // its GPU
+  uint32_t gpu_instance_id = 0;
+  uint32_t compute_instance_id = 0;
+  std::string uuid;                           // "MIG-…"
+  std::vector<cdi::DeviceNode> device_nodes;  // its GI and CI capability nodes
+  friend bool operator==(const MigInstance&, const MigInstance&) = default;
+};
+
 // One device as kubelet's NodePrepareResources answer carries it.
 struct PreparedDevice {
   std::vector<std::string> request_names;
   std::string pool_name;
   std::string device_name;
   std::vector<std::string> cdi_device_ids;
+  std::optional<MigInstance> mig_instance;  // not in kubelet's answer: the checkpoint's
   friend bool operator==(const PreparedDevice&, const PreparedDevice&) = default;
 };
 
@@ -299,11 +370,31 @@ struct FabricHooks {
   std::function<Status(const std::string& holder)> deactivate;
 };
 
+// MIG by demand: the NVML side of a placement device's instance. The plugin wires these to NVML
+// (mig_instances.cc); tests of the driver alone give their own.
+struct MigHooks {
+  // Makes the instance of `device`'s slot (a GPU instance with one compute instance spanning it)
+  // and its capability device nodes. An instance of that profile at exactly that place that no
+  // prepared claim names (`owned`: the GPU instance IDs prepared claims hold on that GPU) is one an
+  // interrupted prepare made: it is taken, not made twice.
+  std::function<Result<MigInstance>(const NodeDevice& device, const std::set<uint32_t>& owned)>
+      create;
+  // Destroys the instance; an instance already gone is Ok. One with processes answers
+  // FailedPrecondition (NVML_ERROR_IN_USE) and stays.
+  std::function<Status(const MigInstance& instance)> destroy;
+};
+
 class Driver {
  public:
   Driver(DriverConfig config, NodeDevices node, ClaimFetcher fetch);
   // Before serving kubelet: every prepare and unprepare goes through `hooks` from then on.
   void SetFabric(FabricHooks hooks);
+  // Before serving kubelet: placement devices' instances are made and destroyed through `hooks`;
+  // without them a claim for a placement device is refused.
+  void SetMig(MigHooks hooks);
+  // The GPU instances prepared claims hold, by PCI address (what a restarted plugin must not take
+  // for someone else's).
+  static std::map<std::string, std::set<uint32_t>> OwnedInstances(const Checkpoint& checkpoint);
   // UIDs of the claims prepared now (what holds a fabric partition).
   std::vector<std::string> PreparedClaimUids() const;
   // UIDs of the prepared claims holding any device of the GPU at `pci_address`.
@@ -342,7 +433,14 @@ class Driver {
   const DriverConfig config_;
   const NodeDevices node_;
   ClaimFetcher fetch_;
-  FabricHooks fabric_;     // set before any call; empty: no fabric manager
+  FabricHooks fabric_;  // set before any call; empty: no fabric manager
+  MigHooks mig_;        // set before any call; empty: no MIG by demand
+  // MIG by demand at prepare: refuses a MIG device on a GPU a claim holds whole and the whole GPU
+  // while instances of it are prepared; makes the placement devices' instances (undone on error).
+  Status CheckPartitioning(const PreparedClaim& prepared) const;
+  Status MakeInstances(PreparedClaim& prepared);
+  void DestroyInstances(const PreparedClaim& prepared);
+  Status DestroyClaimInstances(const ClaimRef& ref);
   mutable std::mutex mu_;  // guards checkpoint_, state_, the health fields and the files
   Checkpoint checkpoint_;
   DeviceState state_;

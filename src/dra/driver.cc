@@ -31,6 +31,104 @@ void Driver::SetFabric(FabricHooks hooks) {
   fabric_ = std::move(hooks);
 }
 
+void Driver::SetMig(MigHooks hooks) {
+  mig_ = std::move(hooks);
+}
+
+std::map<std::string, std::set<uint32_t>> Driver::OwnedInstances(const Checkpoint& checkpoint) {
+  std::map<std::string, std::set<uint32_t>> owned;
+  for (const auto& [uid, claim] : checkpoint) {
+    for (const auto& device : claim.devices) {
+      if (device.mig_instance)
+        owned[device.mig_instance->pci_address].insert(device.mig_instance->gpu_instance_id);
+    }
+  }
+  return owned;
+}
+
+Status Driver::CheckPartitioning(const PreparedClaim& prepared) const {
+  for (const auto& wanted : prepared.devices) {
+    const NodeDevice* device = node_.Find(wanted.device_name);
+    if (!device) continue;
+    const bool whole = device->type == "gpu" && !device->counter_set.empty();
+    for (const auto& [uid, claim] : checkpoint_) {
+      for (const auto& held : claim.devices) {
+        const NodeDevice* other = node_.Find(held.device_name);
+        if (!other || other->pci_address != device->pci_address) continue;
+        if (device->type == "mig" && other->type == "gpu") {
+          return FailedPrecondition("GPU " + device->pci_address + " is prepared whole for claim " +
+                                    claim.ref.namespace_name + "/" + claim.ref.name +
+                                    ": it is not partitioned while that claim holds it");
+        }
+        if (whole && held.mig_instance) {
+          return FailedPrecondition(
+              "GPU " + device->pci_address + " holds a MIG instance prepared for claim " +
+              claim.ref.namespace_name + "/" + claim.ref.name + ": it is not handed out whole");
+        }
+      }
+    }
+  }
+  return Ok();
+}
+
+Status Driver::MakeInstances(PreparedClaim& prepared) {
+  auto owned = OwnedInstances(checkpoint_);
+  for (auto& wanted : prepared.devices) {
+    const NodeDevice* device = node_.Find(wanted.device_name);
+    if (!device || !device->mig_slot) continue;
+    if (!mig_.create) {
+      DestroyInstances(prepared);
+      return FailedPrecondition("device " + device->name +
+                                " is a MIG placement, and MIG instances are not made here");
+    }
+    auto made = mig_.create(*device, owned[device->pci_address]);
+    if (!made) {
+      DestroyInstances(prepared);
+      return made.error().WithContext("make " + device->mig_slot->profile + " at " +
+                                      std::to_string(device->mig_slot->start) + " on " +
+                                      device->pci_address);
+    }
+    owned[made->pci_address].insert(made->gpu_instance_id);
+    wanted.mig_instance = std::move(*made);
+  }
+  return Ok();
+}
+
+// Undoes MakeInstances after a later step failed: the claim is not prepared, so nothing holds them.
+void Driver::DestroyInstances(const PreparedClaim& prepared) {
+  for (const auto& device : prepared.devices) {
+    if (device.mig_instance && mig_.destroy) (void)mig_.destroy(*device.mig_instance);
+  }
+}
+
+Status Driver::DestroyClaimInstances(const ClaimRef& ref) {
+  auto it = checkpoint_.find(ref.uid);
+  if (it == checkpoint_.end()) return Ok();
+  for (const auto& device : it->second.devices) {
+    if (!device.mig_instance) continue;
+    const MigInstance& instance = *device.mig_instance;
+    std::string which = "MIG instance GI " + std::to_string(instance.gpu_instance_id) + " on " +
+                        instance.pci_address + " (" + device.device_name + ")";
+    if (!mig_.destroy) {
+      return FailedPrecondition(which +
+                                " was made for this claim and MIG instances are not "
+                                "destroyed here (--mig-by-demand off); it stays");
+    }
+    // The claim's file stays until every instance is gone: kubelet retries the unprepare, and an
+    // instance destroyed by an earlier try answers Ok.
+    if (auto destroyed = mig_.destroy(instance); !destroyed) {
+      // NVML_ERROR_IN_USE (19): processes run on it.
+      const Error& error = destroyed.error();
+      bool in_use = error.category == ErrorCategory::kFailedPrecondition &&
+                    error.message.find("NVML error 19") != std::string::npos;
+      std::string why =
+          in_use ? " is in use (processes run on it: NVML_ERROR_IN_USE)" : ": " + error.message;
+      return Error{error.category, which + why + "; it stays, and kubelet retries the unprepare"};
+    }
+  }
+  return Ok();
+}
+
 std::vector<std::string> Driver::PreparedClaimUids() const {
   std::lock_guard lock(mu_);
   std::vector<std::string> out;
@@ -138,11 +236,17 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   PrepareContext context{config_.driver, config_.node_name, &node_, &state_};
   auto prepared = PlanPrepare(ref, *claim, context);
   if (!prepared) return prepared.error();
+  const std::string claim_name = "claim " + ref.namespace_name + "/" + ref.name;
+  // MIG by demand: a GPU is either whole or partitioned, and a placement's instance is made now.
+  if (auto fits = CheckPartitioning(*prepared); !fits) return fits.error().WithContext(claim_name);
+  if (auto made = MakeInstances(*prepared); !made) return made.error().WithContext(claim_name);
   // The partition before the claim is handed out: a claim whose GPUs are not exactly one
   // partition is refused here, with nothing activated and no file written.
   if (fabric_.activate) {
-    if (auto active = fabric_.activate(ref.uid, PciAddressesOf(*prepared)); !active)
-      return active.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
+    if (auto active = fabric_.activate(ref.uid, PciAddressesOf(*prepared)); !active) {
+      DestroyInstances(*prepared);
+      return active.error().WithContext(claim_name);
+    }
   }
   // The spec first: a checkpoint file promises CDI IDs that resolve.
   Status written = WriteClaimSpec(*prepared, false);
@@ -162,6 +266,7 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
     ::unlink(ClaimSpecPath(config_.cdi_dir, ref.uid).c_str());
     (void)RemoveFile(PreparedClaimPath(PreparedDir(), ref.uid), Durability::kProcessCrash);
     if (fabric_.deactivate) (void)fabric_.deactivate(ref.uid);
+    DestroyInstances(*prepared);
     return written.error();
   }
   checkpoint_[ref.uid] = *prepared;
@@ -171,6 +276,10 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
 Status Driver::Unprepare(const ClaimRef& ref) {
   if (!IsFileNameSafeUid(ref.uid)) return InvalidArgument("claim UID: not a UID");
   std::lock_guard lock(mu_);
+  // The instances this plugin made for the claim go first; one still in use keeps the claim.
+  if (auto destroyed = DestroyClaimInstances(ref); !destroyed) {
+    return destroyed.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
+  }
   std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
   if (::unlink(spec_path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError("unlink " + spec_path, errno);

@@ -1,8 +1,11 @@
 // This node's devices as the DRA driver publishes them: names, attributes and the CDI edits of
 // each GPU, computed once per inventory (the CDI builder runs here, not on every prepare).
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 
 #include "dra/dra.h"
+#include "dra/partitionable.h"
 
 namespace tessera::dra {
 namespace {
@@ -115,6 +118,59 @@ void PlaceOnNvlink(const topology::PartitionTable& table, NodeDevice& device) {
   }
 }
 
+// "10de:2330", as profile tables name boards.
+std::string PciId(const PciDevice& gpu) {
+  char text[16];
+  snprintf(text, sizeof text, "%04x:%04x", gpu.vendor_id, gpu.device_id);
+  return text;
+}
+
+// The minor of the GPU's /dev/nvidia<minor>.
+std::optional<uint32_t> GpuMinor(const PciDevice& gpu) {
+  for (const auto& n : gpu.device_nodes) {
+    std::string_view path = n.path;
+    if (path.starts_with("/dev/nvidia") && path.size() > 11 &&
+        path.find_first_not_of("0123456789", 11) == std::string_view::npos)
+      return n.minor;
+  }
+  return std::nullopt;
+}
+
+// MIG by demand: the GPU's instances that this plugin did not make stay as they are, published
+// as their own MIG devices; the rest of the GPU is partitionable.
+void AddByDemand(const PciDevice& gpu, const NodeDevice& whole, const cdi::Spec& spec,
+                 const mig::ProfileTable& table, const NodeOptions& options, NodeDevices& node) {
+  const auto owned_it = options.owned_instances.find(gpu.pci_address);
+  const std::set<uint32_t> none;
+  const std::set<uint32_t>& owned =
+      owned_it == options.owned_instances.end() ? none : owned_it->second;
+  PciDevice others = gpu;
+  std::vector<ForeignInstance> foreign;
+  others.mig->devices.clear();
+  for (const inventory::MigDevice& mig : gpu.mig->devices) {
+    if (owned.count(mig.gpu_instance_id)) continue;
+    others.mig->devices.push_back(mig);
+    bool seen = std::any_of(foreign.begin(), foreign.end(), [&](const ForeignInstance& f) {
+      return f.gpu_instance_id == mig.gpu_instance_id;
+    });
+    if (seen) continue;
+    // An instance of unknown place is taken to cover the whole GPU.
+    ForeignInstance instance{mig.gpu_instance_id, mig.profile_id.value_or(UINT32_MAX), 0,
+                             table.memory_slices};
+    if (mig.placement) {
+      instance.start = mig.placement->start;
+      instance.size = mig.placement->size;
+    }
+    foreign.push_back(instance);
+  }
+  AddMigDevices(others, whole, spec, node);
+  auto memory = options.profile_memory.find(gpu.pci_address);
+  AddPartitionableGpu(
+      whole, table, foreign,
+      memory == options.profile_memory.end() ? std::map<uint32_t, uint64_t>{} : memory->second,
+      node);
+}
+
 }  // namespace
 
 std::string DeviceNameFor(std::string_view pci_address) {
@@ -180,6 +236,15 @@ Result<NodeDevices> DescribeNode(const inventory::Inventory& inventory,
     if (options.partitions) PlaceOnNvlink(*options.partitions, device);
     device.edits = cdi_device->container_edits;
     device.shared_edits = spec->second.container_edits;
+    device.gpu_minor = GpuMinor(*gpu);
+    const mig::ProfileTable* table = options.mig_by_demand && *mode == cdi::Mode::kDriver &&
+                                             gpu->mig && gpu->mig->enabled == true
+                                         ? mig::TableForDevice(options.mig_tables, PciId(*gpu))
+                                         : nullptr;
+    if (table) {
+      AddByDemand(*gpu, device, spec->second, *table, options, node);
+      continue;
+    }
     if (*mode == cdi::Mode::kDriver && gpu->mig && gpu->mig->enabled != false &&
         !gpu->mig->devices.empty()) {
       // A MIG-enabled GPU runs CUDA only through its slices.

@@ -11,8 +11,10 @@
 #include <set>
 #include <thread>
 
+#include "common/bounded_file.h"
 #include "common/untrusted_text.h"
 #include "dra/fault_watch.h"
+#include "dra/mig_instances.h"
 #include "dra/server.h"
 #include "fabricmanager/fabricmanager.h"
 #include "kubernetes/client.h"
@@ -47,49 +49,76 @@ std::set<std::string> Unhealthy(const NodeDevices& node) {
   return out;
 }
 
-// Replaces the live slice, its generation after the live one's: a restarted plugin continues
-// after it. Returns whether it was replaced (false: a 409, someone else wrote it).
-Result<bool> ReplaceSlice(k8s::Client& client, const Driver& driver, const std::string& name,
-                          const k8s::Json& live, SliceOptions options, int64_t* generation) {
+// The generation of a live slice of the pool, 0 when it has none.
+int64_t LiveGeneration(const k8s::Json& live) {
   const k8s::Json& pool = k8s::ObjectField(k8s::ObjectField(live, "spec"), "pool");
-  int64_t seen = 0;
   if (auto it = pool.find("generation"); it != pool.end() && it->is_number_integer())
-    seen = std::clamp<int64_t>(it->get<int64_t>(), 0, INT64_MAX / 2);
-  options.generation = std::max(*generation, seen + 1);
-  std::string version = k8s::StringField(k8s::ObjectField(live, "metadata"), "resourceVersion");
-  auto body = k8s::Json::parse(
-      BuildResourceSlice(driver.node(), driver.Published(), options, version, driver.Taints()));
-  auto replaced = client.Replace(kSlices, "", name, body);
-  if (replaced) {
-    *generation = options.generation;
-    return true;
-  }
-  if (replaced.error().category != ErrorCategory::kFailedPrecondition) return replaced.error();
-  return false;
+    return std::clamp<int64_t>(it->get<int64_t>(), 0, INT64_MAX / 2);
+  return 0;
 }
 
-// Create or replace the slice; a 409 (someone else wrote it) re-reads and retries.
+// Creates or replaces every slice of the pool with one generation, after the live slices' own: a
+// restarted plugin continues after them, and the scheduler uses only slices of the pool's newest
+// generation. Returns false on a conflict (someone else wrote a slice).
+Result<bool> WritePool(k8s::Client& client, const Driver& driver, int64_t* generation) {
+  const auto& config = driver.config();
+  const size_t count = PoolSliceCount(driver.node());
+  std::vector<std::optional<k8s::Json>> live(count);
+  int64_t next = *generation;
+  for (size_t i = 0; i < count; ++i) {
+    auto got = client.Get(kSlices, "", PoolSliceName(config.driver, config.node_name, i));
+    if (!got && got.error().category != ErrorCategory::kNotFound) return got.error();
+    if (got) {
+      next = std::max(next, LiveGeneration(*got) + 1);
+      live[i] = std::move(*got);
+    }
+  }
+  SliceOptions options{config.driver, config.node_name, next};
+  auto slices = BuildResourceSlices(driver.node(), driver.Published(), options, driver.Taints());
+  for (size_t i = 0; i < count && i < slices.size(); ++i) {
+    auto body = k8s::Json::parse(slices[i]);
+    std::string name = body["metadata"]["name"];
+    if (live[i]) {
+      body["metadata"]["resourceVersion"] =
+          k8s::StringField(k8s::ObjectField(*live[i], "metadata"), "resourceVersion");
+      auto replaced = client.Replace(kSlices, "", name, body);
+      if (replaced) continue;
+      if (replaced.error().category != ErrorCategory::kFailedPrecondition) return replaced.error();
+      return false;
+    }
+    auto created = client.Create(kSlices, "", body);
+    if (created) continue;
+    if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
+    return false;
+  }
+  *generation = next;
+  return true;
+}
+
+// The pool's slices; a 409 (someone else wrote one) re-reads and retries.
 Status PublishSlice(k8s::Client& client, const Driver& driver, int64_t* generation) {
   const auto& config = driver.config();
-  std::string name = SliceName(config.driver, config.node_name);
   for (int attempt = 0; attempt < 5; ++attempt) {
-    SliceOptions options{config.driver, config.node_name, *generation};
-    auto live = client.Get(kSlices, "", name);
-    if (!live && live.error().category != ErrorCategory::kNotFound) return live.error();
-    if (live) {
-      auto replaced = ReplaceSlice(client, driver, name, *live, options, generation);
-      if (!replaced) return replaced.error();
-      if (*replaced) return Ok();
-    } else {
-      auto body = k8s::Json::parse(
-          BuildResourceSlice(driver.node(), driver.Published(), options, {}, driver.Taints()));
-      auto created = client.Create(kSlices, "", body);
-      if (created) return Ok();
-      if (created.error().category != ErrorCategory::kAlreadyExists) return created.error();
-    }
-    spdlog::info("slice {}: conflict, re-reading", name);
+    auto written = WritePool(client, driver, generation);
+    if (!written) return written.error();
+    if (*written) return Ok();
+    spdlog::info("slices of pool {}: conflict, re-reading", config.node_name);
   }
-  return Unavailable("slice " + name + ": still conflicting after 5 attempts");
+  return Unavailable("slices of pool " + config.node_name + ": still conflicting after 5 attempts");
+}
+
+// MIG by demand: the profile tables (each --mig-profiles file, then the built-in H100 table).
+Result<std::vector<mig::ProfileTable>> ReadMigTables(const PluginOptions& options) {
+  std::vector<mig::ProfileTable> tables;
+  for (const auto& path : options.mig_profiles) {
+    auto text = ReadBoundedFile(path, kMaxConfigFileBytes);
+    if (!text) return text.error().WithContext("--mig-profiles");
+    auto table = mig::ParseProfileTable(*text);
+    if (!table) return table.error().WithContext(path);
+    tables.push_back(std::move(*table));
+  }
+  tables.push_back(mig::BuiltinH100Table());
+  return tables;
 }
 
 bool SocketPresent(const std::string& path) {
@@ -177,7 +206,9 @@ struct KubeletPlugin::State {
   std::unique_ptr<SocketServer> dra_server;
   std::unique_ptr<SocketServer> reg_server;
 
+  std::shared_ptr<const nvml::Library> nvml;  // MIG by demand only
   Result<NodeDevices> DescribeThisNode();
+  Status SetUpMigByDemand(const inventory::Inventory& inventory, NodeOptions& node_options);
   Status Connect();
   Status LoadDriver(NodeDevices node);
   Status WatchFaults();
@@ -201,11 +232,33 @@ Result<NodeDevices> KubeletPlugin::State::DescribeThisNode() {
     if (!opened) return opened.error();
     fabric = std::move(*opened);
   }
+  if (options.mig_by_demand) {
+    if (auto set_up = SetUpMigByDemand(*inventory, node_options); !set_up) return set_up.error();
+  }
   auto node = DescribeNode(*inventory, node_options);
   if (!node) return node.error();
   for (const auto& warning : node->warnings)
     spdlog::warn("{}", warning);
   return node;
+}
+
+// NVML, the profile tables, and the instances prepared claims hold (read from the claim files
+// before the driver loads them: those instances are this plugin's, not someone else's).
+Status KubeletPlugin::State::SetUpMigByDemand(const inventory::Inventory& inventory,
+                                              NodeOptions& node_options) {
+  auto opened = nvml::Library::Open(options.nvml_library);
+  if (!opened) return opened.error().WithContext("--mig-by-demand");
+  nvml = std::shared_ptr<const nvml::Library>(std::move(*opened));
+  auto tables = ReadMigTables(options);
+  if (!tables) return tables.error();
+  node_options.mig_by_demand = true;
+  node_options.mig_tables = std::move(*tables);
+  node_options.profile_memory = ProfileMemory(*nvml, inventory);
+  std::vector<std::string> dropped;
+  auto prepared = ReadPreparedClaims(options.plugin_dir + "/prepared", &dropped);
+  if (!prepared) return prepared.error();
+  node_options.owned_instances = Driver::OwnedInstances(*prepared);
+  return Ok();
 }
 
 Status KubeletPlugin::State::Connect() {
@@ -238,6 +291,7 @@ Status KubeletPlugin::State::LoadDriver(NodeDevices node) {
   for (const auto& dropped : *loaded)
     spdlog::warn("{}", Excerpt(dropped, 600));
   if (fabric) AttachFabric(*driver, fabric);
+  if (nvml) driver->SetMig(NvmlMigHooks(nvml, options.root));
   return Ok();
 }
 
@@ -310,8 +364,9 @@ void KubeletPlugin::State::PublishWhenDue() {
   if (published) {
     slice_dirty = false;
     backoff = std::chrono::milliseconds(200);
-    spdlog::info("ResourceSlice {} generation {} published",
-                 SliceName(options.driver_name, options.node_name), generation);
+    spdlog::info("ResourceSlice {} generation {} published ({} slices in the pool)",
+                 SliceName(options.driver_name, options.node_name), generation,
+                 PoolSliceCount(driver->node()));
   } else {
     spdlog::error("publish ResourceSlice: {}", published.error().message);
     next_publish = std::chrono::steady_clock::now() + backoff;

@@ -44,6 +44,14 @@ void AddPluginFlags(CLI::App& app, PluginOptions& options) {
                  "Reset and verify faulted GPUs here (false: taint only, where the node agent "
                  "recovers them)")
       ->capture_default_str();
+  app.add_option("--mig-by-demand", options.mig_by_demand,
+                 "Publish MIG-enabled GPUs as partitionable devices (a counter set, the whole GPU, "
+                 "every profile at every start) and make each claimed instance at prepare; needs "
+                 "Kubernetes 1.35+ with DRAPartitionableDevices (docs/dra.md)")
+      ->capture_default_str();
+  app.add_option("--mig-profiles", options.mig_profiles,
+                 "MIG profile table files (data/mig-profiles/*.yaml) besides the built-in H100 "
+                 "80GB table");
   app.add_option("--log-level", options.log_level)->capture_default_str();
 }
 
@@ -55,6 +63,9 @@ Status CompletePluginOptions(PluginOptions& options) {
   auto cdi_mode = cdi::ParseMode(options.mode);
   if (!cdi_mode) return cdi_mode.error();
   options.cdi_mode = *cdi_mode;
+  if (options.mig_by_demand && options.nvml_library.empty()) {
+    return InvalidArgument("--mig-by-demand needs NVML (--nvml)");
+  }
   return Ok();
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <vector>
 
 #include "cdi/cdi.h"
 #include "common/error.h"
@@ -45,6 +46,12 @@ struct PluginOptions {
   // by the program (the annotation's parser sits beside this module); empty: not followed.
   std::function<Result<std::map<std::string, health::GpuHealth>>(const nlohmann::json& node)>
       published_health;
+  // MIG by demand (KEP-4815 partitionable devices): GPUs with MIG on are published as a counter
+  // set, the whole GPU and every profile at every start; prepare makes the instance, unprepare
+  // destroys it. Needs Kubernetes 1.35+ with DRAPartitionableDevices (beta, on, from 1.36), so off
+  // by default. `mig_profiles`: table files besides the built-in H100 80GB table.
+  bool mig_by_demand = false;
+  std::vector<std::string> mig_profiles;
   std::string log_level = "info";
   // Set by CompletePluginOptions from `mode`.
   cdi::Mode cdi_mode = cdi::Mode::kAuto;

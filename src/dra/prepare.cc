@@ -59,7 +59,7 @@ Result<PreparedClaim> PlanPrepare(const ClaimRef& ref, const ResourceClaim& clai
       continue;
     }
     prepared.devices.push_back(PreparedDevice{
-        {result.request}, context.pool, device->name, {ClaimCdiId(ref.uid, device->name)}});
+        {result.request}, context.pool, device->name, {ClaimCdiId(ref.uid, device->name)}, {}});
   }
   if (prepared.devices.empty()) {
     return FailedPrecondition("claim " + ClaimName(ref) + ": no device of driver " +
@@ -74,7 +74,14 @@ Result<cdi::Spec> BuildClaimSpec(const PreparedClaim& claim, const NodeDevices& 
   for (const auto& prepared : claim.devices) {
     const NodeDevice* device = node.Find(prepared.device_name);
     if (!device) return NotFound("device " + prepared.device_name + ": not on this node");
-    spec.devices.push_back(cdi::Device{claim.ref.uid + "-" + device->name, {}, device->edits});
+    cdi::ContainerEdits own = device->edits;
+    // A MIG instance made at prepare: its parent's node (the device's own) and its GI and CI
+    // capability nodes.
+    if (prepared.mig_instance) {
+      const auto& nodes = prepared.mig_instance->device_nodes;
+      own.device_nodes.insert(own.device_nodes.begin(), nodes.begin(), nodes.end());
+    }
+    spec.devices.push_back(cdi::Device{claim.ref.uid + "-" + device->name, {}, std::move(own)});
     // Shared nodes and driver files once per spec, whatever the mix of modes.
     auto& edits = spec.container_edits;
     const auto& shared = device->shared_edits;

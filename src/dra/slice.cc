@@ -2,6 +2,8 @@
 // it, one device per GPU that may be handed out now, a faulted GPU's devices with their taint.
 #include <time.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "dra/dra.h"
@@ -57,6 +59,10 @@ json Attributes(const NodeDevice& device) {
   }
   if (!device.profile.empty()) attributes["profile"] = {{"string", device.profile}};
   if (!device.parent_uuid.empty()) attributes["parentUUID"] = {{"string", device.parent_uuid}};
+  if (device.mig_slot) {
+    attributes["placementStart"] = {{"int", device.mig_slot->start}};
+    attributes["placementSize"] = {{"int", device.mig_slot->size}};
+  }
   if (device.nvlink_module) {
     attributes["nvlinkModule"] = {{"int", *device.nvlink_module}};
     // One bool per partition so that a selector can say
@@ -103,14 +109,17 @@ std::string SliceName(std::string_view driver, std::string_view node_name) {
 std::vector<std::string> PublishedDevices(const NodeDevices& node, const DeviceState& state) {
   std::vector<std::string> names;
   bool tainted = false;
+  // A pool of several slices (counter sets) bounds each slice, not the pool.
+  const size_t limit = node.counter_sets.empty() ? kMaxSliceDevices : SIZE_MAX;
   for (const auto& device : node.devices) {
-    if (WhyUnavailable(device, state).empty() && names.size() < kMaxSliceDevices) {
+    if (WhyUnavailable(device, state).empty() && names.size() < limit) {
       names.push_back(device.name);
       tainted = tainted || FaultOf(device, state) != nullptr;
     }
   }
   // The API server refuses a slice with taints and more devices than this.
-  if (tainted && names.size() > kMaxTaintedSliceDevices) names.resize(kMaxTaintedSliceDevices);
+  if (tainted && names.size() > kMaxTaintedSliceDevices && node.counter_sets.empty())
+    names.resize(kMaxTaintedSliceDevices);
   return names;
 }
 
@@ -126,11 +135,12 @@ std::map<std::string, DeviceTaint> DeviceTaints(const NodeDevices& node, const D
   return taints;
 }
 
-std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::string>& published,
-                               const SliceOptions& options, std::string_view resource_version,
-                               const std::map<std::string, DeviceTaint>& taints) {
+namespace {
+
+json DevicesJson(const NodeDevices& node, const std::vector<std::string>& names,
+                 const std::map<std::string, DeviceTaint>& taints) {
   json devices = json::array();
-  for (const auto& name : published) {
+  for (const auto& name : names) {
     const NodeDevice* device = node.Find(name);
     if (!device) continue;
     json entry = {{"name", device->name}, {"attributes", Attributes(*device)}};
@@ -148,22 +158,98 @@ std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::s
     if (auto taint = taints.find(name); taint != taints.end()) {
       entry["taints"] = json::array({TaintJson(taint->second)});
     }
+    if (!device->consumes.empty()) {
+      json counters = json::object();
+      for (const auto& [counter, value] : device->consumes)
+        counters[counter] = {{"value", std::to_string(value)}};
+      entry["consumesCounters"] =
+          json::array({{{"counterSet", device->counter_set}, {"counters", std::move(counters)}}});
+    }
     devices.push_back(std::move(entry));
   }
-  json metadata = {{"name", SliceName(options.driver, options.node_name)}};
-  if (!resource_version.empty()) metadata["resourceVersion"] = std::string(resource_version);
-  json slice = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "ResourceSlice"},
-                {"metadata", std::move(metadata)},
-                {"spec",
-                 {{"driver", options.driver},
-                  {"pool",
-                   {{"name", options.node_name},
-                    {"generation", options.generation},
-                    {"resourceSliceCount", 1}}},
-                  {"nodeName", options.node_name},
-                  {"devices", std::move(devices)}}}};
+  return devices;
+}
+
+// One slice of the pool, holding `content` ("devices" or "sharedCounters") in its spec.
+json SliceJson(std::string name, const SliceOptions& options, size_t slice_count, const char* field,
+               json content) {
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", std::move(name)}}},
+          {"spec",
+           {{"driver", options.driver},
+            {"pool",
+             {{"name", options.node_name},
+              {"generation", options.generation},
+              {"resourceSliceCount", slice_count}}},
+            {"nodeName", options.node_name},
+            {field, std::move(content)}}}};
+}
+
+size_t Chunks(size_t items, size_t per_chunk) {
+  return std::max<size_t>(1, (items + per_chunk - 1) / per_chunk);
+}
+
+}  // namespace
+
+std::string BuildResourceSlice(const NodeDevices& node, const std::vector<std::string>& published,
+                               const SliceOptions& options, std::string_view resource_version,
+                               const std::map<std::string, DeviceTaint>& taints) {
+  json slice = SliceJson(SliceName(options.driver, options.node_name), options, 1, "devices",
+                         DevicesJson(node, published, taints));
+  if (!resource_version.empty()) {
+    slice["metadata"]["resourceVersion"] = std::string(resource_version);
+  }
   return slice.dump();
+}
+
+std::string PoolSliceName(std::string_view driver, std::string_view node_name, size_t index) {
+  std::string name = SliceName(driver, node_name);
+  if (index == 0) return name;
+  std::string suffix = "-" + std::to_string(index);
+  if (name.size() + suffix.size() > 253) name.resize(253 - suffix.size());
+  return name + suffix;
+}
+
+size_t PoolSliceCount(const NodeDevices& node) {
+  if (node.counter_sets.empty()) return 1;
+  return Chunks(node.counter_sets.size(), kMaxSliceCounterSets) +
+         Chunks(node.devices.size(), kMaxCounterSliceDevices);
+}
+
+std::vector<std::string> BuildResourceSlices(const NodeDevices& node,
+                                             const std::vector<std::string>& published,
+                                             const SliceOptions& options,
+                                             const std::map<std::string, DeviceTaint>& taints) {
+  if (node.counter_sets.empty()) return {BuildResourceSlice(node, published, options, {}, taints)};
+  const size_t count = PoolSliceCount(node);
+  const size_t counter_slices = Chunks(node.counter_sets.size(), kMaxSliceCounterSets);
+  std::vector<std::string> slices;
+  // From 1.35 a slice holds either devices or counter sets: the sets go first, in slices of their
+  // own, then the devices (which name sets of other slices of the pool).
+  for (size_t i = 0; i < counter_slices; ++i) {
+    json sets = json::array();
+    for (size_t k = i * kMaxSliceCounterSets;
+         k < node.counter_sets.size() && k < (i + 1) * kMaxSliceCounterSets; ++k) {
+      json counters = json::object();
+      for (const auto& [counter, value] : node.counter_sets[k].counters)
+        counters[counter] = {{"value", std::to_string(value)}};
+      sets.push_back({{"name", node.counter_sets[k].name}, {"counters", std::move(counters)}});
+    }
+    slices.push_back(SliceJson(PoolSliceName(options.driver, options.node_name, slices.size()),
+                               options, count, "sharedCounters", std::move(sets))
+                         .dump());
+  }
+  for (size_t i = counter_slices; i < count; ++i) {
+    size_t first = (i - counter_slices) * kMaxCounterSliceDevices;
+    std::vector<std::string> names;
+    for (size_t k = first; k < published.size() && k < first + kMaxCounterSliceDevices; ++k)
+      names.push_back(published[k]);
+    slices.push_back(SliceJson(PoolSliceName(options.driver, options.node_name, i), options, count,
+                               "devices", DevicesJson(node, names, taints))
+                         .dump());
+  }
+  return slices;
 }
 
 }  // namespace tessera::dra

@@ -380,6 +380,21 @@ check(container(nodra, "dra-plugin") is None and not any(o["kind"] == "DeviceCla
       "dra.enabled=false: no dra-plugin container, DeviceClasses, DRA RBAC or DRA host paths")
 check(container(nodra, "device-plugin") is not None, "the device plugin stays without DRA")
 
+# MIG by demand: off by default (the plugin unprivileged); on, its flags, NVML from the host, a
+# writable /dev for new instances' capability nodes, and privileged for NVML's instance calls.
+check(dra is not None and not any(a.startswith("--mig-by-demand") for a in dra["args"]) and
+      "privileged" not in dra["securityContext"], "MIG by demand off by default, dra-plugin unprivileged")
+migd = template("dra.migByDemand.enabled=true",
+                "dra.migByDemand.profiles={/host/etc/tessera/a100-40gb.yaml}") or []
+mpod = find(migd, "DaemonSet", "tessera-node-agent")["spec"]["template"]["spec"]
+mdra = container(mpod, "dra-plugin") or {"args": [], "securityContext": {}, "volumeMounts": []}
+check("--mig-by-demand=true" in mdra["args"] and
+      "--nvml=/host/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1" in mdra["args"] and
+      "--mig-profiles=/host/etc/tessera/a100-40gb.yaml" in mdra["args"] and
+      not flags_known(dra_binary, mdra["args"]) and mdra["securityContext"].get("privileged") is True and
+      host_paths(mpod, mdra["volumeMounts"]).get("/dev") == ("/dev", False),
+      "dra.migByDemand.enabled: --mig-by-demand, host NVML, profile tables, writable /dev, privileged")
+
 # 6. TLS: the certificate Secret (kubernetes.io/tls, as cert-manager's Certificate writes it) is
 # mounted and named in serve's flags; without one serve says plain HTTP is meant.
 def serve_of(objs):

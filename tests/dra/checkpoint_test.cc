@@ -15,9 +15,28 @@ Checkpoint Sample() {
   PreparedClaim claim;
   claim.ref = {"team", "train", "uid-1"};
   claim.devices.push_back(
-      {{"gpus"}, "node-a", "gpu-0000-18-00-0", {ClaimCdiId("uid-1", "gpu-0000-18-00-0")}});
-  claim.devices.push_back({{"gpus", "more"}, "node-a", "gpu-0000-2a-00-0", {"x/y=z"}});
+      {{"gpus"}, "node-a", "gpu-0000-18-00-0", {ClaimCdiId("uid-1", "gpu-0000-18-00-0")}, {}});
+  claim.devices.push_back({{"gpus", "more"}, "node-a", "gpu-0000-2a-00-0", {"x/y=z"}, {}});
   checkpoint["uid-1"] = claim;
+  return checkpoint;
+}
+
+// A claim whose MIG instance prepare made (MIG by demand).
+Checkpoint MigSample() {
+  Checkpoint checkpoint = Sample();
+  MigInstance instance{"0000:2a:00.0", 3, 0, "MIG-x", {}};
+  cdi::DeviceNode gi;
+  gi.path = "/dev/nvidia-caps/nvidia-cap30";
+  gi.host_path = "/host/dev/nvidia-caps/nvidia-cap30";
+  gi.type = "c";
+  gi.major = 237;
+  gi.minor = 30;
+  cdi::DeviceNode ci = gi;
+  ci.path = "/dev/nvidia-caps/nvidia-cap31";
+  ci.host_path.clear();
+  ci.minor = 31;
+  instance.device_nodes = {gi, ci};
+  checkpoint["uid-1"].devices[1].mig_instance = instance;
   return checkpoint;
 }
 
@@ -25,6 +44,9 @@ TEST(Checkpoint, RoundTrips) {
   auto parsed = ParseCheckpoint(SerializeCheckpoint(Sample()));
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   EXPECT_EQ(*parsed, Sample());
+  auto mig = ParseCheckpoint(SerializeCheckpoint(MigSample()));
+  ASSERT_TRUE(mig.ok()) << mig.error().message;
+  EXPECT_EQ(*mig, MigSample());
   auto empty = ParseCheckpoint(SerializeCheckpoint({}));
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
@@ -41,6 +63,17 @@ TEST(Checkpoint, ParserIsStrict) {
       R"({"version":1,"claims":{"u":{"namespace":"a","name":"b","devices":[{"requestNames":["r"],"poolName":"p","deviceName":"d","cdiDeviceIds":["c"],"shareId":"s"}]}}})");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message.find("shareId: unknown field"), std::string::npos);
+  // A MIG instance's fields are as strict: numbers, /dev paths, known keys only.
+  std::string mig = SerializeCheckpoint(MigSample());
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"gpuInstanceId\": 3", "\"gpuInstanceId\": -3"},
+           {"\"/dev/nvidia-caps/nvidia-cap31\"", "\"/etc/passwd\""},
+           {"\"uuid\"", "\"uuids\""}}) {
+    std::string changed = mig;
+    ASSERT_NE(changed.find(from), std::string::npos) << from << " in " << mig;
+    changed.replace(changed.find(from), from.size(), to);
+    EXPECT_FALSE(ParseCheckpoint(changed).ok()) << to;
+  }
   EXPECT_FALSE(
       ParseCheckpoint(
           R"({"version":1,"claims":{"u":{"namespace":"a","name":"b","devices":[{"requestNames":[],"poolName":"p","deviceName":"d","cdiDeviceIds":["c"]}]}}})")
