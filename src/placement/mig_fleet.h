@@ -48,7 +48,7 @@ struct MigTraceOptions {
   uint64_t seed = 41;
   double hours = 24;     // arrivals over this window
   int total_gpus = 800;  // the fleet the load is relative to
-  double load = 0.95;    // offered GPU fraction-time / fleet GPU-time
+  double load = 1.0;     // offered GPU fraction-time / fleet GPU-time
   int tenancies = 10;
   double duration_median_s = 1800;  // log-normal durations: median, sigma, cap
   double duration_sigma = 1.3;
@@ -104,20 +104,27 @@ struct MigSimResult {
   int64_t instances_created = 0, instances_destroyed = 0, mode_changes = 0;
   double reconfigurations_per_hour = 0;  // (created + destroyed + mode changes) / horizon hours
   std::vector<double> decision_us;       // time_decisions: one per MIG decision
+  // By kind (whole, mig, share): GPU-hours, requests waiting at the end, p95 wait.
+  double gpu_hours_by_kind[3] = {0, 0, 0};
+  int64_t waiting_by_kind[3] = {0, 0, 0};
+  double wait_p95_s_by_kind[3] = {0, 0, 0};
 };
 
 // The trace need not be sorted. InvalidArgument for a fleet or split that does not add up.
 Result<MigSimResult> SimulateMigFleet(const std::vector<MigTraceRequest>& trace,
                                       const MigSimOptions& options);
 
-// The best static split in hindsight: every layout of the family on the MIG nodes with 0..all
-// nodes whole (in eighths), then pairs of the best layouts. Best by GPU-hours, then p95 wait.
+// The best static split in hindsight, by GPU-hours, then p95 wait: (1) 0..all nodes whole in
+// eighths, the rest one layout of the family; (2) at the best whole count, the four best layouts
+// in pairs (1/4, 1/2, 3/4 of the MIG nodes) and threes (thirds); (3) from the best so far, moves
+// of 8, then 4, then 2 nodes from one layout to another while one improves. At most
+// `max_candidates` splits are simulated.
 struct StaticSearchResult {
   FleetSplit split;
   MigSimResult result;
   int candidates = 0;
 };
 Result<StaticSearchResult> SearchStaticLayouts(const std::vector<MigTraceRequest>& trace,
-                                               const MigSimOptions& base);
+                                               const MigSimOptions& base, int max_candidates = 400);
 
 }  // namespace tessera::placement

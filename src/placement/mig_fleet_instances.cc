@@ -98,13 +98,13 @@ void MigFleetState::Release(const MigWork& work) {
     Gpu& gpu = gpus_[g];
     if (gpu.whole_busy) {
       gpu.whole_busy = false;
-      shape_[g].placeable = true;
+      Refresh(g);
     } else if (gpu.shares > 0) {
       gpu.memory_gib -= work.memory_gib;
       gpu.compute -= work.compute;
       if (--gpu.shares == 0) {
         gpu.memory_gib = gpu.compute = 0;
-        shape_[g].placeable = true;
+        Refresh(g);
       }
     } else {
       for (mig::LiveInstance& instance : shape_[g].instances) {

@@ -2,6 +2,8 @@
 // them), fleet splits over nodes, and the best split for a trace, chosen in hindsight.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "placement/mig_fleet.h"
 
@@ -14,42 +16,130 @@ bool Better(const MigSimResult& a, const MigSimResult& b) {
   return a.wait_p95_s < b.wait_p95_s;
 }
 
+// Splits as node counts per layout of the family, in family order.
+using Counts = std::vector<int>;
+
 class LayoutSearch {
  public:
-  LayoutSearch(const std::vector<MigTraceRequest>& trace, const MigSimOptions& base)
-      : trace_(trace), base_(base) {
+  LayoutSearch(const std::vector<MigTraceRequest>& trace, const MigSimOptions& base, int budget)
+      : trace_(trace), base_(base), family_(StaticLayoutFamily()), budget_(budget) {
     base_.policy = MigPolicy::kStatic;
     base_.time_decisions = false;
   }
 
-  // Simulates one split; the best so far is kept.
-  Result<MigSimResult> Try(FleetSplit split) {
-    base_.split = split;
+  size_t layouts() const { return family_.size(); }
+  bool exhausted() const { return best_.candidates >= budget_; }
+
+  // Simulates one split (once); true when it is the best so far.
+  Result<bool> Try(const Counts& counts) {
+    if (exhausted() || !tried_.insert(counts).second) return false;
+    base_.split = Split(counts);
     auto result = SimulateMigFleet(trace_, base_);
     if (!result) return result.error();
+    results_[counts] = *result;
     ++best_.candidates;
-    if (best_.candidates == 1 || Better(*result, best_.result)) {
-      best_.split = std::move(split);
-      best_.result = *result;
-    }
-    return result;
+    if (best_.candidates > 1 && !Better(*result, best_.result)) return false;
+    best_.split = base_.split;
+    best_.result = *result;
+    best_counts_ = counts;
+    return true;
   }
 
+  const MigSimResult* Lookup(const Counts& counts) const {
+    auto it = results_.find(counts);
+    return it == results_.end() ? nullptr : &it->second;
+  }
+  const Counts& best_counts() const { return best_counts_; }
   StaticSearchResult& best() { return best_; }
 
  private:
+  FleetSplit Split(const Counts& counts) const {
+    FleetSplit split;
+    for (size_t l = 0; l < counts.size(); ++l)
+      if (counts[l] > 0) split.nodes.push_back({family_[l], counts[l]});
+    return split;
+  }
+
   const std::vector<MigTraceRequest>& trace_;
   MigSimOptions base_;
+  std::vector<StaticLayout> family_;
+  int budget_;
+  std::set<Counts> tried_;
+  std::map<Counts, MigSimResult> results_;
+  Counts best_counts_;
   StaticSearchResult best_;
 };
 
-FleetSplit Split(const StaticLayout& whole, int whole_nodes,
-                 const std::vector<std::pair<const StaticLayout*, int>>& mig) {
-  FleetSplit split;
-  if (whole_nodes > 0) split.nodes.push_back({whole, whole_nodes});
-  for (const auto& entry : mig)
-    if (entry.second > 0) split.nodes.push_back({*entry.first, entry.second});
-  return split;
+// Stage 1: whole nodes in eighths, the rest one layout (layout 0 is whole).
+Status WholeAndOne(LayoutSearch& search, int nodes) {
+  for (int eighth = 0; eighth <= 8; ++eighth) {
+    const int whole = static_cast<int>(std::lround(nodes * eighth / 8.0));
+    for (size_t l = 1; l < search.layouts(); ++l) {
+      Counts counts(search.layouts(), 0);
+      counts[0] = whole;
+      counts[l] += nodes - whole;
+      if (auto tried = search.Try(counts); !tried) return tried.error();
+    }
+  }
+  return {};
+}
+
+// Stage 2: at the best whole count, the four best layouts in pairs and threes.
+Status Mixes(LayoutSearch& search, int nodes) {
+  const int whole = search.best_counts()[0], mig = nodes - whole;
+  std::vector<std::pair<const MigSimResult*, size_t>> singles;
+  for (size_t l = 1; l < search.layouts(); ++l) {
+    Counts counts(search.layouts(), 0);
+    counts[0] = whole;
+    counts[l] += mig;
+    if (const MigSimResult* result = search.Lookup(counts)) singles.push_back({result, l});
+  }
+  std::stable_sort(singles.begin(), singles.end(),
+                   [](const auto& a, const auto& b) { return Better(*a.first, *b.first); });
+  const size_t top = std::min<size_t>(4, singles.size());
+  for (size_t a = 0; a < top; ++a) {
+    for (size_t b = a + 1; b < top; ++b) {
+      Counts counts(search.layouts(), 0);
+      counts[0] = whole;
+      for (int quarter = 1; quarter <= 3; ++quarter) {
+        counts[singles[a].second] = static_cast<int>(std::lround(mig * quarter / 4.0));
+        counts[singles[b].second] = mig - counts[singles[a].second];
+        if (auto tried = search.Try(counts); !tried) return tried.error();
+      }
+      for (size_t c = b + 1; c < top; ++c) {
+        Counts three(search.layouts(), 0);
+        three[0] = whole;
+        three[singles[a].second] = three[singles[b].second] = mig / 3;
+        three[singles[c].second] = mig - 2 * (mig / 3);
+        if (auto tried = search.Try(three); !tried) return tried.error();
+      }
+    }
+  }
+  return {};
+}
+
+// Stage 3: from the best, move `step` nodes from one layout to another while that improves.
+Status Climb(LayoutSearch& search) {
+  for (int step : {8, 4, 2}) {
+    bool improved = true;
+    while (improved && !search.exhausted()) {
+      improved = false;
+      const Counts from_here = search.best_counts();
+      for (size_t from = 0; from < from_here.size() && !improved; ++from) {
+        if (from_here[from] < step) continue;
+        for (size_t to = 0; to < from_here.size() && !improved; ++to) {
+          if (to == from) continue;
+          Counts counts = from_here;
+          counts[from] -= step;
+          counts[to] += step;
+          auto tried = search.Try(counts);
+          if (!tried) return tried.error();
+          improved = *tried;
+        }
+      }
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -80,53 +170,14 @@ std::string FleetSplit::Describe() const {
   return out.empty() ? "no nodes" : out;
 }
 
-// Stage 1: 0..all nodes whole in eighths, the rest one MIG layout. Stage 2: at the best whole
-// count, the four best MIG layouts of stage 1 in pairs (1/4, 1/2, 3/4) and in threes (thirds).
 Result<StaticSearchResult> SearchStaticLayouts(const std::vector<MigTraceRequest>& trace,
-                                               const MigSimOptions& base) {
-  const std::vector<StaticLayout> family = StaticLayoutFamily();
-  const StaticLayout& whole = family.front();
-  LayoutSearch search(trace, base);
-  std::vector<std::pair<MigSimResult, size_t>> singles;  // at the best whole count, per layout
-  int best_whole = 0;
-  for (int eighth = 0; eighth <= 8; ++eighth) {
-    const int whole_nodes = static_cast<int>(std::lround(base.nodes * eighth / 8.0));
-    const int mig_nodes = base.nodes - whole_nodes;
-    for (size_t l = 1; l < family.size() && (mig_nodes > 0 || l == 1); ++l) {
-      auto result = search.Try(Split(whole, whole_nodes, {{&family[l], mig_nodes}}));
-      if (!result) return result.error();
-    }
+                                               const MigSimOptions& base, int max_candidates) {
+  LayoutSearch search(trace, base, std::max(1, max_candidates));
+  for (auto stage : {WholeAndOne, Mixes}) {
+    if (Status status = stage(search, base.nodes); !status) return status.error();
   }
-  const FleetSplit& stage1 = search.best().split;
-  if (!stage1.nodes.empty() && stage1.nodes.front().first.profiles.empty())
-    best_whole = stage1.nodes.front().second;
-  const int mig_nodes = base.nodes - best_whole;
-  if (mig_nodes < 2) return search.best();
-  for (size_t l = 1; l < family.size(); ++l) {
-    auto result = search.Try(Split(whole, best_whole, {{&family[l], mig_nodes}}));
-    if (!result) return result.error();
-    singles.push_back({*result, l});
-  }
-  std::stable_sort(singles.begin(), singles.end(),
-                   [](const auto& a, const auto& b) { return Better(a.first, b.first); });
-  const size_t top = std::min<size_t>(4, singles.size());
-  for (size_t a = 0; a < top; ++a) {
-    for (size_t b = a + 1; b < top; ++b) {
-      const StaticLayout *la = &family[singles[a].second], *lb = &family[singles[b].second];
-      for (int quarter = 1; quarter <= 3; ++quarter) {
-        const int na = static_cast<int>(std::lround(mig_nodes * quarter / 4.0));
-        auto result = search.Try(Split(whole, best_whole, {{la, na}, {lb, mig_nodes - na}}));
-        if (!result) return result.error();
-      }
-      for (size_t c = b + 1; c < top; ++c) {
-        const int third = mig_nodes / 3;
-        auto result = search.Try(
-            Split(whole, best_whole,
-                  {{la, third}, {lb, third}, {&family[singles[c].second], mig_nodes - 2 * third}}));
-        if (!result) return result.error();
-      }
-    }
-  }
+  if (Status status = Climb(search); !status) return status.error();
+  if (search.best().candidates == 0) return InvalidArgument("no static split searched");
   return search.best();
 }
 

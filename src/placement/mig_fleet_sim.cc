@@ -81,7 +81,7 @@ class Simulation {
   std::vector<MigWork> placed_;
   Classes waiting_[3];
   std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> ending_;
-  double gpu_seconds_ = 0;
+  double gpu_seconds_ = 0, gpu_seconds_by_kind_[3] = {0, 0, 0};
   int64_t never_ = 0;
   std::vector<double> decision_us_;
   // Classes that found no room: they stay so until something ends (placements only take room).
@@ -139,7 +139,7 @@ bool Simulation::Place(size_t request) {
   const MigTraceRequest& r = trace_[request];
   switch (r.kind) {
     case MigRequestKind::kWhole:
-      return state_.PlaceWhole(r.gpus, placed_[request]);
+      return state_.PlaceWhole(request, r.gpus, placed_[request]);
     case MigRequestKind::kShare:
       return state_.PlaceShare(r.share_memory_gib, r.share_compute, placed_[request]);
     case MigRequestKind::kMig:
@@ -183,7 +183,9 @@ void Simulation::PassKind(MigRequestKind kind, double now) {
 void Simulation::Started(size_t request, double now) {
   const MigTraceRequest& r = trace_[request];
   start_[request] = now;
-  gpu_seconds_ += state_.Fraction(r) * (std::min(now + r.duration_s, horizon_) - now);
+  const double seconds = state_.Fraction(r) * (std::min(now + r.duration_s, horizon_) - now);
+  gpu_seconds_ += seconds;
+  gpu_seconds_by_kind_[static_cast<int>(r.kind)] += seconds;
   ending_.push({now + r.duration_s, request});
 }
 
@@ -192,19 +194,26 @@ MigSimResult Simulation::Figures() const {
   result.horizon_s = horizon_;
   result.requests = static_cast<int64_t>(trace_.size());
   result.never_placeable = never_;
-  std::vector<double> waits;
+  std::vector<double> waits, waits_by_kind[3];
   for (size_t i = 0; i < trace_.size(); ++i) {
     if (trace_[i].arrival_s > horizon_) continue;
+    const int kind = static_cast<int>(trace_[i].kind);
     if (start_[i] >= 0) {
       ++result.started;
       waits.push_back(start_[i] - trace_[i].arrival_s);
     } else {
       ++result.waiting_at_end;
+      ++result.waiting_by_kind[kind];
       waits.push_back(horizon_ - trace_[i].arrival_s);
     }
+    waits_by_kind[kind].push_back(waits.back());
   }
   result.wait_p50_s = Percentile(waits, 0.50);
   result.wait_p95_s = Percentile(waits, 0.95);
+  for (int kind = 0; kind < 3; ++kind) {
+    result.wait_p95_s_by_kind[kind] = Percentile(waits_by_kind[kind], 0.95);
+    result.gpu_hours_by_kind[kind] = gpu_seconds_by_kind_[kind] / 3600;
+  }
   result.gpu_hours = gpu_seconds_ / 3600;
   const double hours = horizon_ / 3600;
   if (hours > 0) result.utilization = result.gpu_hours / (state_.gpu_count() * hours);

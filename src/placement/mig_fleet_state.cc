@@ -113,8 +113,36 @@ double MigFleetState::Fraction(const MigTraceRequest& request) const {
 // Free for whole or share work: nothing runs there and nothing is reserved there.
 bool MigFleetState::Usable(size_t gpu) const {
   const Gpu& g = gpus_[gpu];
-  return g.whole_layout && !g.whole_busy && g.shares == 0 && g.busy_compute_slices == 0 &&
-         shape_[gpu].reserved.empty();
+  return g.whole_layout && !g.whole_busy && !g.held && g.shares == 0 &&
+         g.busy_compute_slices == 0 && shape_[gpu].reserved.empty();
+}
+
+// Whether the planner may make or hand out instances there.
+void MigFleetState::Refresh(size_t gpu) {
+  const Gpu& g = gpus_[gpu];
+  shape_[gpu].placeable = !g.held && !g.whole_busy && g.shares == 0;
+}
+
+void MigFleetState::HoldNode(int node, bool held) {
+  for (int g = node * gpus_per_node_; g < (node + 1) * gpus_per_node_; ++g) {
+    gpus_[g].held = held;
+    Refresh(g);
+  }
+}
+
+// The node with the most GPUs free of whole and share work and of busy instances.
+int MigFleetState::NodeToHold() const {
+  int best = -1, best_free = -1;
+  for (int node = 0; node < static_cast<int>(gpus_.size()) / gpus_per_node_; ++node) {
+    int free = 0;
+    for (int g = node * gpus_per_node_; g < (node + 1) * gpus_per_node_; ++g)
+      free += Usable(g) ? 1 : 0;
+    if (free > best_free) {
+      best = node;
+      best_free = free;
+    }
+  }
+  return best;
 }
 
 // Takes a usable GPU out of MIG mode (its instances are all idle) for whole or share work.
@@ -130,7 +158,25 @@ void MigFleetState::Reclaim(size_t gpu) {
   }
 }
 
-bool MigFleetState::PlaceWhole(int gpus, MigWork& work) {
+bool MigFleetState::PlaceWhole(size_t request, int gpus, MigWork& work) {
+  const bool holder = node_hold_ && node_hold_->first == request;
+  if (holder) HoldNode(node_hold_->second, false);
+  if (FindWhole(gpus, work)) {
+    if (holder) node_hold_.reset();
+    return true;
+  }
+  if (holder) {
+    HoldNode(node_hold_->second, true);
+  } else if (!node_hold_) {
+    if (int node = NodeToHold(); node >= 0) {
+      node_hold_ = {request, node};
+      HoldNode(node, true);
+    }
+  }
+  return false;
+}
+
+bool MigFleetState::FindWhole(int gpus, MigWork& work) {
   int best_node = -1;
   std::tuple<size_t, int> best_key;
   std::vector<int> best_gpus, usable;
@@ -168,7 +214,8 @@ bool MigFleetState::PlaceShare(double memory_gib, double compute, MigWork& work)
   int best = -1;
   for (size_t g = 0; g < gpus_.size(); ++g) {
     const Gpu& gpu = gpus_[g];
-    if (gpu.shares == 0 || gpu.memory_gib + memory_gib > kMaxShareMemoryGib + kShareEpsilon ||
+    if (gpu.shares == 0 || gpu.held ||
+        gpu.memory_gib + memory_gib > kMaxShareMemoryGib + kShareEpsilon ||
         gpu.compute + compute > 1 + kShareEpsilon) {
       continue;
     }

@@ -25,7 +25,8 @@ class MigFleetState {
   // The share of one GPU the request holds while it runs.
   double Fraction(const MigTraceRequest& request) const;
 
-  bool PlaceWhole(int gpus, MigWork& work);
+  // The first whole request that finds no node holds one: nothing new starts there until it does.
+  bool PlaceWhole(size_t request, int gpus, MigWork& work);
   // `request` names the waiting request, so a reservation made for it is its own.
   bool PlaceMig(size_t request, std::string_view profile, MigWork& work);
   bool PlaceShare(double memory_gib, double compute, MigWork& work);
@@ -41,6 +42,7 @@ class MigFleetState {
     bool whole_layout = true;  // static: may run whole and share work; by demand: always
     bool mig_mode = false;
     bool whole_busy = false;
+    bool held = false;  // on the node a waiting whole request holds
     int shares = 0;
     double memory_gib = 0, compute = 0;
     uint32_t busy_compute_slices = 0;
@@ -53,6 +55,10 @@ class MigFleetState {
   };
 
   bool Usable(size_t gpu) const;
+  void Refresh(size_t gpu);
+  void HoldNode(int node, bool held);
+  int NodeToHold() const;
+  bool FindWhole(int gpus, MigWork& work);
   void Reclaim(size_t gpu);
   bool TakeIdle(const mig::Profile& profile, MigWork& work);
   bool MakeInstance(const mig::Profile& profile, MigWork& work);
@@ -68,6 +74,7 @@ class MigFleetState {
   std::set<std::string, std::less<>> static_profiles_;
   int static_whole_per_node_ = 0;  // most whole-layout GPUs on one node
   std::optional<Held> reservation_;
+  std::optional<std::pair<size_t, int>> node_hold_;  // whole request, node
   int64_t created_ = 0, destroyed_ = 0, mode_changes_ = 0;
 };
 
