@@ -116,6 +116,20 @@ TEST(MigFleetSim, ReservationLetsALargeRequestThroughASteadyStreamOfSmallOnes) {
   EXPECT_EQ(result->started, 151);
 }
 
+TEST(MigFleetSim, AWholeRequestHoldsANodeUntilItsSlicesDrain) {
+  MigSimOptions options = Fleet(1, MigPolicy::kByDemand, 3000);
+  options.gpus_per_node = 2;
+  std::vector<MigTraceRequest> trace;
+  for (int i = 0; i < 100; ++i)
+    trace.push_back(Mig(i * 30.0, "1g.10gb", 100));
+  trace.push_back(Whole(45, 2, 10));
+  auto result = SimulateMigFleet(trace, options);
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->waiting_at_end, 0);
+  EXPECT_EQ(result->started, 101);
+  EXPECT_GT(result->mode_changes, 1);
+}
+
 TEST(MigFleetSim, SharesPackByMemoryAndCompute) {
   MigSimOptions options = Fleet(1, MigPolicy::kByDemand, 1800);
   options.gpus_per_node = 1;
