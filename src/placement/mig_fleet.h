@@ -95,11 +95,12 @@ struct MigSimResult {
   double horizon_s = 0;
   int64_t requests = 0;
   int64_t started = 0;
-  int64_t waiting_at_end = 0;   // arrived by the horizon, not started
+  int64_t waiting_at_end = 0;   // arrived by the horizon, placeable, not started
   int64_t never_placeable = 0;  // a profile or size this fleet can never give
   double gpu_hours = 0;    // delivered within [0, horizon]: whole 1, slice compute/7, share compute
   double utilization = 0;  // gpu_hours / fleet GPU-hours
-  // Waits of requests arrived by the horizon; one still waiting counts horizon - arrival.
+  // Waits of requests arrived by the horizon; one not started (never placeable ones too) counts
+  // horizon - arrival.
   double wait_p50_s = 0, wait_p95_s = 0;
   int64_t instances_created = 0, instances_destroyed = 0, mode_changes = 0;
   double reconfigurations_per_hour = 0;  // (created + destroyed + mode changes) / horizon hours

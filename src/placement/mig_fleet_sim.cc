@@ -60,6 +60,7 @@ class Simulation {
     for (size_t i = 0; i < order_.size(); ++i)
       sequence_[order_[i]] = i;
     start_.assign(trace.size(), -1);
+    never_placeable_.assign(trace.size(), false);
     placed_.resize(trace.size());
   }
 
@@ -83,6 +84,7 @@ class Simulation {
   std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> ending_;
   double gpu_seconds_ = 0, gpu_seconds_by_kind_[3] = {0, 0, 0};
   int64_t never_ = 0;
+  std::vector<bool> never_placeable_;
   std::vector<double> decision_us_;
   // Classes that found no room: they stay so until something ends (placements only take room).
   std::vector<ClassKey> failed_[3];
@@ -105,6 +107,7 @@ MigSimResult Simulation::Run() {
       size_t request = order_[next++];
       if (!state_.EverPlaceable(trace_[request])) {
         ++never_;
+        never_placeable_[request] = true;
         continue;
       }
       waiting_[static_cast<int>(trace_[request].kind)][KeyOf(trace_[request])].push_back(request);
@@ -202,8 +205,10 @@ MigSimResult Simulation::Figures() const {
       ++result.started;
       waits.push_back(start_[i] - trace_[i].arrival_s);
     } else {
-      ++result.waiting_at_end;
-      ++result.waiting_by_kind[kind];
+      if (!never_placeable_[i]) {
+        ++result.waiting_at_end;
+        ++result.waiting_by_kind[kind];
+      }
       waits.push_back(horizon_ - trace_[i].arrival_s);
     }
     waits_by_kind[kind].push_back(waits.back());

@@ -130,13 +130,14 @@ void MigFleetState::HoldNode(int node, bool held) {
   }
 }
 
-// The node with the most GPUs free of whole and share work and of busy instances.
+// The node with the most GPUs free of whole and share work and of busy instances; a node where a
+// MIG request holds a reservation only when no other is left.
 int MigFleetState::NodeToHold() const {
-  int best = -1, best_free = -1;
+  int best = -1, best_free = -2;
   for (int node = 0; node < static_cast<int>(gpus_.size()) / gpus_per_node_; ++node) {
     int free = 0;
-    for (int g = node * gpus_per_node_; g < (node + 1) * gpus_per_node_; ++g)
-      free += Usable(g) ? 1 : 0;
+    for (int g = node * gpus_per_node_; g < (node + 1) * gpus_per_node_ && free >= 0; ++g)
+      free = shape_[g].reserved.empty() ? free + (Usable(g) ? 1 : 0) : -1;
     if (free > best_free) {
       best = node;
       best_free = free;

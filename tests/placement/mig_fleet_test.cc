@@ -82,6 +82,7 @@ TEST(MigFleetSim, DemandShiftingFromOneSliceToThreeFavoursShapingByDemand) {
   auto all_1g = SimulateMigFleet(trace, fixed);
   ASSERT_TRUE(demand.ok() && all_1g.ok());
   EXPECT_EQ(all_1g->never_placeable, 400);  // no 3g instance in the layout
+  EXPECT_EQ(all_1g->started + all_1g->waiting_at_end + all_1g->never_placeable, 800);
   EXPECT_GT(demand->gpu_hours, all_1g->gpu_hours * 1.5);
   EXPECT_EQ(demand->never_placeable, 0);
   EXPECT_GT(demand->instances_destroyed, 0);  // idle 1g instances made way for 3g ones
