@@ -347,7 +347,7 @@ Status AddMpsClient(ContainerAllocation& out, const std::string& mps_root, const
   auto paths = mps::PathsFor(mps_root, uuid);
   if (!paths) return paths.error();
   const auto edits = sharing::MpsClientEdits(
-      {limits.pinned_memory_bytes, limits.active_thread_percentage, sharing::Mode::kMps},
+      {limits.pinned_memory_bytes, limits.active_thread_percentage, sharing::Mode::kMps, ""},
       paths->pipe, paths->shm);
   for (const auto& [key, value] : edits.env)
     out.envs[key] = value;
