@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
 
 #include "serve/audit.h"
 #include "serve/model.h"
@@ -125,6 +126,12 @@ MigDemand::Snapshot MigDemand::SnapshotLocked() {
   out.wants = WantsInOrderLocked(model_);
   out.held = model_.mig_reservations;
   const auto now = Clock::now();
+  std::set<std::string> waiting;
+  for (const auto& want : out.wants)
+    waiting.insert(want.id);
+  // An instance made for a request stays its own until the request is placed or gone.
+  for (auto it = promised_.begin(); it != promised_.end();)
+    it = waiting.count(it->second) ? std::next(it) : promised_.erase(it);
   for (const auto& gpu : model_.gpus) {
     auto known = model_.mig_instances.find(gpu.pci_address);
     if (!gpu.mig_enabled || !gpu.available || known == model_.mig_instances.end()) continue;
@@ -135,7 +142,8 @@ MigDemand::Snapshot MigDemand::SnapshotLocked() {
     shape.instances = known->second;
     for (auto& instance : shape.instances) {
       auto refused = refused_.find({gpu.pci_address, instance.gpu_instance_id});
-      instance.busy = refused != refused_.end() && refused->second > now;
+      instance.busy = (refused != refused_.end() && refused->second > now) ||
+                      promised_.count({gpu.pci_address, instance.gpu_instance_id});
       for (const auto& slice : gpu.mig_slices)
         if (slice.gpu_instance_id == instance.gpu_instance_id &&
             (!slice.container_id.empty() || slice.profile.empty()))
@@ -217,8 +225,12 @@ void MigDemand::FinishLocked(const Change& change, const MigShaper::Outcome& out
     spdlog::warn("MIG: GPU {}: {}", change.pci_address, detail);
   std::vector<fleet::Mutation> audit;
   audit.push_back(
-      ServiceAudit({"gpu.mig-reshape", "gpu", gpu ? gpu->id() : change.pci_address, ""}, detail));
+      ServiceAudit({"gpu.mig_reshape", "gpu", gpu ? gpu->id() : change.pci_address, ""}, detail));
   model_.Commit(std::move(audit), nullptr);
+  if (outcome.created) promised_[{change.pci_address, *outcome.created}] = change.for_container;
+  // The next decision follows the placement pass that sees the change (passes meanwhile saw the
+  // GPU being changed).
+  model_.mig_demand_due = false;
   model_.reschedule = true;
   model_.scheduler_wake.notify_all();
 }

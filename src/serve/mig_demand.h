@@ -81,6 +81,9 @@ class MigDemand {
   bool stopping_ = false;  // guarded by model_.mu
   // Instances whose destroy NVML refused (in use): busy until then, (PCI, GI) -> time.
   std::map<std::pair<std::string, uint32_t>, std::chrono::steady_clock::time_point> refused_;
+  // Instances made for a waiting request, (PCI, GI) -> its container: busy for every other
+  // decision until that request is placed or gone.
+  std::map<std::pair<std::string, uint32_t>, std::string> promised_;
   std::thread thread_;
 };
 

@@ -75,27 +75,43 @@ void KeepReservations(const std::vector<MigDemandGpu>& gpus, const std::vector<M
   }
 }
 
-// Free slices outside every reservation, by profile.
-std::map<std::string, int> FreeOutsideReservations(const std::vector<MigDemandGpu>& gpus,
-                                                   const std::vector<MigReservation>& kept) {
-  std::map<std::string, int> free;
-  for (const auto& gpu : gpus) {
-    if (!gpu.placeable) continue;
-    for (const auto& [gpu_instance_id, profile] : gpu.free_slices)
-      if (!InReservation(kept, gpu.pci_address, gpu.instances, gpu_instance_id)) ++free[profile];
+// Free slices outside every reservation, by profile: (GPU, GPU instance ID) each.
+using FreeSlices = std::map<std::string, std::vector<std::pair<size_t, uint32_t>>>;
+FreeSlices FreeOutsideReservations(const std::vector<MigDemandGpu>& gpus,
+                                   const std::vector<MigReservation>& kept) {
+  FreeSlices free;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (!gpus[i].placeable) continue;
+    for (const auto& [gpu_instance_id, profile] : gpus[i].free_slices)
+      if (!InReservation(kept, gpus[i].pci_address, gpus[i].instances, gpu_instance_id))
+        free[profile].push_back({i, gpu_instance_id});
   }
   return free;
 }
 
+// A request takes `count` free slices (at most those there are): no later decision step
+// destroys them.
+void TakeFree(std::vector<std::pair<size_t, uint32_t>>& free, int count,
+              std::vector<mig::ShapeGpu>& shape) {
+  for (; count > 0 && !free.empty(); --count) {
+    auto [gpu, gpu_instance_id] = free.back();
+    free.pop_back();
+    for (auto& instance : shape[gpu].instances)
+      if (instance.gpu_instance_id == gpu_instance_id) instance.busy = true;
+  }
+}
+
 // A new reservation: the free slices in it serve no later request.
 void HandOutNoneWithin(const std::vector<MigDemandGpu>& gpus, const MigReservation& reservation,
-                       std::map<std::string, int>& free) {
-  for (const auto& gpu : gpus) {
-    if (gpu.pci_address != reservation.pci_address || !gpu.placeable) continue;
-    for (const auto& [gpu_instance_id, profile] : gpu.free_slices)
-      if (InReservation({reservation}, gpu.pci_address, gpu.instances, gpu_instance_id))
-        free[profile] = std::max(0, free[profile] - 1);
-  }
+                       FreeSlices& free) {
+  for (auto& [profile, slices] : free)
+    slices.erase(std::remove_if(slices.begin(), slices.end(),
+                                [&](const auto& slice) {
+                                  const MigDemandGpu& gpu = gpus[slice.first];
+                                  return InReservation({reservation}, gpu.pci_address,
+                                                       gpu.instances, slice.second);
+                                }),
+                 slices.end());
 }
 
 // A request the free slices cannot serve and no instance is made for now: where it waits.
@@ -161,18 +177,15 @@ MigDemandDecision DecideMigDemand(const std::vector<MigDemandGpu>& gpus,
   for (const auto& want : wants)
     if (!cleared.count(want.id)) order.push_back(&want);
 
-  std::map<std::string, int> free = FreeOutsideReservations(gpus, out.reservations);
+  FreeSlices free = FreeOutsideReservations(gpus, out.reservations);
   std::set<std::string> reserving;
   for (const auto& reservation : out.reservations)
     reserving.insert(reservation.profile);
   for (const MigWant* want : order) {
-    int& have = free[want->profile];
-    if (have >= want->count) {
-      have -= want->count;
-      continue;
-    }
-    const bool none_free = have == 0;
-    have = 0;
+    auto& have = free[want->profile];
+    const bool enough = static_cast<int>(have.size()) >= want->count, none_free = have.empty();
+    TakeFree(have, want->count, shape);
+    if (enough) continue;
     auto own = std::find_if(out.reservations.begin(), out.reservations.end(),
                             [&](const auto& reservation) { return reservation.id == want->id; });
     const bool reserved = own != out.reservations.end();

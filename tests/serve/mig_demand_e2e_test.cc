@@ -125,9 +125,10 @@ TEST_F(MigByDemand, ASizeThatExistsNowhereIsMadeFromIdleInstancesOnly) {
   std::string small = SubmitMig("1g.10gb", 2);
   ASSERT_EQ(WaitFor(small, {"running", "exited", "failed"})["state"], "running");
   std::set<unsigned> held;
-  for (const auto& uuid : Get("/v1/containers/" + small)["mig_devices"])
+  const json small_record = Get("/v1/containers/" + small);
+  for (const auto& uuid : small_record["mig_devices"])
     held.insert(GiOf(uuid.get<std::string>()));
-  ASSERT_EQ(held.size(), 2u);
+  ASSERT_EQ(held.size(), 2u) << small_record << serve_->log();
 
   // No 3g.40gb exists: one is made, where only idle 1g.10gb instances were.
   std::string big = SubmitMig("3g.40gb", 1);
@@ -159,7 +160,7 @@ TEST_F(MigByDemand, ASizeThatExistsNowhereIsMadeFromIdleInstancesOnly) {
     }
   EXPECT_EQ(three, 1u);
   // Each change is in the audit trail as the service's.
-  auto audit = Get("/v1/audit?action=gpu.mig-reshape");
+  auto audit = Get("/v1/audit?action=gpu.mig_reshape");
   ASSERT_FALSE(audit["records"].empty()) << audit;
   EXPECT_NE(audit["records"][0]["detail"].get<std::string>().find("create 3g.40gb"),
             std::string::npos)

@@ -42,6 +42,20 @@ TEST(MigDemandPlan, AnIdleInstanceIsNeverRemadeAsTheSameProfile) {
   EXPECT_FALSE(decision.step);
 }
 
+TEST(MigDemandPlan, AFreeSliceAnEarlierRequestTakesIsNeverDestroyedForALaterOne) {
+  // An idle 3g.40gb at 0, busy 1g.10gb at 4, 5 and 6: a 1g.10gb can only be made where the 3g is.
+  MigDemandGpu gpu;
+  gpu.pci_address = kPci;
+  gpu.table = &mig::BuiltinH100Table();
+  gpu.instances = {Gi(1, k3g, 0, 4, false), Gi(2, k1g, 4, 1, true), Gi(3, k1g, 5, 1, true),
+                   Gi(4, k1g, 6, 1, true)};
+  gpu.free_slices[1] = "3g.40gb";
+  EXPECT_FALSE(DecideMigDemand({gpu}, {{"a", "3g.40gb", 1}, {"b", "1g.10gb", 1}}, {}, 4).step);
+  auto alone = DecideMigDemand({gpu}, {{"b", "1g.10gb", 1}}, {}, 4);
+  ASSERT_TRUE(alone.step);
+  EXPECT_EQ(alone.step->step.destroy, std::vector<uint32_t>{1});
+}
+
 TEST(MigDemandPlan, AProfileThatExistsNowhereIsMadeFromIdleInstancesOnly) {
   // 1g at 0 and 1 hold containers: a 3g.40gb goes at 4 (GIs 11..13 destroyed), never at 0.
   auto decision = DecideMigDemand({SevenOnes(2)}, {{"a", "3g.40gb", 1}}, {}, 4);
