@@ -44,7 +44,8 @@ unsigned GiOf(const std::string& uuid) {
 
 class MigByDemand : public PodmanServeTest {
  protected:
-  MigByDemand() : PodmanServeTest("migdemand", "h100-mig-1g", 1), nvml_("h100-mig-1g") {}
+  explicit MigByDemand(const std::string& fixture = "h100-mig-1g")
+      : PodmanServeTest("migdemand", fixture, 1), nvml_(fixture) {}
 
   void SetUp() override {
     PodmanServeTest::SetUp();
@@ -259,6 +260,38 @@ TEST_F(MigByDemand, OffServesOnlyTheInstancesThatExist) {
   Stop(small);
   EXPECT_EQ(CountLines(nvml_.Log(), "Create"), 0u) << nvml_.Log();
   EXPECT_EQ(CountLines(nvml_.Log(), "Destroy"), 0u) << nvml_.Log();
+}
+
+// An A100 40GB with 2g.10gb at 0 and 2 and 3g.20gb at 4, all idle: its table is a file.
+class MigByDemandA100 : public MigByDemand {
+ protected:
+  MigByDemandA100() : MigByDemand("a100-mig") {}
+};
+
+TEST_F(MigByDemandA100, OtherBoardsTakeTheirProfileTableFromAFile) {
+  // Without the A100's table its instances stay as they are: a profile it lacks is refused.
+  StartServe({"--nvml", FAKE_NVML});
+  int status = 0;
+  const json body = {{"image", image_},
+                     {"tenancy", "shapes"},
+                     {"mig", {{"profile", "1g.5gb"}, {"count", 1}}},
+                     {"command", {"/bin/sh", "-c", kListDeviceNodes}}};
+  auto refused = Post(body, &status);
+  EXPECT_EQ(status, 409) << refused;
+  EXPECT_NE(refused.dump().find("profiles here: 2g.10gb, 3g.20gb"), std::string::npos) << refused;
+
+  StartServe({"--nvml", FAKE_NVML, "--mig-profiles",
+              std::string(TESSERA_SOURCE_DIR) + "/data/mig-profiles/a100-40gb.yaml"});
+  std::string small = SubmitAccepted(body);
+  ASSERT_EQ(WaitFor(small, {"running", "exited", "failed"})["state"], "running") << serve_->log();
+  ExpectNewDeviceNodes(small);
+  const std::string log = nvml_.Log();
+  EXPECT_EQ(CountLines(log, "nvmlDeviceCreateGpuInstanceWithPlacement 0000:07:00.0 profile=19 "),
+            1u)
+      << log;
+  // One idle instance made room (the board's seven compute slices were all in instances).
+  EXPECT_EQ(CountLines(log, "nvmlGpuInstanceDestroy 0000:07:00.0"), 1u) << log;
+  Stop(small);
 }
 
 }  // namespace

@@ -11,10 +11,13 @@
 #include <map>
 #include <mutex>
 
+#include "common/bounded_file.h"
 #include "wiring.h"
 
 namespace tessera::serve_program {
 namespace {
+
+constexpr size_t kMaxProfileTableBytes = 64 * 1024;
 
 std::string PciDeviceId(const inventory::PciDevice& gpu) {
   char text[16];
@@ -157,7 +160,14 @@ bool MakeMigCapNodes(const std::string& root, const inventory::PciDevice& gpu) {
 
 std::shared_ptr<serve::MigShaper> HostMigShaper(const ServeFlags& flags, const HostGpus& host) {
   if (flags.mig_by_demand == "off" || host.fleet_mode || host.nvml_library.empty()) return nullptr;
-  const std::vector<mig::ProfileTable> known = {mig::BuiltinH100Table()};
+  std::vector<mig::ProfileTable> known;
+  for (const auto& path : flags.mig_profiles) {
+    auto text = ReadBoundedFile(path, kMaxProfileTableBytes);
+    auto table = text ? mig::ParseProfileTable(*text) : Result<mig::ProfileTable>(text.error());
+    if (!table) Die(table.error().WithContext("--mig-profiles " + path));
+    known.push_back(std::move(*table));
+  }
+  known.push_back(mig::BuiltinH100Table());
   std::map<std::string, mig::ProfileTable> tables;
   for (const auto* gpu : host.inventory.Gpus()) {
     if (!gpu->mig || !gpu->mig->enabled.value_or(false)) continue;
