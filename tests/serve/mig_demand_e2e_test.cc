@@ -189,6 +189,30 @@ TEST_F(MigByDemand, ASizeThatExistsNowhereIsMadeFromIdleInstancesOnly) {
   Stop(small);
 }
 
+TEST_F(MigByDemand, AnInstanceNvmlSaysIsInUseStopsItsStepAndIsLeftAlone) {
+  // A process the service does not know of runs on GI 13 (1g.10gb at 6).
+  nvml_.Replace("uuid=MIG-7d1b2c3a-000d-4000-8006-000000000000",
+                "uuid=MIG-7d1b2c3a-000d-4000-8006-000000000000 processes=1");
+  StartServe({"--nvml", FAKE_NVML});
+  std::string big = SubmitMig("3g.40gb", 1);
+  ASSERT_EQ(WaitFor(big, {"running", "exited", "failed"})["state"], "running") << serve_->log();
+  ExpectNewDeviceNodes(big);
+  const std::string log = nvml_.Log();
+  // The step at 4 stopped at GI 13's IN_USE (19) and made nothing there; the next one went to 0.
+  EXPECT_EQ(CountLines(log, "nvmlComputeInstanceDestroy 0000:18:00.0 gi=13 ci=0 -> 19"), 1u) << log;
+  EXPECT_EQ(CountLines(log, "nvmlGpuInstanceDestroy 0000:18:00.0 gi=13 "), 0u) << log;
+  EXPECT_EQ(CountLines(log, "profile=9 start=4"), 0u) << log;
+  EXPECT_EQ(CountLines(log,
+                       "nvmlDeviceCreateGpuInstanceWithPlacement 0000:18:00.0 profile=9 "
+                       "start=0 size=4 -> 0"),
+            1u)
+      << log;
+  EXPECT_NE(nvml_.State().find("gi 0000:18:00.0 id=13 "), std::string::npos);
+  auto audit = Get("/v1/audit?action=gpu.mig_reshape");
+  EXPECT_NE(audit.dump().find("failed"), std::string::npos) << audit;
+  Stop(big);
+}
+
 TEST_F(MigByDemand, AKillRightAfterTheCreateNeitherLeaksNorDuplicates) {
   StartServe({"--nvml", FAKE_NVML});
   std::string big = SubmitMig("3g.40gb", 1);
