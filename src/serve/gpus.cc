@@ -9,6 +9,7 @@
 #include "firmware/firmware.h"
 #include "serve/audit.h"
 #include "serve/faults.h"
+#include "serve/mig_demand.h"
 #include "serve/mig_shares.h"
 
 namespace tessera::serve {
@@ -62,24 +63,36 @@ Status Gpus::CheckMigRequest(const fleet::MigRequest& mig) const {
     return InvalidArgument(
         "mig: the kubernetes backend places whole GPUs; claim MIG devices with a ResourceClaim "
         "of DeviceClass mig.gpu.tessera.dev");
-  int total = 0;
+  int total = 0, possible = 0;
   std::set<std::string> profiles;
   for (const auto& gpu : model_.gpus) {
     if (!gpu.mig_enabled) continue;
+    int here = 0;
     for (const auto& slice : gpu.mig_slices) {
       if (slice.profile.empty()) continue;
       profiles.insert(slice.profile);
-      if (slice.profile == mig.profile) ++total;
+      if (slice.profile == mig.profile) ++here;
     }
+    total += here;
+    // MIG by demand: as many as the board can hold of the profile may be made.
+    const mig::ProfileTable* table =
+        model_.options.mig_shaper ? model_.options.mig_shaper->TableOf(gpu.pci_address) : nullptr;
+    const mig::Profile* profile = table ? table->FindByName(mig.profile) : nullptr;
+    if (table)
+      for (const auto& offered : table->profiles)
+        profiles.insert(offered.name);
+    possible += std::max(here, profile ? static_cast<int>(profile->max_instances) : 0);
   }
-  if (total >= mig.count) return Ok();
+  if (total >= mig.count || possible >= mig.count) return Ok();
+  if (possible > total) total = possible;
   std::string offered;
   for (const auto& profile : profiles)
     offered += (offered.empty() ? "" : ", ") + profile;
   // The profile was checked for its shape only: named here, it is at most 32 plain characters.
   return FailedPrecondition(
-      "mig: this host has " + std::to_string(total) + " MIG devices of " + mig.profile + ", " +
-      std::to_string(mig.count) + " requested" +
+      std::string("mig: this host ") + (model_.options.mig_shaper ? "can hold " : "has ") +
+      std::to_string(total) + " MIG devices of " + mig.profile + ", " + std::to_string(mig.count) +
+      " requested" +
       (offered.empty() ? " (no GPU is in MIG mode)" : " (profiles here: " + offered + ")"));
 }
 

@@ -31,12 +31,19 @@ MigParents MigParentsOf(const Model& model) {
     parent.compute_slices = gpu.compute_slices;
     parent.placeable = (gpu.state == LeaseState::kFree || gpu.state == LeaseState::kReserved ||
                         gpu.state == LeaseState::kActive) &&
-                       !gpu.drain_requested && !gpu.quarantine_requested;
-    // A slice shares hold (or whose shares' MPS daemon is still being torn down) is not free.
+                       !gpu.drain_requested && !gpu.quarantine_requested &&
+                       !model.mig_reshaping.count(gpu.pci_address);
+    // A slice shares hold (or whose shares' MPS daemon is still being torn down) is not free,
+    // nor one in memory slices kept for a large request.
+    static const std::vector<mig::LiveInstance> kNone;
+    auto known = model.mig_instances.find(gpu.pci_address);
+    const auto& instances = known != model.mig_instances.end() ? known->second : kNone;
     for (const auto& slice : gpu.mig_slices)
-      parent.slots.push_back(
-          {slice.profile, slice.compute_slices,
-           slice.container_id.empty() && !slice.shared && !slice.profile.empty()});
+      parent.slots.push_back({slice.profile, slice.compute_slices,
+                              slice.container_id.empty() && !slice.shared &&
+                                  !slice.profile.empty() &&
+                                  !InReservation(model.mig_reservations, gpu.pci_address, instances,
+                                                 slice.gpu_instance_id)});
     out.parents.push_back(std::move(parent));
     out.gpu.push_back(i);
   }
@@ -89,6 +96,9 @@ MigPick PickMigSlices(const Model& model, const std::vector<placement::MigParent
   if (!chosen) {
     pick.reason =
         "waiting: MIG devices " + container.spec.mig.profile + ": " + chosen.error().message;
+    // What MIG by demand does about it.
+    if (auto note = model.mig_demand_notes.find(container.id); note != model.mig_demand_notes.end())
+      pick.reason += "; " + note->second;
     return pick;
   }
   for (const auto& choice : *chosen) {
@@ -153,6 +163,13 @@ void LeaseMigSlicesLocked(Model& model, const std::vector<size_t>& parent_gpu,
   out.push_back(container);
 }
 
+// MIG requests still wait after a pass: MIG by demand, when on, decides what to make for them.
+void AskForMigDemandLocked(Model& model) {
+  if (!model.options.mig_shaper) return;
+  model.mig_demand_due = true;
+  model.mig_demand_wake.notify_all();
+}
+
 }  // namespace
 
 void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::string>* to_start,
@@ -165,6 +182,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
   // No slice free anywhere: none of them can start, and none is tried.
   if (!dry && !AnyMigSliceFree(parents.parents)) {
     model_.DropStalePending(model_.mig_pending, model_.mig_waiting);
+    AskForMigDemandLocked(model_);
     return;
   }
   // Requests for different profiles or sizes never block each other: whatever fits starts.
@@ -198,6 +216,7 @@ void Scheduler::PlaceMigLocked(std::vector<Mutation>* out, std::vector<std::stri
   // Those still waiting, in submission order.
   model_.SortBySubmission(still);
   model_.mig_pending = std::move(still);
+  if (!model_.mig_pending.empty()) AskForMigDemandLocked(model_);
 }
 
 }  // namespace tessera::serve

@@ -26,6 +26,7 @@
 #include "fleet/fleet.h"
 #include "placement/placement.h"
 #include "serve/metering.h"
+#include "serve/mig_demand_plan.h"
 #include "serve/port_allocator.h"
 #include "serve/share_billing.h"
 #include "serve/types.h"
@@ -102,6 +103,17 @@ class Model {
   // shares make up (each by its fraction of a GPU), and its MIG requests waiting.
   std::map<std::string, double> mig_in_use;
   std::unordered_map<std::string, int> mig_waiting;
+  // MIG by demand (mig_demand.h), when ServiceOptions::mig_shaper is set: GPUs (PCI addresses)
+  // whose instances are being changed (no slice of theirs is placed meanwhile), the memory slices
+  // kept for large requests (no slice in them is handed out), each GPU's instances with their
+  // placements as NVML last reported them, what each waiting request waits for, and whether a
+  // placement pass left MIG requests waiting since the last decision.
+  std::set<std::string> mig_reshaping;
+  std::vector<MigReservation> mig_reservations;
+  std::map<std::string, std::vector<mig::LiveInstance>> mig_instances;
+  std::map<std::string, std::string> mig_demand_notes;
+  bool mig_demand_due = false;
+  std::condition_variable mig_demand_wake;
   // Share containers waiting for room on a GPU, in submission order (as mig_pending).
   std::deque<std::string> share_pending;
   std::unordered_map<std::string, int> share_waiting;  // by incarnation: its share requests waiting

@@ -114,6 +114,14 @@ void AddHostFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--nvml", flags.nvml,
                  "NVML library for MIG profiles and UUIDs (default: libnvidia-ml.so.1 when --root "
                  "is /, none otherwise)");
+  app.add_option("--mig-by-demand", flags.mig_by_demand,
+                 "instances: make the MIG instances waiting requests need on GPUs in MIG mode, "
+                 "destroying only idle ones; off: serve the instances that exist")
+      ->check(CLI::IsMember({"off", "instances"}))
+      ->capture_default_str();
+  app.add_option("--mig-profiles", flags.mig_profiles,
+                 "A MIG profile table file (data/mig-profiles/*.yaml) for a board other than the "
+                 "H100 80GB, whose table is built in; repeatable");
   app.add_option("--telemetry-interval", flags.telemetry_interval,
                  "How often this host's GPUs and their processes are measured through NVML "
                  "(100ms to 1h)")

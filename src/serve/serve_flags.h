@@ -44,6 +44,11 @@ struct ServeFlags {
   std::string cdi_dir;  // the program starts it at cdi::kDefaultSpecDir
   std::string cdi_kind = "nvidia.com/gpu";
   std::optional<std::string> nvml;  // MIG facts, telemetry; default: libnvidia-ml.so.1 for root "/"
+  // MIG by demand: "instances" makes and destroys idle MIG instances as MIG requests need them;
+  // "off" leaves the layout to the operator (tessera mig apply).
+  std::string mig_by_demand = "instances";
+  // Profile tables of boards other than the H100 80GB (built in), for MIG by demand.
+  std::vector<std::string> mig_profiles;
   std::string telemetry_interval = "10s";
   size_t telemetry_max_series = 10000;
   std::string telemetry_proc_dir;  // default <root>/proc

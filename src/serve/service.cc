@@ -32,6 +32,8 @@ Service::Service(ServiceOptions options, std::unique_ptr<fleet::Store> store,
       faults_(model_, submissions_, fault_metrics_),
       recovery_(model_, faults_) {
   gpus_.SetFaults(&faults_);
+  if (options_.mig_shaper && !options_.fleet)
+    mig_demand_ = std::make_unique<MigDemand>(model_, options_.mig_shaper);
   model_.firmware_checked = [this](GpuRecord& gpu, bool passed, const std::string& reason,
                                    std::vector<Mutation>& out) {
     return faults_.FirmwareCheckedLocked(gpu, passed, reason, out);
@@ -503,9 +505,11 @@ void Service::StartLeading() {
   checker_.Start();
   shared_.Start();
   recovery_.Start();
+  if (mig_demand_) mig_demand_->Start();
 }
 
 void Service::StopLeading() {
+  if (mig_demand_) mig_demand_->Stop();
   recovery_.Stop();
   scheduler_.Stop();
   checker_.Stop();

@@ -40,6 +40,7 @@
 #include "serve/faults.h"
 #include "serve/gpus.h"
 #include "serve/measurement.h"
+#include "serve/mig_demand.h"
 #include "serve/model.h"
 #include "serve/readiness.h"
 #include "serve/recovery.h"
@@ -262,6 +263,7 @@ class Service {
   Submissions submissions_;
   SharedGpus shared_;
   Scheduler scheduler_;
+  std::unique_ptr<MigDemand> mig_demand_;  // MIG by demand, when options.mig_shaper is set
   FirmwareChecker checker_;
   ReplicaSync replica_sync_;
   Measurement measurement_;

@@ -272,7 +272,8 @@ void Submissions::Admit(const ContainerRecord& container) {
     changed = model_.queue->CouldChangeAPass(RequestIdOf(container.id));
   } else if (container.spec.mig.count > 0) {
     model_.EnqueueMig(container);
-    changed = gpus_.MigSlicesFreeLocked(container.spec.mig.profile);
+    // With MIG by demand the pass asks for the instance it needs.
+    changed = gpus_.MigSlicesFreeLocked(container.spec.mig.profile) || model_.options.mig_shaper;
   } else if (container.spec.share) {
     model_.EnqueueShare(container);
     changed = ShareMightStartLocked(model_, container);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +26,8 @@
 #include "topology/topology.h"
 
 namespace tessera::serve {
+
+class MigShaper;
 
 struct FirmwareCheckOptions {
   // Program run as `PROGRAM <PCI address>` for every GPU (exit 0 = pass); empty: compare the
@@ -124,6 +127,9 @@ struct ServiceOptions {
   // How often running containers with a readiness probe are probed, and each probe's deadline.
   std::chrono::milliseconds readiness_interval{2000};
   std::chrono::milliseconds readiness_timeout{1000};
+  // MIG by demand (mig_demand.h): what changes this host's MIG instances; null: the instances
+  // are the operator's (tessera mig apply).
+  std::shared_ptr<MigShaper> mig_shaper;
 };
 
 // Who is calling: the admin, or one tenancy's token.

@@ -200,7 +200,9 @@ TEST_F(MigSevenSlices, SlicesShareTheirParentWhoseLeaseEndsWithTheLastSlice) {
 }
 
 TEST_F(MigSevenSlices, RequestsTheHostCannotServeAreRefusedNamingTheField) {
-  StartWithNvml();
+  // The instances that exist are all there is (with MIG by demand a 3g.40gb would be made:
+  // mig_demand_e2e_test).
+  StartServe({"--nvml", FAKE_NVML, "--mig-by-demand", "off"});
   auto body = [&](json extra) {
     json b = {{"image", image_}, {"tenancy", "slices"}, {"command", {"true"}}};
     b.update(extra);

@@ -13,7 +13,6 @@
 #include "wiring.h"
 
 namespace tessera::serve_program {
-namespace {
 
 // A GPU in MIG mode: its MIG devices as slices the service hands out, named as the CDI spec
 // names them (the UUID, else "<GPU index>:<MIG index>").
@@ -48,6 +47,8 @@ void AddMigSlices(const inventory::PciDevice& gpu, int index, const std::string&
   }
 }
 
+namespace {
+
 // Each GPU's memory from NVML, what share placement counts against; a GPU whose memory NVML
 // cannot tell is never shared.
 void ReadGpuMemory(const std::string& nvml_library, std::vector<fleet::GpuRecord>& gpus) {
@@ -78,26 +79,9 @@ std::string NvSwitchKind(const std::string& gpu_kind) {
 
 // The CDI specs of the host's GPUs under --cdi-dir; the names of the devices of --cdi-kind.
 std::set<std::string> WriteCdiSpecs(const ServeFlags& flags, const inventory::Inventory& inv) {
-  cdi::BuildOptions build;
-  build.mode = cdi::Mode::kAuto;
-  build.gpu_kind = flags.cdi_kind;
-  build.nvswitch_kind = NvSwitchKind(flags.cdi_kind);
-  std::set<std::string> cdi_names;
-  if (inv.Gpus().empty()) return cdi_names;
-  auto built = cdi::BuildSpecs(inv, build);
-  if (!built) Die(built.error().WithContext("CDI"));
-  for (const auto& warning : built->warnings)
-    spdlog::warn("cdi: {}", warning);
-  for (const auto& spec : built->specs) {
-    std::string path = flags.cdi_dir + "/" + cdi::SpecFileName(spec, cdi::Format::kJson);
-    auto written = cdi::WriteSpecFile(path, cdi::Serialize(spec, cdi::Format::kJson));
-    if (!written) Die(written.error().WithContext("CDI spec"));
-    spdlog::info("cdi: {} ({}, {} devices)", path, spec.kind, spec.devices.size());
-    if (spec.kind == flags.cdi_kind)
-      for (const auto& device : spec.devices)
-        cdi_names.insert(device.name);
-  }
-  return cdi_names;
+  auto written = WriteHostCdiSpecs(flags, inv);
+  if (!written) Die(written.error());
+  return std::move(*written);
 }
 
 // Each GPU as the service records it, named as the CDI spec names it.
@@ -127,6 +111,30 @@ std::vector<fleet::GpuRecord> GpuRecords(const inventory::Inventory& inv,
 
 }  // namespace
 
+Result<std::set<std::string>> WriteHostCdiSpecs(const ServeFlags& flags,
+                                                const inventory::Inventory& inv) {
+  cdi::BuildOptions build;
+  build.mode = cdi::Mode::kAuto;
+  build.gpu_kind = flags.cdi_kind;
+  build.nvswitch_kind = NvSwitchKind(flags.cdi_kind);
+  std::set<std::string> cdi_names;
+  if (inv.Gpus().empty()) return cdi_names;
+  auto built = cdi::BuildSpecs(inv, build);
+  if (!built) return built.error().WithContext("CDI");
+  for (const auto& warning : built->warnings)
+    spdlog::warn("cdi: {}", warning);
+  for (const auto& spec : built->specs) {
+    std::string path = flags.cdi_dir + "/" + cdi::SpecFileName(spec, cdi::Format::kJson);
+    auto written = cdi::WriteSpecFile(path, cdi::Serialize(spec, cdi::Format::kJson));
+    if (!written) return written.error().WithContext("CDI spec");
+    spdlog::info("cdi: {} ({}, {} devices)", path, spec.kind, spec.devices.size());
+    if (spec.kind == flags.cdi_kind)
+      for (const auto& device : spec.devices)
+        cdi_names.insert(device.name);
+  }
+  return cdi_names;
+}
+
 HostGpus ReadHostGpus(const ServeFlags& flags) {
   HostGpus out;
   // With the Kubernetes backend the GPUs are the nodes' (their tessera.dev/gpus annotations),
@@ -140,6 +148,15 @@ HostGpus ReadHostGpus(const ServeFlags& flags) {
   auto inv = out.fleet_mode ? Result<inventory::Inventory>(inventory::Inventory{})
                             : inventory::ReadInventory(read);
   if (!inv) Die(inv.error().WithContext("inventory of " + out.root));
+  // MIG by demand: instances made before a restart may lack their device nodes (a kill between
+  // the create and the nodes); they are made now, before the CDI specs name them.
+  if (!out.fleet_mode && flags.mig_by_demand != "off") {
+    bool made = false;
+    for (const auto* gpu : inv->Gpus())
+      made |= MakeMigCapNodes(out.root, *gpu);
+    if (made) inv = inventory::ReadInventory(read);
+    if (!inv) Die(inv.error().WithContext("inventory of " + out.root));
+  }
   for (const auto& warning : inv->warnings)
     spdlog::warn("inventory: {}", warning);
   out.inventory = std::move(*inv);

@@ -128,6 +128,7 @@ serve::ServiceOptions ServiceOptionsFrom(const ServeFlags& flags, const DataDir&
   if (!publish) Die(publish.error());
   options.publish = std::move(*publish);
   options.publish.per_tenancy = flags.publish_ports_per_tenancy;
+  options.mig_shaper = HostMigShaper(flags, host);
   return options;
 }
 

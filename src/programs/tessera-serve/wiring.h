@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "api/api.h"
@@ -24,6 +25,7 @@
 #include "kubernetes/client.h"
 #include "kubernetes/kubeconfig.h"
 #include "kubernetes/leader_election.h"
+#include "serve/mig_demand.h"
 #include "serve/serve_flags.h"
 #include "serve/service.h"
 
@@ -70,6 +72,19 @@ struct HostGpus {
   serve::Service::Host host;
 };
 HostGpus ReadHostGpus(const ServeFlags& flags);
+// host.cc's steps MIG by demand takes again after a change: the CDI specs of `inv` written under
+// --cdi-dir (the names of the devices of --cdi-kind), and a GPU's MIG devices as slices.
+Result<std::set<std::string>> WriteHostCdiSpecs(const ServeFlags& flags,
+                                                const inventory::Inventory& inv);
+void AddMigSlices(const inventory::PciDevice& gpu, int index, const std::string& cdi_kind,
+                  const std::set<std::string>& cdi_names, fleet::GpuRecord& record);
+// The capability device nodes (/dev/nvidia-caps/nvidia-cap<N> under `root`) of the GPU's MIG
+// devices that procfs names and /dev lacks, made as nvidia-modprobe -f makes them; whether any
+// was made (mig_shaper.cc).
+bool MakeMigCapNodes(const std::string& root, const inventory::PciDevice& gpu);
+// MIG by demand on this host (--mig-by-demand instances; mig_shaper.cc): null when off, in fleet
+// mode, or when no GPU is in MIG mode with a known board.
+std::shared_ptr<serve::MigShaper> HostMigShaper(const ServeFlags& flags, const HostGpus& host);
 
 // The service's options from the flags (service_options.cc).
 serve::ServiceOptions ServiceOptionsFrom(const ServeFlags& flags, const DataDir& data,
