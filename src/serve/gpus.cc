@@ -141,12 +141,30 @@ Status Gpus::CheckMigShareRequestLocked(const sharing::Share& share) const {
       if (memory > reserve) largest = std::max(largest, memory - reserve);
     }
   }
+  // MIG by demand: where no slice of the profile exists yet, one the board offers may be made
+  // (its memory then as the profile's name says; an existing slice's is NVML's figure).
+  for (const auto& gpu : model_.gpus) {
+    const mig::ProfileTable* table =
+        model_.options.mig_shaper && gpu.mig_enabled && gpu.node.empty()
+            ? model_.options.mig_shaper->TableOf(gpu.pci_address)
+            : nullptr;
+    if (!table) continue;
+    for (const auto& offered : table->profiles)
+      profiles.insert(offered.name);
+    if (found || !table->FindByName(share.mig_profile)) continue;
+    found = true;
+    fleet::MigSlice possible;
+    possible.profile = share.mig_profile;
+    const uint64_t memory = SliceMemory(possible);
+    if (memory > reserve) largest = std::max(largest, memory - reserve);
+  }
   if (!found) {
     std::string offered;
     for (const auto& profile : profiles)
       offered += (offered.empty() ? "" : ", ") + profile;
     return FailedPrecondition(
-        "share.mig: this host has no MIG device of " + share.mig_profile +
+        std::string("share.mig: this host ") + (model_.options.mig_shaper ? "can make" : "has") +
+        " no MIG device of " + share.mig_profile +
         (offered.empty() ? " (no GPU is in MIG mode)" : " (profiles here: " + offered + ")"));
   }
   if (share.memory_bytes > largest)

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "serve/audit.h"
+#include "serve/mig_shares.h"
 #include "serve/model.h"
 #include "serve/request_order.h"
 
@@ -41,6 +42,12 @@ std::vector<MigWant> WantsInOrderLocked(Model& model) {
   while (fleet::ContainerRecord* container = order.Next()) {
     if (wants.size() >= kMaxMigWants) break;
     wants.push_back({container->id, container->spec.mig.profile, container->spec.mig.count});
+  }
+  // Shares of a MIG slice that found no room: one slice at a time per profile (the shares that
+  // wait fill it before another is made).
+  for (const auto& [profile, id] : FirstPendingMigSharesLocked(model)) {
+    if (wants.size() >= kMaxMigWants) break;
+    wants.push_back({id, profile, 1});
   }
   return wants;
 }
@@ -144,13 +151,14 @@ MigDemand::Snapshot MigDemand::SnapshotLocked() {
       auto refused = refused_.find({gpu.pci_address, instance.gpu_instance_id});
       instance.busy = (refused != refused_.end() && refused->second > now) ||
                       promised_.count({gpu.pci_address, instance.gpu_instance_id});
+      // A slice shares hold, or whose MPS daemon is still being torn down, is busy too.
       for (const auto& slice : gpu.mig_slices)
         if (slice.gpu_instance_id == instance.gpu_instance_id &&
-            (!slice.container_id.empty() || slice.profile.empty()))
+            (!slice.container_id.empty() || slice.shared || slice.profile.empty()))
           instance.busy = true;
     }
     for (const auto& slice : gpu.mig_slices)
-      if (slice.container_id.empty() && !slice.profile.empty())
+      if (slice.container_id.empty() && !slice.shared && !slice.profile.empty())
         shape.free_slices[slice.gpu_instance_id] = slice.profile;
     out.gpus.push_back(std::move(shape));
   }
@@ -166,7 +174,7 @@ bool MigDemand::StillHoldsLocked(const Change& change) const {
     if (gpu.pci_address != change.pci_address || !gpu.node.empty()) continue;
     if (!LetsSlicesIn(gpu) || model_.mig_reshaping.count(gpu.pci_address)) return false;
     for (const auto& slice : gpu.mig_slices)
-      if (!slice.container_id.empty() &&
+      if ((!slice.container_id.empty() || slice.shared) &&
           std::count(change.step.destroy.begin(), change.step.destroy.end(), slice.gpu_instance_id))
         return false;
     return true;

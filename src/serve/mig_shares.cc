@@ -81,8 +81,8 @@ void TakeSharedSliceLocked(fleet::GpuRecord& gpu, fleet::MigSlice& slice,
   }
 }
 
-std::map<std::string, int> PendingMigShareProfilesLocked(const Model& model) {
-  std::map<std::string, int> out;
+std::map<std::string, std::string> FirstPendingMigSharesLocked(const Model& model) {
+  std::map<std::string, std::string> out;
   for (const auto& id : model.share_pending) {
     auto it = model.containers.find(id);
     if (it == model.containers.end()) continue;
@@ -90,9 +90,15 @@ std::map<std::string, int> PendingMigShareProfilesLocked(const Model& model) {
     if (container.state != fleet::ContainerState::kPending || container.started ||
         !container.spec.share || container.spec.share->mig_profile.empty())
       continue;
-    ++out[container.spec.share->mig_profile];
+    out.emplace(container.spec.share->mig_profile, container.id);
   }
   return out;
+}
+
+void AskForMigSharesLocked(Model& model) {
+  if (!model.options.mig_shaper || FirstPendingMigSharesLocked(model).empty()) return;
+  model.mig_demand_due = true;
+  model.mig_demand_wake.notify_all();
 }
 
 }  // namespace tessera::serve

@@ -39,8 +39,10 @@ bool AnySliceRoom(const MigShareRooms& rooms);
 void TakeSharedSliceLocked(fleet::GpuRecord& gpu, fleet::MigSlice& slice,
                            const fleet::ContainerRecord& container);
 
-// The MIG profiles that pending shares of MIG slices wait for, with how many shares wait for
-// each (mu held): what reshaping MIG by demand may create slices for.
-std::map<std::string, int> PendingMigShareProfilesLocked(const Model& model);
+// Per MIG profile, the first (in submission order) pending share of a MIG slice that waits for
+// it (mu held): what MIG by demand makes slices for, one at a time per profile.
+std::map<std::string, std::string> FirstPendingMigSharesLocked(const Model& model);
+// mu held: when shares of MIG slices still wait and MIG by demand is on, it is asked to decide.
+void AskForMigSharesLocked(Model& model);
 
 }  // namespace tessera::serve

@@ -294,6 +294,7 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
   if (!dry && !pass.index.AnyRoom() && !AnySliceRoom(pass.mig)) {
     // No GPU has room for any share: none is tried.
     model_.DropStalePending(model_.share_pending, model_.share_waiting);
+    AskForMigSharesLocked(model_);
     return;
   }
   std::vector<ContainerRecord*> pending;
@@ -323,6 +324,7 @@ void Scheduler::PlaceSharesLocked(std::vector<Mutation>* out, std::vector<std::s
   }
   if (dry) return;
   KeepWaitingSharesLocked(model_, placed);
+  AskForMigSharesLocked(model_);
 }
 
 }  // namespace tessera::serve

@@ -42,13 +42,15 @@ class MigShareServe : public ::testing::Test {
     }
   }
 
-  void Start() {
+  // `mig_by_demand`: whether serve may make the MIG slices shares wait for.
+  void Start(const std::string& mig_by_demand = "instances") {
     serve_ = std::make_unique<ServeProcess>(
         dir_.path(),
         NullBackendFlags(host_.root(), dir_.path(),
                          {"--nvml", FAKE_NVML, "--mps-root", mps_root_, "--mps-control",
                           FakeMps::Binary(), "--nvidia-smi", FakeMps::NvidiaSmi(), "--mps-shm-mib",
-                          "4", "--share-check-interval", "200ms"}));
+                          "4", "--share-check-interval", "200ms", "--mig-by-demand",
+                          mig_by_demand}));
     std::string log;
     ASSERT_TRUE(serve_->Start(&log)) << log;
     admin_ = serve_->Connect(serve_->admin_token());
@@ -109,9 +111,10 @@ class MigShareServe : public ::testing::Test {
 };
 
 TEST_F(MigShareServe, TwoSharesJoinOneSliceWhoseOwnDaemonIsNamedByTheMigDevice) {
-  // The slice's daemon is slow to come up: both shares hold the slice meanwhile.
+  // The slice's daemon is slow to come up: both shares hold the slice meanwhile. No slice is
+  // made by demand: the whole-slice request below waits for this one.
   mps_->SetStartDelayMs(kSlice3g, 20000);
-  Start();
+  Start("off");
   const std::string a = SubmitShare("10Gi", 50);
   const std::string b = SubmitShare("8Gi", 25);
   const auto on_slice = [](const json& c) {
@@ -171,6 +174,41 @@ TEST_F(MigShareServe, TwoSharesJoinOneSliceWhoseOwnDaemonIsNamedByTheMigDevice) 
   EXPECT_NE(transcript.find(std::string(kSlice3g) + " cmd quit"), std::string::npos) << transcript;
 }
 
+TEST_F(MigShareServe, AShareOfAProfileNoSliceHasGetsASliceMadeForIt) {
+  // The fixture has a 3g.40gb, a 2g.20gb and a 1g.10gb, none held: a share of a 1g.20gb makes
+  // one from idle instances, and its MPS daemon is the new MIG device's.
+  nvml_.MirrorCapabilitiesUnder(host_.root());
+  Start();
+  int status = 0;
+  auto answer = Post({{"image", "busybox"},
+                      {"tenancy", "slices"},
+                      {"share", {{"mig", "1g.20gb"}, {"memory", "4Gi"}, {"compute", 50}}}},
+                     &status);
+  ASSERT_EQ(status, 202) << answer;
+  const std::string id = answer.value("id", "");
+  json placed = WaitContainer(
+      id, [](const json& c) { return !c.value("mig_devices", json::array()).empty(); });
+  ASSERT_EQ(placed["mig_devices"].size(), 1u) << placed;
+  const std::string device = placed["mig_devices"][0];
+  EXPECT_EQ(device.rfind("MIG-", 0), 0u) << placed;
+  EXPECT_NE(device, kSlice3g) << placed;
+  EXPECT_EQ(placed["share"]["mig"], "1g.20gb") << placed;
+  json slice = Slice(device);
+  EXPECT_EQ(slice["profile"], "1g.20gb") << slice;
+  // NVML made a 1g.20gb (profile 15), and the daemon runs on it.
+  std::string transcript;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        transcript = mps_->Transcript();
+        return transcript.find("nvidia-cuda-mps-control " + device + " -f") != std::string::npos;
+      },
+      std::chrono::seconds(60)))
+      << transcript;
+  EXPECT_NE(transcript.find("nvmlDeviceCreateGpuInstanceWithPlacement 0000:18:00.0 profile=15 "),
+            std::string::npos)
+      << transcript;
+}
+
 TEST_F(MigShareServe, RefusesMigSharesThatCannotBeHeldAndEchoesNoHostileValue) {
   Start();
   const std::string long_value = "1g." + std::string(5000, 'A') + "gb";
@@ -187,7 +225,8 @@ TEST_F(MigShareServe, RefusesMigSharesThatCannotBeHeldAndEchoesNoHostileValue) {
       {{{"mig", "3g.40gb\"}"}, {"memory", "1Gi"}, {"compute", 10}}, 400, "not a MIG profile"},
       {{{"mig", long_value}, {"memory", "1Gi"}, {"compute", 10}}, 400, "longer than 32"},
       {{{"mig", "3g.40gb"}, {"memory", "1Gi"}, {"compute", 10}, {"mode", "timeslice"}}, 400, "MPS"},
-      {{{"mig", "7g.80gb"}, {"memory", "1Gi"}, {"compute", 10}}, 409, "no MIG device of 7g.80gb"},
+      // Well formed, but no board here offers it (a profile the H100 offers could be made).
+      {{{"mig", "5g.50gb"}, {"memory", "1Gi"}, {"compute", 10}}, 409, "no MIG device of 5g.50gb"},
       {{{"mig", "1g.10gb"}, {"memory", "9Gi"}, {"compute", 10}},
        409,
        "more than a MIG device of 1g.10gb"},
