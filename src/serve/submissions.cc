@@ -276,7 +276,9 @@ void Submissions::Admit(const ContainerRecord& container) {
     changed = gpus_.MigSlicesFreeLocked(container.spec.mig.profile) || model_.options.mig_shaper;
   } else if (container.spec.share) {
     model_.EnqueueShare(container);
-    changed = ShareMightStartLocked(model_, container);
+    // With MIG by demand the pass asks for the slice a share of a MIG slice needs.
+    changed = ShareMightStartLocked(model_, container) ||
+              (model_.options.mig_shaper && !container.spec.share->mig_profile.empty());
   } else {
     model_.pending.push_back(container.id);
   }

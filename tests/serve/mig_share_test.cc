@@ -46,11 +46,11 @@ class MigShareServe : public ::testing::Test {
   void Start(const std::string& mig_by_demand = "instances") {
     serve_ = std::make_unique<ServeProcess>(
         dir_.path(),
-        NullBackendFlags(host_.root(), dir_.path(),
-                         {"--nvml", FAKE_NVML, "--mps-root", mps_root_, "--mps-control",
-                          FakeMps::Binary(), "--nvidia-smi", FakeMps::NvidiaSmi(), "--mps-shm-mib",
-                          "4", "--share-check-interval", "200ms", "--mig-by-demand",
-                          mig_by_demand}));
+        NullBackendFlags(
+            host_.root(), dir_.path(),
+            {"--nvml", FAKE_NVML, "--mps-root", mps_root_, "--mps-control", FakeMps::Binary(),
+             "--nvidia-smi", FakeMps::NvidiaSmi(), "--mps-shm-mib", "4", "--share-check-interval",
+             "200ms", "--mig-by-demand", mig_by_demand}));
     std::string log;
     ASSERT_TRUE(serve_->Start(&log)) << log;
     admin_ = serve_->Connect(serve_->admin_token());
@@ -188,7 +188,7 @@ TEST_F(MigShareServe, AShareOfAProfileNoSliceHasGetsASliceMadeForIt) {
   const std::string id = answer.value("id", "");
   json placed = WaitContainer(
       id, [](const json& c) { return !c.value("mig_devices", json::array()).empty(); });
-  ASSERT_EQ(placed["mig_devices"].size(), 1u) << placed;
+  ASSERT_EQ(placed["mig_devices"].size(), 1u) << placed << serve_->log();
   const std::string device = placed["mig_devices"][0];
   EXPECT_EQ(device.rfind("MIG-", 0), 0u) << placed;
   EXPECT_NE(device, kSlice3g) << placed;
