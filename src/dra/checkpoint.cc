@@ -7,7 +7,11 @@
 //   "poolName":"..","deviceName":"..","cdiDeviceIds":[..]}]}}}
 // A device whose MIG instance prepare made (MIG by demand) adds "migInstance":{"pciAddress":..,
 // "gpuInstanceId":n,"computeInstanceId":n,"uuid":..,"deviceNodes":[{"path":..,"hostPath":..,
-// "major":n,"minor":n}]}: unprepare destroys that instance, also after a restart.
+// "major":n,"minor":n}]}: unprepare destroys that instance, also after a restart. Before the
+// instance is made, the claim's file says "pending":true and the device "migIntent":{"pciAddress":
+// ..,"profileId":n,"start":n,"size":n} (with "gpuInstanceId":n once a restarted plugin found it):
+// a plugin killed before the file is completed finds its instance again. Files without these
+// fields read as before.
 #include <dirent.h>
 
 #include <cerrno>
@@ -97,6 +101,42 @@ Result<uint32_t> SmallNumber(const json& object, const char* key, const std::str
   return it->get<uint32_t>();
 }
 
+json MigIntentJson(const MigIntent& intent) {
+  json out = {{"pciAddress", intent.pci_address},
+              {"profileId", intent.profile_id},
+              {"start", intent.start},
+              {"size", intent.size}};
+  if (intent.gpu_instance_id) out["gpuInstanceId"] = *intent.gpu_instance_id;
+  return out;
+}
+
+Result<MigIntent> ParseMigIntent(const json& item, const std::string& where) {
+  std::string at = where + ".migIntent";
+  if (!item.is_object()) return InvalidArgument(at + ": want an object");
+  if (auto keys =
+          CheckKeys(item, {"pciAddress", "profileId", "start", "size", "gpuInstanceId"}, at);
+      !keys) {
+    return keys.error();
+  }
+  MigIntent intent;
+  auto pci = String(item, "pciAddress", at);
+  if (!pci) return pci.error();
+  intent.pci_address = *pci;
+  uint32_t* fields[] = {&intent.profile_id, &intent.start, &intent.size};
+  const char* names[] = {"profileId", "start", "size"};
+  for (size_t i = 0; i < 3; ++i) {
+    auto value = SmallNumber(item, names[i], at);
+    if (!value) return value.error();
+    *fields[i] = *value;
+  }
+  if (item.contains("gpuInstanceId")) {
+    auto gi = SmallNumber(item, "gpuInstanceId", at);
+    if (!gi) return gi.error();
+    intent.gpu_instance_id = *gi;
+  }
+  return intent;
+}
+
 Result<cdi::DeviceNode> ParseMigNode(const json& item, const std::string& at) {
   if (!item.is_object()) return InvalidArgument(at + ": want an object");
   if (auto keys = CheckKeys(item, {"path", "hostPath", "major", "minor"}, at); !keys) {
@@ -157,6 +197,41 @@ Result<MigInstance> ParseMigInstance(const json& item, const std::string& where)
   return instance;
 }
 
+Result<PreparedDevice> ParseDevice(const json& item, const std::string& at) {
+  if (!item.is_object()) return InvalidArgument(at + ": want an object");
+  if (auto keys = CheckKeys(
+          item,
+          {"requestNames", "poolName", "deviceName", "cdiDeviceIds", "migInstance", "migIntent"},
+          at);
+      !keys) {
+    return keys.error();
+  }
+  PreparedDevice device;
+  auto requests = Strings(item, "requestNames", at);
+  if (!requests) return requests.error();
+  auto pool = String(item, "poolName", at);
+  if (!pool) return pool.error();
+  auto device_name = String(item, "deviceName", at);
+  if (!device_name) return device_name.error();
+  auto ids = Strings(item, "cdiDeviceIds", at);
+  if (!ids) return ids.error();
+  device.request_names = std::move(*requests);
+  device.pool_name = std::move(*pool);
+  device.device_name = std::move(*device_name);
+  device.cdi_device_ids = std::move(*ids);
+  if (auto mig = item.find("migInstance"); mig != item.end()) {
+    auto instance = ParseMigInstance(*mig, at);
+    if (!instance) return instance.error();
+    device.mig_instance = std::move(*instance);
+  }
+  if (auto intent = item.find("migIntent"); intent != item.end()) {
+    auto parsed = ParseMigIntent(*intent, at);
+    if (!parsed) return parsed.error();
+    device.mig_intent = std::move(*parsed);
+  }
+  return device;
+}
+
 }  // namespace
 
 std::string SerializeCheckpoint(const Checkpoint& checkpoint) {
@@ -169,11 +244,13 @@ std::string SerializeCheckpoint(const Checkpoint& checkpoint) {
                     {"deviceName", device.device_name},
                     {"cdiDeviceIds", device.cdi_device_ids}};
       if (device.mig_instance) entry["migInstance"] = MigInstanceJson(*device.mig_instance);
+      if (device.mig_intent) entry["migIntent"] = MigIntentJson(*device.mig_intent);
       devices.push_back(std::move(entry));
     }
     claims[uid] = {{"namespace", claim.ref.namespace_name},
                    {"name", claim.ref.name},
                    {"devices", std::move(devices)}};
+    if (claim.pending) claims[uid]["pending"] = true;
   }
   return json{{"version", 1}, {"claims", std::move(claims)}}.dump(1) + "\n";
 }
@@ -199,11 +276,15 @@ Result<Checkpoint> ParseCheckpoint(std::string_view text) {
     std::string where = "claims." + Excerpt(uid, 40);
     if (uid.empty() || uid.size() > kMaxString) return InvalidArgument(where + ": bad UID");
     if (!entry.is_object()) return InvalidArgument(where + ": want an object");
-    if (auto keys = CheckKeys(entry, {"namespace", "name", "devices"}, where); !keys) {
+    if (auto keys = CheckKeys(entry, {"namespace", "name", "devices", "pending"}, where); !keys) {
       return keys.error();
     }
     PreparedClaim claim;
     claim.ref.uid = uid;
+    if (auto pending = entry.find("pending"); pending != entry.end()) {
+      if (!pending->is_boolean()) return InvalidArgument(where + ".pending: want a boolean");
+      claim.pending = pending->get<bool>();
+    }
     auto ns = String(entry, "namespace", where);
     if (!ns) return ns.error();
     auto name = String(entry, "name", where);
@@ -216,33 +297,9 @@ Result<Checkpoint> ParseCheckpoint(std::string_view text) {
                              std::to_string(kMaxResults));
     }
     for (size_t i = 0; i < devices->size(); ++i) {
-      const json& item = (*devices)[i];
-      std::string at = where + ".devices[" + std::to_string(i) + "]";
-      if (!item.is_object()) return InvalidArgument(at + ": want an object");
-      if (auto keys = CheckKeys(
-              item, {"requestNames", "poolName", "deviceName", "cdiDeviceIds", "migInstance"}, at);
-          !keys) {
-        return keys.error();
-      }
-      PreparedDevice device;
-      auto requests = Strings(item, "requestNames", at);
-      if (!requests) return requests.error();
-      auto pool = String(item, "poolName", at);
-      if (!pool) return pool.error();
-      auto device_name = String(item, "deviceName", at);
-      if (!device_name) return device_name.error();
-      auto ids = Strings(item, "cdiDeviceIds", at);
-      if (!ids) return ids.error();
-      device.request_names = std::move(*requests);
-      device.pool_name = std::move(*pool);
-      device.device_name = std::move(*device_name);
-      device.cdi_device_ids = std::move(*ids);
-      if (auto mig = item.find("migInstance"); mig != item.end()) {
-        auto instance = ParseMigInstance(*mig, at);
-        if (!instance) return instance.error();
-        device.mig_instance = std::move(*instance);
-      }
-      claim.devices.push_back(std::move(device));
+      auto device = ParseDevice((*devices)[i], where + ".devices[" + std::to_string(i) + "]");
+      if (!device) return device.error();
+      claim.devices.push_back(std::move(*device));
     }
     checkpoint[uid] = std::move(claim);
   }

@@ -278,6 +278,18 @@ struct MigInstance {
   friend bool operator==(const MigInstance&, const MigInstance&) = default;
 };
 
+// The instance a prepare is about to make, in the claim's file before NVML makes it: a plugin
+// killed between the two finds it again by its place (one GPU instance per start at most).
+struct MigIntent {
+  std::string pci_address;  // its GPU
+  uint32_t profile_id = 0;
+  uint32_t start = 0;
+  uint32_t size = 0;
+  // The GPU instance found there on start (adopted for the claim); empty until then.
+  std::optional<uint32_t> gpu_instance_id;
+  friend bool operator==(const MigIntent&, const MigIntent&) = default;
+};
+
 // One device as kubelet's NodePrepareResources answer carries it.
 struct PreparedDevice {
   std::vector<std::string> request_names;
@@ -285,12 +297,16 @@ struct PreparedDevice {
   std::string device_name;
   std::vector<std::string> cdi_device_ids;
   std::optional<MigInstance> mig_instance;  // not in kubelet's answer: the checkpoint's
+  std::optional<MigIntent> mig_intent;      // the placement's instance, written before it is made
   friend bool operator==(const PreparedDevice&, const PreparedDevice&) = default;
 };
 
 struct PreparedClaim {
   ClaimRef ref;
   std::vector<PreparedDevice> devices;
+  // Only intents so far ("pending": true in its file): instances may exist at their places, the
+  // claim is not prepared.
+  bool pending = false;
   friend bool operator==(const PreparedClaim&, const PreparedClaim&) = default;
 };
 
@@ -382,7 +398,20 @@ struct MigHooks {
   // Destroys the instance; an instance already gone is Ok. One with processes answers
   // FailedPrecondition (NVML_ERROR_IN_USE) and stays.
   std::function<Status(const MigInstance& instance)> destroy;
+  // The GPU instance of the intent's profile at exactly its place that is not in `owned`, if any.
+  std::function<Result<std::optional<uint32_t>>(const MigIntent& intent,
+                                                const std::set<uint32_t>& owned)>
+      find;
 };
+
+// On start, before the driver loads: each pending claim of `claims` (read from `dir`) whose
+// intents find an instance at their place keeps them as its own (the GPU instance ID written in
+// its file); one with none is dropped (its file removed). Returns what it did, for the log.
+std::vector<std::string> AdoptIntents(const MigHooks& hooks, const std::string& dir,
+                                      Checkpoint& claims);
+// Destroys the instance at the intent's place (not one of `owned`), if one is there.
+Status ReleaseIntent(const MigHooks& hooks, const MigIntent& intent,
+                     const std::set<uint32_t>& owned);
 
 class Driver {
  public:
@@ -392,8 +421,8 @@ class Driver {
   // Before serving kubelet: placement devices' instances are made and destroyed through `hooks`;
   // without them a claim for a placement device is refused.
   void SetMig(MigHooks hooks);
-  // The GPU instances prepared claims hold, by PCI address (what a restarted plugin must not take
-  // for someone else's).
+  // The GPU instances prepared claims hold (and pending claims' adopted intents), by PCI address
+  // (what a restarted plugin must not take for someone else's).
   static std::map<std::string, std::set<uint32_t>> OwnedInstances(const Checkpoint& checkpoint);
   // UIDs of the claims prepared now (what holds a fabric partition).
   std::vector<std::string> PreparedClaimUids() const;
@@ -439,10 +468,18 @@ class Driver {
   // while instances of it are prepared; makes the placement devices' instances (undone on error).
   Status CheckPartitioning(const PreparedClaim& prepared) const;
   Status MakeInstances(PreparedClaim& prepared);
-  void DestroyInstances(const PreparedClaim& prepared);
+  // Writes the claim's intents (pending) before any instance is made; releases those of an
+  // earlier pending try at other places.
+  Status WriteIntents(PreparedClaim& prepared);
+  // The instances held by others than claim `uid`.
+  std::map<std::string, std::set<uint32_t>> OwnedByOthers(const std::string& uid) const;
+  // Undoes MakeInstances; the pending file goes when nothing made stays.
+  void UndoInstances(const PreparedClaim& prepared);
   Status DestroyClaimInstances(const ClaimRef& ref);
-  mutable std::mutex mu_;  // guards checkpoint_, state_, the health fields and the files
+  Status ReleasePending(const ClaimRef& ref);
+  mutable std::mutex mu_;  // guards checkpoint_, pending_, state_, the health fields and the files
   Checkpoint checkpoint_;
+  Checkpoint pending_;  // claims with intents only
   DeviceState state_;
   std::map<std::string, int64_t> health_changed_;  // by device name, unix seconds
   uint64_t health_version_ = 1;

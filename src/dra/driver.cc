@@ -41,7 +41,19 @@ std::map<std::string, std::set<uint32_t>> Driver::OwnedInstances(const Checkpoin
     for (const auto& device : claim.devices) {
       if (device.mig_instance)
         owned[device.mig_instance->pci_address].insert(device.mig_instance->gpu_instance_id);
+      else if (device.mig_intent && device.mig_intent->gpu_instance_id)
+        owned[device.mig_intent->pci_address].insert(*device.mig_intent->gpu_instance_id);
     }
+  }
+  return owned;
+}
+
+std::map<std::string, std::set<uint32_t>> Driver::OwnedByOthers(const std::string& uid) const {
+  auto owned = OwnedInstances(checkpoint_);
+  for (const auto& [other, claim] : pending_) {
+    if (other == uid) continue;
+    for (const auto& [pci, ids] : OwnedInstances({{other, claim}}))
+      owned[pci].insert(ids.begin(), ids.end());
   }
   return owned;
 }
@@ -71,19 +83,60 @@ Status Driver::CheckPartitioning(const PreparedClaim& prepared) const {
   return Ok();
 }
 
+Status Driver::WriteIntents(PreparedClaim& prepared) {
+  bool any = false;
+  for (auto& wanted : prepared.devices) {
+    const NodeDevice* device = node_.Find(wanted.device_name);
+    if (!device || !device->mig_slot) continue;
+    const MigSlot& slot = *device->mig_slot;
+    wanted.mig_intent = MigIntent{device->pci_address, slot.profile_id, slot.start, slot.size, {}};
+    any = true;
+  }
+  if (!any || !mig_.create) return Ok();
+  const std::string& uid = prepared.ref.uid;
+  // An earlier try of this claim left intents (a failure, a restart): one at a place this try does
+  // not make again is released first (the claim was allocated anew meanwhile).
+  if (auto earlier = pending_.find(uid); earlier != pending_.end()) {
+    auto owned = OwnedByOthers(uid);
+    for (const auto& old : earlier->second.devices) {
+      if (!old.mig_intent) continue;
+      bool again = std::any_of(prepared.devices.begin(), prepared.devices.end(), [&](auto& d) {
+        return d.mig_intent && d.mig_intent->pci_address == old.mig_intent->pci_address &&
+               d.mig_intent->profile_id == old.mig_intent->profile_id &&
+               d.mig_intent->start == old.mig_intent->start;
+      });
+      if (again) continue;
+      if (auto released = ReleaseIntent(mig_, *old.mig_intent, owned[old.mig_intent->pci_address]);
+          !released) {
+        return released.error().WithContext("release the instance of an earlier try");
+      }
+    }
+  }
+  PreparedClaim intent = prepared;
+  intent.pending = true;
+  // The intent is on disk before NVML makes anything (atomically, as every claim file).
+  if (auto written = WritePreparedClaim(PreparedDir(), intent, Durability::kProcessCrash);
+      !written) {
+    return written.error().WithContext("write the claim's MIG intent");
+  }
+  pending_[uid] = std::move(intent);
+  return Ok();
+}
+
 Status Driver::MakeInstances(PreparedClaim& prepared) {
-  auto owned = OwnedInstances(checkpoint_);
+  if (auto written = WriteIntents(prepared); !written) return written;
+  auto owned = OwnedByOthers(prepared.ref.uid);
   for (auto& wanted : prepared.devices) {
     const NodeDevice* device = node_.Find(wanted.device_name);
     if (!device || !device->mig_slot) continue;
     if (!mig_.create) {
-      DestroyInstances(prepared);
+      UndoInstances(prepared);
       return FailedPrecondition("device " + device->name +
                                 " is a MIG placement, and MIG instances are not made here");
     }
     auto made = mig_.create(*device, owned[device->pci_address]);
     if (!made) {
-      DestroyInstances(prepared);
+      UndoInstances(prepared);
       return made.error().WithContext("make " + device->mig_slot->profile + " at " +
                                       std::to_string(device->mig_slot->start) + " on " +
                                       device->pci_address);
@@ -94,11 +147,46 @@ Status Driver::MakeInstances(PreparedClaim& prepared) {
   return Ok();
 }
 
-// Undoes MakeInstances after a later step failed: the claim is not prepared, so nothing holds them.
-void Driver::DestroyInstances(const PreparedClaim& prepared) {
+// Undoes MakeInstances after a later step failed: the claim is not prepared, so nothing holds
+// them. An instance whose making failed part way may exist at its place: it goes too. The claim's
+// intents stay on disk while any may remain, for the next prepare, start or unprepare.
+void Driver::UndoInstances(const PreparedClaim& prepared) {
+  auto pending = pending_.find(prepared.ref.uid);
+  if (pending == pending_.end()) return;
+  auto owned = OwnedByOthers(prepared.ref.uid);
+  bool gone = true;
   for (const auto& device : prepared.devices) {
-    if (device.mig_instance && mig_.destroy) (void)mig_.destroy(*device.mig_instance);
+    Status undone = Ok();
+    if (device.mig_instance && mig_.destroy)
+      undone = mig_.destroy(*device.mig_instance);
+    else if (device.mig_intent)
+      undone = ReleaseIntent(mig_, *device.mig_intent, owned[device.mig_intent->pci_address]);
+    gone = gone && undone.ok();
   }
+  if (!gone) return;
+  if (RemoveFile(PreparedClaimPath(PreparedDir(), prepared.ref.uid), Durability::kProcessCrash))
+    pending_.erase(pending);
+}
+
+Status Driver::ReleasePending(const ClaimRef& ref) {
+  auto it = pending_.find(ref.uid);
+  if (it == pending_.end()) return Ok();
+  if (!mig_.find || !mig_.destroy) {
+    return FailedPrecondition(
+        "the claim's MIG instances were being made and are not destroyed "
+        "here (--mig-by-demand off); they stay");
+  }
+  auto owned = OwnedByOthers(ref.uid);
+  for (const auto& device : it->second.devices) {
+    if (!device.mig_intent) continue;
+    const MigIntent& intent = *device.mig_intent;
+    if (auto released = ReleaseIntent(mig_, intent, owned[intent.pci_address]); !released) {
+      return released.error().WithContext("MIG instance at " + std::to_string(intent.start) +
+                                          " on " + intent.pci_address + " (" + device.device_name +
+                                          "); it stays, and kubelet retries the unprepare");
+    }
+  }
+  return Ok();
 }
 
 Status Driver::DestroyClaimInstances(const ClaimRef& ref) {
@@ -191,7 +279,10 @@ Result<std::vector<std::string>> Driver::Load() {
   auto checkpoint = ReadPreparedClaims(dir, &dropped);
   if (!checkpoint) return checkpoint.error();
   std::lock_guard lock(mu_);
-  checkpoint_ = std::move(*checkpoint);
+  checkpoint_.clear();
+  pending_.clear();
+  for (auto& [uid, claim] : *checkpoint)
+    (claim.pending ? pending_ : checkpoint_)[uid] = std::move(claim);
   return dropped;
 }
 
@@ -244,7 +335,7 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   // partition is refused here, with nothing activated and no file written.
   if (fabric_.activate) {
     if (auto active = fabric_.activate(ref.uid, PciAddressesOf(*prepared)); !active) {
-      DestroyInstances(*prepared);
+      UndoInstances(*prepared);
       return active.error().WithContext(claim_name);
     }
   }
@@ -262,13 +353,15 @@ Result<PreparedClaim> Driver::Prepare(const ClaimRef& ref) {
   if (written) written = WritePreparedClaim(PreparedDir(), *prepared, Durability::kProcessCrash);
   if (!written) {
     // Neither file alone: an entry without its spec would answer kubelet with CDI IDs that
-    // resolve to nothing.
+    // resolve to nothing. A pending claim's file goes with its instances.
     ::unlink(ClaimSpecPath(config_.cdi_dir, ref.uid).c_str());
-    (void)RemoveFile(PreparedClaimPath(PreparedDir(), ref.uid), Durability::kProcessCrash);
+    if (!pending_.count(ref.uid))
+      (void)RemoveFile(PreparedClaimPath(PreparedDir(), ref.uid), Durability::kProcessCrash);
     if (fabric_.deactivate) (void)fabric_.deactivate(ref.uid);
-    DestroyInstances(*prepared);
+    UndoInstances(*prepared);
     return written.error();
   }
+  pending_.erase(ref.uid);
   checkpoint_[ref.uid] = *prepared;
   return prepared;
 }
@@ -280,6 +373,10 @@ Status Driver::Unprepare(const ClaimRef& ref) {
   if (auto destroyed = DestroyClaimInstances(ref); !destroyed) {
     return destroyed.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
   }
+  // A claim with intents only: what a prepare cut short made at their places goes.
+  if (auto released = ReleasePending(ref); !released) {
+    return released.error().WithContext("claim " + ref.namespace_name + "/" + ref.name);
+  }
   std::string spec_path = ClaimSpecPath(config_.cdi_dir, ref.uid);
   if (::unlink(spec_path.c_str()) != 0 && errno != ENOENT) {
     return ErrnoError("unlink " + spec_path, errno);
@@ -290,6 +387,7 @@ Status Driver::Unprepare(const ClaimRef& ref) {
     return removed.error();
   }
   checkpoint_.erase(ref.uid);
+  pending_.erase(ref.uid);
   // Unprepared first, then deactivated; an unknown claim holds nothing.
   if (fabric_.deactivate) {
     if (auto released = fabric_.deactivate(ref.uid); !released)

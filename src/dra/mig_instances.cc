@@ -118,6 +118,18 @@ MigHooks NvmlMigHooks(std::shared_ptr<const nvml::Library> nvml, std::string roo
     if (!instance && made) (void)nvml->DestroyGpuInstance(*gpu, *gi);  // nothing half-made stays
     return instance;
   };
+  hooks.find = [nvml](const MigIntent& intent,
+                      const std::set<uint32_t>& owned) -> Result<std::optional<uint32_t>> {
+    auto gpu = nvml->GpuByPci(intent.pci_address);
+    if (!gpu) return gpu.error();
+    auto instances = nvml->GpuInstances(*gpu);
+    if (!instances) return instances.error();
+    MigSlot slot;
+    slot.profile_id = intent.profile_id;
+    slot.start = intent.start;
+    slot.size = intent.size;
+    return Unclaimed(*instances, slot, owned);
+  };
   hooks.destroy = [nvml](const MigInstance& instance) -> Status {
     auto gpu = nvml->GpuByPci(instance.pci_address);
     if (!gpu) return gpu.error();

@@ -255,8 +255,12 @@ Status KubeletPlugin::State::SetUpMigByDemand(const inventory::Inventory& invent
   node_options.mig_tables = std::move(*tables);
   node_options.profile_memory = ProfileMemory(*nvml, inventory);
   std::vector<std::string> dropped;
-  auto prepared = ReadPreparedClaims(options.plugin_dir + "/prepared", &dropped);
+  const std::string dir = options.plugin_dir + "/prepared";
+  auto prepared = ReadPreparedClaims(dir, &dropped);
   if (!prepared) return prepared.error();
+  // Instances a prepare made before the plugin was killed, found by their intents' places.
+  for (const auto& adopted : AdoptIntents(NvmlMigHooks(nvml, options.root), dir, *prepared))
+    spdlog::warn("{}", Excerpt(adopted, 600));
   node_options.owned_instances = Driver::OwnedInstances(*prepared);
   return Ok();
 }

@@ -59,7 +59,7 @@ Result<PreparedClaim> PlanPrepare(const ClaimRef& ref, const ResourceClaim& clai
       continue;
     }
     prepared.devices.push_back(PreparedDevice{
-        {result.request}, context.pool, device->name, {ClaimCdiId(ref.uid, device->name)}, {}});
+        {result.request}, context.pool, device->name, {ClaimCdiId(ref.uid, device->name)}, {}, {}});
   }
   if (prepared.devices.empty()) {
     return FailedPrecondition("claim " + ClaimName(ref) + ": no device of driver " +

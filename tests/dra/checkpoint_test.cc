@@ -15,8 +15,8 @@ Checkpoint Sample() {
   PreparedClaim claim;
   claim.ref = {"team", "train", "uid-1"};
   claim.devices.push_back(
-      {{"gpus"}, "node-a", "gpu-0000-18-00-0", {ClaimCdiId("uid-1", "gpu-0000-18-00-0")}, {}});
-  claim.devices.push_back({{"gpus", "more"}, "node-a", "gpu-0000-2a-00-0", {"x/y=z"}, {}});
+      {{"gpus"}, "node-a", "gpu-0000-18-00-0", {ClaimCdiId("uid-1", "gpu-0000-18-00-0")}, {}, {}});
+  claim.devices.push_back({{"gpus", "more"}, "node-a", "gpu-0000-2a-00-0", {"x/y=z"}, {}, {}});
   checkpoint["uid-1"] = claim;
   return checkpoint;
 }
@@ -78,6 +78,55 @@ TEST(Checkpoint, ParserIsStrict) {
       ParseCheckpoint(
           R"({"version":1,"claims":{"u":{"namespace":"a","name":"b","devices":[{"requestNames":[],"poolName":"p","deviceName":"d","cdiDeviceIds":["c"]}]}}})")
           .ok());
+}
+
+// A claim whose MIG instance is about to be made: its intent only, pending.
+Checkpoint IntentSample() {
+  Checkpoint checkpoint = Sample();
+  checkpoint["uid-1"].pending = true;
+  checkpoint["uid-1"].devices[1].mig_intent = MigIntent{"0000:2a:00.0", 9, 4, 4, {}};
+  return checkpoint;
+}
+
+TEST(Checkpoint, AnIntentRoundTripsAndOlderFilesReadAsBefore) {
+  std::string text = SerializeCheckpoint(IntentSample());
+  EXPECT_NE(text.find("\"pending\": true"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"migIntent\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("gpuInstanceId"), std::string::npos) << text;
+  auto parsed = ParseCheckpoint(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  EXPECT_EQ(*parsed, IntentSample());
+  EXPECT_TRUE(parsed->at("uid-1").pending);
+  // Adopted on start: the GPU instance found at its place, then completed with the instance.
+  Checkpoint adopted = IntentSample();
+  adopted["uid-1"].devices[1].mig_intent->gpu_instance_id = 2;
+  auto again = ParseCheckpoint(SerializeCheckpoint(adopted));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->at("uid-1").devices[1].mig_intent->gpu_instance_id, 2u);
+  Checkpoint completed = MigSample();
+  completed["uid-1"].devices[1].mig_intent = adopted["uid-1"].devices[1].mig_intent;
+  auto done = ParseCheckpoint(SerializeCheckpoint(completed));
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(*done, completed);
+  EXPECT_FALSE(done->at("uid-1").pending);
+  // A file of an earlier version (no pending, no intent) reads as a prepared claim.
+  auto older = ParseCheckpoint(
+      R"({"version":1,"claims":{"u":{"namespace":"a","name":"b","devices":[{"requestNames":["r"],"poolName":"p","deviceName":"d","cdiDeviceIds":["c"]}]}}})");
+  ASSERT_TRUE(older.ok());
+  EXPECT_FALSE(older->at("u").pending);
+  EXPECT_FALSE(older->at("u").devices[0].mig_intent.has_value());
+  // As strict as the rest.
+  for (auto [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"pending\": true", "\"pending\": 1"},
+           {"\"start\": 4", "\"start\": -4"},
+           {"\"profileId\": 9", "\"profileId\": \"9\""},
+           {"\"size\": 4", "\"sizes\": 4"},
+           {"\"pciAddress\": \"0000:2a:00.0\"", "\"pciAddress\": \"\""}}) {
+    std::string changed = text;
+    ASSERT_NE(changed.find(from), std::string::npos) << from << " in " << text;
+    changed.replace(changed.find(from), from.size(), to);
+    EXPECT_FALSE(ParseCheckpoint(changed).ok()) << to;
+  }
 }
 
 TEST(Checkpoint, FileIsWrittenAtomicallyAndMissingMeansEmpty) {

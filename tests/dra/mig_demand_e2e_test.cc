@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <regex>
 
 #include "common/bounded_file.h"
@@ -216,6 +217,80 @@ TEST_F(DraMigDemand, AWholeGpuClaimBlocksPartitioningAndABusyInstanceStays) {
   ASSERT_EQ(kubelet->Unprepare({slice})[slice.uid], "") << plugin_->Log();
   EXPECT_EQ(InstanceAt(0), "");
   EXPECT_FALSE(SpecExists(slice));
+}
+
+TEST_F(DraMigDemand, AnInstanceMadeBeforeAPrepareWasCutShortIsAdoptedAfterARestart) {
+  // After the create, the MIG device's lookup fails and so does the undo's destroy: the instance
+  // exists and the claim's file holds only its intent, as when the plugin is killed there.
+  nvml_.Append("fail nvmlDeviceGetUUID 999");
+  nvml_.Append("fail nvmlComputeInstanceDestroy 999");
+  StartByDemand();
+  auto kubelet = std::make_unique<DraKubelet>(Registry(), "gpu.tessera.dev");
+  Register(*kubelet);
+  const std::string placement = kWhole + "-mig-3g-40gb-4";
+  ASSERT_TRUE(WaitUntil([&] { return Offered(placement); })) << plugin_->Log();
+  ClaimRef ref = Claim("slice", placement);
+  std::string failed = kubelet->Prepare({ref})[ref.uid].error;
+  EXPECT_NE(failed.find("999"), std::string::npos) << failed;
+  EXPECT_EQ(CreatesOn(), "1") << nvml_.Log();
+  const std::string gi = InstanceAt(4);
+  ASSERT_NE(gi, "") << nvml_.State();
+  EXPECT_FALSE(SpecExists(ref));
+  auto file = ReadBoundedFile(PreparedClaimPath(PluginDir() + "/prepared", ref.uid), 1 << 20);
+  ASSERT_TRUE(file.ok());
+  EXPECT_NE(file->find("\"pending\": true"), std::string::npos) << *file;
+  EXPECT_NE(file->find("\"migIntent\""), std::string::npos) << *file;
+
+  // A restart with NVML answering again: the instance is the claim's, not someone else's.
+  kubelet.reset();
+  EXPECT_EQ(plugin_->Stop(), 0);
+  nvml_.Replace("fail nvmlDeviceGetUUID 999\n", "");
+  nvml_.Replace("fail nvmlComputeInstanceDestroy 999\n", "");
+  StartByDemand();
+  kubelet = std::make_unique<DraKubelet>(Registry(), "gpu.tessera.dev");
+  Register(*kubelet);
+  ASSERT_TRUE(WaitUntil([&] { return Offered(placement); })) << plugin_->Log();
+  EXPECT_FALSE(Offered(kWhole + "-mig-" + gi + "-0"));
+  EXPECT_NE(plugin_->Log().find("adopted"), std::string::npos) << plugin_->Log();
+  auto prepared = kubelet->Prepare({ref});
+  ASSERT_EQ(prepared[ref.uid].error, "") << plugin_->Log();
+  ASSERT_EQ(prepared[ref.uid].devices.size(), 1u);
+  EXPECT_EQ(CreatesOn(), "1") << nvml_.Log();  // adopted, not made twice
+  EXPECT_EQ(InstanceAt(4), gi);
+  EXPECT_TRUE(SpecExists(ref));
+  ASSERT_EQ(kubelet->Unprepare({ref})[ref.uid], "") << plugin_->Log();
+  EXPECT_EQ(InstanceAt(4), "");
+  EXPECT_EQ(Count(nvml_.Log(), "nvmlGpuInstanceDestroy " + kGpu + " gi=" + gi + " -> 0"), 1u)
+      << nvml_.Log();
+  EXPECT_FALSE(SpecExists(ref));
+}
+
+TEST_F(DraMigDemand, AClaimCutShortIsUnpreparedByDestroyingTheInstanceAtItsPlace) {
+  nvml_.Append("fail nvmlDeviceGetUUID 999");
+  nvml_.Append("fail nvmlComputeInstanceDestroy 999");
+  StartByDemand();
+  auto kubelet = std::make_unique<DraKubelet>(Registry(), "gpu.tessera.dev");
+  Register(*kubelet);
+  const std::string placement = kWhole + "-mig-1g-10gb-6";
+  ASSERT_TRUE(WaitUntil([&] { return Offered(placement); })) << plugin_->Log();
+  ClaimRef ref = Claim("slice", placement);
+  EXPECT_NE(kubelet->Prepare({ref})[ref.uid].error, "");
+  const std::string gi = InstanceAt(6);
+  ASSERT_NE(gi, "") << nvml_.State();
+  kubelet.reset();
+  EXPECT_EQ(plugin_->Stop(), 0);
+  nvml_.Replace("fail nvmlDeviceGetUUID 999\n", "");
+  nvml_.Replace("fail nvmlComputeInstanceDestroy 999\n", "");
+  StartByDemand();
+  kubelet = std::make_unique<DraKubelet>(Registry(), "gpu.tessera.dev");
+  Register(*kubelet);
+  // The pod went away: kubelet unprepares the claim it never got prepared.
+  ASSERT_EQ(kubelet->Unprepare({ref})[ref.uid], "") << plugin_->Log();
+  EXPECT_EQ(InstanceAt(6), "");
+  EXPECT_EQ(Count(nvml_.Log(), "nvmlGpuInstanceDestroy " + kGpu + " gi=" + gi + " -> 0"), 1u)
+      << nvml_.Log();
+  EXPECT_FALSE(std::filesystem::exists(PreparedClaimPath(PluginDir() + "/prepared", ref.uid)));
+  EXPECT_EQ(CreatesOn(), "1");
 }
 
 }  // namespace

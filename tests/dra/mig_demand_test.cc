@@ -376,6 +376,139 @@ TEST_F(DraMigDriver, ABusyInstanceKeepsTheClaimUntilItIsDestroyed) {
                                               "destroy 5"}));
 }
 
+// Hooks over a model of the GPU's instances (by start, as NVML places them): a create first takes
+// an instance at its place that nobody holds, as the plugin's NVML hooks do; `fail_after_create_`
+// makes a create fail after the instance exists (a plugin killed there), `destroy_fails_` keeps
+// what an undo would destroy.
+class DraMigIntent : public DraMigDriver {
+ protected:
+  MigHooks Modelled() {
+    MigHooks hooks;
+    hooks.create = [this](const NodeDevice& device,
+                          const std::set<uint32_t>& owned) -> Result<MigInstance> {
+      const uint32_t start = device.mig_slot->start;
+      // The intent is on disk before anything is made.
+      auto file = ReadCheckpoint(PreparedClaimPath(dir_.path() + "/prepared", ref_.uid));
+      bool intent = file.ok() && file->count(ref_.uid) && file->at(ref_.uid).pending;
+      calls_.push_back(std::string(intent ? "" : "NO INTENT ") + "create " + device.name);
+      if (!instances_.count(start) || owned.count(instances_[start])) {
+        made_.push_back(start);
+        instances_[start] = start + 1;
+      }
+      if (fail_after_create_) return Unavailable("NVML error 999 after the create");
+      return MigInstance{device.pci_address, instances_[start], 0, "MIG-x", {}};
+    };
+    hooks.destroy = [this](const MigInstance& instance) -> Status {
+      calls_.push_back("destroy " + std::to_string(instance.gpu_instance_id));
+      if (destroy_fails_) return Unavailable("NVML error 999");
+      for (auto it = instances_.begin(); it != instances_.end(); ++it) {
+        if (it->second == instance.gpu_instance_id) {
+          instances_.erase(it);
+          break;
+        }
+      }
+      return Ok();
+    };
+    hooks.find = [this](const MigIntent& intent,
+                        const std::set<uint32_t>& owned) -> Result<std::optional<uint32_t>> {
+      auto it = instances_.find(intent.start);
+      if (it == instances_.end() || owned.count(it->second)) return std::optional<uint32_t>();
+      return std::optional<uint32_t>(it->second);
+    };
+    return hooks;
+  }
+  // A restart: the claim files read, intents adopted or dropped, a new driver loaded.
+  std::unique_ptr<Driver> Restart(std::vector<std::string>* log) {
+    auto claims = ReadPreparedClaims(dir_.path() + "/prepared", nullptr);
+    EXPECT_TRUE(claims.ok());
+    if (claims.ok()) *log = AdoptIntents(Modelled(), dir_.path() + "/prepared", *claims);
+    auto driver = Make();
+    driver->SetMig(Modelled());
+    return driver;
+  }
+  bool ClaimFile() const {
+    return std::filesystem::exists(PreparedClaimPath(dir_.path() + "/prepared", ref_.uid));
+  }
+
+  std::map<uint32_t, uint32_t> instances_;  // GPU instance ID by start
+  std::vector<uint32_t> made_;              // starts, in the order made
+  bool fail_after_create_ = false;
+  bool destroy_fails_ = false;
+};
+
+TEST_F(DraMigIntent, AnInstanceMadeBeforeAFailureIsAdoptedByTheRetriedPrepare) {
+  Allocate({gpu_ + "-mig-3g-40gb-4"});
+  auto driver = Make();
+  driver->SetMig(Modelled());
+  fail_after_create_ = destroy_fails_ = true;
+  ASSERT_FALSE(driver->Prepare(ref_).ok());
+  EXPECT_EQ(instances_, (std::map<uint32_t, uint32_t>{{4, 5}}));
+  ASSERT_TRUE(ClaimFile());  // the intent stays while its instance may
+  EXPECT_TRUE(driver->PreparedClaimUids().empty());
+  fail_after_create_ = destroy_fails_ = false;
+
+  std::vector<std::string> log;
+  driver = Restart(&log);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("adopted"), std::string::npos) << log[0];
+  EXPECT_EQ(Driver::OwnedInstances(*ReadPreparedClaims(dir_.path() + "/prepared", nullptr)),
+            (std::map<std::string, std::set<uint32_t>>{{node_.devices.front().pci_address, {5}}}));
+  auto prepared = driver->Prepare(ref_);
+  ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+  ASSERT_TRUE(prepared->devices[0].mig_instance.has_value());
+  EXPECT_EQ(prepared->devices[0].mig_instance->gpu_instance_id, 5u);
+  EXPECT_EQ(made_, std::vector<uint32_t>{4});  // made once
+  auto file = ReadCheckpoint(PreparedClaimPath(dir_.path() + "/prepared", ref_.uid));
+  ASSERT_TRUE(file.ok());
+  EXPECT_FALSE(file->at(ref_.uid).pending);
+  EXPECT_EQ(driver->PreparedClaimUids(), std::vector<std::string>{ref_.uid});
+  ASSERT_TRUE(driver->Unprepare(ref_).ok());
+  EXPECT_TRUE(instances_.empty());
+  EXPECT_FALSE(ClaimFile());
+  for (const auto& call : calls_)
+    EXPECT_EQ(call.find("NO INTENT"), std::string::npos) << call;
+}
+
+TEST_F(DraMigIntent, AClaimWithOnlyAnIntentIsUnpreparedByDestroyingWhatIsAtItsPlace) {
+  Allocate({gpu_ + "-mig-1g-10gb-2"});
+  auto driver = Make();
+  driver->SetMig(Modelled());
+  fail_after_create_ = destroy_fails_ = true;
+  ASSERT_FALSE(driver->Prepare(ref_).ok());
+  destroy_fails_ = false;
+  std::vector<std::string> log;
+  driver = Restart(&log);
+  ASSERT_TRUE(driver->Unprepare(ref_).ok());
+  EXPECT_TRUE(instances_.empty());
+  EXPECT_FALSE(ClaimFile());
+  EXPECT_EQ(calls_.back(), "destroy 3");
+  // Nothing left: a second unprepare succeeds and destroys nothing.
+  size_t calls = calls_.size();
+  ASSERT_TRUE(driver->Unprepare(ref_).ok());
+  EXPECT_EQ(calls_.size(), calls);
+}
+
+TEST_F(DraMigIntent, AnIntentWithoutAnInstanceIsDroppedOnStart) {
+  Allocate({gpu_ + "-mig-1g-10gb-2"});
+  auto driver = Make();
+  driver->SetMig(Modelled());
+  fail_after_create_ = destroy_fails_ = true;
+  ASSERT_FALSE(driver->Prepare(ref_).ok());
+  ASSERT_TRUE(ClaimFile());
+  instances_.clear();  // gone meanwhile (a GPU reset)
+  fail_after_create_ = destroy_fails_ = false;
+  std::vector<std::string> log;
+  driver = Restart(&log);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("dropped"), std::string::npos) << log[0];
+  EXPECT_FALSE(ClaimFile());
+  // A prepare that fails and can undo what it made leaves no intent behind either.
+  fail_after_create_ = true;
+  ASSERT_FALSE(driver->Prepare(ref_).ok());
+  EXPECT_TRUE(instances_.empty());
+  EXPECT_FALSE(ClaimFile());
+}
+
 TEST(DraMigDemand, ProfileLabelsAreDnsLabels) {
   EXPECT_EQ(mig::ProfileLabel("1g.10gb+me"), "1g-10gb-me");
   EXPECT_EQ(mig::ProfileLabel("7g.80GB"), "7g-80gb");
