@@ -376,9 +376,10 @@ class MigSliceShares : public MigMixedHost {
 };
 
 TEST_F(MigSliceShares, TwoSharesRunOnOneSliceWithItsDeviceNodesAndTheirOwnLimits) {
+  // No slice is made by demand: the whole-slice request below waits for the shared one.
   StartServe({"--nvml", FAKE_NVML, "--mps-root", mps_root_, "--mps-control", FakeMps::Binary(),
               "--nvidia-smi", FakeMps::NvidiaSmi(), "--mps-shm-mib", "4", "--share-check-interval",
-              "200ms"});
+              "200ms", "--mig-by-demand", "off"});
   const std::string slice = "MIG-8e2c3d4b-0001-4000-8000-000000000000";
   const std::string a = SubmitSliceShare("10Gi", 50);
   const std::string b = SubmitSliceShare("4Gi", 20);
