@@ -6,31 +6,12 @@
 
 #include "common/untrusted_text.h"
 #include "placement/mig_fleet.h"
+#include "placement/trace_text.h"
 
 namespace tessera::placement {
 namespace {
 
-std::string_view TrimField(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-// Plain decimal numbers: no "nan", "inf" or hex floats.
-std::optional<double> DecimalNumber(std::string_view text) {
-  if (text.empty() || text.size() > 32) return std::nullopt;
-  for (char c : text) {
-    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
-      return std::nullopt;
-  }
-  std::string copy(text);
-  char* end = nullptr;
-  double value = std::strtod(copy.c_str(), &end);
-  if (end != copy.c_str() + copy.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
+constexpr size_t kMaxTraceNumber = 32;
 
 bool IsTraceName(std::string_view name, bool profile) {
   if (name.empty() || name.size() > kMaxMigTraceNameLength) return false;
@@ -45,7 +26,7 @@ bool IsTraceName(std::string_view name, bool profile) {
 Status ParseSize(std::string_view size, MigTraceRequest& request) {
   switch (request.kind) {
     case MigRequestKind::kWhole: {
-      auto gpus = DecimalNumber(size);
+      auto gpus = PlainDecimal(size, kMaxTraceNumber);
       if (!gpus || *gpus < 1 || *gpus > kMaxWholeGpus || *gpus != std::floor(*gpus))
         return InvalidArgument("whole size is not a GPU count 1.." + std::to_string(kMaxWholeGpus));
       request.gpus = static_cast<int>(*gpus);
@@ -58,9 +39,10 @@ Status ParseSize(std::string_view size, MigTraceRequest& request) {
       return {};
     case MigRequestKind::kShare: {
       size_t colon = size.find(':');
-      auto memory = DecimalNumber(size.substr(0, colon));
-      auto compute =
-          colon == std::string_view::npos ? std::nullopt : DecimalNumber(size.substr(colon + 1));
+      auto memory = PlainDecimal(size.substr(0, colon), kMaxTraceNumber);
+      auto compute = colon == std::string_view::npos
+                         ? std::nullopt
+                         : PlainDecimal(size.substr(colon + 1), kMaxTraceNumber);
       if (!memory || !compute || *memory < 1 || *memory > kMaxShareMemoryGib || !(*compute > 0) ||
           *compute > 1) {
         return InvalidArgument("share size is not MEMORY_GIB:COMPUTE (1..80 GiB, compute (0, 1])");
@@ -75,7 +57,7 @@ Status ParseSize(std::string_view size, MigTraceRequest& request) {
 
 Result<MigTraceRequest> ParseFields(const std::string_view (&fields)[5]) {
   MigTraceRequest request;
-  auto arrival = DecimalNumber(fields[0]);
+  auto arrival = PlainDecimal(fields[0], kMaxTraceNumber);
   if (!arrival || *arrival < 0 || *arrival > kMaxMigTraceSeconds)
     return InvalidArgument("arrival_s is not a number 0..1e9");
   if (!IsTraceName(fields[1], false))
@@ -90,7 +72,7 @@ Result<MigTraceRequest> ParseFields(const std::string_view (&fields)[5]) {
     return InvalidArgument("kind is not whole, mig or share");
   }
   if (Status status = ParseSize(fields[3], request); !status.ok()) return status.error();
-  auto duration = DecimalNumber(fields[4]);
+  auto duration = PlainDecimal(fields[4], kMaxTraceNumber);
   if (!duration || !(*duration > 0) || *duration > kMaxMigTraceSeconds)
     return InvalidArgument("duration_s is not a number in (0, 1e9]");
   request.arrival_s = *arrival;
@@ -105,7 +87,7 @@ bool SplitFields(std::string_view line, std::string_view (&fields)[5]) {
   while (true) {
     if (count == 5) return false;
     size_t comma = line.find(',');
-    fields[count++] = TrimField(line.substr(0, comma));
+    fields[count++] = TrimTraceField(line.substr(0, comma));
     if (comma == std::string_view::npos) break;
     line.remove_prefix(comma + 1);
   }
@@ -139,7 +121,7 @@ Result<std::vector<MigTraceRequest>> ParseMigTrace(std::string_view text) {
     const std::string where = "line " + std::to_string(line_number);
     if (raw.size() > kMaxMigTraceLineLength)
       return InvalidArgument(where + ": longer than " + std::to_string(kMaxMigTraceLineLength));
-    std::string_view line = TrimField(raw);
+    std::string_view line = TrimTraceField(raw);
     if (line.empty() || line.front() == '#') continue;
     std::string_view fields[5];
     if (!SplitFields(line, fields)) {

@@ -4,41 +4,10 @@
 #include <utility>
 
 #include "placement/mig_fleet.h"
+#include "placement/trace_text.h"
 
 namespace tessera::placement {
 namespace {
-
-// SplitMix64 with its own transforms: the same trace on every platform.
-class TraceRng {
- public:
-  explicit TraceRng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
-  double Normal() {
-    double u1 = Uniform(), u2 = Uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  }
-  // An index into `weights` with probability proportional to its weight.
-  size_t Pick(const std::vector<double>& weights) {
-    double sum = 0;
-    for (double w : weights)
-      sum += w;
-    double pick = Uniform() * sum;
-    for (size_t i = 0; i < weights.size(); ++i) {
-      if (pick < weights[i]) return i;
-      pick -= weights[i];
-    }
-    return weights.size() - 1;
-  }
-
- private:
-  uint64_t state_;
-};
 
 constexpr double kWholeShare = 0.15, kMigShare = 0.65;
 const int kWholeSizes[] = {1, 2, 4, 8};

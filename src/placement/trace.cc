@@ -4,32 +4,10 @@
 #include <cstdlib>
 
 #include "placement/placement.h"
+#include "placement/trace_text.h"
 
 namespace tessera::placement {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-// Plain decimal numbers only: strtod alone would also take "nan", "inf" and hex floats.
-std::optional<double> Number(std::string_view text) {
-  if (text.empty() || text.size() > 64) return std::nullopt;
-  for (char c : text) {
-    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) {
-      return std::nullopt;
-    }
-  }
-  std::string copy(text);
-  char* end = nullptr;
-  double value = std::strtod(copy.c_str(), &end);
-  if (end != copy.c_str() + copy.size() || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
 
 bool IsTenancyName(std::string_view name) {
   if (name.empty() || name.size() > kMaxTraceTenancyLength) return false;
@@ -39,29 +17,6 @@ bool IsTenancyName(std::string_view name) {
   return true;
 }
 
-// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, and the same sequence everywhere.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in (0, 1): never 0, so log() is safe.
-  double Uniform() { return (static_cast<double>(Next() >> 11) + 0.5) * 0x1.0p-53; }
-  double Exponential(double rate) { return -std::log(Uniform()) / rate; }
-  // Box-Muller; the second value is dropped to keep one draw per call.
-  double Normal() {
-    double u1 = Uniform(), u2 = Uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  }
-
- private:
-  uint64_t state_;
-};
-
 }  // namespace
 
 Result<std::vector<Request>> ParseTraceCsv(std::string_view text) {
@@ -70,7 +25,7 @@ Result<std::vector<Request>> ParseTraceCsv(std::string_view text) {
   bool seen_data = false;
   while (!text.empty()) {
     size_t end = text.find('\n');
-    std::string_view line = Trim(text.substr(0, end));
+    std::string_view line = TrimTraceField(text.substr(0, end));
     text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
     ++line_number;
     if (line.empty() || line.front() == '#') continue;
@@ -81,7 +36,7 @@ Result<std::vector<Request>> ParseTraceCsv(std::string_view text) {
       size_t comma = line.find(',');
       if (count == 4)
         return InvalidArgument(where + ": more than 4 fields (arrival_s,duration_s,gpus,tenancy)");
-      fields[count++] = Trim(line.substr(0, comma));
+      fields[count++] = TrimTraceField(line.substr(0, comma));
       if (comma == std::string_view::npos) break;
       line = line.substr(comma + 1);
     }
@@ -96,17 +51,17 @@ Result<std::vector<Request>> ParseTraceCsv(std::string_view text) {
     }
     seen_data = true;
     Request request;
-    auto arrival = Number(fields[0]);
+    auto arrival = PlainDecimal(fields[0], 64);
     if (!arrival || *arrival < 0) {
       return InvalidArgument(where + ": arrival_s \"" + std::string(fields[0]) +
                              "\" is not a number >= 0");
     }
-    auto duration = Number(fields[1]);
+    auto duration = PlainDecimal(fields[1], 64);
     if (!duration || *duration <= 0) {
       return InvalidArgument(where + ": duration_s \"" + std::string(fields[1]) +
                              "\" is not a number > 0");
     }
-    auto gpus = Number(fields[2]);
+    auto gpus = PlainDecimal(fields[2], 64);
     if (!gpus || *gpus < 1 || *gpus > 64 || *gpus != std::floor(*gpus)) {
       return InvalidArgument(where + ": gpus \"" + std::string(fields[2]) +
                              "\" is not a whole number 1..64");
@@ -172,7 +127,7 @@ Result<std::vector<Request>> SyntheticTrace(const SyntheticOptions& options) {
   // Offered load = rate * E[gpus] * E[duration] / GPUs.
   const double rate = options.load * options.total_gpus / (mean_gpus * mean_duration);
 
-  Rng rng(options.seed);
+  TraceRng rng(options.seed);
   std::vector<Request> requests;
   requests.reserve(options.requests);
   double now = 0;

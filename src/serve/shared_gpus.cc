@@ -282,6 +282,21 @@ void SharedGpus::CheckDaemon(const std::string& key, Gpu& gpu) {
   }
 }
 
+void StopShareClientsLocked(Model& model, const GpuRecord& gpu, const std::string& mig_device,
+                            const std::string& reason) {
+  std::vector<Mutation> mutations;
+  for (const auto& holder : gpu.shares) {
+    if (!mig_device.empty() && holder.mig_device != mig_device) continue;
+    auto it = model.containers.find(holder.container_id);
+    if (it == model.containers.end() || fleet::IsTerminal(it->second.state) ||
+        it->second.stop_requested)
+      continue;
+    model.StopContainer(it->second, std::string(sharing::kSharedFaultReason) + ": " + reason,
+                        mutations);
+  }
+  model.Commit(std::move(mutations), nullptr);
+}
+
 void SharedGpus::Fault(const std::string& pci, Gpu& gpu, const std::string& reason) {
   spdlog::error("GPU {}: {}: no new shares; stopping its containers; restarting the daemon", pci,
                 reason);
@@ -290,17 +305,8 @@ void SharedGpus::Fault(const std::string& pci, Gpu& gpu, const std::string& reas
     GpuRecord* record = model_.FindGpu(pci);
     if (record) {
       record->share_fault = reason;
-      std::vector<Mutation> mutations;
       // An MPS server is one fault domain: every client on the GPU met the fault.
-      for (const auto& holder : record->shares) {
-        auto it = model_.containers.find(holder.container_id);
-        if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||
-            it->second.stop_requested)
-          continue;
-        model_.StopContainer(it->second, std::string(sharing::kSharedFaultReason) + ": " + reason,
-                             mutations);
-      }
-      model_.Commit(std::move(mutations), nullptr);
+      StopShareClientsLocked(model_, *record, "", reason);
     }
   }
   // Back with its limits (the marker last) before the GPU is given again.

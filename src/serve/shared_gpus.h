@@ -53,6 +53,11 @@ struct ShareStart {
   mps::DaemonConfig config;
 };
 
+// mu held: the share clients on `gpu` (only those on `mig_device` when it is not empty: one MPS
+// server, one fault domain) are stopped, saying `reason`.
+void StopShareClientsLocked(Model& model, const fleet::GpuRecord& gpu,
+                            const std::string& mig_device, const std::string& reason);
+
 class SharedGpus {
  public:
   SharedGpus(Model& model, const SharingOptions& options);

@@ -78,18 +78,8 @@ void SharedGpus::FaultSlice(const std::string& mig_device, Gpu& gpu, const std::
   {
     std::lock_guard lock(model_.mu);
     if (GpuRecord* record = mark(reason)) {
-      std::vector<Mutation> mutations;
       // This slice's MPS server is one fault domain: its clients, and no other slice's.
-      for (const auto& holder : record->shares) {
-        if (holder.mig_device != mig_device) continue;
-        auto it = model_.containers.find(holder.container_id);
-        if (it == model_.containers.end() || fleet::IsTerminal(it->second.state) ||
-            it->second.stop_requested)
-          continue;
-        model_.StopContainer(it->second, std::string(sharing::kSharedFaultReason) + ": " + reason,
-                             mutations);
-      }
-      model_.Commit(std::move(mutations), nullptr);
+      StopShareClientsLocked(model_, *record, mig_device, reason);
     }
   }
   auto restarted = gpu.daemon->Restart();
