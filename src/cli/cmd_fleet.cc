@@ -326,6 +326,7 @@ void AddFleetCommand(CLI::App& app) {
     CheckSimulateOptions(*options);
     RunSimulate(*options);
   });
+  AddFleetMigSubcommand(*fleet);
 }
 
 }  // namespace tessera::cli

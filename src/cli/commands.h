@@ -23,6 +23,8 @@ void AddWindowsCommand(CLI::App& app);
 void AddInventoryCommand(CLI::App& app);
 void AddCdiCommand(CLI::App& app);
 void AddFleetCommand(CLI::App& app);
+// `tessera fleet simulate-mig` under `fleet` (cmd_fleet_mig.cc).
+void AddFleetMigSubcommand(CLI::App& fleet);
 void AddServeCommand(CLI::App& app);  // `tessera serve` (cmd_serve.cc)
 void AddRunCommand(CLI::App& app);    // `tessera run` (cmd_run.cc)
 void AddLogsCommand(CLI::App& app);   // `tessera logs` (cmd_logs.cc)

@@ -139,3 +139,39 @@ TEST(FleetSimulateCli, SyntheticTenantsWithWeights) {
   EXPECT_GT(doc["per_tenancy"]["x"]["share"].get<double>(),
             doc["per_tenancy"]["y"]["share"].get<double>());
 }
+
+namespace {
+
+TEST(FleetSimulateMigCli, ReplaysATraceByDemandAndAgainstTheBestStaticLayout) {
+  const std::string dir = ::testing::TempDir();
+  const std::string written = dir + "/mig-trace.csv";
+  Output generated = Tessera(
+      "fleet simulate-mig --synthetic 41 --hours 1 --nodes 2 "
+      "--search-budget 10 --write-trace " +
+      written);
+  ASSERT_EQ(generated.exit_code, 0) << generated.out;
+  auto doc = nlohmann::json::parse(generated.out);
+  EXPECT_EQ(doc["gpus"], 16);
+  EXPECT_GT(doc["requests"].get<int>(), 0);
+  EXPECT_GT(doc["by_demand"]["gpu_hours"].get<double>(), 0) << doc;
+  EXPECT_EQ(doc["by_demand"]["requests"], doc["requests"]);
+  EXPECT_GE(doc["by_demand"]["instances_created"].get<int>(), 1) << doc;
+  EXPECT_EQ(doc["best_static"]["candidates"], 10) << doc;
+  EXPECT_FALSE(doc["best_static"]["layout"].get<std::string>().empty());
+  // The written trace replays to the same figures.
+  Output replayed = Tessera("fleet simulate-mig --nodes 2 --search-budget 10 --trace " + written);
+  ASSERT_EQ(replayed.exit_code, 0) << replayed.out;
+  EXPECT_EQ(nlohmann::json::parse(replayed.out), doc);
+}
+
+TEST(FleetSimulateMigCli, RefusesABadTraceWithoutEchoingIt) {
+  const std::string path = ::testing::TempDir() + "/bad-mig-trace.csv";
+  std::ofstream(path) << "1,t,mig,9g.999gb-" << std::string(4000, 'x') << ",60\n";
+  Output out = Tessera("fleet simulate-mig --no-search --trace " + path);
+  EXPECT_EQ(out.exit_code, 2) << out.out;
+  EXPECT_EQ(out.out.find(std::string(200, 'x')), std::string::npos) << out.out;
+  Output neither = Tessera("fleet simulate-mig --no-search");
+  EXPECT_EQ(neither.exit_code, 2) << neither.out;
+}
+
+}  // namespace
