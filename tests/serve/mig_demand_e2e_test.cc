@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "serve/container_wait.h"
+#include "serve/device_listing.h"
 #include "serve/podman_serve_fixture.h"
 #include "serve/serve_process.h"
 #include "support/fake_nvml_state.h"
@@ -22,10 +23,6 @@ namespace tessera::testing {
 namespace {
 
 using nlohmann::json;
-
-const char* kListDeviceNodes =
-    "for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do [ -e \"$n\" ] && echo \"$n\"; done; "
-    "echo listed; exec sleep 600";
 
 // Lines of the stand-in's call log with `text` in them.
 size_t CountLines(const std::string& log, const std::string& text) {
@@ -59,22 +56,7 @@ class MigByDemand : public PodmanServeTest {
                            {"command", {"/bin/sh", "-c", kListDeviceNodes}}});
   }
 
-  std::vector<std::string> Listed(const std::string& id) {
-    std::string logs;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          auto response = admin_->Call("GET", "/v1/containers/" + id + "/logs");
-          logs = response ? response->body : "";
-          return logs.find("listed\n") != std::string::npos;
-        },
-        std::chrono::seconds(120)))
-        << logs;
-    std::vector<std::string> nodes;
-    std::istringstream lines(logs);
-    for (std::string line; std::getline(lines, line) && line != "listed";)
-      nodes.push_back(line);
-    return nodes;
-  }
+  std::vector<std::string> Listed(const std::string& id) { return ListedDeviceNodes(*admin_, id); }
 
   std::string Reason(const std::string& id, const std::string& wanted) {
     json container;

@@ -14,6 +14,7 @@
 
 #include "mps/mps.h"
 #include "serve/container_wait.h"
+#include "serve/device_listing.h"
 #include "serve/podman_serve_fixture.h"
 #include "serve/serve_process.h"
 #include "support/fake_mps.h"
@@ -25,11 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-// The container lists the GPU device nodes it was given, then keeps running.
-const char* kListNodes =
-    "for n in /dev/nvidia[0-9]* /dev/nvidia-caps/*; do [ -e \"$n\" ] && echo \"$n\"; done; "
-    "echo listed; exec sleep 600";
-
 class MigServeTest : public PodmanServeTest {
  protected:
   MigServeTest(const std::string& fixture, size_t gpus)
@@ -37,7 +33,8 @@ class MigServeTest : public PodmanServeTest {
 
   void StartWithNvml() { StartServe({"--nvml", FAKE_NVML}); }
 
-  std::string SubmitMig(const std::string& profile, int count, const char* script = kListNodes) {
+  std::string SubmitMig(const std::string& profile, int count,
+                        const char* script = kListDeviceNodes) {
     return SubmitAccepted({{"image", image_},
                            {"tenancy", "slices"},
                            {"mig", {{"profile", profile}, {"count", count}}},
@@ -58,22 +55,7 @@ class MigServeTest : public PodmanServeTest {
   }
 
   // The device nodes a running container listed.
-  std::vector<std::string> Listed(const std::string& id) {
-    std::string logs;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          auto response = admin_->Call("GET", "/v1/containers/" + id + "/logs");
-          logs = response ? response->body : "";
-          return logs.find("listed\n") != std::string::npos;
-        },
-        std::chrono::seconds(120)))
-        << logs;
-    std::vector<std::string> nodes;
-    std::istringstream lines(logs);
-    for (std::string line; std::getline(lines, line) && line != "listed";)
-      nodes.push_back(line);
-    return nodes;
-  }
+  std::vector<std::string> Listed(const std::string& id) { return ListedDeviceNodes(*admin_, id); }
 
   json Gpu(const std::string& pci) {
     const json listed = Get("/v1/gpus");
@@ -266,7 +248,7 @@ TEST_F(MigMixedHost, WholeGpusGoToTheGpuWithoutMigAndSlicesToTheOther) {
   auto whole = Post({{"image", image_},
                      {"tenancy", "slices"},
                      {"gpus", 1},
-                     {"command", {"/bin/sh", "-c", kListNodes}}},
+                     {"command", {"/bin/sh", "-c", kListDeviceNodes}}},
                     &status);
   ASSERT_EQ(status, 202) << whole;
   std::string big = SubmitMig("3g.40gb", 1);
